@@ -1,0 +1,32 @@
+"""distviz: record, replay and visualize PyTorch distributed autograd.
+
+The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
+``distviz.record`` (imported lazily by ``record``) and ``distviz.runner`` do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from distviz.trace import Trace, load
+
+__version__ = "0.1.0"
+__all__ = ["Trace", "load", "record", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+def record(context_id: int, roots: Any, names: Any = None) -> Trace:
+    """Record the distributed autograd graph of ``context_id`` on every worker that took part.
+
+    Call it on the initiator, inside ``dist_autograd.context()``, after the forward pass and
+    before ``dist_autograd.backward``. ``roots`` is a tensor or a list of scalar tensors (the
+    roots you will call backward on); ``names`` maps variable names to tensors (``{"w": w}``) or
+    tensors to names, to label leaves. Other workers are reached over RPC and must be able to
+    ``import distviz``. Returns a ``Trace``; raises ``RuntimeError`` from PyTorch when the context
+    does not exist.
+    """
+    from distviz.record import record as _record
+
+    return _record(context_id, roots, names)

@@ -1,0 +1,73 @@
+"""One error hierarchy for distviz; the CLI maps each class to an exit code in one place.
+
+Every message is one line that says what was expected, what was found and what to do, and
+names the file, line and key where there is one (``scenario.yaml:14 main: ...``).
+"""
+
+from __future__ import annotations
+
+
+class DistvizError(Exception):
+    """Base class of every error distviz reports to a user (never shown with a traceback)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 key: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        self.key = key
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """Return ``file:line key: message`` with the parts that are known."""
+        where = ""
+        if self.path is not None:
+            where = self.path if self.line is None else f"{self.path}:{self.line}"
+        if self.key:
+            where = f"{where} {self.key}" if where else self.key
+        text = " ".join(self.message.split("\n")).strip()
+        return f"{where}: {text}" if where else text
+
+
+class ScenarioError(DistvizError):
+    """The scenario file is not valid: YAML, keys, types or the restricted program text."""
+
+    exit_code = 2
+
+
+class TraceError(DistvizError):
+    """A trace file cannot be read: not JSON, wrong schema version, missing or bad fields."""
+
+    exit_code = 2
+
+
+class UsageError(DistvizError):
+    """Command-line options that conflict or make no sense together."""
+
+    exit_code = 2
+
+
+class RunError(DistvizError):
+    """A run failed at run time: an op raised in the forward pass, a worker died, start-up failed."""
+
+    exit_code = 3
+
+
+class RunTimeout(RunError):
+    """A run did not finish within its time limit (start-up or forward)."""
+
+    exit_code = 4
+
+
+class RenderError(DistvizError):
+    """A picture could not be made (no Graphviz, ``dot`` crashed or timed out)."""
+
+    exit_code = 5
+
+
+class Interrupted(DistvizError):
+    """The user pressed Ctrl-C; every worker has been torn down."""
+
+    exit_code = 130

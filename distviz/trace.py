@@ -1,0 +1,388 @@
+"""The trace: one distributed autograd graph as PyTorch built it, plus what the real run did.
+
+The trace is the pivot between the slow multi-process side (runner, recorder; they import torch)
+and the fast pure side (replay, renderers; they never do). It is plain JSON with a
+``schema_version``; ``docs/trace-format.md`` documents every field. It is loaded without torch,
+never unpickled, and written atomically (a reader never sees half a file).
+
+Node ids are stable strings ``<worker>/<ShortName>#<sequence_nr>`` (``worker1/AddBackward0#3``),
+with ``~k`` appended when two nodes of one worker share name and number, and
+``<worker>/AccumulateGrad(<var>)`` for leaves with a scenario variable name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distviz.errors import TraceError
+
+SCHEMA_VERSION = 1
+ACCUMULATE_GRAD_SEQ = 2**64 - 1
+KINDS = ("op", "send", "recv", "accumulate_grad")
+
+
+def message_label(msg_id: int) -> str:
+    """Return the short form ``sender:counter`` of an autograd message id (``(1 << 48) | 0`` -> ``1:0``)."""
+    return f"{msg_id >> 48}:{msg_id & ((1 << 48) - 1)}"
+
+
+def short_name(name: str) -> str:
+    """Return the last ``::`` part of a node name (``torch::distributed::autograd::SendRpcBackward``)."""
+    return name.rsplit("::", 1)[-1]
+
+
+@dataclass(slots=True)
+class Node:
+    """One autograd node on one worker.
+
+    ``next`` holds the node's next edges in PyTorch's order: ``(target id, input_nr)`` or ``None``
+    for an edge without a function (an input that did not require grad).
+    """
+
+    id: str
+    worker: str
+    name: str
+    kind: str
+    seq: int
+    next: list[tuple[str, int] | None] = field(default_factory=list)
+    msg_id: int | None = None          # send / recv: the autograd message id of the pair
+    var: str | None = None             # accumulate_grad: scenario variable name (``t1``, ``ps.w``)
+    shape: list[int] | None = None     # accumulate_grad: leaf shape
+    dtype: str | None = None           # accumulate_grad: leaf dtype
+    input_shapes: list[list[int]] | None = None  # recv: shapes of the gradients it sends
+    saved: bool = False                # holds saved tensors (freed by a pass without retain_graph)
+    fault: dict[str, Any] | None = None  # {"kind": "fail", "message": ...} or {"kind": "crash"}
+    vars: list[str] = field(default_factory=list)  # scenario variables whose grad_fn is this node
+    call: int | None = None            # send / recv: index into Trace.rpc_calls, when known
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "worker": self.worker, "name": self.name,
+                               "kind": self.kind, "seq": self.seq,
+                               "next": [list(e) if e is not None else None for e in self.next]}
+        if self.msg_id is not None:
+            out["msg_id"] = self.msg_id
+        if self.var is not None:
+            out["var"] = self.var
+        if self.shape is not None:
+            out["shape"] = self.shape
+        if self.dtype is not None:
+            out["dtype"] = self.dtype
+        if self.input_shapes is not None:
+            out["input_shapes"] = self.input_shapes
+        if self.saved:
+            out["saved"] = True
+        if self.fault is not None:
+            out["fault"] = self.fault
+        if self.vars:
+            out["vars"] = self.vars
+        if self.call is not None:
+            out["call"] = self.call
+        return out
+
+
+@dataclass(slots=True)
+class RpcCall:
+    """One RPC the program made inside the context, as the scenario runtime saw it."""
+
+    caller: str
+    callee: str
+    api: str                 # rpc_sync | rpc_async | remote | to_here
+    func: str                # function name (``my_add``, ``torch.add``)
+    builtin: bool
+    grad_enabled: bool       # grad mode on the caller when the call was made
+    line: int | None = None  # line in the scenario file, when known
+    result_var: str | None = None
+    msg_ids: list[int] = field(default_factory=list)  # message ids this call created (both ends)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"caller": self.caller, "callee": self.callee, "api": self.api, "func": self.func,
+                "builtin": self.builtin, "grad_enabled": self.grad_enabled, "line": self.line,
+                "result_var": self.result_var, "msg_ids": self.msg_ids}
+
+
+@dataclass(slots=True)
+class BackwardPass:
+    """One ``dist_autograd.backward`` call: its roots (node ids) and ``retain_graph``."""
+
+    roots: list[str]
+    retain_graph: bool = False
+    root_vars: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"roots": self.roots, "retain_graph": self.retain_graph, "root_vars": self.root_vars}
+
+
+@dataclass(slots=True)
+class Trace:
+    """A recorded distributed autograd graph and, optionally, the real backward's results.
+
+    ``real`` and ``reference`` are plain JSON objects written by the runner (see
+    ``docs/trace-format.md``); the pure side reads them but never needs torch to do so.
+    """
+
+    workers: list[str]
+    initiator: str
+    context_id: int
+    nodes: list[Node]
+    passes: list[BackwardPass]
+    rpc_calls: list[RpcCall] = field(default_factory=list)
+    known_workers: dict[str, list[str]] = field(default_factory=dict)
+    interop_threads: int | None = 1
+    scenario: dict[str, Any] | None = None
+    torch_version: str | None = None
+    real: dict[str, Any] | None = None
+    reference: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- lookups -------------------------------------------------------------------------
+    def node_map(self) -> dict[str, Node]:
+        """Return ``{node id: Node}``."""
+        return {n.id: n for n in self.nodes}
+
+    def rank(self, worker: str) -> int:
+        """Return the rank (worker id) of a worker name."""
+        return self.workers.index(worker)
+
+    def pairs(self) -> list[dict[str, Any]]:
+        """Return every message id with its send and recv node ids (``None`` where one is missing),
+        sorted by message id."""
+        by_msg: dict[int, dict[str, Any]] = {}
+        for n in self.nodes:
+            if n.msg_id is None:
+                continue
+            entry = by_msg.setdefault(n.msg_id, {"msg_id": n.msg_id, "send": None, "recv": None})
+            entry[n.kind] = n.id
+        return [by_msg[k] for k in sorted(by_msg)]
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "format": "distviz-trace",
+            "scenario": self.scenario,
+            "torch_version": self.torch_version,
+            "interop_threads": self.interop_threads,
+            "workers": self.workers,
+            "initiator": self.initiator,
+            "context_id": self.context_id,
+            "known_workers": self.known_workers,
+            "passes": [p.to_json() for p in self.passes],
+            "rpc_calls": [c.to_json() for c in self.rpc_calls],
+            "nodes": [n.to_json() for n in self.nodes],
+            "real": self.real,
+            "reference": self.reference,
+            "meta": self.meta,
+        }
+
+    def dumps(self) -> str:
+        """Return the JSON text: one node per line, so traces diff well."""
+        obj = self.to_json()
+        nodes = obj.pop("nodes")
+        head = json.dumps(obj, separators=(",", ":"), sort_keys=False)
+        body = ",\n".join(json.dumps(n, separators=(",", ":")) for n in nodes)
+        return head[:-1] + ',"nodes":[\n' + body + "\n]}\n"
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the trace atomically (temporary file in the same folder, then rename).
+
+        Returns the path written. Raises ``OSError`` when the folder is not writable.
+        """
+        return write_atomic(Path(path), self.dumps())
+
+    @classmethod
+    def from_json(cls, obj: Any, source: str = "<trace>") -> Trace:
+        """Build a Trace from parsed JSON; raises ``TraceError`` naming the bad key."""
+        return _parse_trace(obj, source)
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace``; returns ``path``."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def load(path: str | os.PathLike[str]) -> Trace:
+    """Load a trace file. Raises ``TraceError`` (one line, naming the file and key) when the file
+    is missing, not JSON, of another schema version, or has missing or mistyped fields."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceError("no such trace file; run `distviz run SCENARIO -o FILE` to make one",
+                         path=str(p)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read the trace: {exc}", path=str(p)) from None
+    return loads(text, source=str(p))
+
+
+def loads(text: str, source: str = "<trace>") -> Trace:
+    """Parse trace JSON text; raises ``TraceError`` as ``load`` does."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"not valid JSON ({exc.msg} at column {exc.colno}); "
+                         "the file is truncated or is not a distviz trace",
+                         path=source, line=exc.lineno) from None
+    except RecursionError:
+        raise TraceError("JSON nested too deeply; not a distviz trace", path=source) from None
+    return _parse_trace(obj, source)
+
+
+# -- parsing with precise errors -------------------------------------------------------------
+
+def _need(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], source: str,
+          where: str, optional: bool = False) -> Any:
+    if key not in obj or obj[key] is None:
+        if optional:
+            return None
+        raise TraceError(f"missing required key {key!r}", path=source, key=where + key)
+    val = obj[key]
+    if isinstance(val, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+        raise TraceError(f"expected {_tname(typ)}, found bool", path=source, key=where + key)
+    if not isinstance(val, typ):
+        raise TraceError(f"expected {_tname(typ)}, found {type(val).__name__}", path=source,
+                         key=where + key)
+    return val
+
+
+def _tname(typ: type | tuple[type, ...]) -> str:
+    if isinstance(typ, tuple):
+        return " or ".join(t.__name__ for t in typ)
+    return typ.__name__
+
+
+def _parse_trace(obj: Any, source: str) -> Trace:
+    if not isinstance(obj, dict):
+        raise TraceError(f"expected a JSON object at the top, found {type(obj).__name__}; "
+                         "not a distviz trace", path=source)
+    version = obj.get("schema_version")
+    if version is None:
+        raise TraceError("missing 'schema_version'; not a distviz trace", path=source,
+                         key="schema_version")
+    if version != SCHEMA_VERSION:
+        raise TraceError(f"schema_version {version!r} is not supported (this distviz reads "
+                         f"version {SCHEMA_VERSION}); record the scenario again with this version",
+                         path=source, key="schema_version")
+    workers = _need(obj, "workers", list, source, "")
+    if not workers or not all(isinstance(w, str) for w in workers):
+        raise TraceError("expected a non-empty list of worker names", path=source, key="workers")
+    initiator = _need(obj, "initiator", str, source, "")
+    if initiator not in workers:
+        raise TraceError(f"initiator {initiator!r} is not one of the workers {workers}",
+                         path=source, key="initiator")
+    context_id = _need(obj, "context_id", int, source, "")
+    raw_nodes = _need(obj, "nodes", list, source, "")
+    nodes: list[Node] = []
+    ids: set[str] = set()
+    wset = set(workers)
+    for i, rn in enumerate(raw_nodes):
+        where = f"nodes[{i}]."
+        if not isinstance(rn, dict):
+            raise TraceError(f"expected an object, found {type(rn).__name__}", path=source,
+                             key=f"nodes[{i}]")
+        nid = _need(rn, "id", str, source, where)
+        if nid in ids:
+            raise TraceError(f"duplicate node id {nid!r}", path=source, key=where + "id")
+        ids.add(nid)
+        worker = _need(rn, "worker", str, source, where)
+        if worker not in wset:
+            raise TraceError(f"unknown worker {worker!r} (workers: {', '.join(workers)})",
+                             path=source, key=where + "worker")
+        kind = _need(rn, "kind", str, source, where)
+        if kind not in KINDS:
+            raise TraceError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})",
+                             path=source, key=where + "kind")
+        raw_next = _need(rn, "next", list, source, where)
+        nxt: list[tuple[str, int] | None] = []
+        for j, e in enumerate(raw_next):
+            if e is None:
+                nxt.append(None)
+                continue
+            if (not isinstance(e, list) or len(e) != 2 or not isinstance(e[0], str)
+                    or not isinstance(e[1], int) or isinstance(e[1], bool)):
+                raise TraceError("expected [node id, input number] or null", path=source,
+                                 key=f"{where}next[{j}]")
+            nxt.append((e[0], e[1]))
+        msg_id = _need(rn, "msg_id", int, source, where, optional=True)
+        if kind in ("send", "recv") and msg_id is None:
+            raise TraceError(f"a {kind} node needs 'msg_id'", path=source, key=where + "msg_id")
+        fault = rn.get("fault")
+        if fault is not None and not isinstance(fault, dict):
+            raise TraceError("expected an object", path=source, key=where + "fault")
+        vars_ = rn.get("vars") or []
+        if not isinstance(vars_, list):
+            raise TraceError("expected a list of names", path=source, key=where + "vars")
+        nodes.append(Node(
+            id=nid, worker=worker, name=_need(rn, "name", str, source, where), kind=kind,
+            seq=_need(rn, "seq", int, source, where), next=nxt, msg_id=msg_id,
+            var=_need(rn, "var", str, source, where, optional=True),
+            shape=_need(rn, "shape", list, source, where, optional=True),
+            dtype=_need(rn, "dtype", str, source, where, optional=True),
+            input_shapes=_need(rn, "input_shapes", list, source, where, optional=True),
+            saved=bool(rn.get("saved", False)), fault=fault, vars=[str(v) for v in vars_],
+            call=_need(rn, "call", int, source, where, optional=True)))
+    for i, n in enumerate(nodes):
+        for j, e in enumerate(n.next):
+            if e is not None and e[0] not in ids:
+                raise TraceError(f"edge to unknown node {e[0]!r}", path=source,
+                                 key=f"nodes[{i}].next[{j}]")
+    passes: list[BackwardPass] = []
+    for i, rp in enumerate(_need(obj, "passes", list, source, "")):
+        where = f"passes[{i}]."
+        if not isinstance(rp, dict):
+            raise TraceError("expected an object", path=source, key=f"passes[{i}]")
+        roots = _need(rp, "roots", list, source, where)
+        for r in roots:
+            if not isinstance(r, str) or r not in ids:
+                raise TraceError(f"root {r!r} is not a node of the trace", path=source,
+                                 key=where + "roots")
+        passes.append(BackwardPass(roots=list(roots), retain_graph=bool(rp.get("retain_graph")),
+                                   root_vars=[str(v) for v in rp.get("root_vars") or []]))
+    calls: list[RpcCall] = []
+    for i, rc in enumerate(obj.get("rpc_calls") or []):
+        where = f"rpc_calls[{i}]."
+        if not isinstance(rc, dict):
+            raise TraceError("expected an object", path=source, key=f"rpc_calls[{i}]")
+        calls.append(RpcCall(
+            caller=_need(rc, "caller", str, source, where), callee=_need(rc, "callee", str, source, where),
+            api=_need(rc, "api", str, source, where), func=_need(rc, "func", str, source, where),
+            builtin=bool(rc.get("builtin")), grad_enabled=bool(rc.get("grad_enabled", True)),
+            line=_need(rc, "line", int, source, where, optional=True),
+            result_var=_need(rc, "result_var", str, source, where, optional=True),
+            msg_ids=[int(m) for m in rc.get("msg_ids") or []]))
+    known = obj.get("known_workers") or {}
+    if not isinstance(known, dict):
+        raise TraceError("expected an object", path=source, key="known_workers")
+    for key in ("real", "reference", "scenario"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            raise TraceError(f"expected an object or null, found {type(obj[key]).__name__}",
+                             path=source, key=key)
+    interop = obj.get("interop_threads", 1)
+    if interop is not None and (not isinstance(interop, int) or isinstance(interop, bool)):
+        raise TraceError("expected an integer or null", path=source, key="interop_threads")
+    return Trace(workers=list(workers), initiator=initiator, context_id=context_id, nodes=nodes,
+                 passes=passes, rpc_calls=calls,
+                 known_workers={str(k): [str(x) for x in v] for k, v in known.items()},
+                 interop_threads=interop, scenario=obj.get("scenario"),
+                 torch_version=obj.get("torch_version"), real=obj.get("real"),
+                 reference=obj.get("reference"), meta=obj.get("meta") or {})
