@@ -1,0 +1,5 @@
+"""``python -m distviz``: the same as the ``distviz`` command."""
+
+from distviz.cli import main
+
+main()

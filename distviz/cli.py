@@ -1,0 +1,476 @@
+"""The command-line interface: a thin typed shell over the library.
+
+It alone prints, writes files and picks exit codes (``EXIT_CODES``, one place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from distviz.errors import DistvizError, Interrupted, UsageError
+from distviz.trace import Trace, write_atomic
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_RUN_FAILED = 3
+EXIT_TIMEOUT = 4
+EXIT_RENDER = 5
+EXIT_HANG = 6
+EXIT_BACKWARD_ERROR = 7
+EXIT_DISAGREE = 8
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = {
+    EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
+    EXIT_INTERNAL: "a bug in distviz (please report it with the trace file)",
+    EXIT_BAD_INPUT: "bad input: scenario, trace file or options; nothing was run",
+    EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, or a worker died",
+    EXIT_TIMEOUT: "start-up or the forward pass took longer than its time limit",
+    EXIT_RENDER: "a picture could not be made (Graphviz missing, crashed or timed out)",
+    EXIT_HANG: "the FAST-mode backward hangs (predicted by the replay, or observed)",
+    EXIT_BACKWARD_ERROR: "the backward pass raised (fail_backward, crash_backward, second pass)",
+    EXIT_DISAGREE: "the replay and PyTorch's real backward disagree",
+    EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
+}
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
+                       "Example:\n\n  distviz run scenarios/design_note.yaml")
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def _out() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def fail(err: DistvizError) -> typer.Exit:
+    """Print one line for ``err`` on stderr and return the Exit to raise."""
+    _err().print(f"error: {err.one_line()}", markup=False, highlight=False)
+    return typer.Exit(err.exit_code)
+
+
+def _parse_sets(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise UsageError(f"--set {item}: expected NAME=VALUE, e.g. --set micro=200")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _load_trace(path: Path) -> Trace:
+    from distviz.trace import load
+    return load(path)
+
+
+def _replay(trace: Trace, mode: str) -> Any:
+    from distviz.replay.fast import replay
+    if mode not in ("fast", "smart"):
+        raise UsageError(f"--mode {mode}: expected fast or smart")
+    return replay(trace, mode=mode)
+
+
+def _agreement(trace: Trace, rp: Any) -> dict[str, Any]:
+    from distviz.replay.agreement import compare
+    return dict(compare(trace, rp))
+
+
+def _exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
+    real = (trace.real or {}).get("outcome")
+    if rp.outcome == "hang" or real == "hang":
+        return EXIT_HANG
+    if rp.outcome == "error" or real == "error":
+        return EXIT_BACKWARD_ERROR
+    if agreement and any(agreement.get(k) is False for k in ("outcome", "order", "executed",
+                                                            "gradients")):
+        return EXIT_DISAGREE
+    return EXIT_OK
+
+
+def _report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None) -> dict[str, Any]:
+    real = dict(trace.real) if trace.real else {"outcome": "skipped"}
+    events = real.pop("events", [])
+    real["events_count"] = len(events)
+    return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
+            "replay": rp.to_json(), "real": real, "reference": trace.reference,
+            "agreement": agreement}
+
+
+def _show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool,
+          worker: str | None, start: int | None, end: int | None, log: bool) -> None:
+    from distviz.render import terminal
+    out = _out()
+    if worker is not None and worker not in trace.workers:
+        import difflib
+        near = difflib.get_close_matches(worker, trace.workers, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise UsageError(f"--worker {worker}: no such worker{hint}; workers: "
+                         f"{', '.join(trace.workers)}")
+    if step and sys.stdin.isatty() and sys.stdout.isatty():
+        from distviz.render.stepper import step_through
+        step_through(trace, rp, out, agreement=agreement)
+        return
+    if log:
+        for line in terminal.render_log(trace, rp, worker=worker, start=start, end=end,
+                                        agreement=agreement):
+            out.print(line, markup=False, highlight=False, crop=False, overflow="ignore") \
+                if isinstance(line, str) else out.print(line, crop=False, overflow="ignore")
+
+
+def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
+                    targets: dict[str, Path | None], step: int | None = None,
+                    full: bool = False) -> list[str]:
+    from distviz.errors import RenderError
+    from distviz.render import dot as dotmod
+    from distviz.render import graphviz_backend
+    written: list[str] = []
+    wanted = {k: v for k, v in targets.items() if v is not None}
+    if not wanted:
+        return written
+    source = None
+    if any(k in wanted for k in ("dot", "svg", "png", "html")):
+        source = dotmod.to_dot(trace, rp, step=step, full=full)
+    for fmt, path in wanted.items():
+        assert path is not None
+        if fmt == "dot":
+            assert source is not None
+            write_atomic(path, source)
+        elif fmt in ("svg", "png"):
+            assert source is not None
+            try:
+                data = graphviz_backend.render(source, fmt)
+            except RenderError as exc:
+                dot_path = path.with_suffix(".dot")
+                write_atomic(dot_path, source)
+                raise RenderError(f"{exc.message} (the DOT source was written to {dot_path})",
+                                  path=str(path)) from None
+            _write_bytes(path, data)
+        elif fmt == "html":
+            from distviz.render.html import to_html
+            svg = None
+            assert source is not None
+            try:
+                svg = graphviz_backend.render(source, "svg").decode("utf-8")
+            except RenderError:
+                svg = None
+            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement))
+        elif fmt == "perfetto":
+            from distviz.render.perfetto import to_perfetto
+            write_atomic(path, json.dumps(to_perfetto(trace, rp)))
+        written.append(str(path))
+    return written
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    import tempfile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _guard(fn: Any) -> Any:
+    """Run a command body: DistvizError -> one line + its exit code; Ctrl-C -> 130."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except DistvizError as err:
+            raise fail(err) from None
+        except KeyboardInterrupt:
+            raise fail(Interrupted("interrupted by Ctrl-C")) from None
+        except BrokenPipeError:
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+            except OSError:
+                pass
+            raise typer.Exit(EXIT_OK) from None
+        except Exception as exc:  # noqa: BLE001
+            if os.environ.get("DISTVIZ_DEBUG"):
+                raise
+            _err().print(f"internal error: {type(exc).__name__}: {exc} (set DISTVIZ_DEBUG=1 for "
+                         "the traceback and report it)", markup=False)
+            raise typer.Exit(EXIT_INTERNAL) from None
+    return wrapper
+
+
+Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a param: NAME=VALUE.")]
+Mode = Annotated[str, typer.Option("--mode", help="fast (PyTorch's algorithm) or smart (the RFC's proposal).")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON report instead of text.")]
+Step = Annotated[bool, typer.Option("--step", help="Step through the replay interactively.")]
+WorkerOpt = Annotated[str | None, typer.Option("--worker", help="Only events of this worker.")]
+FromOpt = Annotated[int | None, typer.Option("--from", help="First step to print.")]
+ToOpt = Annotated[int | None, typer.Option("--to", help="Last step to print.")]
+
+
+@app.command()
+@_guard
+def run(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    sets: Sets = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Trace file to write (default: <name>.trace.json).")] = None,
+    as_json: Json = False,
+    step: Step = False,
+    mode: Mode = "fast",
+    interop_threads: Annotated[int, typer.Option("--interop-threads", help="Inter-op threads per worker; 1 makes the order predictable.")] = 1,
+    hang_timeout: Annotated[float, typer.Option("--hang-timeout", help="Seconds before a real backward counts as hung.")] = 5.0,
+    confirm_hang: Annotated[bool, typer.Option("--confirm-hang", help="Run the real backward even when a hang is predicted.")] = False,
+    no_backward: Annotated[bool, typer.Option("--no-backward", help="Record only; skip the real backward.")] = False,
+    no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the single-process reference gradients.")] = False,
+    startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds allowed for start-up.")] = 90.0,
+    forward_timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for the forward pass.")] = 300.0,
+    max_numel: Annotated[int, typer.Option("--max-numel", help="Largest tensor a scenario may create.")] = 50_000_000,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")] = 1_000_000,
+    log: Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")] = None,
+    worker: WorkerOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    svg: Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")] = None,
+    png: Annotated[Path | None, typer.Option("--png", help="Also write the graph as PNG.")] = None,
+    dot: Annotated[Path | None, typer.Option("--dot", help="Also write the graph as DOT.")] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")] = None,
+    perfetto: Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")] = None,
+) -> None:
+    """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
+
+    Example:
+
+      distviz run scenarios/design_note.yaml --set micro=8 -o design.trace.json
+    """
+    from distviz.render import terminal
+    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.scenario import load_scenario
+
+    overrides = _parse_sets(sets)
+    sc = load_scenario(str(scenario), overrides)
+    opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
+                      confirm_hang=confirm_hang, startup_timeout=startup_timeout,
+                      forward_timeout=forward_timeout, max_numel=max_numel,
+                      max_steps=max_steps, run_backward=not no_backward,
+                      reference=not no_reference)
+    if interop_threads < 1:
+        raise UsageError(f"--interop-threads {interop_threads}: expected 1 or more")
+    predicted: dict[str, Any] = {}
+
+    def decide(trace: Trace) -> tuple[bool, str | None]:
+        rp = _replay(trace, "fast")
+        predicted["replay"] = rp
+        if rp.outcome == "hang" and not confirm_hang:
+            return False, ("the replay predicts a FAST-mode hang; the real backward was skipped "
+                           "(use --confirm-hang to run it anyway)")
+        return True, None
+
+    err = _err()
+    interactive = err.is_terminal and not as_json
+    if interactive:
+        with err.status("starting workers") as status:
+            result = run_scenario(sc, opts, decide, lambda m: status.update(m), overrides)
+    else:
+        result = run_scenario(sc, opts, decide, None, overrides)
+    trace = result.trace
+    out_path = output or Path(f"{sc.name}.trace.json")
+    if trace is None:
+        assert result.error is not None
+        raise result.error
+    if result.error is not None and trace.real is None:
+        trace.real = {"outcome": "error", "error": result.error.one_line()
+                      if isinstance(result.error, DistvizError) else str(result.error),
+                      "events": [], "gradients": {}}
+    trace.save(out_path)
+    if result.error is not None:
+        if isinstance(result.error, DistvizError):
+            result.error.message += f" (partial trace saved to {out_path})"
+        raise result.error
+    rp = _replay(trace, mode)
+    agreement = _agreement(trace, rp)
+    _write_pictures(trace, rp, agreement, {"svg": svg, "png": png, "dot": dot, "html": html,
+                                            "perfetto": perfetto})
+    if as_json:
+        print(json.dumps(_report(trace, rp, agreement, str(out_path)), indent=1))
+    else:
+        out = _out()
+        out.print(terminal.render_summary(trace))
+        show_log = log if log is not None else len(rp.events) <= 400
+        _show(trace, rp, agreement, step=step, worker=worker, start=start, end=end,
+              log=show_log or step)
+        if not show_log and not step:
+            out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
+                      markup=False)
+            out.print(rp.summary(), markup=False)
+            out.print(agreement.get("text", ""), markup=False)
+        out.print(f"trace written to {out_path}", markup=False)
+    raise typer.Exit(_exit_code(trace, rp, agreement))
+
+
+@app.command()
+@_guard
+def check(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    sets: Sets = None,
+) -> None:
+    """Validate a scenario without starting any worker.
+
+    Example:
+
+      distviz check scenarios/pipeline.yaml --set micro=200
+    """
+    from distviz.scenario import load_scenario
+    sc = load_scenario(str(scenario), _parse_sets(sets))
+    _out().print(f"{scenario}: ok ({sc.name}: {len(sc.workers)} workers, "
+                 f"{len(sc.passes)} backward pass{'es' if len(sc.passes) != 1 else ''})",
+                 markup=False)
+
+
+@app.command()
+@_guard
+def scenarios() -> None:
+    """List the shipped scenarios with their descriptions.
+
+    Example:
+
+      distviz scenarios
+    """
+    from rich.table import Table
+
+    from distviz.scenario import load_scenario
+    table = Table("file", "name", "workers", "description", box=None)
+    for path in sorted(SCENARIO_DIR.glob("*.yaml")):
+        try:
+            sc = load_scenario(str(path))
+            table.add_row(str(path.relative_to(SCENARIO_DIR.parent)), sc.name,
+                          str(len(sc.workers)), sc.description)
+        except DistvizError as exc:
+            table.add_row(path.name, "?", "?", f"invalid: {exc.one_line()}")
+    _out().print(table)
+
+
+@app.command()
+@_guard
+def replay(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    as_json: Json = False,
+    step: Step = False,
+    mode: Mode = "fast",
+    worker: WorkerOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    graph: Annotated[bool, typer.Option("--graph", help="Show each worker's graph as a tree first.")] = False,
+) -> None:
+    """Replay a saved trace (no torch, no workers) and print the step log.
+
+    Example:
+
+      distviz replay design-note.trace.json --worker worker1
+    """
+    from distviz.render import terminal
+    trace = _load_trace(trace_file)
+    rp = _replay(trace, mode)
+    agreement = _agreement(trace, rp)
+    if as_json:
+        print(json.dumps(_report(trace, rp, agreement, str(trace_file)), indent=1))
+    else:
+        if graph:
+            _out().print(terminal.render_graph(trace))
+        _show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
+    raise typer.Exit(_exit_code(trace, rp, agreement))
+
+
+@app.command()
+@_guard
+def export(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="svg, png, dot, html or perfetto.")] = "svg",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write.")] = None,
+    step: Annotated[int | None, typer.Option("--step", help="Draw the state after replay step N.")] = None,
+    frames: Annotated[Path | None, typer.Option("--frames", help="Write one picture per step into this folder.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Draw every node even above the node budget.")] = False,
+    mode: Mode = "fast",
+) -> None:
+    """Export a trace as a picture, an HTML step viewer or a Perfetto trace.
+
+    Example:
+
+      distviz export design-note.trace.json --format html -o design.html
+    """
+    formats = ("svg", "png", "dot", "html", "perfetto")
+    if fmt not in formats:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(formats)}")
+    trace = _load_trace(trace_file)
+    rp = _replay(trace, mode)
+    if step is not None and not (-1 <= step < len(rp.events)):
+        raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
+    if frames is not None:
+        if fmt not in ("svg", "png", "dot"):
+            raise UsageError(f"--frames cannot be used with --format {fmt}; use svg, png or dot")
+        from distviz.render import dot as dotmod
+        from distviz.render import graphviz_backend
+        frames.mkdir(parents=True, exist_ok=True)
+        n = 0
+        for k, source in dotmod.frames(trace, rp, full=full):
+            target = frames / f"step-{k:05d}.{fmt}"
+            if fmt == "dot":
+                write_atomic(target, source)
+            else:
+                _write_bytes(target, graphviz_backend.render(source, fmt))
+            n += 1
+        _out().print(f"wrote {n} frames to {frames}", markup=False)
+        return
+    ext = {"perfetto": "json"}.get(fmt, fmt)
+    target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
+    agreement = _agreement(trace, rp)
+    _write_pictures(trace, rp, agreement, {fmt: target}, step=step, full=full)
+    _out().print(f"wrote {target}", markup=False)
+
+
+@app.command()
+@_guard
+def graph(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Above this, show a summary.")] = 200,
+) -> None:
+    """Show each worker's graph as a tree with dependency counts and send/recv pairs.
+
+    Example:
+
+      distviz graph design-note.trace.json
+    """
+    from distviz.render import terminal
+    trace = _load_trace(trace_file)
+    _out().print(terminal.render_graph(trace, max_nodes=max_nodes))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        _err().print("error: interrupted by Ctrl-C", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()

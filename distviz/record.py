@@ -1,0 +1,433 @@
+"""Recorder: the live distributed autograd graph on each worker -> trace pieces (torch side).
+
+``record(context_id, roots, names)`` runs on the initiator inside a ``dist_autograd`` context.
+It walks its own context (roots, every send and recv function) and reaches every other worker
+through the known-worker ids over RPC (from a helper thread, so the recording RPCs are made
+outside the context and add no message ids or known workers). Each worker walks its nodes with
+an explicit queue, gives them stable string ids and keeps them in a per-context registry so that
+hooks can be installed on exactly those nodes for the real backward.
+
+Only this module and ``distviz.runner`` import torch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+
+from distviz.trace import (
+    ACCUMULATE_GRAD_SEQ,
+    BackwardPass,
+    Node,
+    RpcCall,
+    Trace,
+    short_name,
+)
+
+
+@dataclass
+class _WorkerRecord:
+    """What one worker keeps for one context: node objects by id, hooks, observed events."""
+
+    worker: str
+    ids: dict[Any, str] = field(default_factory=dict)       # node object -> id
+    nodes: dict[str, Any] = field(default_factory=dict)     # id -> node object
+    handles: list[Any] = field(default_factory=list)
+    events: list[tuple[str, str, int, int, list[Any] | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_RECORDS: dict[int, _WorkerRecord] = {}
+_NAMES: list[tuple[torch.Tensor, str]] = []          # leaves named on this worker (kept alive)
+_CALLS: dict[int, list[RpcCall]] = {}                 # context id -> RPC calls made on this worker
+_THREAD_NAMES: dict[int, str] = {}
+
+
+def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
+    """Give a tensor on this worker a name for traces (``distviz.record.name(w, "ps.w")``).
+
+    Returns the tensor, so it can wrap an expression. Leaves named on remote workers show up
+    under this name in traces recorded by ``record`` on the initiator.
+    """
+    _NAMES.append((tensor, label))
+    return tensor
+
+
+def clear_names() -> None:
+    """Forget every name registered with ``name`` on this worker."""
+    _NAMES.clear()
+
+
+def log_call(context_id: int, call: RpcCall) -> None:
+    """Remember an RPC made on this worker inside ``context_id`` (used by the scenario runtime)."""
+    _CALLS.setdefault(context_id, []).append(call)
+
+
+def _kind(fn_name: str) -> str:
+    if fn_name.endswith("SendRpcBackward"):
+        return "send"
+    if fn_name.endswith("RecvRpcBackward"):
+        return "recv"
+    if fn_name.endswith("AccumulateGrad"):
+        return "accumulate_grad"
+    return "op"
+
+
+def _has_saved_tensors(fn: Any) -> bool:
+    for attr in dir(fn):
+        if attr.startswith("_saved_") and not attr.endswith("_raw"):
+            try:
+                val = getattr(fn, attr)
+            except Exception:  # freed already: it did hold a tensor
+                return True
+            if isinstance(val, torch.Tensor):
+                return True
+            if isinstance(val, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in val):
+                return True
+    return False
+
+
+def _shape(t: Any) -> list[int]:
+    return [int(s) for s in t.shape]
+
+
+def _dtype(t: Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def record_local(context_id: int, roots: Sequence[Any] = (),
+                 names: Sequence[tuple[Any, str]] = (),
+                 inspect_saved: bool = True) -> dict[str, Any]:
+    """Walk this worker's part of the graph of ``context_id`` and return it as JSON-able data.
+
+    The walk starts at ``roots`` (grad_fns, initiator only), then every send function (sorted
+    by message id), then every recv function, then the grad_fns of named tensors; it iterates
+    with a queue, never recursion. Raises ``RuntimeError`` (PyTorch's) when the context is
+    unknown here.
+    """
+    ctx = dist_autograd._retrieve_context(context_id)
+    worker = rpc.get_worker_info().name
+    sends = ctx._send_functions()
+    recvs = ctx._recv_functions()
+    msg_of: dict[Any, int] = {}
+    for mid, fn in sends.items():
+        msg_of[fn] = int(mid)
+    for mid, fn in recvs.items():
+        msg_of[fn] = int(mid)
+    all_names = list(_NAMES) + list(names)
+    leaf_names: dict[int, str] = {}
+    var_of_fn: dict[Any, list[str]] = {}
+    keep: list[Any] = []
+    for tensor, label in all_names:
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        keep.append(tensor)
+        if tensor.grad_fn is None:
+            if tensor.requires_grad and id(tensor) not in leaf_names:
+                leaf_names[id(tensor)] = label
+        else:
+            var_of_fn.setdefault(tensor.grad_fn, []).append(label)
+
+    starts: list[Any] = list(roots) + [sends[k] for k in sorted(sends)] + \
+        [recvs[k] for k in sorted(recvs)] + list(var_of_fn)
+    order: list[Any] = []
+    seen: set[Any] = set()
+    queue: deque[Any] = deque()
+    for fn in starts:
+        if fn is not None and fn not in seen:
+            seen.add(fn)
+            queue.append(fn)
+    while queue:
+        fn = queue.popleft()
+        order.append(fn)
+        for nxt, _ in fn.next_functions:
+            if nxt is not None and nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+
+    rec = _WorkerRecord(worker=worker)
+    used: dict[str, int] = {}
+    unnamed_leaf = 0
+    nodes: list[dict[str, Any]] = []
+    for fn in order:
+        fname = fn.name()
+        kind = _kind(fname)
+        seq = int(fn._sequence_nr())
+        var = None
+        if kind == "accumulate_grad":
+            seq = ACCUMULATE_GRAD_SEQ
+            var = leaf_names.get(id(fn.variable))
+            if var is not None:
+                base = f"{worker}/AccumulateGrad({var})"
+            else:
+                base = f"{worker}/AccumulateGrad#{unnamed_leaf}"
+                unnamed_leaf += 1
+        else:
+            base = f"{worker}/{short_name(fname)}#{seq}"
+        n = used.get(base, 0)
+        used[base] = n + 1
+        nid = base if n == 0 else f"{base}~{n}"
+        rec.ids[fn] = nid
+        rec.nodes[nid] = fn
+    for fn in order:
+        fname = fn.name()
+        kind = _kind(fname)
+        node = Node(id=rec.ids[fn], worker=worker, name=fname, kind=kind,
+                    seq=ACCUMULATE_GRAD_SEQ if kind == "accumulate_grad" else int(fn._sequence_nr()),
+                    next=[(rec.ids[f], int(i)) if f is not None else None
+                          for f, i in fn.next_functions])
+        if kind in ("send", "recv"):
+            node.msg_id = msg_of.get(fn)
+        if kind == "accumulate_grad":
+            v = fn.variable
+            node.var = leaf_names.get(id(v))
+            node.shape = _shape(v)
+            node.dtype = _dtype(v)
+        if kind == "recv":
+            try:
+                node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
+            except Exception:
+                node.input_shapes = None
+        if kind == "op":
+            fault = getattr(fn, "distviz_fault", None)
+            if isinstance(fault, dict):
+                node.fault = dict(fault)
+            if inspect_saved:
+                node.saved = _has_saved_tensors(fn)
+        node.vars = sorted(var_of_fn.get(fn, []))
+        nodes.append(node.to_json())
+    _RECORDS[context_id] = rec
+    calls = [c.to_json() for c in _CALLS.get(context_id, [])]
+    known = sorted(int(w) for w in ctx._known_worker_ids())
+    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls}
+
+
+# -- hooks for the real backward ---------------------------------------------------------------
+
+def _thread_label() -> str:
+    tid = threading.get_native_id()
+    label = _THREAD_NAMES.get(tid)
+    if label is None:
+        try:
+            with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            comm = threading.current_thread().name
+        label = f"{comm}/{tid}"
+        _THREAD_NAMES[tid] = label
+    return label
+
+
+def _shapes(grads: Any) -> list[Any]:
+    out: list[Any] = []
+    for g in grads or ():
+        out.append([int(s) for s in g.shape] if isinstance(g, torch.Tensor) else None)
+    return out
+
+
+def install_hooks(context_id: int) -> int:
+    """Put a pre-hook and a post-hook on every recorded node of ``context_id`` on this worker.
+
+    Returns the number of nodes hooked. Events are read back with ``collect``.
+    """
+    rec = _RECORDS[context_id]
+
+    for nid, fn in rec.nodes.items():
+
+        def pre_t(g: Any, _nid: str = nid) -> None:
+            label = _thread_label()
+            with rec.lock:
+                rec.events.append((_nid, label, time.time_ns(), 0, _shapes(g)))
+
+        def post_t(gi: Any, go: Any, _nid: str = nid) -> None:
+            label = _thread_label()
+            with rec.lock:
+                rec.events.append((_nid, label, time.time_ns(), 1, None))
+        rec.handles.append(fn.register_prehook(pre_t))
+        rec.handles.append(fn.register_hook(post_t))
+    return len(rec.nodes)
+
+
+def remove_hooks(context_id: int) -> None:
+    """Remove the hooks installed by ``install_hooks``."""
+    rec = _RECORDS.get(context_id)
+    if rec is None:
+        return
+    for h in rec.handles:
+        h.remove()
+    rec.handles.clear()
+
+
+def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
+    """Return this worker's observed hook events and (optionally) its ``get_gradients`` by leaf id.
+
+    Events: ``[node id, thread, time_ns, 0 (pre) | 1 (post), grad shapes]`` in arrival order.
+    Gradients: ``{leaf node id: tensor}`` plus ``unknown`` for tensors that match no recorded leaf.
+    """
+    rec = _RECORDS.get(context_id)
+    out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
+    if rec is None:
+        return out
+    with rec.lock:
+        out["events"] = [list(e) for e in rec.events]
+    if with_gradients:
+        try:
+            grads = dist_autograd.get_gradients(context_id)
+        except RuntimeError:
+            grads = {}
+        by_var: dict[int, str] = {}
+        for nid, fn in rec.nodes.items():
+            if nid.split("/", 1)[1].startswith("AccumulateGrad"):
+                by_var[id(fn.variable)] = nid
+        for tensor, grad in grads.items():
+            nid = by_var.get(id(tensor))
+            if nid is not None:
+                out["grads"][nid] = grad.detach().clone()
+    return out
+
+
+def forget(context_id: int) -> None:
+    """Drop this worker's registry entries for ``context_id``."""
+    remove_hooks(context_id)
+    _RECORDS.pop(context_id, None)
+    _CALLS.pop(context_id, None)
+
+
+# -- the initiator side ------------------------------------------------------------------------
+
+def _side_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` in a new thread: the dist autograd context is thread-local, so RPCs made there
+    are not recorded in the user's context."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args).result()
+
+
+def _names_list(names: Any) -> list[tuple[Any, str]]:
+    if names is None:
+        return []
+    if isinstance(names, Mapping):
+        out: list[tuple[Any, str]] = []
+        for k, v in names.items():
+            if isinstance(k, str):
+                out.extend(_expand(k, v))
+            else:
+                out.append((k, str(v)))
+        return out
+    return [(t, str(n)) for n, t in names]
+
+
+def _expand(label: str, value: Any) -> list[tuple[Any, str]]:
+    """Name a tensor, or the tensors inside lists/tuples (``ws[0]``), iteratively."""
+    out: list[tuple[Any, str]] = []
+    stack: list[tuple[str, Any, int]] = [(label, value, 0)]
+    while stack:
+        lab, val, depth = stack.pop()
+        if isinstance(val, torch.Tensor):
+            out.append((val, lab))
+        elif isinstance(val, (list, tuple)) and depth < 3:
+            for i in range(len(val) - 1, -1, -1):
+                stack.append((f"{lab}[{i}]", val[i], depth + 1))
+    return out
+
+
+def gather(context_id: int, roots: Iterable[Any], names: Any = None,
+           inspect_saved: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
+    """Record this worker and every worker reachable through known worker ids.
+
+    Returns ``(worker names by rank, pieces)``.
+    """
+    root_fns = []
+    for r in roots:
+        if isinstance(r, torch.Tensor):
+            root_fns.append(r.grad_fn)
+    pieces = [record_local(context_id, root_fns, _names_list(names), inspect_saved)]
+    infos = rpc._get_current_rpc_agent().get_worker_infos()
+    by_id = {int(i.id): i.name for i in infos}
+    workers = [by_id[k] for k in sorted(by_id)]
+    me = rpc.get_worker_info()
+    seen = {int(me.id)}
+    frontier = [w for w in pieces[0]["known"] if w not in seen]
+
+    def fetch(wid: int) -> dict[str, Any]:
+        return rpc.rpc_sync(by_id[wid], record_local, args=(context_id, (), (), inspect_saved))
+
+    while frontier:
+        batch = sorted(set(frontier) - seen)
+        seen.update(batch)
+        frontier = []
+        results = _side_thread(lambda b: [fetch(w) for w in b], batch)
+        for piece in results:
+            pieces.append(piece)
+            frontier.extend(w for w in piece["known"] if w not in seen)
+    return workers, pieces
+
+
+def build_trace(workers: list[str], initiator: str, context_id: int,
+                pieces: list[dict[str, Any]], passes: list[BackwardPass]) -> Trace:
+    """Merge per-worker pieces into one Trace (nodes sorted by worker rank, walk order kept)."""
+    rank = {w: i for i, w in enumerate(workers)}
+    pieces = sorted(pieces, key=lambda p: rank[p["worker"]])
+    nodes: list[Node] = []
+    calls: list[RpcCall] = []
+    known: dict[str, list[str]] = {}
+    for p in pieces:
+        known[p["worker"]] = [workers[k] for k in p["known"]]
+        for c in p["calls"]:
+            calls.append(RpcCall(**c))
+        for n in p["nodes"]:
+            nodes.append(Node(
+                id=n["id"], worker=n["worker"], name=n["name"], kind=n["kind"], seq=n["seq"],
+                next=[(e[0], e[1]) if e is not None else None for e in n["next"]],
+                msg_id=n.get("msg_id"), var=n.get("var"), shape=n.get("shape"),
+                dtype=n.get("dtype"), input_shapes=n.get("input_shapes"),
+                saved=bool(n.get("saved")), fault=n.get("fault"), vars=n.get("vars") or []))
+    call_of_msg: dict[int, int] = {}
+    for i, c in enumerate(calls):
+        for m in c.msg_ids:
+            call_of_msg.setdefault(m, i)
+    for node in nodes:
+        if node.msg_id is not None and node.msg_id in call_of_msg:
+            node.call = call_of_msg[node.msg_id]
+    return Trace(workers=workers, initiator=initiator, context_id=context_id, nodes=nodes,
+                 passes=passes, rpc_calls=calls, known_workers=known,
+                 torch_version=torch.__version__,
+                 interop_threads=torch.get_num_interop_threads())
+
+
+def root_ids(context_id: int, roots: Sequence[Any]) -> list[str]:
+    """Return the node ids of the roots' grad_fns on this worker (after ``record_local``)."""
+    rec = _RECORDS[context_id]
+    out = []
+    for r in roots:
+        fn = r.grad_fn if isinstance(r, torch.Tensor) else None
+        if fn is None or fn not in rec.ids:
+            raise ValueError("a backward root has no grad_fn in the recorded graph; roots must be "
+                             "scalar tensors computed from tensors that require grad")
+        out.append(rec.ids[fn])
+    return out
+
+
+def record(context_id: int, roots: Any, names: Any = None) -> Trace:
+    """Public API: see ``distviz.record``. Call on the initiator inside the context."""
+    if isinstance(roots, torch.Tensor):
+        roots = [roots]
+    roots = list(roots)
+    workers, pieces = gather(context_id, roots, names)
+    me = rpc.get_worker_info().name
+    ids = root_ids(context_id, roots)
+    root_vars: list[str] = []
+    for r in roots:
+        label = next((lab for t, lab in _names_list(names) if t is r), None)
+        if label:
+            root_vars.append(label)
+    passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars)]
+    return build_trace(workers, me, context_id, pieces, passes)

@@ -1,0 +1,229 @@
+"""The initiator worker: forward pass in a context, recording, the observed real backward,
+the single-process reference, and the results sent to the parent (torch side)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+
+from distviz import record as rec
+from distviz.runner.worker import recv, send
+from distviz.trace import BackwardPass
+
+
+class RootError(Exception):
+    """A backward root is not something ``dist_autograd.backward`` accepts."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def check_root(name: str, value: Any, line: int | None) -> torch.Tensor:
+    """Check a root as ``DistEngine::validateRootsAndRetrieveEdges`` does, explained."""
+    if not isinstance(value, torch.Tensor):
+        raise RootError(f"backward root {name!r} is a {type(value).__name__}, not a tensor; "
+                        "roots must be scalar tensors such as `loss = t.sum()`", line)
+    if not value.requires_grad:
+        raise RootError(f"backward root {name!r} does not require grad (PyTorch: 'requires_grad "
+                        "not set on root'); compute it from tensors created with "
+                        "requires_grad=True", line)
+    if value.numel() != 1:
+        raise RootError(f"backward root {name!r} has shape {list(value.shape)} (PyTorch: ' is not a "
+                        "scalar, all roots need to be scalar'); reduce it, e.g. "
+                        f"`{name} = {name}.sum()`", line)
+    if value.grad_fn is None:
+        raise RootError(f"backward root {name!r} is a leaf tensor (PyTorch: ' does not have a "
+                        "valid gradient function.'); use a value computed from it", line)
+    return value
+
+
+def _side(fn: Callable[[], Any]) -> Any:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn).result()
+
+
+def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
+            timeout: float = 30.0) -> dict[str, Any]:
+    """Call ``fn(*args)`` on every worker (locally on ``me``); failures come back as exceptions."""
+    def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        futs = {}
+        for w in workers:
+            if w == me:
+                continue
+            try:
+                futs[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - a dead worker
+                out[w] = exc
+        try:
+            out[me] = fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            out[me] = exc
+        for w, f in futs.items():
+            try:
+                out[w] = f.wait()
+            except Exception as exc:  # noqa: BLE001
+                out[w] = exc
+        return out
+    return dict(_side(run))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_real_backward(cid: int, workers: list[str], me: str, passes: list[BackwardPass],
+                      roots: list[list[torch.Tensor]], options: dict[str, Any]) -> dict[str, Any]:
+    """Run ``dist_autograd.backward`` for each pass with hooks on every recorded node.
+
+    Returns the ``real`` section of the trace (outcome, error, events, gradients by leaf id) and,
+    under ``"_grads"``, the gradient tensors for the reference comparison.
+    """
+    observe = bool(options.get("observe", True))
+    if observe:
+        _on_all(workers, me, rec.install_hooks, cid)
+    hang_timeout = float(options.get("hang_timeout", 5.0))
+    outcome, error = "completed", None
+    windows: list[tuple[int, int]] = []
+    t0 = time.time_ns()
+    durations = []
+    for i, p in enumerate(passes):
+        box: dict[str, Any] = {}
+
+        def go(rs: list[torch.Tensor] = roots[i], retain: bool = p.retain_graph) -> None:
+            try:
+                dist_autograd.backward(cid, rs, retain_graph=retain)
+            except BaseException as exc:  # noqa: BLE001
+                box["exc"] = exc
+        start = time.time_ns()
+        th = threading.Thread(target=go, name=f"distviz-backward-{i}", daemon=True)
+        th.start()
+        th.join(hang_timeout)
+        end = time.time_ns()
+        windows.append((start, end))
+        durations.append((end - start) / 1e9)
+        if th.is_alive():
+            outcome = "hang"
+            error = (f"pass {i + 1}: dist_autograd.backward did not return within "
+                     f"{hang_timeout:g} s")
+            break
+        if "exc" in box:
+            outcome = "error"
+            error = _first_line(box["exc"])
+            break
+    real: dict[str, Any] = {"outcome": outcome, "error": error, "passes_run": len(windows),
+                            "pass_seconds": durations, "interop_threads":
+                            torch.get_num_interop_threads(), "events": [], "gradients": {},
+                            "unreachable": [], "hang_timeout_s": hang_timeout}
+    got = _on_all(workers, me, rec.collect, cid, outcome != "hang", timeout=10.0)
+    grads: dict[str, torch.Tensor] = {}
+    events: list[dict[str, Any]] = []
+    for w in workers:
+        piece = got.get(w)
+        if isinstance(piece, BaseException) or piece is None:
+            real["unreachable"].append({"worker": w, "error": _first_line(piece)
+                                        if isinstance(piece, BaseException) else "no answer"})
+            continue
+        grads.update(piece["grads"])
+        events.extend(_pair_events(w, piece["events"], windows, t0))
+    events.sort(key=lambda e: (e["t_us"], e["worker"]))
+    real["events"] = events
+    for nid, g in sorted(grads.items()):
+        real["gradients"][nid] = summarize(g)
+    real["_grads"] = grads
+    return real
+
+
+def _pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int]],
+                 t0: int) -> list[dict[str, Any]]:
+    """Turn pre/post hook records into one event per node execution."""
+    out: list[dict[str, Any]] = []
+    open_: dict[tuple[str, str], dict[str, Any]] = {}
+    for nid, thread, t_ns, kind, shapes in raw:
+        if kind == 0:
+            pidx = 0
+            for i, (s, _e) in enumerate(windows):
+                if t_ns >= s:
+                    pidx = i
+            ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": (t_ns - t0) / 1000.0,
+                  "dur_us": None, "thread": thread, "grad_shapes": shapes}
+            out.append(ev)
+            open_[(nid, thread)] = ev
+        else:
+            ev2 = open_.pop((nid, thread), None)
+            if ev2 is not None:
+                ev2["dur_us"] = max((t_ns - t0) / 1000.0 - ev2["t_us"], 0.0)
+    return out
+
+
+def summarize(g: torch.Tensor) -> dict[str, Any]:
+    """A JSON summary of one gradient tensor (small tensors keep their values)."""
+    d = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().double()
+    out: dict[str, Any] = {"shape": [int(s) for s in g.shape],
+                           "dtype": str(g.dtype).replace("torch.", ""),
+                           "sum": float(d.sum()), "norm": float(d.norm()),
+                           "zero": bool((d == 0).all())}
+    if g.numel() <= 16:
+        out["values"] = [float(x) for x in d.flatten()]
+    return out
+
+
+def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Drive the whole run on rank 0; see the module docstring."""
+    options = spec["options"]
+    me = scenario.workers[0]
+    with dist_autograd.context() as cid:
+        main_ns = dict(module_ns)
+        t = time.perf_counter()
+        exec(scenario.main.compile(), main_ns)  # validated and instrumented syntax tree
+        send(conn, {"type": "forward_done", "seconds": time.perf_counter() - t})
+        named: list[tuple[Any, str]] = []
+        for label, value in main_ns.items():
+            if label.startswith("_") or (label in module_ns and module_ns[label] is value):
+                continue
+            named.extend(rec._expand(label, value))
+        pass_roots: list[list[torch.Tensor]] = []
+        for p in scenario.passes:
+            rs = []
+            for r in p.roots:
+                if r not in main_ns:
+                    raise RootError(f"backward root {r!r} is not defined by main", p.line)
+                rs.append(check_root(r, main_ns[r], p.line))
+            pass_roots.append(rs)
+        uniq: list[torch.Tensor] = []
+        for rs in pass_roots:
+            for r in rs:
+                if not any(r is u for u in uniq):
+                    uniq.append(r)
+        workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
+        passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
+                               root_vars=list(p.roots))
+                  for p, rs in zip(scenario.passes, pass_roots)]
+        trace = rec.build_trace(workers, me, cid, pieces, passes)
+        send(conn, {"type": "recorded", "trace": trace.to_json()})
+        cmd = recv(conn)
+        real: dict[str, Any] | None = None
+        if cmd.get("run"):
+            real = run_real_backward(cid, workers, me, passes, pass_roots, options)
+        reference = None
+        if options.get("reference", True):
+            from distviz.runner.reference import compare, run_reference
+            ref = run_reference(scenario, options)
+            grads = real.pop("_grads", {}) if real else {}
+            reference = compare(ref, grads, trace, real)
+        elif real:
+            real.pop("_grads", None)
+        send(conn, {"type": "result", "real": real, "reference": reference})
+        if real is not None and real["outcome"] == "hang":
+            # FAST mode never unblocks: the parent tears every worker down now.
+            while True:
+                time.sleep(3600)
