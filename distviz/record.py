@@ -322,7 +322,13 @@ def _names_list(names: Any) -> list[tuple[Any, str]]:
             else:
                 out.append((k, str(v)))
         return out
-    return [(t, str(n)) for n, t in names]
+    out2: list[tuple[Any, str]] = []
+    for a, b in names:
+        if isinstance(a, str):
+            out2.extend(_expand(a, b))
+        else:
+            out2.append((a, str(b)))
+    return out2
 
 
 def _expand(label: str, value: Any) -> list[tuple[Any, str]]:

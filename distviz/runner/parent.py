@@ -113,6 +113,7 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
     conns: list[Any] = []
     lifelines: list[Any] = []
     result = RunResult(trace=None)
+    aborted = False
     t_start = time.monotonic()
     try:
         from distviz.runner import worker as worker_mod
@@ -132,8 +133,11 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
         _drive(scenario, options, procs, conns, workers, result, decide_backward, say, t_start)
     except KeyboardInterrupt:
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
+    except BaseException:
+        aborted = True
+        raise
     finally:
-        _teardown(procs, conns, lifelines, options, result)
+        _teardown(procs, conns, lifelines, options, result, aborted)
         shutil.rmtree(tmp, ignore_errors=True)
         if not options.keep_server:
             stop_server()
@@ -290,10 +294,10 @@ def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
 
 
 def _teardown(procs: list[Any], conns: list[Any], lifelines: list[Any], options: RunOptions,
-              result: RunResult) -> None:
+              result: RunResult, aborted: bool = False) -> None:
     """Stop every worker: wait briefly for clean exits, then SIGKILL what is left."""
     hung = result.trace is not None and (result.trace.real or {}).get("outcome") == "hang"
-    clean = result.error is None and not hung
+    clean = result.error is None and not hung and not aborted
     deadline = time.monotonic() + (options.shutdown_timeout if clean else 0.0)
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))

@@ -82,7 +82,7 @@ def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options
     from distviz.runner import sandbox
     from distviz.runner.rpc_proxy import SCENARIO_MODULE
 
-    gen = torch.Generator().manual_seed(seed_for(scenario.seed, rank))
+    gen = sandbox.make_generator(scenario.seed, rank)
     proxy = sandbox.TorchProxy(gen, int(options.get("max_numel", 50_000_000)))
     budget = sandbox.Budget(int(options.get("max_steps", 1_000_000)))
     ns = target if target is not None else {}
@@ -126,6 +126,8 @@ def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
     worker = spec["workers"][rank]
     try:
         os.environ["TP_SOCKET_IFNAME"] = "lo"
+        import warnings
+        warnings.filterwarnings("ignore", category=UserWarning)
         import torch
         torch.set_num_interop_threads(int(spec["interop_threads"]))
         torch.set_num_threads(1)
