@@ -64,6 +64,7 @@ class RunResult:
     skipped_reason: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
 
 
 def _send(conn: Any, msg: dict[str, Any]) -> None:
@@ -125,6 +126,7 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
             p = ctx.Process(target=worker_mod.main, args=(child_conn, life_r, spec),
                             name=f"distviz-{workers[rank]}", daemon=False)
             p.start()
+            result.pids[workers[rank]] = int(p.pid)
             child_conn.close()
             life_r.close()
             procs.append(p)
