@@ -142,7 +142,7 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
     if not wanted:
         return written
     source = None
-    if any(k in wanted for k in ("dot", "svg", "png", "html")):
+    if any(k in wanted for k in ("dot", "svg", "png")):
         source = dotmod.to_dot(trace, rp, step=step, full=full)
     for fmt, path in wanted.items():
         assert path is not None
@@ -151,23 +151,23 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
             write_atomic(path, source)
         elif fmt in ("svg", "png"):
             assert source is not None
+            dot_path = path.with_suffix(".dot")
             try:
                 data = graphviz_backend.render(source, fmt)
             except RenderError as exc:
-                dot_path = path.with_suffix(".dot")
                 write_atomic(dot_path, source)
-                raise RenderError(f"{exc.message} (the DOT source was written to {dot_path})",
+                raise RenderError(f"{exc.message}; the DOT source was written to {dot_path}",
                                   path=str(path)) from None
             _write_bytes(path, data)
         elif fmt == "html":
             from distviz.render.html import to_html
-            svg = None
-            assert source is not None
+            plain = dotmod.to_dot(trace, full=full)
+            svg: str | None
             try:
-                svg = graphviz_backend.render(source, "svg").decode("utf-8")
+                svg = graphviz_backend.render(plain, "svg").decode("utf-8")
             except RenderError:
                 svg = None
-            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement))
+            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement, full=full))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
             write_atomic(path, json.dumps(to_perfetto(trace, rp)))
@@ -322,8 +322,37 @@ def run(
                       markup=False)
             out.print(rp.summary(), markup=False)
             out.print(agreement.get("text", ""), markup=False)
+        for line in _real_lines(trace):
+            out.print(line, markup=False)
         out.print(f"trace written to {out_path}", markup=False)
     raise typer.Exit(_exit_code(trace, rp, agreement))
+
+
+def _real_lines(trace: Trace) -> list[str]:
+    """What PyTorch's real backward did, in a few lines."""
+    real = trace.real or {}
+    outcome = real.get("outcome")
+    if outcome is None:
+        return []
+    if outcome == "skipped":
+        return [f"PyTorch: real backward skipped: {real.get('reason') or 'not requested'}"]
+    lines = [f"PyTorch: real backward {outcome}" + (f": {real['error']}" if real.get("error")
+                                                    else "")]
+    for death in real.get("deaths") or []:
+        lines.append(f"PyTorch: {death['message']}")
+    ref = trace.reference or {}
+    if ref.get("comparable"):
+        rows = ref.get("comparison") or []
+        bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
+        zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
+        text = (f"gradients: {len(rows) - len(bad)}/{len(rows)} leaves equal the single-process "
+                "reference")
+        if zero:
+            text += f" (zeros from unused RPC outputs, as FAST mode gives: {', '.join(zero)})"
+        if bad:
+            text += "; differ: " + ", ".join(f"{r['var']} ({r['status']})" for r in bad)
+        lines.append(text)
+    return lines
 
 
 @app.command()

@@ -20,7 +20,9 @@ Event actions, in the order they usually appear (``ACTIONS``):
                           ``message.first``: first message for the context on that worker)
 ``call_end``              the call's queue is empty
 ``worker_done``           every local send has run and the queues are empty on ``worker``
-``ack``                   ``worker`` acknowledges a first gradient message (``message``)
+``ack``                   ``worker`` acknowledges a gradient message (``message``): a first
+                          message once that worker is done and all its own messages were
+                          acknowledged, a later message at once (``message.first`` tells which)
 ``error``                 a node raised (``detail.error``: the message as that worker reports it)
 ``crash``                 a worker process died (``crash_backward``)
 ``hang``                  nothing can run any more and the pass is not complete
@@ -86,13 +88,21 @@ class WorkerState:
     accumulated: dict[str, int] = field(default_factory=dict)  # leaf node id -> times, all passes
     outstanding: int = 0
     done: bool = False
+    # added by the replay engine (fast.py); renderers may ignore them
+    first_message: dict[str, Any] | None = None  # the message that initialized a remote worker
+    unacked: list[str] = field(default_factory=list)  # labels of sent messages not yet acked
+    keep_graph: bool = False                      # retain_graph of this worker's graph task
+    failed: bool = False                          # its graph task aborted on an error, or it died
+    acked_first: bool = False                     # it has answered its first message
 
     def to_json(self) -> dict[str, Any]:
         return {"initialized": self.initialized, "deps": self.deps, "queue": self.queue,
                 "current_call": self.current_call, "pending_calls": self.pending_calls,
                 "waiting_sends": self.waiting_sends, "executed": self.executed,
                 "accumulated": self.accumulated, "outstanding": self.outstanding,
-                "done": self.done}
+                "done": self.done, "first_message": self.first_message,
+                "unacked": self.unacked, "keep_graph": self.keep_graph,
+                "failed": self.failed, "acked_first": self.acked_first}
 
 
 @dataclass(slots=True)

@@ -177,8 +177,11 @@ def summarize(g: torch.Tensor) -> dict[str, Any]:
     return out
 
 
-def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dict[str, Any]) -> None:
-    """Drive the whole run on rank 0; see the module docstring."""
+def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """Drive the whole run on rank 0; see the module docstring.
+
+    Returns whether a graceful RPC shutdown is possible (every worker still answers).
+    """
     options = spec["options"]
     me = scenario.workers[0]
     with dist_autograd.context() as cid:
@@ -222,8 +225,12 @@ def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dic
             reference = compare(ref, grads, trace, real)
         elif real:
             real.pop("_grads", None)
-        send(conn, {"type": "result", "real": real, "reference": reference})
-        if real is not None and real["outcome"] == "hang":
-            # FAST mode never unblocks: the parent tears every worker down now.
+        graceful = real is None or (real["outcome"] == "completed" and not real["unreachable"])
+        send(conn, {"type": "result", "real": real, "reference": reference,
+                    "graceful": graceful})
+        if not graceful:
+            # a hang never unblocks and a dead peer never answers: the parent tears every
+            # worker down now
             while True:
                 time.sleep(3600)
+    return True

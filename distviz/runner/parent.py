@@ -65,6 +65,8 @@ class RunResult:
     timings: dict[str, float] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    deaths: list[dict[str, Any]] = field(default_factory=list)
+    abort_workers: bool = False
 
 
 def _send(conn: Any, msg: dict[str, Any]) -> None:
@@ -79,6 +81,29 @@ def _context() -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+class _NoMainImport:
+    """Start workers without re-importing the caller's ``__main__`` in them.
+
+    multiprocessing normally re-runs the parent's main script in each child (``__mp_main__``);
+    workers need nothing from it, and for a REPL, a notebook or ``python -`` it does not exist.
+    """
+
+    def __enter__(self) -> None:
+        from multiprocessing import spawn
+        self._orig = spawn.get_preparation_data
+
+        def prep(name: str) -> dict[str, Any]:
+            data = dict(self._orig(name))
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+        spawn.get_preparation_data = prep  # type: ignore[assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        from multiprocessing import spawn
+        spawn.get_preparation_data = self._orig  # type: ignore[assignment]
 
 
 def stop_server() -> None:
@@ -125,7 +150,8 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
             spec = dict(spec_base, rank=rank)
             p = ctx.Process(target=worker_mod.main, args=(child_conn, life_r, spec),
                             name=f"distviz-{workers[rank]}", daemon=False)
-            p.start()
+            with _NoMainImport():
+                p.start()
             result.pids[workers[rank]] = int(p.pid)
             child_conn.close()
             life_r.close()
@@ -200,16 +226,25 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                 result.exit_codes[workers[rank]] = code
                 if rank in exited:
                     continue
+                how = f"exit code {code}" if code is not None and code >= 0 else \
+                    f"signal {signal.Signals(-code).name}" if code is not None else "unknown"
+                if code == 17:
+                    how += ": crash_backward"
+                if phase in ("backward", "done") and rank != 0:
+                    # the initiator sees the failure through PyTorch and reports it
+                    result.deaths.append({"worker": workers[rank], "phase": phase,
+                                          "exit_code": code,
+                                          "message": f"{workers[rank]} died during the "
+                                                     f"backward pass ({how})"})
+                    if result.trace is not None and result.trace.real is not None:
+                        result.trace.real.setdefault("deaths", []).append(result.deaths[-1])
+                    continue
                 if result.error is None:
-                    how = f"exit code {code}" if code is not None and code >= 0 else \
-                        f"signal {signal.Signals(-code).name}" if code is not None else "unknown"
-                    if code == 17:
-                        how += ", crash_backward"
-                    result.error = RunError(f"worker {workers[rank]} died during {phase} ({how})",
+                    during = {"start-up": "start-up", "forward": "the forward pass",
+                              "backward": "the backward pass", "done": "shutdown"}[phase]
+                    result.error = RunError(f"worker {workers[rank]} died during {during} ({how})",
                                             path=scenario.path)
-                if phase != "backward" or rank == 0:
-                    return
-                continue
+                return
             rank = conn_rank[id(obj)]
             try:
                 msg = _recv(obj)
@@ -286,10 +321,13 @@ def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
         if real is None:
             real = {"outcome": "skipped", "error": None, "reason": result.skipped_reason,
                     "events": [], "gradients": {}}
+        if result.deaths:
+            real["deaths"] = list(result.deaths)
         result.trace.real = real
         result.trace.reference = msg.get("reference")
-        if real.get("outcome") == "hang":
-            return True  # FAST mode never unblocks: tear down now
+        if real.get("outcome") == "hang" or msg.get("graceful") is False:
+            result.abort_workers = True
+            return True  # a hang never unblocks, a dead peer never answers: tear down now
         say("shutting down")
         return False
     return False
@@ -298,8 +336,7 @@ def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
 def _teardown(procs: list[Any], conns: list[Any], lifelines: list[Any], options: RunOptions,
               result: RunResult, aborted: bool = False) -> None:
     """Stop every worker: wait briefly for clean exits, then SIGKILL what is left."""
-    hung = result.trace is not None and (result.trace.real or {}).get("outcome") == "hang"
-    clean = result.error is None and not hung and not aborted
+    clean = result.error is None and not result.abort_workers and not aborted
     deadline = time.monotonic() + (options.shutdown_timeout if clean else 0.0)
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))

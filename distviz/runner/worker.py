@@ -88,8 +88,9 @@ def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options
     ns = target if target is not None else {}
     ns.update(sandbox.base_namespace(proxy, budget, dict(scenario.params)))
     if reference:
-        ns["crash_backward"] = sandbox.reference_crash_backward if hasattr(
-            sandbox, "reference_crash_backward") else ns["crash_backward"]
+        # the reference runs inside the initiator: a crash must not kill it
+        ns["crash_backward"] = lambda x: ns["fail_backward"](
+            x, "crash_backward: the worker would die here")
     ns["rpc"] = rpc_obj
     ns["__name__"] = SCENARIO_MODULE
     if scenario.code is not None:
@@ -120,6 +121,10 @@ def state_names(scenario: Any, worker: str, ns: dict[str, Any]) -> list[tuple[st
 def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
     """Process target: run one worker of a scenario. ``spec`` is JSON-able."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
+    log = spec.get("worker_log")
+    fd = os.open(log if log else os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)  # PyTorch's C++ warnings (TensorPipe EOFs after a crash) stay out of the UI
+    os.close(fd)
     _watch_lifeline(lifeline)
     rank = int(spec["rank"])
     phase = "start-up"

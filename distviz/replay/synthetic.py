@@ -1,0 +1,126 @@
+"""Synthetic pipeline-parallel traces for benchmarks and scale tests.
+
+``synthetic_trace(n_nodes, n_workers, seed)`` builds a graph shaped like pipeline-parallel
+training under distributed autograd: each microbatch enters on worker0, runs a few layers on each
+stage (worker), is sent to the next stage by RPC, and comes back from the last stage to worker0,
+where the microbatch losses are summed into one root. Every stage holds its layers' weights as
+``AccumulateGrad`` leaves shared by all microbatches (so their dependency counts are large), and
+a few layers add skip connections. Sequence numbers follow PyTorch's thread-local counters:
+callee nodes come from one of several RPC server threads (so ties occur), and the results
+come back to worker0 through ``to_here()`` on the user thread. The replay completes in FAST mode (no unused sends).
+
+The result is deterministic for a given ``(n_nodes, n_workers, seed)`` and has about
+``n_nodes`` nodes (never fewer than one microbatch needs).
+"""
+
+from __future__ import annotations
+
+import random
+
+from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, Trace
+
+__all__ = ["synthetic_trace"]
+
+_OPS = ("AddmmBackward0", "ReluBackward0", "MulBackward0", "GeluBackward0", "AddBackward0")
+
+
+def synthetic_trace(n_nodes: int, n_workers: int = 8, seed: int = 0) -> Trace:
+    """Return a pipeline-like ``Trace`` with about ``n_nodes`` nodes on ``n_workers`` workers.
+
+    Raises ``ValueError`` when ``n_nodes < 1`` or ``n_workers < 1``.
+    """
+    if n_nodes < 1 or n_workers < 1:
+        raise ValueError(f"need n_nodes >= 1 and n_workers >= 1, got {n_nodes}, {n_workers}")
+    rng = random.Random(seed)
+    workers = [f"worker{k}" for k in range(n_workers)]
+    layers = [rng.randint(3, 8) for _ in range(n_workers)]
+    nodes: list[Node] = []
+    msg_counter = [0] * n_workers
+    user_seq = [0]                                    # worker0's user thread
+    server_seq = [[0] * 4 for _ in range(n_workers)]  # 4 RPC server threads per worker
+
+    def new_msg(w: int) -> int:
+        m = (w << 48) | msg_counter[w]
+        msg_counter[w] += 1
+        return m
+
+    # shared weights, one AccumulateGrad per layer per stage
+    weights: list[list[str]] = []
+    for w in range(n_workers):
+        ws = []
+        for k in range(layers[w]):
+            nid = f"{workers[w]}/AccumulateGrad(s{w}.w{k})"
+            nodes.append(Node(id=nid, worker=workers[w], name="torch::autograd::AccumulateGrad",
+                              kind="accumulate_grad", seq=ACCUMULATE_GRAD_SEQ, var=f"s{w}.w{k}",
+                              shape=[64, 64], dtype="float32"))
+            ws.append(nid)
+        weights.append(ws)
+    per_mb = sum(layers) + 2 * n_workers + 2
+    n_mb = max(1, (n_nodes - len(nodes)) // per_mb)
+    total: str | None = None
+    for b in range(n_mb):
+        prev: str | None = None         # grad_fn of the activation on the current worker
+        prev_recv: str | None = None
+        for w in range(n_workers):
+            wn = workers[w]
+            ctr, t = (user_seq, 0) if w == 0 else (server_seq[w], b % 4)
+            if w > 0:
+                assert prev_recv is not None
+                prev = prev_recv
+            first_op: str | None = None
+            for k in range(layers[w]):
+                name = _OPS[(k + b) % len(_OPS)]
+                ctr[t] += 1
+                s = ctr[t]
+                nid = f"{wn}/{name}#{s}~b{b}"
+                nxt: list[tuple[str, int] | None] = [(weights[w][k], 0)]
+                nxt.insert(0, (prev, 0) if prev is not None else None)
+                if first_op is not None and k >= 2 and rng.random() < 0.2:
+                    nxt.append((first_op, 0))           # skip connection
+                nodes.append(Node(id=nid, worker=wn, name=name, kind="op", seq=s, next=nxt,
+                                  saved=True))
+                first_op = first_op or nid
+                prev = nid
+            # send the activation to the next stage (worker0 again after the last stage)
+            dst = (w + 1) % n_workers
+            if n_workers == 1:
+                break
+            m = new_msg(w)
+            ctr[t] += 1
+            s = ctr[t]
+            send_id = f"{wn}/SendRpcBackward#{s}~b{b}"
+            nodes.append(Node(id=send_id, worker=wn,
+                              name="torch::distributed::autograd::SendRpcBackward", kind="send",
+                              seq=s, next=[(prev, 0)] if prev is not None else [], msg_id=m))
+            dn = workers[dst]
+            if dst == 0:
+                # the result comes back through to_here() on the user thread: forward order
+                user_seq[0] += 1
+                rs = user_seq[0]
+            else:
+                server_seq[dst][b % 4] += 1
+                rs = server_seq[dst][b % 4]
+            recv_id = f"{dn}/RecvRpcBackward#{rs}~b{b}"
+            nodes.append(Node(id=recv_id, worker=dn,
+                              name="torch::distributed::autograd::RecvRpcBackward", kind="recv",
+                              seq=rs, msg_id=m, input_shapes=[[32, 64]]))
+            prev_recv = recv_id
+        # the microbatch loss on worker0, added to the running total: loss = l0 + l1 + ...
+        user_seq[0] += 1
+        src = prev_recv if n_workers > 1 else prev
+        lid = f"worker0/MseLossBackward0#{user_seq[0]}~b{b}"
+        nodes.append(Node(id=lid, worker="worker0", name="MseLossBackward0", kind="op",
+                          seq=user_seq[0], next=[(src, 0)] if src is not None else []))
+        if total is None:
+            total = lid
+        else:
+            user_seq[0] += 1
+            aid = f"worker0/AddBackward0#{user_seq[0]}~b{b}"
+            nodes.append(Node(id=aid, worker="worker0", name="AddBackward0", kind="op",
+                              seq=user_seq[0], next=[(total, 0), (lid, 0)]))
+            total = aid
+    assert total is not None
+    return Trace(workers=workers, initiator="worker0", context_id=0, nodes=nodes,
+                 passes=[BackwardPass(roots=[total], root_vars=["loss"])],
+                 meta={"synthetic": {"n_nodes": n_nodes, "n_workers": n_workers, "seed": seed,
+                                     "microbatches": n_mb, "layers": layers}})
