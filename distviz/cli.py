@@ -49,7 +49,7 @@ SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
 
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def _err() -> Console:
@@ -58,7 +58,7 @@ def _err() -> Console:
 
 def fail(err: DistvizError) -> typer.Exit:
     """Print one line for ``err`` on stderr and return the Exit to raise."""
-    _err().print(f"error: {err.one_line()}", markup=False, highlight=False)
+    print(f"error: {err.one_line()}", file=sys.stderr, flush=True)
     return typer.Exit(err.exit_code)
 
 
@@ -212,8 +212,9 @@ def _guard(fn: Any) -> Any:
         except Exception as exc:  # noqa: BLE001
             if os.environ.get("DISTVIZ_DEBUG"):
                 raise
-            _err().print(f"internal error: {type(exc).__name__}: {exc} (set DISTVIZ_DEBUG=1 for "
-                         "the traceback and report it)", markup=False)
+            text = " ".join(str(exc).split())
+            print(f"internal error: {type(exc).__name__}: {text} (set DISTVIZ_DEBUG=1 for the "
+                  "traceback and report it)", file=sys.stderr, flush=True)
             raise typer.Exit(EXIT_INTERNAL) from None
     return wrapper
 
@@ -254,6 +255,7 @@ def run(
     dot: Annotated[Path | None, typer.Option("--dot", help="Also write the graph as DOT.")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")] = None,
     perfetto: Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")] = False,
 ) -> None:
     """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
 
@@ -285,8 +287,12 @@ def run(
         return True, None
 
     err = _err()
-    interactive = err.is_terminal and not as_json
-    if interactive:
+    interactive = err.is_terminal and not as_json and not verbose
+    if verbose:
+        def say(msg: str) -> None:
+            print(f"distviz: {msg}", file=sys.stderr, flush=True)
+        result = run_scenario(sc, opts, decide, say, overrides)
+    elif interactive:
         with err.status("starting workers") as status:
             result = run_scenario(sc, opts, decide, lambda m: status.update(m), overrides)
     else:
@@ -497,7 +503,7 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        _err().print("error: interrupted by Ctrl-C", markup=False)
+        print("error: interrupted by Ctrl-C", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
 
 

@@ -456,10 +456,15 @@ class _Sim:
     """The mutable state of a replay and the step function. ``emit=False`` skips event building
     (used to re-simulate for ``Replay.state_at``); the state transitions are identical."""
 
-    def __init__(self, g: IndexedGraph, mode: str, emit: bool) -> None:
+    def __init__(self, g: IndexedGraph, mode: str, emit: bool,
+                 arrival: dict[tuple[int, int], list[int]] | None = None) -> None:
         self.g = g
         self.mode = mode
         self.emit = emit
+        # Optional observed schedule: (pass, worker) -> send indices in the order their calls
+        # started on that worker. Without it, messages are received in global FIFO order.
+        self.arrival = arrival or {}
+        self.arr_ptr: dict[tuple[int, int], int] = {}
         n, nw = g.n, len(g.workers)
         self.step = -1
         self.pass_index = 0
@@ -531,6 +536,7 @@ class _Sim:
         cd["visited"] = list(self.visited)
         cd["part"] = list(self.part)
         cd["fifo"] = deque(self.fifo)
+        cd["arr_ptr"] = dict(self.arr_ptr)
         cd["agenda"] = deque(self.agenda)
         cd["err_chain"] = list(self.err_chain)
         cd["heap"] = self.heap.copy() if self.heap is not None else None
@@ -605,8 +611,28 @@ class _Sim:
                 return self._run(self.heap.pop())
             return self._call_end()
         if self.fifo:
-            return self._receive(self.fifo.popleft())
+            return self._receive(self._next_message())
         return self._hang()
+
+    def _next_message(self) -> int:
+        """The message received next: the FIFO head, or with an observed schedule the first
+        message in FIFO order that is next in its receiver's arrival order."""
+        if not self.arrival:
+            return self.fifo.popleft()
+        for k, mi in enumerate(self.fifo):
+            key = (self.pass_index, self.m_to[mi])
+            order = self.arrival.get(key)
+            if order is None:
+                break
+            ptr = self.arr_ptr.get(key, 0)
+            if ptr < len(order) and order[ptr] == self.m_send[mi]:
+                self.arr_ptr[key] = ptr + 1
+                del self.fifo[k]
+                return mi
+        mi = self.fifo.popleft()  # not in the schedule (or it is inconsistent): FIFO
+        key = (self.pass_index, self.m_to[mi])
+        self.arr_ptr[key] = self.arr_ptr.get(key, 0) + 1
+        return mi
 
     # -- helpers ------------------------------------------------------------------------------
     def _event(self, action: str, worker: int | None, text: str, *, node: int | None = None,
@@ -1204,6 +1230,7 @@ class Replay:
     def __init__(self, trace: Trace, mode: str, graph: IndexedGraph, sim: _Sim,
                  events: list[Event]) -> None:
         self.trace = trace
+        self.arrival = sim.arrival
         self.mode = mode
         self.graph = graph
         self.events = events
@@ -1245,7 +1272,7 @@ class Replay:
         elif k >= 0:
             sim = self._snapshots[base_step].clone()
         else:
-            sim = _Sim(self.graph, self.mode, emit=False)
+            sim = _Sim(self.graph, self.mode, emit=False, arrival=self.arrival)
         while sim.step < step:
             sim.advance()
             if sim.step % self._interval == 0 and sim.step not in self._snapshots:
@@ -1291,11 +1318,15 @@ class Replay:
         return f"{what} ends with outcome {self.outcome}."
 
 
-def replay(trace: Trace, mode: str = "fast") -> Replay:
+def replay(trace: Trace, mode: str = "fast",
+           arrival: dict[tuple[int, str], list[str]] | None = None) -> Replay:
     """Replay every backward pass of ``trace`` in order and return the ``Replay``.
 
     ``mode`` is ``"fast"`` (PyTorch's algorithm) or ``"smart"`` (only the roots' lineage of
     sends takes part). A hang or an error ends the replay; later passes do not run.
+    ``arrival`` optionally fixes, per ``(pass, worker)``, the order in which that worker's
+    sends start their calls (the observed arrival order of gradient messages; see
+    ``observed_arrival``); by default messages are received in global FIFO order.
     Raises ``ValueError`` for an unknown mode and ``TraceError`` when a root is not on the
     initiator.
     """
@@ -1307,7 +1338,13 @@ def replay(trace: Trace, mode: str = "fast") -> Replay:
     gc.disable()
     try:
         g = IndexedGraph(trace)
-        sim = _Sim(g, mode, emit=True)
+        arr: dict[tuple[int, int], list[int]] | None = None
+        if arrival:
+            index = g.index
+            widx = {w: k for k, w in enumerate(g.workers)}
+            arr = {(p, widx[w]): [index[s] for s in sends if s in index]
+                   for (p, w), sends in arrival.items() if w in widx}
+        sim = _Sim(g, mode, emit=True, arrival=arr)
         events: list[Event] = []
         append = events.append
         advance = sim.advance
@@ -1319,3 +1356,16 @@ def replay(trace: Trace, mode: str = "fast") -> Replay:
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
+    """Per ``(pass, worker)``, the sends in the order PyTorch ran them (from ``trace.real``):
+    with one inter-op thread per worker this is the order their gradient messages arrived."""
+    kinds = {n.id: n.kind for n in trace.nodes}
+    out: dict[tuple[int, str], list[str]] = {}
+    real = trace.real if isinstance(trace.real, dict) else {}
+    for ev in real.get("events") or []:
+        if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
+            out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
+                str(ev["node"]))
+    return out

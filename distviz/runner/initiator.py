@@ -21,6 +21,8 @@ from distviz.trace import BackwardPass
 class RootError(Exception):
     """A backward root is not something ``dist_autograd.backward`` accepts."""
 
+    phase = "roots"
+
     def __init__(self, message: str, line: int | None) -> None:
         super().__init__(message)
         self.line = line

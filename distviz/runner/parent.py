@@ -67,6 +67,7 @@ class RunResult:
     pids: dict[str, int] = field(default_factory=dict)
     deaths: list[dict[str, Any]] = field(default_factory=list)
     abort_workers: bool = False
+    tmpdir: str | None = None
 
 
 def _send(conn: Any, msg: dict[str, Any]) -> None:
@@ -138,7 +139,7 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
     procs: list[Any] = []
     conns: list[Any] = []
     lifelines: list[Any] = []
-    result = RunResult(trace=None)
+    result = RunResult(trace=None, tmpdir=tmp)
     aborted = False
     t_start = time.monotonic()
     try:

@@ -56,19 +56,35 @@ def scenario_line(text: str, path: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def short_error(exc: BaseException) -> str:
-    """One line: the exception's own message without PyTorch's remote traceback."""
+_REMOTE = re.compile(r"On WorkerInfo\(id=(\d+), name=([^)]*)\):\n(.*)", re.S)
+
+
+def remote_origin(exc: BaseException) -> str | None:
+    """The worker a re-raised remote exception came from (innermost), if any."""
+    found = _REMOTE.findall(str(exc))
+    return found[-1][1] if found else None
+
+
+def short_error(exc: BaseException) -> tuple[str, str]:
+    """``(error type, one-line message)`` without PyTorch's remote traceback wrapping."""
     text = str(exc)
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if text.startswith("On WorkerInfo") and len(lines) > 1:
-        # "On WorkerInfo(id=1, name=worker1):\nRuntimeError('...')\nTraceback ..."
-        body = lines[1]
-        m = re.match(r"^(\w+)\((['\"])(.*)\2\)$", body, re.S)
-        msg = m.group(3) if m else body
-        msg = msg.encode("utf-8").decode("unicode_escape", errors="replace")
-        first = [ln for ln in msg.splitlines() if ln.strip()]
-        return (first[0] if first else msg).strip()
-    return lines[0].strip() if lines else type(exc).__name__
+    kind = type(exc).__name__
+    while True:
+        m = _REMOTE.search(text)
+        if not m:
+            break
+        body = m.group(3)
+        first = body.splitlines()[0] if body.strip() else ""
+        inner = re.match(r"^(\w+)\((['\"])(.*)\2\)$", first, re.S)
+        if inner:
+            kind = inner.group(1)
+            text = inner.group(3).encode("utf-8").decode("unicode_escape", errors="replace")
+        else:
+            text = body
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    msg = lines[0] if lines else kind
+    msg = re.sub(r"^(\w+Error): ", "", msg)
+    return kind, msg
 
 
 def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options: dict[str, Any],
@@ -165,17 +181,21 @@ def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
             send(conn, {"type": "exited", "rank": rank})
             return
         from distviz.runner.initiator import run_initiator
-        run_initiator(conn, scenario, ns, spec)
+        phase = "forward"
+        graceful = run_initiator(conn, scenario, ns, spec)
         phase = "shutdown"
-        rpc.shutdown()
+        rpc.shutdown(graceful=graceful)
         send(conn, {"type": "exited", "rank": rank})
     except BaseException as exc:  # report everything to the parent as one line, then exit
         text = str(exc) if not isinstance(exc, SystemExit) else "exit"
+        kind, message = short_error(exc)
+        line = getattr(exc, "line", None)
+        if not isinstance(line, int):
+            line = scenario_line(traceback.format_exc() + text, spec["scenario_path"])
         try:
-            send(conn, {"type": "error", "rank": rank, "worker": worker, "phase": phase,
-                        "error": type(exc).__name__, "message": short_error(exc),
-                        "line": scenario_line(text + traceback.format_exc(),
-                                              spec["scenario_path"]),
+            send(conn, {"type": "error", "rank": rank, "worker": remote_origin(exc) or worker,
+                        "phase": getattr(exc, "phase", phase), "error": kind,
+                        "message": message, "line": line,
                         "detail": traceback.format_exc()[-4000:]})
         except Exception:
             pass

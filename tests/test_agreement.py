@@ -1,0 +1,151 @@
+"""The replay against PyTorch's real run (``trace.real``), with fake real runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import replay_fixtures as F
+
+from distviz.replay import compare, replay
+from distviz.trace import Trace
+
+
+def _real_from_replay(t: Trace, outcome: str | None = None, interop: int = 1) -> dict[str, Any]:
+    r = replay(t)
+    events = []
+    clock = 0.0
+    for p, per in enumerate(r.order):
+        for w, ids in per.items():
+            for nid in ids:
+                clock += 1.0
+                events.append({"pass": p, "worker": w, "node": nid, "t_us": clock,
+                               "dur_us": 0.5, "thread": "PTThreadPool", "grad_shapes": []})
+    grads = {nid: {"shape": [2, 2]} for nid in r.accumulated}
+    return {"outcome": outcome or r.outcome, "error": None, "events": events,
+            "gradients": grads, "interop_threads": interop}
+
+
+def test_no_real_run_is_skipped() -> None:
+    t = F.design_note()
+    a = compare(t, replay(t))
+    assert a["status"] == "skipped"
+    assert all(a[k] is None for k in ("outcome", "order", "executed", "gradients"))
+
+
+def test_matching_real_run() -> None:
+    t = F.design_note()
+    t.real = _real_from_replay(t)
+    t.reference = {"comparable": True, "ok": True}
+    a = compare(t, replay(t))
+    assert (a["outcome"], a["order"], a["executed"], a["gradients"], a["leaves"],
+            a["exact"]) == (True, True, True, True, True, True)
+    assert a["text"] == ("replay matches PyTorch on all 2 workers (10 nodes, 2 messages); "
+                         "gradients equal the single-process reference")
+    assert a["mismatches"] == []
+
+
+def test_swapped_order_is_reported_with_its_first_difference() -> None:
+    t = F.stack_tie(6)
+    real = _real_from_replay(t)
+    ev = real["events"]
+    ev[2]["node"], ev[3]["node"] = ev[3]["node"], ev[2]["node"]   # FIFO-ish guess
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["order"] is False and a["executed"] is True and a["outcome"] is True
+    (m,) = a["mismatches"]
+    assert (m["worker"], m["pass"], m["first_difference_index"]) == ("worker0", 0, 2)
+    assert a["text"].startswith("replay differs from PyTorch: on worker0 in pass 0 the order "
+                                "differs at position 2")
+
+
+def test_more_interop_threads_says_agreement_is_not_guaranteed() -> None:
+    t = F.g1()
+    real = _real_from_replay(t, interop=2)
+    real["events"].reverse()
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["exact"] is False and a["order"] is False
+    assert "inter-op threads" in a["text"] and "not a replay bug" in a["text"]
+    t.real = _real_from_replay(t, interop=2)
+    a = compare(t, replay(t))
+    assert a["order"] is True and "not guaranteed by nature" in a["text"]
+
+
+def test_real_hang_compares_what_ran_before_it() -> None:
+    t = F.unused_rpc_result()
+    t.real = _real_from_replay(t)
+    assert t.real["outcome"] == "hang"
+    a = compare(t, replay(t))
+    assert a["outcome"] is True and a["order"] is True
+
+
+def test_outcome_mismatch_and_missing_node() -> None:
+    t = F.design_note()
+    real = _real_from_replay(t, outcome="hang")
+    real["events"] = [e for e in real["events"] if e["node"] != "worker0/AccumulateGrad(t2)"]
+    real["gradients"].pop("worker0/AccumulateGrad(t2)")
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["outcome"] is False and a["executed"] is False
+    assert "PyTorch's outcome was hang, the replay's completed" in a["text"]
+
+
+def test_real_error_compares_common_prefix() -> None:
+    t = F.fail_backward()
+    real = _real_from_replay(t)
+    real["error"] = "Error on Node 0: Error on Node 1: Error on Node 2: boom"
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["outcome"] is True and a["order"] is True
+
+
+def test_leaf_set_difference_is_reported() -> None:
+    t = F.design_note()
+    real = _real_from_replay(t)
+    real["gradients"].pop("worker0/AccumulateGrad(t2)")
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["leaves"] is False and a["status"] == "mismatch"
+    assert "the set of leaves with gradients differs" in a["text"]
+
+
+def test_reference_gradient_mismatch_is_reported() -> None:
+    t = F.design_note()
+    t.real = _real_from_replay(t)
+    t.reference = {"comparable": True, "ok": False}
+    a = compare(t, replay(t))
+    assert a["gradients"] is False and "differ from the single-process reference" in a["text"]
+
+
+def test_racing_messages_are_replayed_in_their_observed_arrival_order() -> None:
+    # worker0 gets its three gradients from three workers; PyTorch saw them arrive 2, 3, 1
+    t = F.fanout()
+    fifo = replay(t)
+    order0 = fifo.order[0]["worker0"]
+    sends = [n for n in order0 if "SendRpcBackward" in n]
+    assert len(sends) == 3
+    observed = [sends[1], sends[2], sends[0]]
+    real = _real_from_replay(t)
+    # x's AccumulateGrad runs in the call of whichever send comes last
+    head = order0[:order0.index(sends[0])]
+    new0 = iter(head + observed + ["worker0/AccumulateGrad(x)"])
+    for e in real["events"]:
+        if e["worker"] == "worker0":
+            e["node"] = next(new0)
+    t.real = real
+    a = compare(t, fifo)
+    assert a["fifo_order"] is False
+    assert a["order"] is True and a["arrival_differs"] == ["worker0"]
+    assert "raced" in a["text"]
+    again = replay(t, arrival={(0, "worker0"): observed})
+    assert [n for n in again.order[0]["worker0"] if "Send" in n] == observed
+
+
+def test_a_real_model_difference_is_not_excused_by_arrival_order() -> None:
+    t = F.stack_tie(6)
+    real = _real_from_replay(t)
+    ev = real["events"]
+    ev[2]["node"], ev[3]["node"] = ev[3]["node"], ev[2]["node"]
+    t.real = real
+    a = compare(t, replay(t))
+    assert a["order"] is False and a["arrival_differs"] == []

@@ -1,0 +1,43 @@
+"""The benchmarks cannot rot: every bench/ script runs once on tiny sizes (``run_all.py --quick``).
+
+Benchmarks are not tests: nothing here checks a speed target, only that each script still runs
+against the current library and that the table has a row for every benchmark.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+
+
+@pytest.fixture
+def run_all_module(monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import run_all  # bench/run_all.py (imports stdlib and bench/common.py only)
+    return run_all
+
+
+def test_table_cells_show_median_min_and_max(run_all_module: object) -> None:
+    ra = run_all_module
+    assert ra.cell([3.0, 1.0, 2.0], "s") == "2.000 s [1.000 s-3.000 s]"  # type: ignore[attr-defined]
+    assert ra.ratio_cell([2.0, 4.0], [2.0, 2.0]) == (1.5, "1.50 [1.00-2.00]")  # type: ignore[attr-defined]
+    row = ra.Row("B9", "what", met=False)  # type: ignore[attr-defined]
+    text = ra.table([row])  # type: ignore[attr-defined]
+    assert text.splitlines()[0].startswith("| id ") and "| B9 " in text and "**no**" in text
+
+
+@pytest.mark.rpc
+def test_run_all_quick_runs_every_benchmark_script() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "--quick", "--repeat", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| B") or ln.startswith("| L")]
+    assert {r.split("|")[1].strip() for r in rows} == {"B1", "B2", "B3", "B4", "B5", "B6", "B7",
+                                                      "L1"}
+    assert not any(r.rstrip(" |").endswith("error") for r in rows), proc.stdout
