@@ -85,11 +85,21 @@ def _replay(trace: Trace, mode: str) -> Any:
 
 
 def _agreement(trace: Trace, rp: Any) -> dict[str, Any]:
-    from distviz.replay.agreement import compare
+    """Agreement with PyTorch for FAST mode; for SMART (which PyTorch never built), the
+    comparison with FAST and with the reference gradients."""
+    from distviz.replay.agreement import compare, smart_report
+    if rp.mode == "smart":
+        fast = _replay(trace, "fast")
+        out = dict(compare(trace, fast))
+        out["smart"] = smart_report(trace, rp, fast)
+        out["text"] = out["smart"]["text"]
+        return out
     return dict(compare(trace, rp))
 
 
 def _exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
+    if rp.mode == "smart":
+        return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(rp.outcome, EXIT_BACKWARD_ERROR)
     real = (trace.real or {}).get("outcome")
     if rp.outcome == "hang" or real == "hang":
         return EXIT_HANG

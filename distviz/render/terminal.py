@@ -367,7 +367,12 @@ def _pass_heading(trace: Trace, index: int, n_passes: int, width: int | None) ->
 def _agreement_lines(agreement: dict[str, Any], width: int | None) -> Iterator[Text]:
     text = str(agreement.get("text") or "")
     exact = agreement.get("exact")
-    style = "green" if exact else ("yellow" if exact is None else "red")
+    status = agreement.get("status")
+    style = {"match": "green", "mismatch": "red"}.get(str(status), "yellow")
+    if isinstance(agreement.get("smart"), dict):
+        yield from _wrapped_lines("SMART prediction (no PyTorch to check against): ", "  ",
+                                  text, width, style="yellow")
+        return
     if not text:
         text = {True: "matches the real run exactly", False: "differs from the real run",
                 None: "no real run to compare with"}.get(exact, "")

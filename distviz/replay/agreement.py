@@ -194,3 +194,38 @@ def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
             "gradients": grads_ok, "leaves": leaves_ok, "fifo_order": fifo_ok,
             "arrival_differs": arrival_differs, "exact": exact, "mismatches": mismatches,
             "status": status, "text": text}
+
+
+def smart_report(trace: Trace, smart: Replay, fast: Replay) -> dict[str, Any]:
+    """SMART mode has no PyTorch to check against: compare it with FAST and with the
+    single-process reference gradients instead.
+
+    Returns ``{"fast_outcome", "smart_outcome", "excluded": [send ids], "leaves": {var or id:
+    {"worker", "zero"}}, "reference_leaves": [vars], "same_leaves": bool | None, "text"}``.
+    """
+    leaves = {(acc["var"] or nid): {"worker": acc["worker"], "zero": acc["zero"],
+                                    "node": nid}
+              for nid, acc in sorted(smart.accumulated.items())}
+    ref = trace.reference if isinstance(trace.reference, dict) else None
+    ref_leaves: list[str] | None = None
+    same: bool | None = None
+    if ref is not None and isinstance(ref.get("gradients"), dict):
+        ref_leaves = sorted(ref["gradients"])
+        named = {k for k, v in leaves.items() if not v["zero"] and "/" not in k}
+        same = named == set(ref_leaves)
+    excluded = [s for per in smart.excluded for s in per]
+    parts = [f"FAST mode {fast.outcome}", f"SMART mode {smart.outcome}"]
+    if excluded:
+        parts.append(f"SMART leaves out {len(excluded)} send{'s' if len(excluded) != 1 else ''} "
+                     f"outside the roots' lineage ({', '.join(excluded[:3])}"
+                     f"{', …' if len(excluded) > 3 else ''})")
+    got = ", ".join(sorted(k for k, v in leaves.items() if not v["zero"])) or "none"
+    parts.append(f"leaves that receive a gradient: {got}")
+    if same is True:
+        parts.append("the same leaves get gradients in the single-process reference")
+    elif same is False:
+        parts.append(f"the single-process reference gives gradients to: "
+                     f"{', '.join(ref_leaves or []) or 'none'}")
+    return {"fast_outcome": fast.outcome, "smart_outcome": smart.outcome, "excluded": excluded,
+            "leaves": leaves, "reference_leaves": ref_leaves, "same_leaves": same,
+            "text": "; ".join(parts)}

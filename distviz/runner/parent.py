@@ -160,6 +160,7 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
             conns.append(parent_conn)
             lifelines.append(life_w)
         _drive(scenario, options, procs, conns, workers, result, decide_backward, say, t_start)
+        _note_deaths(procs, workers, result)
     except KeyboardInterrupt:
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
     except BaseException:
@@ -270,6 +271,27 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
             if _handle(msg, rank, scenario, options, conns, workers, result, decide_backward,
                        say, ready, exited):
                 return
+
+
+def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> None:
+    """Record workers that died by themselves during the backward but were not reported yet."""
+    if result.trace is None or result.trace.real is None:
+        return
+    known = {d["worker"] for d in result.deaths}
+    for rank, p in enumerate(procs):
+        if rank == 0 or workers[rank] in known:
+            continue
+        p.join(0.05)
+        code = p.exitcode
+        if code is None or code == 0:
+            continue
+        how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+        if code == 17:
+            how += ": crash_backward"
+        death = {"worker": workers[rank], "phase": "backward", "exit_code": code,
+                 "message": f"{workers[rank]} died during the backward pass ({how})"}
+        result.deaths.append(death)
+        result.trace.real.setdefault("deaths", []).append(death)
 
 
 def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
