@@ -54,7 +54,7 @@ def test_swapped_order_is_reported_with_its_first_difference() -> None:
     assert a["order"] is False and a["executed"] is True and a["outcome"] is True
     (m,) = a["mismatches"]
     assert (m["worker"], m["pass"], m["first_difference_index"]) == ("worker0", 0, 2)
-    assert a["text"].startswith("replay differs from PyTorch: on worker0 in pass 0 the order "
+    assert a["text"].startswith("replay differs from PyTorch: on worker0 in pass 1 the order "
                                 "differs at position 2")
 
 

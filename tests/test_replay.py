@@ -390,7 +390,7 @@ def test_summary_is_one_sentence() -> None:
         "FAST replay of 1 pass on 2 workers completes in 28 steps (10 node runs, 2 gradient "
         "messages).")
     s = replay(F.unused_rpc_result()).summary()
-    assert s.startswith("FAST replay of 1 pass on 2 workers hangs in pass 0: ")
+    assert s.startswith("FAST replay of 1 pass on 2 workers hangs in pass 1: ")
 
 
 def test_trace_without_passes_replays_to_nothing() -> None:

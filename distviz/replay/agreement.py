@@ -177,7 +177,7 @@ def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
                 m["expected"]) else "nothing"
             obs_at = m["observed"][k - m["window_start"]] if 0 <= k - m["window_start"] < len(
                 m["observed"]) else "nothing"
-            parts.append(f"on {m['worker']} in pass {m['pass']} the order differs at position "
+            parts.append(f"on {m['worker']} in pass {m['pass'] + 1} the order differs at position "
                          f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
             if len(mismatches) > 1:
                 parts.append(f"{len(mismatches) - 1} more worker order"

@@ -687,7 +687,7 @@ class _Sim:
         roots = [g.ids[r] for r in g.roots[self.pass_index]]
         what = ", ".join(f"`{v}`" for v in bp.root_vars) if bp.root_vars else \
             self._names(g.roots[self.pass_index])
-        text = (f"pass {self.pass_index} starts: {self._wname(ini)} calls backward on {what} "
+        text = (f"pass {self.pass_index + 1} starts: {self._wname(ini)} calls backward on {what} "
                 f"(retain_graph={bp.retain_graph}) in context {g.trace.context_id}")
         detail: dict[str, Any] = {"roots": roots, "retain_graph": bp.retain_graph,
                                   "mode": self.mode}
@@ -1144,11 +1144,11 @@ class _Sim:
         if self.emit:
             ini = self._wname(g.initiator)
             if outcome == "completed":
-                text = f"pass {p} completes: backward() returns on {ini}"
+                text = f"pass {p + 1} completes: backward() returns on {ini}"
             elif outcome == "hang":
-                text = f"pass {p} hangs: backward() on {ini} never returns"
+                text = f"pass {p + 1} hangs: backward() on {ini} never returns"
             else:
-                text = (f"pass {p} ends in an error: backward() on {ini} raises "
+                text = (f"pass {p + 1} ends in an error: backward() on {ini} raises "
                         f"{_clip(self.err_text)}")
             detail: dict[str, Any] = {"outcome": outcome}
             if outcome == "error":
@@ -1311,9 +1311,9 @@ class Replay:
             return (f"{what} completes in {len(self.events)} steps ({ran} node runs, "
                     f"{self.messages} gradient messages).")
         if self.outcome == "hang" and self.hang is not None:
-            return f"{what} hangs in pass {self.passes_run - 1}: {self.hang['summary']}"
+            return f"{what} hangs in pass {self.passes_run}: {self.hang['summary']}"
         if self.error is not None:
-            return (f"{what} ends in an error in pass {self.error['pass']} raised on "
+            return (f"{what} ends in an error in pass {self.error['pass'] + 1} raised on "
                     f"{self.error['worker']}: {self.error['message']}")
         return f"{what} ends with outcome {self.outcome}."
 
