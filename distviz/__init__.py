@@ -1,7 +1,7 @@
 """distviz: record, replay and visualize PyTorch distributed autograd.
 
 The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
-``distviz.record`` (imported lazily by ``record``) and ``distviz.runner`` do.
+``distviz.recorder`` (imported lazily by ``record`` and ``name``) and ``distviz.runner`` do.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from distviz.trace import Trace, load
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "load", "record", "__version__"]
+__all__ = ["Trace", "load", "name", "record", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    import torch
 
 
 def record(context_id: int, roots: Any, names: Any = None) -> Trace:
@@ -27,6 +27,14 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
     ``import distviz``. Returns a ``Trace``; raises ``RuntimeError`` from PyTorch when the context
     does not exist.
     """
-    from distviz.record import record as _record
+    from distviz.recorder import record as _record
 
     return _record(context_id, roots, names)
+
+
+def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
+    """Name a tensor on this worker (``distviz.name(w, "ps.w")``) so traces recorded by
+    ``record`` on the initiator show its leaf under that name; returns the tensor."""
+    from distviz.recorder import name as _name
+
+    return _name(tensor, label)

@@ -106,14 +106,14 @@ def _exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
     if rp.outcome == "error" or real == "error":
         return EXIT_BACKWARD_ERROR
     if agreement and any(agreement.get(k) is False for k in ("outcome", "order", "executed",
-                                                            "gradients")):
+                                                            "gradients", "leaves")):
         return EXIT_DISAGREE
     return EXIT_OK
 
 
 def _report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None) -> dict[str, Any]:
-    real = dict(trace.real) if trace.real else {"outcome": "skipped"}
-    events = real.pop("events", [])
+    real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
+    events: list[Any] = real.pop("events", [])
     real["events_count"] = len(events)
     return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
             "replay": rp.to_json(), "real": real, "reference": trace.reference,

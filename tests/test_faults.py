@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, descendants, pid_alive, run_cached
 
 pytestmark = pytest.mark.rpc

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import SCENARIOS, run_cached
+
 from distviz.replay.agreement import compare
 from distviz.replay.fast import replay
 

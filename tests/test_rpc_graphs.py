@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, pid_alive, run_cached
+
 from distviz.trace import Node, Trace, load
 
 pytestmark = pytest.mark.rpc

@@ -13,7 +13,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
-from distviz import record as rec
+from distviz import recorder as rec
 from distviz.runner.worker import recv, send
 from distviz.trace import BackwardPass
 
@@ -101,11 +101,12 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     for i, p in enumerate(passes):
         box: dict[str, Any] = {}
 
-        def go(rs: list[torch.Tensor] = roots[i], retain: bool = p.retain_graph) -> None:
+        def go(rs: list[torch.Tensor] = roots[i], retain: bool = p.retain_graph,
+               out: dict[str, Any] = box) -> None:
             try:
                 dist_autograd.backward(cid, rs, retain_graph=retain)
             except BaseException as exc:  # noqa: BLE001
-                box["exc"] = exc
+                out["exc"] = exc
         start = time.time_ns()
         th = threading.Thread(target=go, name=f"distviz-backward-{i}", daemon=True)
         th.start()
@@ -212,7 +213,7 @@ def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dic
         workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
         passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
                                root_vars=list(p.roots))
-                  for p, rs in zip(scenario.passes, pass_roots)]
+                  for p, rs in zip(scenario.passes, pass_roots, strict=True)]
         trace = rec.build_trace(workers, me, cid, pieces, passes)
         send(conn, {"type": "recorded", "trace": trace.to_json()})
         cmd = recv(conn)

@@ -26,7 +26,7 @@ from typing import Any
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
 from distviz.trace import Trace
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.record",
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
            "distviz.runner.sandbox", "distviz.scenario"]
 
@@ -100,11 +100,11 @@ class _NoMainImport:
             data.pop("init_main_from_path", None)
             data.pop("init_main_from_name", None)
             return data
-        spawn.get_preparation_data = prep  # type: ignore[assignment]
+        spawn.get_preparation_data = prep
 
     def __exit__(self, *exc: object) -> None:
         from multiprocessing import spawn
-        spawn.get_preparation_data = self._orig  # type: ignore[assignment]
+        spawn.get_preparation_data = self._orig
 
 
 def stop_server() -> None:

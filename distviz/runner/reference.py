@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from distviz import record as rec
+from distviz import recorder as rec
 from distviz.runner.rpc_proxy import LocalRpc
 from distviz.runner.worker import build_namespace, state_names
 from distviz.trace import Trace

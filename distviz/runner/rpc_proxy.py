@@ -15,7 +15,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
-from distviz.record import log_call
+from distviz.recorder import log_call
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"

@@ -93,7 +93,6 @@ def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options
 
     Real runs register it as module ``distviz_scenario`` so functions pickle by reference.
     """
-    import torch
 
     from distviz.runner import sandbox
     from distviz.runner.rpc_proxy import SCENARIO_MODULE
@@ -164,7 +163,7 @@ def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
         sys.modules[SCENARIO_MODULE] = module
         ns = build_namespace(scenario, worker, rank, ScenarioRpc(worker), options,
                              target=module.__dict__)
-        from distviz import record as recorder
+        from distviz import recorder
         for label, value in state_names(scenario, worker, ns):
             for t, lab in recorder._expand(label, value):
                 recorder.name(t, lab)

@@ -53,7 +53,7 @@ _THREAD_NAMES: dict[int, str] = {}
 
 
 def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
-    """Give a tensor on this worker a name for traces (``distviz.record.name(w, "ps.w")``).
+    """Give a tensor on this worker a name for traces (``distviz.name(w, "ps.w")``).
 
     Returns the tensor, so it can wrap an expression. Leaves named on remote workers show up
     under this name in traces recorded by ``record`` on the initiator.
@@ -285,13 +285,13 @@ def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
         except RuntimeError:
             grads = {}
         by_var: dict[int, str] = {}
-        for nid, fn in rec.nodes.items():
-            if nid.split("/", 1)[1].startswith("AccumulateGrad"):
-                by_var[id(fn.variable)] = nid
+        for leaf_id, fn in rec.nodes.items():
+            if leaf_id.split("/", 1)[1].startswith("AccumulateGrad"):
+                by_var[id(fn.variable)] = leaf_id
         for tensor, grad in grads.items():
-            nid = by_var.get(id(tensor))
-            if nid is not None:
-                out["grads"][nid] = grad.detach().clone()
+            found = by_var.get(id(tensor))
+            if found is not None:
+                out["grads"][found] = grad.detach().clone()
     return out
 
 
