@@ -1,0 +1,114 @@
+"""Bad trace files: truncated, hand-edited, wrong version, not JSON. Every one gives one clear
+line naming the file and exit code 2; traces are never unpickled."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import replay_fixtures as F
+from typer.testing import CliRunner
+
+from distviz.cli import app
+from distviz.errors import TraceError
+from distviz.trace import load
+
+
+def _good(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    path = tmp_path / "good.json"
+    F.design_note().save(path)
+    return path, json.loads(path.read_text())
+
+
+def _edit(fn: Callable[[dict[str, Any]], None]) -> Callable[[Path], Path]:
+    def make(tmp_path: Path) -> Path:
+        _, obj = _good(tmp_path)
+        fn(obj)
+        out = tmp_path / "bad.json"
+        out.write_text(json.dumps(obj))
+        return out
+    return make
+
+
+def _text(text: str | bytes) -> Callable[[Path], Path]:
+    def make(tmp_path: Path) -> Path:
+        out = tmp_path / "bad.json"
+        if isinstance(text, bytes):
+            out.write_bytes(text)
+        else:
+            out.write_text(text)
+        return out
+    return make
+
+
+def _truncated(tmp_path: Path) -> Path:
+    path, _ = _good(tmp_path)
+    data = path.read_text()
+    out = tmp_path / "bad.json"
+    out.write_text(data[: len(data) // 2])
+    return out
+
+
+CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "truncated": (_truncated, "not valid JSON"),
+    "empty": (_text(""), "not valid JSON"),
+    "binary": (_text(b"\x80\x04\x95garbage"), "cannot read the trace"),
+    "pickle": (_text(pickle.dumps({"schema_version": 1})), "cannot read the trace"),
+    "list_top": (_text("[1, 2, 3]"), "expected a JSON object at the top"),
+    "no_version": (_edit(lambda o: o.pop("schema_version")), "missing 'schema_version'"),
+    "future_version": (_edit(lambda o: o.update(schema_version=99)),
+                       "schema_version 99 is not supported"),
+    "string_version": (_edit(lambda o: o.update(schema_version="1")), "is not supported"),
+    "no_nodes": (_edit(lambda o: o.pop("nodes")), "missing required key 'nodes'"),
+    "bad_worker": (_edit(lambda o: o["nodes"][0].update(worker="worker9")),
+                   "unknown worker 'worker9'"),
+    "bad_kind": (_edit(lambda o: o["nodes"][0].update(kind="magic")), "unknown kind 'magic'"),
+    "dangling_edge": (_edit(lambda o: o["nodes"][0]["next"].append(["nowhere", 0])),
+                      "edge to unknown node 'nowhere'"),
+    "bad_edge": (_edit(lambda o: o["nodes"][0]["next"].append("x")),
+                 "expected [node id, input number] or null"),
+    "seq_type": (_edit(lambda o: o["nodes"][0].update(seq="7")), "expected int, found str"),
+    "dup_id": (_edit(lambda o: o["nodes"].append(dict(o["nodes"][0]))), "duplicate node id"),
+    "root_missing": (_edit(lambda o: o["passes"][0].update(roots=["ghost"])),
+                     "root 'ghost' is not a node of the trace"),
+    "bad_initiator": (_edit(lambda o: o.update(initiator="nobody")), "initiator 'nobody'"),
+    "send_without_msg": (_edit(lambda o: [n.pop("msg_id") for n in o["nodes"]
+                                          if n["kind"] == "send"]), "needs 'msg_id'"),
+    "real_not_object": (_edit(lambda o: o.update(real=[1])), "expected an object or null"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_trace_is_one_clear_line(tmp_path: Path, case: str) -> None:
+    make, expect = CASES[case]
+    path = make(tmp_path)
+    with pytest.raises(TraceError) as info:
+        load(path)
+    text = info.value.one_line()
+    assert expect in text and str(path) in text and "\n" not in text
+    runner = CliRunner()
+    for args in (["replay", str(path)], ["export", str(path), "--format", "dot", "-o",
+                                           str(tmp_path / "x.dot")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0]
+        assert "Traceback" not in result.output
+    assert not (tmp_path / "x.dot").exists()
+
+
+def test_missing_trace_file_says_how_to_make_one(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["replay", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+    assert "no such trace file" in result.output and "distviz run" in result.output
+
+
+def test_good_trace_round_trips(tmp_path: Path) -> None:
+    path, obj = _good(tmp_path)
+    again = load(path)
+    assert again.to_json() == obj
+    assert path.read_text().count("\n") >= len(obj["nodes"])  # one node per line
