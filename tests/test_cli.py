@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import replay_fixtures as F
+from conftest import ROOT
 from test_stepper import Pane
 from typer.testing import CliRunner
 
-from conftest import ROOT
 from distviz.cli import app
 
 
