@@ -97,8 +97,9 @@ def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
 
     With one inter-op thread each worker runs its calls one at a time in arrival order, so a
     worker's order is fixed by the arrival order of its gradient messages and the engine's
-    rules. Messages from *different* workers race; when the FIFO prediction got an arrival
-    order wrong, the replay is run again with the observed arrival order and ``order`` says
+    rules. Several messages in flight to one worker race on its RPC agent threads (even
+    messages from one sender; the first one holds the context while it computes dependencies),
+    so their launch order is not knowable from the graph; when the FIFO guess got it wrong, the replay is run again with the observed arrival order and ``order`` says
     whether the engine model then reproduces every worker's order exactly.
     """
     from distviz.replay.fast import observed_arrival
@@ -157,9 +158,10 @@ def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
         text = (f"replay matches PyTorch on all {len(workers)} workers ({compared} nodes, "
                 f"{counts['messages']} messages)")
         if arrival_differs:
-            text += (f"; gradient messages from different workers raced and arrived at "
-                     f"{', '.join(arrival_differs)} in another order than the replay's FIFO "
-                     "guess, and with the observed arrival order every worker's order is exact")
+            text += (f"; gradient messages reached {', '.join(arrival_differs)} in another "
+                     "order than the replay's FIFO guess (messages in flight to one worker race "
+                     "on its RPC agent threads), and with the observed arrival order every "
+                     "worker's order is exact")
         if grads_ok:
             text += "; gradients equal the single-process reference"
         if not exact:
