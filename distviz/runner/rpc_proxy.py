@@ -119,32 +119,35 @@ class ScenarioRpc:
                 grad_enabled=grad_enabled, line=line, result_var=target, msg_ids=snap.new_ids()))
         return log
 
-    def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
-                 timeout: float = -1.0, _dv_line: int | None = None,
-                 _dv_target: str | None = None) -> Any:
+    def _send(self, api: str, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None,
+              timeout: float) -> tuple[Any, Callable[[str, _Snapshot, int | None, str | None],
+                                                   None], _Snapshot]:
+        """Make the real call; return its result, the call logger and the pre-call snapshot."""
         log = self._logger(str(to), func)
         snap = _Snapshot()
         kw = {} if timeout is None or timeout < 0 else {"timeout": timeout}
-        result = rpc.rpc_sync(to, func, args=tuple(_unwrap(args)), kwargs=_unwrap(dict(kwargs or {})), **kw)
+        call = {"rpc_sync": rpc.rpc_sync, "rpc_async": rpc.rpc_async, "remote": rpc.remote}[api]
+        result = call(to, func, args=tuple(_unwrap(args)), kwargs=_unwrap(dict(kwargs or {})),
+                      **kw)
+        return result, log, snap
+
+    def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
+                 timeout: float = -1.0, _dv_line: int | None = None,
+                 _dv_target: str | None = None) -> Any:
+        result, log, snap = self._send("rpc_sync", to, func, args, kwargs, timeout)
         log("rpc_sync", snap, _dv_line, _dv_target)
         return result
 
     def rpc_async(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                   timeout: float = -1.0, _dv_line: int | None = None,
                   _dv_target: str | None = None) -> FutureProxy:
-        log = self._logger(str(to), func)
-        snap = _Snapshot()
-        kw = {} if timeout is None or timeout < 0 else {"timeout": timeout}
-        fut = rpc.rpc_async(to, func, args=tuple(_unwrap(args)), kwargs=_unwrap(dict(kwargs or {})), **kw)
+        fut, log, snap = self._send("rpc_async", to, func, args, kwargs, timeout)
         return FutureProxy(fut, lambda: log("rpc_async", snap, _dv_line, _dv_target))
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, _dv_line: int | None = None,
                _dv_target: str | None = None) -> RRefProxy:
-        log = self._logger(str(to), func)
-        snap = _Snapshot()
-        kw = {} if timeout is None or timeout < 0 else {"timeout": timeout}
-        rref = rpc.remote(to, func, args=tuple(_unwrap(args)), kwargs=_unwrap(dict(kwargs or {})), **kw)
+        rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
         log("remote", snap, _dv_line, None)
         return RRefProxy(rref, to, log)
 
