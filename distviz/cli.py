@@ -274,7 +274,7 @@ def run(
 
     Example:
 
-      distviz run scenarios/design_note.yaml --set micro=8 -o design.trace.json
+      distviz run scenarios/pipeline.yaml --set micro=8 -o pipeline.trace.json
     """
     from distviz.render import terminal
     from distviz.runner.parent import RunOptions, run_scenario

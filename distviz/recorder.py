@@ -42,8 +42,8 @@ class _WorkerRecord:
     ids: dict[Any, str] = field(default_factory=dict)       # node object -> id
     nodes: dict[str, Any] = field(default_factory=dict)     # id -> node object
     handles: list[Any] = field(default_factory=list)
-    events: list[tuple[str, str, int, int, list[Any] | None]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    events: list[tuple[str, int, int]] = field(default_factory=list)
+    shapes: dict[str, list[list[int]] | None] = field(default_factory=dict)
 
 
 _RECORDS: dict[int, _WorkerRecord] = {}
@@ -192,11 +192,11 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
             node.var = leaf_names.get(id(v))
             node.shape = _shape(v)
             node.dtype = _dtype(v)
-        if kind == "recv":
-            try:
-                node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
-            except Exception:
-                node.input_shapes = None
+        try:  # the shapes of the gradients this node receives
+            node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
+        except Exception:  # noqa: BLE001 - a node kind without input metadata
+            node.input_shapes = None
+        rec.shapes[node.id] = node.input_shapes
         if kind == "op":
             fault = getattr(fn, "distviz_fault", None)
             if isinstance(fault, dict):
@@ -213,47 +213,44 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
 
 # -- hooks for the real backward ---------------------------------------------------------------
 
-def _thread_label() -> str:
-    tid = threading.get_native_id()
+def _thread_label(tid: int) -> str:
+    """``<thread name>/<native id>`` of a thread of this process (``PTThreadPool/1234``)."""
     label = _THREAD_NAMES.get(tid)
     if label is None:
         try:
             with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as fh:
                 comm = fh.read().strip()
         except OSError:
-            comm = threading.current_thread().name
+            comm = "thread"
         label = f"{comm}/{tid}"
         _THREAD_NAMES[tid] = label
     return label
 
 
-def _shapes(grads: Any) -> list[Any]:
-    out: list[Any] = []
-    for g in grads or ():
-        out.append([int(s) for s in g.shape] if isinstance(g, torch.Tensor) else None)
-    return out
+def make_prehook(nid: str, events: list[Any]) -> Callable[[Any], None]:
+    """The pre-hook distviz puts on a node: one tuple append, nothing else (it runs on every
+    node of the real backward, so it must be cheap). Records ``(node id, native thread id,
+    time_ns)``; thread names and gradient shapes (the node's input metadata, recorded with
+    the graph) are added later, in ``collect``."""
+    append = events.append
+    now = time.time_ns
+    tid = threading.get_native_id
+
+    def pre(grads: Any) -> None:
+        append((nid, tid(), now()))
+    return pre
 
 
 def install_hooks(context_id: int) -> int:
-    """Put a pre-hook and a post-hook on every recorded node of ``context_id`` on this worker.
+    """Put a pre-hook on every recorded node of ``context_id`` on this worker.
 
-    Returns the number of nodes hooked. Events are read back with ``collect``.
+    Returns the number of nodes hooked. Events are read back with ``collect``. Only pre-hooks
+    are used: a node's duration is estimated from the next node that starts on the same thread
+    in the same call (see ``collect``).
     """
     rec = _RECORDS[context_id]
-
     for nid, fn in rec.nodes.items():
-
-        def pre_t(g: Any, _nid: str = nid) -> None:
-            label = _thread_label()
-            with rec.lock:
-                rec.events.append((_nid, label, time.time_ns(), 0, _shapes(g)))
-
-        def post_t(gi: Any, go: Any, _nid: str = nid) -> None:
-            label = _thread_label()
-            with rec.lock:
-                rec.events.append((_nid, label, time.time_ns(), 1, None))
-        rec.handles.append(fn.register_prehook(pre_t))
-        rec.handles.append(fn.register_hook(post_t))
+        rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events)))
     return len(rec.nodes)
 
 
@@ -270,15 +267,15 @@ def remove_hooks(context_id: int) -> None:
 def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
     """Return this worker's observed hook events and (optionally) its ``get_gradients`` by leaf id.
 
-    Events: ``[node id, thread, time_ns, 0 (pre) | 1 (post), grad shapes]`` in arrival order.
-    Gradients: ``{leaf node id: tensor}`` plus ``unknown`` for tensors that match no recorded leaf.
+    Events: ``[node id, thread label, time_ns, grad shapes]`` in the order they happened.
+    Gradients: ``{leaf node id: tensor}``.
     """
     rec = _RECORDS.get(context_id)
     out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
     if rec is None:
         return out
-    with rec.lock:
-        out["events"] = [list(e) for e in rec.events]
+    out["events"] = [[nid, _thread_label(tid), t, rec.shapes.get(nid)]
+                     for nid, tid, t in list(rec.events)]
     if with_gradients:
         try:
             grads = dist_autograd.get_gradients(context_id)

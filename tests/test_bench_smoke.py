@@ -41,3 +41,11 @@ def test_run_all_quick_runs_every_benchmark_script() -> None:
     assert {r.split("|")[1].strip() for r in rows} == {"B1", "B2", "B3", "B4", "B5", "B6", "B7",
                                                       "L1"}
     assert not any(r.rstrip(" |").endswith("error") for r in rows), proc.stdout
+
+
+def test_profile_hooks_runs_on_a_tiny_graph() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "profile_hooks.py"), "--micro", "2",
+                           "--depth", "1", "--repeat", "1", "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert '"distviz_ratio"' in proc.stdout.splitlines()[-1]

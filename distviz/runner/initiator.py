@@ -84,7 +84,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run_real_backward(cid: int, workers: list[str], me: str, passes: list[BackwardPass],
-                      roots: list[list[torch.Tensor]], options: dict[str, Any]) -> dict[str, Any]:
+                      roots: list[list[torch.Tensor]], options: dict[str, Any],
+                      send_ids: list[str]) -> dict[str, Any]:
     """Run ``dist_autograd.backward`` for each pass with hooks on every recorded node.
 
     Returns the ``real`` section of the trace (outcome, error, events, gradients by leaf id) and,
@@ -130,6 +131,7 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     got = _on_all(workers, me, rec.collect, cid, outcome != "hang", timeout=10.0)
     grads: dict[str, torch.Tensor] = {}
     events: list[dict[str, Any]] = []
+    sends = set(send_ids)
     for w in workers:
         piece = got.get(w)
         if isinstance(piece, BaseException) or piece is None:
@@ -137,7 +139,7 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
                                         if isinstance(piece, BaseException) else "no answer"})
             continue
         grads.update(piece["grads"])
-        events.extend(_pair_events(w, piece["events"], windows, t0))
+        events.extend(_pair_events(w, piece["events"], windows, t0, sends))
     events.sort(key=lambda e: (e["t_us"], e["worker"]))
     real["events"] = events
     for nid, g in sorted(grads.items()):
@@ -147,24 +149,24 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
 
 
 def _pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int]],
-                 t0: int) -> list[dict[str, Any]]:
-    """Turn pre/post hook records into one event per node execution."""
+                 t0: int, sends: set[str]) -> list[dict[str, Any]]:
+    """One event per node execution. Only pre-hooks are recorded, so a node's duration is the
+    time until the next node starts on the same thread in the same call (a send always starts a
+    new call); the last node of a call has no duration (``None``)."""
     out: list[dict[str, Any]] = []
-    open_: dict[tuple[str, str], dict[str, Any]] = {}
-    for nid, thread, t_ns, kind, shapes in raw:
-        if kind == 0:
-            pidx = 0
-            for i, (s, _e) in enumerate(windows):
-                if t_ns >= s:
-                    pidx = i
-            ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": (t_ns - t0) / 1000.0,
-                  "dur_us": None, "thread": thread, "grad_shapes": shapes}
-            out.append(ev)
-            open_[(nid, thread)] = ev
-        else:
-            ev2 = open_.pop((nid, thread), None)
-            if ev2 is not None:
-                ev2["dur_us"] = max((t_ns - t0) / 1000.0 - ev2["t_us"], 0.0)
+    last_on: dict[str, dict[str, Any]] = {}
+    for nid, thread, t_ns, shapes in raw:
+        pidx = 0
+        for i, (s, _e) in enumerate(windows):
+            if t_ns >= s:
+                pidx = i
+        ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": (t_ns - t0) / 1000.0,
+              "dur_us": None, "thread": thread, "grad_shapes": shapes}
+        prev = last_on.get(thread)
+        if prev is not None and nid not in sends and prev["pass"] == pidx:
+            prev["dur_us"] = max(ev["t_us"] - prev["t_us"], 0.0)
+        last_on[thread] = ev
+        out.append(ev)
     return out
 
 
@@ -219,7 +221,8 @@ def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dic
         cmd = recv(conn)
         real: dict[str, Any] | None = None
         if cmd.get("run"):
-            real = run_real_backward(cid, workers, me, passes, pass_roots, options)
+            real = run_real_backward(cid, workers, me, passes, pass_roots, options,
+                                     [n.id for n in trace.nodes if n.kind == "send"])
         reference = None
         if options.get("reference", True):
             from distviz.runner.reference import compare, run_reference
