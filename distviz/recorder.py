@@ -48,6 +48,7 @@ class _WorkerRecord:
 
 _RECORDS: dict[int, _WorkerRecord] = {}
 _NAMES: list[tuple[torch.Tensor, str]] = []          # leaves named on this worker (kept alive)
+_AUTO: list[tuple[torch.Tensor, str]] = []           # fallback names (``worker1.ones#0``)
 _CALLS: dict[int, list[RpcCall]] = {}                 # context id -> RPC calls made on this worker
 _THREAD_NAMES: dict[int, str] = {}
 
@@ -62,9 +63,15 @@ def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
     return tensor
 
 
+def auto_name(tensor: torch.Tensor, label: str) -> None:
+    """A fallback name for a leaf made at run time (used when no variable names it)."""
+    _AUTO.append((tensor, label))
+
+
 def clear_names() -> None:
-    """Forget every name registered with ``name`` on this worker."""
+    """Forget every name registered with ``name`` or ``auto_name`` on this worker."""
     _NAMES.clear()
+    _AUTO.clear()
 
 
 def log_call(context_id: int, call: RpcCall) -> None:
@@ -123,7 +130,7 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
         msg_of[fn] = int(mid)
     for mid, fn in recvs.items():
         msg_of[fn] = int(mid)
-    all_names = list(_NAMES) + list(names)
+    all_names = list(names) + list(_NAMES) + list(_AUTO)  # first name wins
     leaf_names: dict[int, str] = {}
     var_of_fn: dict[Any, list[str]] = {}
     keep: list[Any] = []

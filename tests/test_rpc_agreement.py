@@ -4,10 +4,11 @@ reference."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
-from conftest import SCENARIOS, run_cached
+from conftest import ROOT, SCENARIOS, run_cached
 
 from distviz.replay.agreement import compare
 from distviz.replay.fast import replay
@@ -74,3 +75,51 @@ def test_pipeline_scaled_down_agrees_even_when_messages_race() -> None:
     assert (a["outcome"], a["executed"], a["order"], a["gradients"]) == (True, True, True, True), \
         a["text"]
     assert Path(result.trace.scenario["path"]).name == "pipeline.yaml"
+
+
+# -- scenarios taken from PyTorch's own dist_autograd_test.py ------------------------------------
+
+PYTORCH = ROOT / "tests" / "pytorch_scenarios"
+PT_ERRORS = {"engine_error_chain", "python_udf_error_nested"}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in PYTORCH.glob("*.yaml")))
+def test_pytorch_test_suite_scenarios_agree(name: str) -> None:
+    result = run_cached(str(PYTORCH / f"{name}.yaml"), hang_timeout=5.0)
+    assert result.error is None, result.error
+    trace = result.trace
+    rp = replay(trace)
+    a = compare(trace, rp)
+    assert (a["outcome"], a["executed"], a["order"]) == (True, True, True), a["text"]
+    if name in PT_ERRORS:
+        assert rp.outcome == "error" and trace.real["outcome"] == "error"
+        # PyTorch's tests match "Error on Node [0-9]+: Simulate error on backward pass"
+        assert re.search(r"Error on Node [0-9]+: Simulate error on backward pass",
+                         trace.real["error"])
+        assert re.search(r"Error on Node [0-9]+: Simulate error on backward pass",
+                         rp.error["message"])
+    else:
+        assert rp.outcome == "completed"
+        assert a["gradients"] is True and a["leaves"] is True, trace.reference["comparison"]
+
+
+def test_rpc_to_self_puts_both_ends_on_one_worker() -> None:
+    # test_backward_simple_self: worker0 holds 2 sends and 2 recvs
+    trace = run_cached(str(PYTORCH / "backward_simple_self.yaml")).trace
+    w0 = [n for n in trace.nodes if n.worker == "worker0"]
+    assert sum(n.kind == "send" for n in w0) == 2 and sum(n.kind == "recv" for n in w0) == 2
+    assert not [n for n in trace.nodes if n.worker == "worker1"]
+
+
+def test_error_chain_prefixes_follow_the_first_message_chain() -> None:
+    # test_backward_python_udf_error: worker0 -> worker1 -> worker2 fails on worker2
+    trace = run_cached(str(PYTORCH / "python_udf_error_nested.yaml"), hang_timeout=5.0).trace
+    assert trace.real["error"].startswith("Error on Node 0: Error on Node 1: Error on Node 2: ")
+    assert replay(trace).error["message"].startswith(
+        "Error on Node 0: Error on Node 1: Error on Node 2: ")
+
+
+def test_leaves_made_inside_rpc_functions_get_stable_names() -> None:
+    trace = run_cached(str(PYTORCH / "backward_rref.yaml")).trace
+    leaves = {n.var for n in trace.nodes if n.kind == "accumulate_grad"}
+    assert leaves == {"t2", "worker1.ones#0"}

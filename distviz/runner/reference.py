@@ -36,6 +36,8 @@ def run_reference(scenario: Any, options: dict[str, Any]) -> dict[str, Any]:
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
                 named.extend(rec._expand(label, value))
+            for ns in namespaces.values():
+                named.extend(ns["_dv_made"])  # lowest priority: run-time leaves by order
             for p in scenario.passes:
                 roots = [main_ns[r] for r in p.roots]
                 torch.autograd.backward(roots, retain_graph=p.retain_graph)

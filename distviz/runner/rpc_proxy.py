@@ -186,8 +186,7 @@ class LocalRpc:
         target = func
         if getattr(func, "__module__", None) == SCENARIO_MODULE:
             target = self._ns[str(to)][func.__name__]
-        args = tuple(a._value if isinstance(a, _LocalRRef) else a for a in (args or ()))
-        return target(*args, **dict(kwargs or {}))
+        return target(*tuple(args or ()), **dict(kwargs or {}))
 
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float = -1.0, **_: Any) -> Any:

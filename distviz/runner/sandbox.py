@@ -214,7 +214,12 @@ class TorchFunction:
                    f"{cap:,} (--max-numel)")
         if self.name in lang.RANDOM_FUNCS:
             kwargs["generator"] = self.proxy.generator
-        return self.real(*args, **kwargs)
+        result = self.real(*args, **kwargs)
+        hook = self.proxy.on_leaf
+        if hook is not None and isinstance(result, torch.Tensor) and result.requires_grad \
+                and result.grad_fn is None:
+            hook(result, self.name)
+        return result
 
     def __reduce__(self) -> tuple[Callable[[str], Any], tuple[str]]:
         return _resolve_torch_function, (self.name,)
@@ -266,6 +271,7 @@ class TorchProxy(_Namespace):
         super().__init__("torch", members)
         object.__setattr__(self, "generator", generator)
         object.__setattr__(self, "max_numel", max_numel)
+        object.__setattr__(self, "on_leaf", None)
         for name in sorted(lang.TORCH_FUNCS):
             if name in lang.CREATION_FUNCS or name in lang.RANDOM_FUNCS:
                 members[name] = TorchFunction(name, self)
@@ -283,6 +289,9 @@ class TorchProxy(_Namespace):
     # Declared for type checkers; set in __init__.
     generator: torch.Generator
     max_numel: int
+    # called with (tensor, function name) for every leaf that requires grad made by a creation
+    # function, so leaves made inside RPC functions get stable names (``worker1.ones#0``)
+    on_leaf: Callable[[torch.Tensor, str], None] | None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -99,6 +99,17 @@ def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options
 
     gen = sandbox.make_generator(scenario.seed, rank)
     proxy = sandbox.TorchProxy(gen, int(options.get("max_numel", 50_000_000)))
+    made: list[tuple[Any, str]] = []
+    counts: dict[str, int] = {}
+
+    def on_leaf(t: Any, fn: str) -> None:
+        k = counts.get(fn, 0)
+        counts[fn] = k + 1
+        made.append((t, f"{worker}.{fn}#{k}"))
+        if not reference:
+            from distviz import recorder
+            recorder.auto_name(t, f"{worker}.{fn}#{k}")
+    object.__setattr__(proxy, "on_leaf", on_leaf)
     budget = sandbox.Budget(int(options.get("max_steps", 1_000_000)))
     ns = target if target is not None else {}
     ns.update(sandbox.base_namespace(proxy, budget, dict(scenario.params)))
@@ -108,6 +119,7 @@ def build_namespace(scenario: Any, worker: str, rank: int, rpc_obj: Any, options
             x, "crash_backward: the worker would die here")
     ns["rpc"] = rpc_obj
     ns["__name__"] = SCENARIO_MODULE
+    ns["_dv_made"] = made  # leaves made by creation functions, in order (reference naming)
     if scenario.code is not None:
         exec(scenario.code.compile(), ns)  # validated and instrumented syntax tree
     init = scenario.worker_init.get(worker)
