@@ -28,10 +28,14 @@ class RootError(Exception):
         self.line = line
 
 
+def _article(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def check_root(name: str, value: Any, line: int | None) -> torch.Tensor:
     """Check a root as ``DistEngine::validateRootsAndRetrieveEdges`` does, explained."""
     if not isinstance(value, torch.Tensor):
-        raise RootError(f"backward root {name!r} is a {type(value).__name__}, not a tensor; "
+        raise RootError(f"backward root {name!r} is {_article(type(value).__name__)}, not a tensor; "
                         "roots must be scalar tensors such as `loss = t.sum()`", line)
     if not value.requires_grad:
         raise RootError(f"backward root {name!r} does not require grad (PyTorch: 'requires_grad "
