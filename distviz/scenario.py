@@ -18,7 +18,8 @@ After validation each program's tree is instrumented for the runtime (``distviz.
 * every ``rpc.rpc_sync(...)``, ``rpc.rpc_async(...)`` and ``rpc.remote(...)`` call gets two
   extra keyword arguments, ``_dv_line=<line in the YAML file>`` and ``_dv_target=<name or None>``:
   the variable the result is assigned to, for ``x = rpc.rpc_sync(...)``,
-  ``x = rpc.rpc_async(...).wait()`` and ``x = rpc.remote(...).to_here()``; ``None`` otherwise.
+  ``x = rpc.rpc_async(...).wait()``, ``x = rpc.remote(...).to_here()``, ``fut =
+  rpc.rpc_async(...)`` and ``rref = rpc.remote(...)``; ``None`` otherwise.
   The runner's ``rpc`` object must accept and remove them.
 
 Line numbers in the instrumented trees are lines of the YAML file, so tracebacks and runtime
@@ -859,8 +860,9 @@ class _Instrument(ast.NodeTransformer):
                 if (_is_rpc_call(inner) and isinstance(inner, ast.Call)
                         and isinstance(inner.func, ast.Attribute) and inner.func.attr == wanted):
                     self.targets[id(inner)] = node.targets[0].id
-            if (_is_rpc_call(value) and isinstance(value, ast.Call)
-                    and isinstance(value.func, ast.Attribute) and value.func.attr == "rpc_sync"):
+            if _is_rpc_call(value) and isinstance(value, ast.Call) \
+                    and isinstance(value.func, ast.Attribute):
+                # x = rpc.rpc_sync(...); fut = rpc.rpc_async(...); rref = rpc.remote(...)
                 self.targets[id(value)] = node.targets[0].id
         self.generic_visit(node)
         return node

@@ -153,7 +153,7 @@ def test_rpc_calls_get_line_and_target() -> None:
     assert got == [
         ("rpc.rpc_sync", {"_dv_line": 10, "_dv_target": "t2"}),
         ("rpc.rpc_async", {"_dv_line": 11, "_dv_target": "t3"}),
-        ("rpc.rpc_async", {"_dv_line": 12, "_dv_target": None}),
+        ("rpc.rpc_async", {"_dv_line": 12, "_dv_target": "fut"}),
         ("rpc.remote", {"_dv_line": 13, "_dv_target": "t4"}),
         ("rpc.rpc_sync", {"_dv_line": 14, "_dv_target": None}),
         ("rpc.rpc_sync", {"_dv_line": 15, "_dv_target": None}),

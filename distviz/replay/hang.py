@@ -103,13 +103,21 @@ def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = N
                 kind = "unused"
                 names = list(nodes[r].vars) or ([rc.result_var] if rc and rc.result_var else [])
                 var = names[0] if names else None
-                assigned = (", assigned to " + ", ".join(f"`{v}`" for v in names)) if names else ""
-                if rc is not None:
-                    what = f"the result of {_call_phrase(rc)}{assigned},"
+                assigned = (", assigned to " + ", ".join(f"`{v}`" for v in names) + ",") \
+                    if names else ""
+                if rc is not None and rc.api == "remote" and rc.caller == w:
+                    holder = f" (the RRef `{rc.result_var}`)" if rc.result_var else ""
+                    reason = (f"the arguments sent by {_call_phrase(rc)}{holder} never get a "
+                              f"gradient: the remote value is not fetched with to_here() into "
+                              f"{loss}, so {recv_worker}'s RecvRpcBackward for them is never "
+                              "reached")
                 else:
-                    what = (f"the RPC result behind {g.disp(r)} on {recv_worker} (message "
-                            f"{label}){assigned},")
-                reason = f"{what} is not used by {loss}"
+                    if rc is not None:
+                        what = f"the result of {_call_phrase(rc)}{assigned}"
+                    else:
+                        what = (f"the RPC result behind {g.disp(r)} on {recv_worker} (message "
+                                f"{label}){assigned}")
+                    reason = f"{what} is not used by {loss}"
             else:
                 kind = "blocked"
                 rws = state.workers[recv_worker] if recv_worker else None

@@ -148,7 +148,7 @@ class ScenarioRpc:
                timeout: float = -1.0, _dv_line: int | None = None,
                _dv_target: str | None = None) -> RRefProxy:
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
-        log("remote", snap, _dv_line, None)
+        log("remote", snap, _dv_line, _dv_target)
         return RRefProxy(rref, to, log)
 
     def get_worker_info(self, name: str | None = None) -> Any:
