@@ -284,3 +284,14 @@ def test_workers_listen_on_loopback_only(tmp_path: Path) -> None:
     assert addrs, "no listening sockets found"
     loopback = {"0100007F", "00000000000000000000000001000000"}
     assert set(addrs) <= loopback, addrs
+
+
+def test_unfetched_rref_hang_is_confirmed_and_named() -> None:
+    from distviz.replay.fast import replay
+
+    result = run_cached(str(FAULTS / "remote_no_fetch.yaml"), hang_timeout=3.0)
+    assert result.trace.real["outcome"] == "hang"
+    rp = replay(result.trace)
+    assert rp.outcome == "hang"
+    reason = rp.hang["blocked_sends"][0]["reason"]
+    assert "remote(double) at line 9" in reason and "`rref`" in reason and "to_here()" in reason
