@@ -120,3 +120,24 @@ def test_run_json_is_one_json_object(tmp_path: Path) -> None:
     a = report["agreement"]
     assert (a["outcome"], a["order"], a["executed"], a["gradients"]) == (True, True, True, True)
     assert report["trace"] == str(tmp_path / "t.json")
+
+
+def test_the_pure_side_never_imports_torch(tmp_path: Path) -> None:
+    # replay, log, graph, DOT, HTML and Perfetto of a saved trace run without torch
+    path = _trace(tmp_path)
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from distviz.cli import app\n"
+        "r = CliRunner()\n"
+        f"for args in (['replay', {str(path)!r}], ['replay', {str(path)!r}, '--json'],\n"
+        f"             ['graph', {str(path)!r}],\n"
+        f"             ['export', {str(path)!r}, '--format', 'dot', '-o', {str(tmp_path / 'g.dot')!r}],\n"
+        f"             ['export', {str(path)!r}, '--format', 'perfetto', '-o', {str(tmp_path / 'p.json')!r}]):\n"
+        "    res = r.invoke(app, args)\n"
+        "    assert res.exit_code == 0, (args, res.output)\n"
+        "import distviz.render.html, distviz.render.stepper, distviz.replay.agreement\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
