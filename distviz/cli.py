@@ -315,6 +315,10 @@ def run(
     if trace is None:
         assert result.error is not None
         raise result.error
+    from distviz import __version__
+    trace.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
+                  "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
+                  "mode": mode}
     if result.error is not None and trace.real is None:
         trace.real = {"outcome": "error", "error": result.error.one_line()
                       if isinstance(result.error, DistvizError) else str(result.error),
