@@ -222,6 +222,11 @@ def _guard(fn: Any) -> Any:
             except OSError:
                 pass
             raise typer.Exit(EXIT_OK) from None
+        except OSError as exc:  # a file we were asked to write or read
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            print(f"error: {where}{exc.strerror or exc}; check the path and its permissions",
+                  file=sys.stderr, flush=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
         except Exception as exc:  # noqa: BLE001
             if os.environ.get("DISTVIZ_DEBUG"):
                 raise
@@ -289,6 +294,11 @@ def run(
                       reference=not no_reference)
     if interop_threads < 1:
         raise UsageError(f"--interop-threads {interop_threads}: expected 1 or more")
+    for flag, value in (("--hang-timeout", hang_timeout), ("--startup-timeout", startup_timeout),
+                        ("--timeout", forward_timeout), ("--max-numel", max_numel),
+                        ("--max-steps", max_steps)):
+        if value <= 0:
+            raise UsageError(f"{flag} {value}: expected a positive number")
     predicted: dict[str, Any] = {}
 
     def decide(trace: Trace) -> tuple[bool, str | None]:

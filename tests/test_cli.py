@@ -141,3 +141,19 @@ def test_the_pure_side_never_imports_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["export", str(_trace(tmp_path)), "--format", "dot", "-o",
+                                      "/proc/no-such-dir/x.dot"])
+    assert result.exit_code == 2
+    assert "check the path and its permissions" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("flag", ["--hang-timeout", "--timeout", "--max-steps"])
+def test_non_positive_limits_are_refused_before_anything_runs(flag: str) -> None:
+    value = "0" if flag == "--max-steps" else "-1"
+    result = CliRunner().invoke(app, ["run", str(ROOT / "scenarios" / "design_note.yaml"),
+                                      flag, value])
+    assert result.exit_code == 2 and "expected a positive number" in result.output
