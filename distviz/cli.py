@@ -322,22 +322,28 @@ def run(
         result = run_scenario(sc, opts, decide, None, overrides)
     trace = result.trace
     out_path = output or Path(f"{sc.name}.trace.json")
+    failure = result.error
     if trace is None:
-        assert result.error is not None
-        raise result.error
+        if failure is None:
+            raise RuntimeError("the run returned neither a trace nor an error")
+        # nothing was recorded yet: keep what is known (scenario, workers, the error)
+        trace = Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
+                      passes=[], scenario={"name": sc.name, "description": sc.description,
+                                           "path": sc.path, "params": dict(sc.params),
+                                           "seed": sc.seed})
     from distviz import __version__
     trace.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
                   "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
                   "mode": mode}
-    if result.error is not None and trace.real is None:
-        trace.real = {"outcome": "error", "error": result.error.one_line()
-                      if isinstance(result.error, DistvizError) else str(result.error),
-                      "events": [], "gradients": {}}
+    if failure is not None:
+        text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
+        if trace.real is None or trace.real.get("outcome") in (None, "skipped"):
+            trace.real = {"outcome": "error", "error": text, "events": [], "gradients": {}}
+        trace.save(out_path)
+        if isinstance(failure, DistvizError):
+            failure.message += f" (partial trace saved to {out_path})"
+        raise failure
     trace.save(out_path)
-    if result.error is not None:
-        if isinstance(result.error, DistvizError):
-            result.error.message += f" (partial trace saved to {out_path})"
-        raise result.error
     rp = _replay(trace, mode)
     agreement = _agreement(trace, rp)
     _write_pictures(trace, rp, agreement, {"svg": svg, "png": png, "dot": dot, "html": html,
@@ -450,6 +456,16 @@ def replay(
     """
     from distviz.render import terminal
     trace = _load_trace(trace_file)
+    if not trace.passes:
+        error = (trace.real or {}).get("error") or "no backward pass was recorded"
+        if as_json:
+            print(json.dumps({"trace": str(trace_file), "scenario": trace.scenario,
+                              "workers": trace.workers, "replay": None, "real": trace.real,
+                              "reference": trace.reference, "agreement": None}, indent=1))
+        else:
+            _out().print(f"{trace_file}: no graph to replay: the run stopped before recording "
+                         f"it ({error})", markup=False)
+        raise typer.Exit(EXIT_RUN_FAILED)
     rp = _replay(trace, mode)
     agreement = _agreement(trace, rp)
     if as_json:

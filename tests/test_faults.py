@@ -186,6 +186,10 @@ def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -
     time.sleep(0.5)
     assert not [k for k in kids if pid_alive(k)]
     _no_temp_left(tmp_path)
+    # the partial trace is saved (atomically): the recorded graph when there is one
+    saved = json.loads((tmp_path / "t.json").read_text())
+    assert saved["real"]["outcome"] == "error" and "interrupted" in saved["real"]["error"]
+    assert bool(saved["nodes"]) == (phase == "backward")
 
 
 def test_worker_killed_from_outside_mid_run(tmp_path: Path) -> None:
@@ -204,6 +208,8 @@ def test_worker_killed_from_outside_mid_run(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 3, err
     assert re.search(r"worker\d died during the forward pass \(signal SIGKILL\)", err), err
+    assert "partial trace saved" in err
+    assert json.loads((tmp_path / "t.json").read_text())["real"]["outcome"] == "error"
     assert "Traceback" not in err
     time.sleep(0.5)
     assert not [k for k in kids if pid_alive(k)]

@@ -125,7 +125,8 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
     ``decide_backward(trace) -> (run, reason)`` is asked after recording whether to run the real
     backward (the CLI skips it when the replay predicts a hang). Returns a ``RunResult``; run-time
     failures come back in ``RunResult.error`` (``RunError``, ``RunTimeout``, ``ScenarioError`` for
-    bad roots); Ctrl-C raises ``Interrupted`` after teardown.
+    bad roots, ``Interrupted`` for Ctrl-C), always after every worker is gone; ``trace`` then
+    holds what was recorded before the failure, if anything.
     """
     options = options or RunOptions()
     say = progress or (lambda _msg: None)
@@ -172,8 +173,6 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
         if not options.keep_server:
             stop_server()
     result.timings["total"] = time.monotonic() - t_start
-    if isinstance(result.error, Interrupted):
-        raise result.error
     return result
 
 
