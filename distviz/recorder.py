@@ -12,6 +12,7 @@ Only this module and ``distviz.runner`` import torch.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections import deque
@@ -242,10 +243,33 @@ def make_prehook(nid: str, events: list[Any]) -> Callable[[Any], None]:
     append = events.append
     now = time.time_ns
     tid = threading.get_native_id
+    pinned = _PINNED
 
     def pre(grads: Any) -> None:
-        append((nid, tid(), now()))
+        t = tid()
+        if t not in pinned:
+            _pin_thread_state(t)
+        append((nid, t, now()))
     return pre
+
+
+_PINNED: set[int] = set()
+
+
+def _pin_thread_state(tid: int) -> None:
+    """Keep this engine thread's Python thread state alive between hook calls.
+
+    The distributed engine runs nodes on inter-op pool threads that have no Python thread
+    state; each hook call makes one (``gil_scoped_acquire``) and, when its counter falls back
+    to zero, destroys it again: that costs more than the hook itself. One extra
+    ``PyGILState_Ensure`` per pool thread (never released) keeps the counter above zero, so
+    later hook calls on the thread only take the GIL.
+    """
+    _PINNED.add(tid)
+    try:
+        ctypes.pythonapi.PyGILState_Ensure()
+    except Exception:  # noqa: BLE001 - an interpreter without the C API: hooks still work
+        pass
 
 
 def install_hooks(context_id: int) -> int:
