@@ -45,7 +45,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
                        "Example:\n\n  distviz run scenarios/design_note.yaml")
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+def _scenario_dir() -> Path:
+    """The shipped scenarios: beside the package in a checkout, else ``./scenarios``."""
+    beside = Path(__file__).resolve().parent.parent / "scenarios"
+    return beside if beside.is_dir() else Path("scenarios")
+
+
+SCENARIO_DIR = _scenario_dir()
 
 
 def _out() -> Console:
@@ -425,14 +431,17 @@ def scenarios() -> None:
     from rich.table import Table
 
     from distviz.scenario import load_scenario
-    table = Table("file", "name", "workers", "description", box=None)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("file", no_wrap=True)
+    table.add_column("workers", justify="right", no_wrap=True)
+    table.add_column("description", overflow="fold")
     for path in sorted(SCENARIO_DIR.glob("*.yaml")):
         try:
             sc = load_scenario(str(path))
-            table.add_row(str(path.relative_to(SCENARIO_DIR.parent)), sc.name,
-                          str(len(sc.workers)), sc.description)
+            table.add_row(str(path.relative_to(SCENARIO_DIR.parent)), str(len(sc.workers)),
+                          sc.description)
         except DistvizError as exc:
-            table.add_row(path.name, "?", "?", f"invalid: {exc.one_line()}")
+            table.add_row(path.name, "?", f"invalid: {exc.one_line()}")
     _out().print(table)
 
 
