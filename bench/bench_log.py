@@ -1,8 +1,9 @@
 """Does the numbered log slow down per step as a trace grows? Prints the per-step print time.
 
-    python bench/bench_log.py [--nodes 12000] [--workers 8] [--seed 0] [--json]
+    python bench/bench_log.py [--nodes 12000] [--workers 8] [--seed 0] [--trace FILE] [--json]
 
-Replays a synthetic trace (``distviz.replay.synthetic.synthetic_trace``), then prints the whole
+Replays a synthetic trace (``distviz.replay.synthetic.synthetic_trace``) or a recorded one
+(``--trace``, e.g. the pipeline scenario with micro=200, depth=8), then prints the whole
 log to /dev/null through a non-terminal rich Console (as ``distviz replay TRACE > file`` does)
 and reports the mean time per printed event line over the first and the last 10% of the events.
 A ratio near 1 means constant speed per step (the log streams; it never recomputes state).
@@ -23,6 +24,7 @@ from rich.console import Console
 from distviz.render.terminal import render_log
 from distviz.replay.fast import replay
 from distviz.replay.synthetic import synthetic_trace
+from distviz.trace import load
 
 EVENT_LINE = re.compile(r"\s*\d+ ")   # "  12 worker1  execute ..." (not headings or outcome)
 
@@ -32,11 +34,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=12000)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace", help="a recorded trace file instead of a synthetic trace")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    trace = synthetic_trace(args.nodes, args.workers, args.seed)
+    trace = load(args.trace) if args.trace else synthetic_trace(args.nodes, args.workers,
+                                                                args.seed)
     t1 = time.perf_counter()
     result = replay(trace, mode="fast")
     t2 = time.perf_counter()
