@@ -483,31 +483,8 @@ class _Sim:
         # per pass (reset by pass_start)
         self.deps: list[int] = [0] * n
         self.visited: list[list[int]] = [[] for _ in range(nw)]  # BFS order, this pass
-        self.nonzero = bytearray(n)
-        self.ran = bytearray(n)
-        self.recv_slots: dict[int, int] = {}
-        self.send_mask: dict[int, int] = {}
         self.part: list[list[int]] = [[] for _ in range(nw)]   # participating sends
-        self.w_init = [False] * nw
-        self.w_done = [False] * nw
-        self.w_out = [0] * nw
-        self.w_keep = [False] * nw
-        self.w_failed = [False] * nw
-        self.w_first = [-1] * nw
-        self.w_unacked = [0] * nw
-        self.w_first_inflight = [False] * nw
-        self.w_acked_first = [False] * nw
-        self.w_left = [0] * nw          # participating sends that have not run
-        self.msgs: list[dict[str, Any]] = []
-        self.m_from: list[int] = []
-        self.m_to: list[int] = []
-        self.m_send: list[int] = []
-        self.m_acked: list[bool] = []
-        self.fifo: deque[int] = deque()
-        self.calls = 0
-        self.cur_call: int | None = None
-        self.cur_w = -1
-        self.heap: StdPriorityQueue[int] | None = None
+        self._clear_pass_state()
         self.agenda: deque[tuple[Any, ...]] = deque()
         self.err_text = ""
         self.err_chain: list[int] = []
@@ -542,21 +519,15 @@ class _Sim:
         cd["heap"] = self.heap.copy() if self.heap is not None else None
         return c
 
-    def _reset_pass(self) -> None:
+    def _clear_pass_state(self) -> None:
+        """Fresh per-pass state (what a new ``GraphTask`` and empty queues mean here)."""
         g = self.g
         nw = len(g.workers)
         self.nonzero = bytearray(g.n)
         self.ran = bytearray(g.n)
-        self.recv_slots = {}
-        self.send_mask = {}
+        self.recv_slots: dict[int, int] = {}
+        self.send_mask: dict[int, int] = {}
         self.visited = [[] for _ in range(nw)]
-        if self.mode == "smart":
-            flags = lineage_sends(g, g.roots[self.pass_index])
-            self.part = [[s for s in g.sends_of[w] if flags[s]] for w in range(nw)]
-            self.excluded.append([s for w in range(nw) for s in g.sends_of[w] if not flags[s]])
-        else:
-            self.part = g.sends_of
-            self.excluded.append([])
         self.w_init = [False] * nw
         self.w_done = [False] * nw
         self.w_out = [0] * nw
@@ -566,13 +537,29 @@ class _Sim:
         self.w_unacked = [0] * nw
         self.w_first_inflight = [False] * nw
         self.w_acked_first = [False] * nw
-        self.w_left = [len(p) for p in self.part]
-        self.msgs, self.m_from, self.m_to, self.m_send, self.m_acked = [], [], [], [], []
-        self.fifo = deque()
+        self.w_left = [len(p) for p in self.part]   # participating sends that have not run
+        self.msgs: list[dict[str, Any]] = []
+        self.m_from: list[int] = []
+        self.m_to: list[int] = []
+        self.m_send: list[int] = []
+        self.m_acked: list[bool] = []
+        self.fifo: deque[int] = deque()
         self.calls = 0
-        self.cur_call = None
+        self.cur_call: int | None = None
         self.cur_w = -1
-        self.heap = None
+        self.heap: StdPriorityQueue[int] | None = None
+
+    def _reset_pass(self) -> None:
+        g = self.g
+        nw = len(g.workers)
+        if self.mode == "smart":
+            flags = lineage_sends(g, g.roots[self.pass_index])
+            self.part = [[s for s in g.sends_of[w] if flags[s]] for w in range(nw)]
+            self.excluded.append([s for w in range(nw) for s in g.sends_of[w] if not flags[s]])
+        else:
+            self.part = g.sends_of
+            self.excluded.append([])
+        self._clear_pass_state()
         self.orders.append([[] for _ in range(nw)])
         self.order_cur = self.orders[-1]
 
