@@ -204,7 +204,7 @@ def _problems(argv: list[str]) -> list[str]:
 # -- README parsing ----------------------------------------------------------------------------
 
 def _readme() -> str:
-    assert README.is_file(), "README.md is missing (the lead writes it; see tests/test_docs.py)"
+    assert README.is_file(), "README.md is missing"
     return README.read_text(encoding="utf-8")
 
 
