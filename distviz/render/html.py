@@ -295,9 +295,12 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
     outcome = getattr(replay, "outcome", None) or "?"
     agree = ""
     if agreement:
-        rows = "".join(f"<li>{html.escape(str(k))}: {html.escape(_short(v))}</li>"
-                       for k, v in agreement.items())
-        agree = f"<h4>replay vs real run</h4><ul>{rows}</ul>"
+        shown = ("outcome", "order", "executed", "gradients", "leaves", "fifo_order", "exact")
+        marks = {True: "yes", False: "NO", None: "not compared"}
+        rows = "".join(f"<li>{html.escape(k)}: {marks.get(agreement.get(k), '?')}</li>"
+                       for k in shown if k in agreement)
+        text = html.escape(str(agreement.get("text") or ""))
+        agree = f"<h4>replay vs real run</h4><p>{text}</p><ul>{rows}</ul>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
@@ -318,7 +321,3 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
 </body></html>
 """
 
-
-def _short(v: Any) -> str:
-    text = v if isinstance(v, str) else json.dumps(v, default=str)
-    return text if len(text) <= 300 else text[:297] + "..."
