@@ -219,7 +219,7 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                     except (EOFError, OSError):
                         break
                     if _handle(msg, rank, scenario, options, conns, workers, result,
-                               decide_backward, say, ready, exited):
+                               decide_backward, say, exited):
                         return
                 dead.add(rank)
                 procs[rank].join(0.1)
@@ -227,24 +227,15 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                 result.exit_codes[workers[rank]] = code
                 if rank in exited:
                     continue
-                how = f"exit code {code}" if code is not None and code >= 0 else \
-                    f"signal {signal.Signals(-code).name}" if code is not None else "unknown"
-                if code == 17:
-                    how += ": crash_backward"
                 if phase in ("backward", "done") and rank != 0:
                     # the initiator sees the failure through PyTorch and reports it
-                    result.deaths.append({"worker": workers[rank], "phase": phase,
-                                          "exit_code": code,
-                                          "message": f"{workers[rank]} died during the "
-                                                     f"backward pass ({how})"})
-                    if result.trace is not None and result.trace.real is not None:
-                        result.trace.real.setdefault("deaths", []).append(result.deaths[-1])
+                    _add_death(result, workers[rank], code)
                     continue
                 if result.error is None:
                     during = {"start-up": "start-up", "forward": "the forward pass",
                               "backward": "the backward pass", "done": "shutdown"}[phase]
-                    result.error = RunError(f"worker {workers[rank]} died during {during} ({how})",
-                                            path=scenario.path)
+                    result.error = RunError(f"worker {workers[rank]} died during {during} "
+                                            f"({_how(code)})", path=scenario.path)
                 return
             rank = conn_rank[id(obj)]
             try:
@@ -268,8 +259,25 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                 phase = "done"
                 deadline = time.monotonic() + options.shutdown_timeout
             if _handle(msg, rank, scenario, options, conns, workers, result, decide_backward,
-                       say, ready, exited):
+                       say, exited):
                 return
+
+
+def _how(code: int | None) -> str:
+    """How a worker process ended, in words (``exit code 17: crash_backward``)."""
+    if code is None:
+        return "unknown"
+    how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
+    return how + (": crash_backward" if code == 17 else "")
+
+
+def _add_death(result: RunResult, worker: str, code: int | None) -> None:
+    """Record that ``worker`` died during the backward (kept with the trace's real results)."""
+    death = {"worker": worker, "phase": "backward", "exit_code": code,
+             "message": f"{worker} died during the backward pass ({_how(code)})"}
+    result.deaths.append(death)
+    if result.trace is not None and result.trace.real is not None:
+        result.trace.real.setdefault("deaths", []).append(death)
 
 
 def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> None:
@@ -281,22 +289,14 @@ def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> Non
         if rank == 0 or workers[rank] in known:
             continue
         p.join(0.05)
-        code = p.exitcode
-        if code is None or code == 0:
-            continue
-        how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
-        if code == 17:
-            how += ": crash_backward"
-        death = {"worker": workers[rank], "phase": "backward", "exit_code": code,
-                 "message": f"{workers[rank]} died during the backward pass ({how})"}
-        result.deaths.append(death)
-        result.trace.real.setdefault("deaths", []).append(death)
+        if p.exitcode not in (None, 0):
+            _add_death(result, workers[rank], p.exitcode)
 
 
 def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
             conns: list[Any], workers: list[str], result: RunResult,
             decide_backward: Callable[[Trace], tuple[bool, str | None]] | None,
-            say: Callable[[str], None], ready: set[int], exited: set[int]) -> bool:
+            say: Callable[[str], None], exited: set[int]) -> bool:
     """Handle one worker message; return True when the run must stop now."""
     kind = msg["type"]
     if kind == "exited":
