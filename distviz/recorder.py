@@ -464,4 +464,10 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
         if label:
             root_vars.append(label)
     passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars)]
-    return build_trace(workers, me, context_id, pieces, passes)
+    trace = build_trace(workers, me, context_id, pieces, passes)
+    # the API records only: drop the node references on every worker, so that the graph can be
+    # freed when the user's context ends
+    others = [p["worker"] for p in pieces if p["worker"] != me]
+    forget(context_id)
+    _side_thread(lambda ws: [rpc.rpc_sync(w, forget, args=(context_id,)) for w in ws], others)
+    return trace

@@ -193,6 +193,18 @@ def test_record_api_on_a_hand_written_script_gives_the_same_shape(tmp_path: Path
     assert shape(api) == shape(ref)
     assert api.passes[0].roots == ref.passes[0].roots
     assert json.loads(api.dumps())["schema_version"] == 1
+    # a second iteration in a new context records the same graph (sequence numbers and ids
+    # move on: the counters are per thread and per worker)
+    again = load(str(out) + ".2")
+    assert again.context_id == 1
+
+    def names(t: Trace) -> list[tuple[str, str, str | None, list[str]]]:
+        m = t.node_map()
+        return sorted((n.worker, n.name, n.var, [m[e[0]].name for e in n.next if e])
+                      for n in t.nodes)
+    assert names(again) == names(api)
+    assert sorted(n.msg_id for n in again.nodes if n.msg_id is not None) == [
+        1, 1, (1 << 48) | 1, (1 << 48) | 1]
 
 
 def test_workers_are_gone_after_a_run() -> None:

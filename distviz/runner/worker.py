@@ -44,11 +44,6 @@ def _watch_lifeline(lifeline: Any) -> None:
     threading.Thread(target=watch, name="distviz-lifeline", daemon=True).start()
 
 
-def seed_for(seed: int, rank: int) -> int:
-    """The random seed of worker ``rank``'s generator (same in the real and reference runs)."""
-    return (int(seed) * 1_000_003 + rank) % (2**63)
-
-
 def scenario_line(text: str, path: str) -> int | None:
     """Return the last line number of ``path`` mentioned in a (remote) traceback text."""
     pat = re.compile(r'File "' + re.escape(path) + r'", line (\d+)')
