@@ -141,10 +141,11 @@ def _show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool
         step_through(trace, rp, out, agreement=agreement)
         return
     if log:
+        # one event per line, never wrapped or cropped, so the log greps well in a pipe
+        width = out.width if out.is_terminal else None
         for line in terminal.render_log(trace, rp, worker=worker, start=start, end=end,
-                                        agreement=agreement):
-            out.print(line, markup=False, highlight=False, crop=False, overflow="ignore") \
-                if isinstance(line, str) else out.print(line, crop=False, overflow="ignore")
+                                        agreement=agreement, width=width):
+            out.print(line, crop=False, overflow="ignore")
 
 
 def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
