@@ -301,3 +301,20 @@ def test_unfetched_rref_hang_is_confirmed_and_named() -> None:
     assert rp.outcome == "hang"
     reason = rp.hang["blocked_sends"][0]["reason"]
     assert "remote(double) at line 9" in reason and "`rref`" in reason and "to_here()" in reason
+
+
+def test_many_workers_whose_messages_arrive_out_of_order() -> None:
+    # With many workers the initiator can finish its whole run before the parent has read the
+    # other workers' "ready" messages; the run must still end as soon as everyone exits.
+    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.scenario import load_scenario
+
+    sc = load_scenario(str(FAULTS / "eight_workers.yaml"))
+    for _ in range(3):
+        t0 = time.monotonic()
+        result = run_scenario(sc, RunOptions(keep_server=True, forward_timeout=30.0,
+                                             reference=False))
+        assert result.error is None, result.error
+        assert result.trace is not None and result.trace.real["outcome"] == "completed"
+        assert time.monotonic() - t0 < 25
+        assert not any(pid_alive(p) for p in result.pids.values())

@@ -245,7 +245,9 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
             if msg["type"] == "ready":
                 ready.add(rank)
                 say(f"{msg['worker']} ready ({len(ready)}/{len(workers)})")
-                if len(ready) == len(workers):
+                if len(ready) == len(workers) and phase == "start-up":
+                    # (the initiator may already be further on: messages from different
+                    # workers arrive in any order)
                     phase = "forward"
                     result.timings["startup"] = time.monotonic() - t_start
                     deadline = time.monotonic() + options.forward_timeout

@@ -38,8 +38,11 @@ def _watch_lifeline(lifeline: Any) -> None:
     def watch() -> None:
         try:
             lifeline.recv_bytes()
-        except (EOFError, OSError):
-            pass
+            why = "lifeline: unexpected data"
+        except (EOFError, OSError) as exc:
+            why = f"lifeline closed: {exc!r}"
+        print(f"distviz worker {os.getpid()}: {why}; the parent is gone, exiting", file=sys.stderr,
+              flush=True)
         os._exit(EXIT_PARENT_GONE)
     threading.Thread(target=watch, name="distviz-lifeline", daemon=True).start()
 
@@ -143,10 +146,14 @@ def state_names(scenario: Any, worker: str, ns: dict[str, Any]) -> list[tuple[st
 def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
     """Process target: run one worker of a scenario. ``spec`` is JSON-able."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
-    log = spec.get("worker_log")
-    fd = os.open(log if log else os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.environ.get("DISTVIZ_WORKER_LOG")  # a path prefix: <prefix>.<worker>.log
+    target = f"{log}.{spec['workers'][int(spec['rank'])]}.log" if log else os.devnull
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)  # PyTorch's C++ warnings (TensorPipe EOFs after a crash) stay out of the UI
     os.close(fd)
+    if log:
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks on demand
     _watch_lifeline(lifeline)
     rank = int(spec["rank"])
     phase = "start-up"
