@@ -148,7 +148,12 @@ def main(conn: Any, lifeline: Any, spec: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
     log = os.environ.get("DISTVIZ_WORKER_LOG")  # a path prefix: <prefix>.<worker>.log
     target = f"{log}.{spec['workers'][int(spec['rank'])]}.log" if log else os.devnull
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if log:
+            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
     os.dup2(fd, 2)  # PyTorch's C++ warnings (TensorPipe EOFs after a crash) stay out of the UI
     os.close(fd)
     if log:
