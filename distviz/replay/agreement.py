@@ -203,7 +203,8 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> dict[str, Any]:
     single-process reference gradients instead.
 
     Returns ``{"fast_outcome", "smart_outcome", "excluded": [send ids], "leaves": {var or id:
-    {"worker", "zero"}}, "reference_leaves": [vars], "same_leaves": bool | None, "text"}``.
+    {"worker", "zero", "node", "would_receive": reference summary (shape, sum, norm, values)}},
+    "reference_leaves": [vars], "same_leaves": bool | None, "text"}``.
     """
     leaves = {(acc["var"] or nid): {"worker": acc["worker"], "zero": acc["zero"],
                                     "node": nid}
@@ -213,6 +214,13 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> dict[str, Any]:
     same: bool | None = None
     if ref is not None and isinstance(ref.get("gradients"), dict):
         ref_leaves = sorted(ref["gradients"])
+        for var, leaf in leaves.items():
+            summary = ref["gradients"].get(var)
+            if isinstance(summary, dict):
+                # SMART skips only sends outside the roots' lineage, so a leaf it reaches gets
+                # the mathematically correct gradient: the single-process reference's
+                leaf["would_receive"] = {k: summary[k] for k in ("shape", "sum", "norm", "values")
+                                         if k in summary}
         named = {k for k, v in leaves.items() if not v["zero"] and "/" not in k}
         same = named == set(ref_leaves)
     excluded = [s for per in smart.excluded for s in per]
@@ -221,7 +229,9 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> dict[str, Any]:
         parts.append(f"SMART leaves out {len(excluded)} send{'s' if len(excluded) != 1 else ''} "
                      f"outside the roots' lineage ({', '.join(excluded[:3])}"
                      f"{', …' if len(excluded) > 3 else ''})")
-    got = ", ".join(sorted(k for k, v in leaves.items() if not v["zero"])) or "none"
+    got = ", ".join(
+        f"{k} (sum {v['would_receive']['sum']:.4g})" if "would_receive" in v else k
+        for k, v in sorted(leaves.items()) if not v["zero"]) or "none"
     parts.append(f"leaves that receive a gradient: {got}")
     if same is True:
         parts.append("the same leaves get gradients in the single-process reference")

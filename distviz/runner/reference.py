@@ -21,6 +21,7 @@ def run_reference(scenario: Any, options: dict[str, Any]) -> dict[str, Any]:
     """
     namespaces: dict[str, dict[str, Any]] = {}
     local = LocalRpc(namespaces)
+    state: list[tuple[Any, str]] = []
     named: list[tuple[Any, str]] = []
     try:
         with torch.enable_grad():
@@ -28,16 +29,18 @@ def run_reference(scenario: Any, options: dict[str, Any]) -> dict[str, Any]:
                 ns = build_namespace(scenario, w, rank, local, options, reference=True)
                 namespaces[w] = ns
                 for label, value in state_names(scenario, w, ns):
-                    named.extend(rec._expand(label, value))
+                    state.extend(rec._expand(label, value))
             base = namespaces[scenario.workers[0]]
             main_ns = dict(base)
             exec(scenario.main.compile(), main_ns)  # validated and instrumented syntax tree
+            # the recorder's priority: main's variables, then worker state, then run-time leaves
             for label, value in main_ns.items():
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
                 named.extend(rec._expand(label, value))
+            named.extend(state)
             for ns in namespaces.values():
-                named.extend(ns["_dv_made"])  # lowest priority: run-time leaves by order
+                named.extend(ns["_dv_made"])
             for p in scenario.passes:
                 roots = [main_ns[r] for r in p.roots]
                 torch.autograd.backward(roots, retain_graph=p.retain_graph)
@@ -45,8 +48,11 @@ def run_reference(scenario: Any, options: dict[str, Any]) -> dict[str, Any]:
         return {"outcome": "error", "error": str(exc).strip().splitlines()[0] if str(exc).strip()
                 else type(exc).__name__, "grads": {}}
     grads: dict[str, Any] = {}
-    for t, label in named:
-        if isinstance(t, torch.Tensor) and t.grad_fn is None and t.requires_grad:
+    seen: set[int] = set()
+    for t, label in named:  # one name per leaf: the first, as the recorder does
+        if isinstance(t, torch.Tensor) and t.grad_fn is None and t.requires_grad \
+                and id(t) not in seen:
+            seen.add(id(t))
             grads.setdefault(label, t.grad)
     return {"outcome": "completed", "error": None, "grads": grads}
 
