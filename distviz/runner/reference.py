@@ -21,24 +21,31 @@ def run_reference(scenario: Any, options: dict[str, Any]) -> dict[str, Any]:
     """
     namespaces: dict[str, dict[str, Any]] = {}
     local = LocalRpc(namespaces)
-    state: list[tuple[Any, str]] = []
+    state: dict[str, list[tuple[Any, str]]] = {}
     named: list[tuple[Any, str]] = []
+    initiator = scenario.workers[0]
     try:
         with torch.enable_grad():
             for rank, w in enumerate(scenario.workers):
                 ns = build_namespace(scenario, w, rank, local, options, reference=True)
                 namespaces[w] = ns
-                for label, value in state_names(scenario, w, ns):
-                    state.extend(rec._expand(label, value))
-            base = namespaces[scenario.workers[0]]
+                state[w] = [pair for label, value in state_names(scenario, w, ns)
+                            for pair in rec._expand(label, value)]
+            base = namespaces[initiator]
             main_ns = dict(base)
             exec(scenario.main.compile(), main_ns)  # validated and instrumented syntax tree
+            # In the real run an RPC result is a new tensor on the caller; here a local call can
+            # hand back another worker's own leaf, which must keep that worker's name.
+            foreign = {id(t) for w, ns in namespaces.items() if w != initiator
+                       for t, _ in state[w] + ns["_dv_made"]}
             # the recorder's priority: main's variables, then worker state, then run-time leaves
             for label, value in main_ns.items():
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
-                named.extend(rec._expand(label, value))
-            named.extend(state)
+                named.extend(pair for pair in rec._expand(label, value)
+                             if id(pair[0]) not in foreign)
+            for w in scenario.workers:
+                named.extend(state[w])
             for ns in namespaces.values():
                 named.extend(ns["_dv_made"])
             for p in scenario.passes:
