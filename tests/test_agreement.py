@@ -149,3 +149,19 @@ def test_a_real_model_difference_is_not_excused_by_arrival_order() -> None:
     t.real = real
     a = compare(t, replay(t))
     assert a["order"] is False and a["arrival_differs"] == []
+
+
+def test_smart_report_says_what_each_leaf_would_receive() -> None:
+    from distviz.replay.agreement import smart_report
+
+    t = F.unused_rpc_result()
+    t.reference = {"comparable": False, "ok": None, "gradients": {
+        "t1": {"shape": [2, 2], "sum": 4.0, "norm": 2.0}, "t2": {"shape": [2, 2], "sum": 8.0,
+                                                              "norm": 4.0}}}
+    fast, smart = replay(t), replay(t, mode="smart")
+    report = smart_report(t, smart, fast)
+    assert (report["fast_outcome"], report["smart_outcome"]) == ("hang", "completed")
+    assert report["excluded"]
+    assert report["leaves"]["t1"]["would_receive"]["sum"] == 4.0
+    assert report["same_leaves"] is True
+    assert "t1 (sum 4)" in report["text"] and "t2 (sum 8)" in report["text"]
