@@ -179,7 +179,7 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
                 write_atomic(dot_path, source)
                 raise RenderError(f"{exc.message}; the DOT source was written to {dot_path}",
                                   path=str(path)) from None
-            _write_bytes(path, data)
+            write_atomic(path, data)
         elif fmt == "html":
             from distviz.render.html import to_html
             plain = dotmod.to_dot(trace, full=full)
@@ -194,23 +194,6 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
             write_atomic(path, json.dumps(to_perfetto(trace, rp)))
         written.append(str(path))
     return written
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    import tempfile
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _guard(fn: Any) -> Any:
@@ -527,7 +510,7 @@ def export(
             if fmt == "dot":
                 write_atomic(target, source)
             else:
-                _write_bytes(target, graphviz_backend.render(source, fmt))
+                write_atomic(target, graphviz_backend.render(source, fmt))
             n += 1
         _out().print(f"wrote {n} frames to {frames}", markup=False)
         return

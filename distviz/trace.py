@@ -202,8 +202,9 @@ class Trace:
         return _parse_trace(obj, source)
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace``; returns ``path``."""
+def write_atomic(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` (or bytes) to ``path`` through a temporary file and ``os.replace``, so a
+    reader never sees half a file; returns ``path``."""
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
@@ -212,8 +213,9 @@ def write_atomic(path: Path, text: str) -> Path:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

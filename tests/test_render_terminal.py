@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import replay_fixtures as F
 from rich.console import Console, Group, RenderableType
 from rich.tree import Tree
 
@@ -103,12 +104,9 @@ def local_unused_send() -> Trace:
 
 
 def design_note_trace() -> Trace:
-    """The shared fixture when it exists (tests/replay_fixtures.py), else the local copy."""
-    try:
-        from replay_fixtures import design_note  # type: ignore[import-not-found]
-    except ImportError:
-        return local_design_note()
-    trace: Trace = design_note()
+    """The shared design-note fixture (tests/replay_fixtures.py); ``local_design_note`` above
+    keeps the exact sequence numbers and shapes a few tests here assert on."""
+    trace: Trace = F.design_note()
     return trace
 
 

@@ -11,7 +11,6 @@ Every run ends with every worker gone: on success, on error, on timeout and on C
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
@@ -24,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
+from distviz.runner.worker import main as worker_main
+from distviz.runner.worker import recv, send
 from distviz.trace import Trace
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
@@ -68,14 +69,6 @@ class RunResult:
     deaths: list[dict[str, Any]] = field(default_factory=list)
     abort_workers: bool = False
     tmpdir: str | None = None
-
-
-def _send(conn: Any, msg: dict[str, Any]) -> None:
-    conn.send_bytes(json.dumps(msg).encode("utf-8"))
-
-
-def _recv(conn: Any) -> dict[str, Any]:
-    return dict(json.loads(conn.recv_bytes().decode("utf-8")))
 
 
 def _context() -> Any:
@@ -144,13 +137,12 @@ def run_scenario(scenario: Any, options: RunOptions | None = None,
     aborted = False
     t_start = time.monotonic()
     try:
-        from distviz.runner import worker as worker_mod
         say(f"starting {len(workers)} workers")
         for rank in range(len(workers)):
             parent_conn, child_conn = ctx.Pipe(duplex=True)
             life_r, life_w = ctx.Pipe(duplex=False)
             spec = dict(spec_base, rank=rank)
-            p = ctx.Process(target=worker_mod.main, args=(child_conn, life_r, spec),
+            p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
                             name=f"distviz-{workers[rank]}", daemon=False)
             with _NoMainImport():
                 p.start()
@@ -215,7 +207,7 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                 c = conns[rank]
                 while rank not in exited and c.poll(0):
                     try:
-                        msg = _recv(c)
+                        msg = recv(c)
                     except (EOFError, OSError):
                         break
                     if _handle(msg, rank, scenario, options, conns, workers, result,
@@ -239,7 +231,7 @@ def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any
                 return
             rank = conn_rank[id(obj)]
             try:
-                msg = _recv(obj)
+                msg = recv(obj)
             except (EOFError, OSError):
                 continue
             if msg["type"] == "ready":
@@ -337,7 +329,7 @@ def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
         result.skipped_reason = None if run else reason
         if run:
             say("running the real dist_autograd.backward")
-        _send(conns[0], {"type": "backward", "run": run})
+        send(conns[0], {"type": "backward", "run": run})
         return False
     if kind == "result":
         assert result.trace is not None
