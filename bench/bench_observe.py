@@ -21,9 +21,9 @@ from distviz.runner.parent import RunOptions, run_scenario, stop_server
 from distviz.scenario import load_scenario
 
 
-def _pass_seconds(scenario: Any, overrides: dict[str, str], observe: bool) -> float:
+def _pass_seconds(scenario: Any, observe: bool) -> float:
     opts = RunOptions(observe=observe, reference=False, keep_server=True, hang_timeout=60.0)
-    result = run_scenario(scenario, opts, overrides=overrides)
+    result = run_scenario(scenario, opts)
     if result.error is not None:
         raise result.error
     assert result.trace is not None and result.trace.real is not None
@@ -49,7 +49,7 @@ def main() -> None:
         for i in range(max(1, args.repeat)):
             order = (True, False) if i % 2 == 0 else (False, True)
             for observe in order:
-                (on if observe else off).append(_pass_seconds(scenario, overrides, observe))
+                (on if observe else off).append(_pass_seconds(scenario, observe))
     finally:
         stop_server()
     emit({"observe_s": statistics.median(on), "observe_min_s": min(on),

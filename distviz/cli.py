@@ -1,6 +1,7 @@
 """The command-line interface: a thin typed shell over the library.
 
-It alone prints, writes files and picks exit codes (``EXIT_CODES``, one place).
+It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``, is in
+``distviz.limits`` with every other limit).
 """
 
 from __future__ import annotations
@@ -8,38 +9,26 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from distviz import limits
 from distviz.errors import DistvizError, Interrupted, UsageError
+from distviz.limits import (
+    EXIT_BACKWARD_ERROR,
+    EXIT_BAD_INPUT,
+    EXIT_DISAGREE,
+    EXIT_HANG,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+)
 from distviz.trace import Trace, write_atomic
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_BAD_INPUT = 2
-EXIT_RUN_FAILED = 3
-EXIT_TIMEOUT = 4
-EXIT_RENDER = 5
-EXIT_HANG = 6
-EXIT_BACKWARD_ERROR = 7
-EXIT_DISAGREE = 8
-EXIT_INTERRUPTED = 130
-
-EXIT_CODES = {
-    EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
-    EXIT_INTERNAL: "a bug in distviz (please report it with the trace file)",
-    EXIT_BAD_INPUT: "bad input: scenario, trace file or options; nothing was run",
-    EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, or a worker died",
-    EXIT_TIMEOUT: "start-up or the forward pass took longer than its time limit",
-    EXIT_RENDER: "a picture could not be made (Graphviz missing, crashed or timed out)",
-    EXIT_HANG: "the FAST-mode backward hangs (predicted by the replay, or observed)",
-    EXIT_BACKWARD_ERROR: "the backward pass raised (fail_backward, crash_backward, second pass)",
-    EXIT_DISAGREE: "the replay and PyTorch's real backward disagree (an order difference counts only with one inter-op thread)",
-    EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
-}
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
@@ -239,35 +228,68 @@ WorkerOpt = Annotated[str | None, typer.Option("--worker", help="Only events of 
 FromOpt = Annotated[int | None, typer.Option("--from", help="First step to print.")]
 ToOpt = Annotated[int | None, typer.Option("--to", help="Last step to print.")]
 
+# -- the options of `run` (defaults from distviz.limits) ----------------------------------------
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
+TraceOut = Annotated[Path | None, typer.Option("-o", "--output", help="Trace file to write (default: <name>.trace.json).")]
+InteropThreads = Annotated[int, typer.Option("--interop-threads", help="Inter-op threads per worker; 1 makes the order predictable.")]
+HangTimeout = Annotated[float, typer.Option("--hang-timeout", help="Seconds before a real backward counts as hung.")]
+ConfirmHang = Annotated[bool, typer.Option("--confirm-hang", help="Run the real backward even when a hang is predicted.")]
+NoBackward = Annotated[bool, typer.Option("--no-backward", help="Record only; skip the real backward.")]
+NoReference = Annotated[bool, typer.Option("--no-reference", help="Skip the single-process reference gradients.")]
+StartupTimeout = Annotated[float, typer.Option("--startup-timeout", help="Seconds allowed for start-up.")]
+ForwardTimeout = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the forward pass.")]
+MaxNumel = Annotated[int, typer.Option("--max-numel", help="Largest tensor a scenario may create.")]
+MaxSteps = Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")]
+Log = Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")]
+Svg = Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")]
+Png = Annotated[Path | None, typer.Option("--png", help="Also write the graph as PNG.")]
+Dot = Annotated[Path | None, typer.Option("--dot", help="Also write the graph as DOT.")]
+Html = Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")]
+Perfetto = Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")]
+
+
+@dataclass(frozen=True)
+class _View:
+    """How to show a finished run: JSON or text, the step log, pictures to write."""
+
+    as_json: bool
+    step: bool
+    log: bool | None
+    worker: str | None
+    start: int | None
+    end: int | None
+    pictures: dict[str, Path | None]
+
 
 @app.command()
 @_guard
 def run(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArg,
     sets: Sets = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Trace file to write (default: <name>.trace.json).")] = None,
+    output: TraceOut = None,
     as_json: Json = False,
     step: Step = False,
     mode: Mode = "fast",
-    interop_threads: Annotated[int, typer.Option("--interop-threads", help="Inter-op threads per worker; 1 makes the order predictable.")] = 1,
-    hang_timeout: Annotated[float, typer.Option("--hang-timeout", help="Seconds before a real backward counts as hung.")] = 5.0,
-    confirm_hang: Annotated[bool, typer.Option("--confirm-hang", help="Run the real backward even when a hang is predicted.")] = False,
-    no_backward: Annotated[bool, typer.Option("--no-backward", help="Record only; skip the real backward.")] = False,
-    no_reference: Annotated[bool, typer.Option("--no-reference", help="Skip the single-process reference gradients.")] = False,
-    startup_timeout: Annotated[float, typer.Option("--startup-timeout", help="Seconds allowed for start-up.")] = 90.0,
-    forward_timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for the forward pass.")] = 300.0,
-    max_numel: Annotated[int, typer.Option("--max-numel", help="Largest tensor a scenario may create.")] = 50_000_000,
-    max_steps: Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")] = 1_000_000,
-    log: Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")] = None,
+    interop_threads: InteropThreads = 1,
+    hang_timeout: HangTimeout = limits.HANG_TIMEOUT,
+    confirm_hang: ConfirmHang = False,
+    no_backward: NoBackward = False,
+    no_reference: NoReference = False,
+    startup_timeout: StartupTimeout = limits.STARTUP_TIMEOUT,
+    forward_timeout: ForwardTimeout = limits.FORWARD_TIMEOUT,
+    max_numel: MaxNumel = limits.DEFAULT_MAX_NUMEL,
+    max_steps: MaxSteps = limits.DEFAULT_MAX_STEPS,
+    log: Log = None,
     worker: WorkerOpt = None,
     start: FromOpt = None,
     end: ToOpt = None,
-    svg: Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")] = None,
-    png: Annotated[Path | None, typer.Option("--png", help="Also write the graph as PNG.")] = None,
-    dot: Annotated[Path | None, typer.Option("--dot", help="Also write the graph as DOT.")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")] = None,
-    perfetto: Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")] = False,
+    svg: Svg = None,
+    png: Png = None,
+    dot: Dot = None,
+    html: Html = None,
+    perfetto: Perfetto = None,
+    verbose: Verbose = False,
 ) -> None:
     """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
 
@@ -275,47 +297,63 @@ def run(
 
       distviz run scenarios/pipeline.yaml --set micro=8 -o pipeline.trace.json
     """
-    from distviz.render import terminal
-    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario
 
-    overrides = _parse_sets(sets)
-    sc = load_scenario(str(scenario), overrides)
+    sc = load_scenario(str(scenario), _parse_sets(sets))
     opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
                       confirm_hang=confirm_hang, startup_timeout=startup_timeout,
                       forward_timeout=forward_timeout, max_numel=max_numel,
                       max_steps=max_steps, run_backward=not no_backward,
                       reference=not no_reference)
-    if interop_threads < 1:
-        raise UsageError(f"--interop-threads {interop_threads}: expected 1 or more")
-    for flag, value in (("--hang-timeout", hang_timeout), ("--startup-timeout", startup_timeout),
-                        ("--timeout", forward_timeout), ("--max-numel", max_numel),
-                        ("--max-steps", max_steps)):
+    _check_run_options(opts)
+    result = _run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
+    out_path = output or Path(f"{sc.name}.trace.json")
+    trace = _run_trace(sc, result, mode, out_path)
+    view = _View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
+                 pictures={"svg": svg, "png": png, "dot": dot, "html": html,
+                           "perfetto": perfetto})
+    raise typer.Exit(_finish_run(trace, mode, out_path, view))
+
+
+def _check_run_options(opts: Any) -> None:
+    """``UsageError`` for a run option out of range."""
+    if opts.interop_threads < 1:
+        raise UsageError(f"--interop-threads {opts.interop_threads}: expected 1 or more")
+    for flag, value in (("--hang-timeout", opts.hang_timeout),
+                        ("--startup-timeout", opts.startup_timeout),
+                        ("--timeout", opts.forward_timeout), ("--max-numel", opts.max_numel),
+                        ("--max-steps", opts.max_steps)):
         if value <= 0:
             raise UsageError(f"{flag} {value}: expected a positive number")
-    predicted: dict[str, Any] = {}
+
+
+def _run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
+    """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
+    on a terminal, or nothing. Returns the ``RunResult``."""
+    from distviz.runner.parent import run_scenario
 
     def decide(trace: Trace) -> tuple[bool, str | None]:
-        rp = _replay(trace, "fast")
-        predicted["replay"] = rp
-        if rp.outcome == "hang" and not confirm_hang:
+        if _replay(trace, "fast").outcome == "hang" and not opts.confirm_hang:
             return False, ("the replay predicts a FAST-mode hang; the real backward was skipped "
                            "(use --confirm-hang to run it anyway)")
         return True, None
 
     err = _err()
-    interactive = err.is_terminal and not as_json and not verbose
     if verbose:
         def say(msg: str) -> None:
             print(f"distviz: {msg}", file=sys.stderr, flush=True)
-        result = run_scenario(sc, opts, decide, say, overrides)
-    elif interactive:
+        return run_scenario(sc, opts, decide, say)
+    if err.is_terminal and not quiet:
         with err.status("starting workers") as status:
-            result = run_scenario(sc, opts, decide, lambda m: status.update(m), overrides)
-    else:
-        result = run_scenario(sc, opts, decide, None, overrides)
+            return run_scenario(sc, opts, decide, lambda m: status.update(m))
+    return run_scenario(sc, opts, decide, None)
+
+
+def _run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
+    """The trace of a finished run with its ``meta``. When the run failed, saves what was
+    recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
     trace = result.trace
-    out_path = output or Path(f"{sc.name}.trace.json")
     failure = result.error
     if trace is None:
         if failure is None:
@@ -337,28 +375,34 @@ def run(
         if isinstance(failure, DistvizError):
             failure.message += f" (partial trace saved to {out_path})"
         raise failure
+    return trace
+
+
+def _finish_run(trace: Trace, mode: str, out_path: Path, view: _View) -> int:
+    """Save the trace, replay it, write the pictures, print the report; return the exit code."""
+    from distviz.render import terminal
+
     trace.save(out_path)
     rp = _replay(trace, mode)
     agreement = _agreement(trace, rp)
-    _write_pictures(trace, rp, agreement, {"svg": svg, "png": png, "dot": dot, "html": html,
-                                            "perfetto": perfetto})
-    if as_json:
+    _write_pictures(trace, rp, agreement, view.pictures)
+    if view.as_json:
         print(json.dumps(_report(trace, rp, agreement, str(out_path)), indent=1))
-    else:
-        out = _out()
-        out.print(terminal.render_summary(trace))
-        show_log = log if log is not None else len(rp.events) <= 400
-        _show(trace, rp, agreement, step=step, worker=worker, start=start, end=end,
-              log=show_log or step)
-        if not show_log and not step:
-            out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
-                      markup=False)
-            out.print(rp.summary(), markup=False)
-            out.print(agreement.get("text", ""), markup=False)
-        for line in _real_lines(trace):
-            out.print(line, markup=False)
-        out.print(f"trace written to {out_path}", markup=False)
-    raise typer.Exit(_exit_code(trace, rp, agreement))
+        return _exit_code(trace, rp, agreement)
+    out = _out()
+    out.print(terminal.render_summary(trace))
+    show_log = view.log if view.log is not None else len(rp.events) <= 400
+    _show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
+          end=view.end, log=show_log or view.step)
+    if not show_log and not view.step:
+        out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
+                  markup=False)
+        out.print(rp.summary(), markup=False)
+        out.print(agreement.get("text", ""), markup=False)
+    for line in _real_lines(trace):
+        out.print(line, markup=False)
+    out.print(f"trace written to {out_path}", markup=False)
+    return _exit_code(trace, rp, agreement)
 
 
 def _real_lines(trace: Trace) -> list[str]:

@@ -6,11 +6,13 @@ names the file, line and key where there is one (``scenario.yaml:14 main: ...``)
 
 from __future__ import annotations
 
+from distviz import limits
+
 
 class DistvizError(Exception):
     """Base class of every error distviz reports to a user (never shown with a traceback)."""
 
-    exit_code = 1
+    exit_code = limits.EXIT_INTERNAL
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
                  key: str | None = None) -> None:
@@ -34,40 +36,40 @@ class DistvizError(Exception):
 class ScenarioError(DistvizError):
     """The scenario file is not valid: YAML, keys, types or the restricted program text."""
 
-    exit_code = 2
+    exit_code = limits.EXIT_BAD_INPUT
 
 
 class TraceError(DistvizError):
     """A trace file cannot be read: not JSON, wrong schema version, missing or bad fields."""
 
-    exit_code = 2
+    exit_code = limits.EXIT_BAD_INPUT
 
 
 class UsageError(DistvizError):
     """Command-line options that conflict or make no sense together."""
 
-    exit_code = 2
+    exit_code = limits.EXIT_BAD_INPUT
 
 
 class RunError(DistvizError):
     """A run failed at run time: an op raised in the forward pass, a worker died, start-up failed."""
 
-    exit_code = 3
+    exit_code = limits.EXIT_RUN_FAILED
 
 
 class RunTimeout(RunError):
     """A run did not finish within its time limit (start-up or forward)."""
 
-    exit_code = 4
+    exit_code = limits.EXIT_TIMEOUT
 
 
 class RenderError(DistvizError):
     """A picture could not be made (no Graphviz, ``dot`` crashed or timed out)."""
 
-    exit_code = 5
+    exit_code = limits.EXIT_RENDER
 
 
 class Interrupted(DistvizError):
     """The user pressed Ctrl-C; every worker has been torn down."""
 
-    exit_code = 130
+    exit_code = limits.EXIT_INTERRUPTED

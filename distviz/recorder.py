@@ -126,27 +126,41 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     worker = rpc.get_worker_info().name
     sends = ctx._send_functions()
     recvs = ctx._recv_functions()
-    msg_of: dict[Any, int] = {}
-    for mid, fn in sends.items():
-        msg_of[fn] = int(mid)
-    for mid, fn in recvs.items():
-        msg_of[fn] = int(mid)
-    all_names = list(names) + list(_NAMES) + list(_AUTO)  # first name wins
+    msg_of: dict[Any, int] = {fn: int(mid) for mid, fn in list(sends.items()) + list(recvs.items())}
+    leaf_names, var_of_fn = _names_here(list(names) + list(_NAMES) + list(_AUTO))
+    order = _walk(list(roots) + [sends[k] for k in sorted(sends)]
+                  + [recvs[k] for k in sorted(recvs)] + list(var_of_fn))
+    rec = _WorkerRecord(worker=worker)
+    _give_ids(rec, order, leaf_names)
+    nodes: list[dict[str, Any]] = []
+    for fn in order:
+        node = _node(rec, fn, msg_of, leaf_names, inspect_saved)
+        node.vars = sorted(var_of_fn.get(fn, []))
+        rec.shapes[node.id] = node.input_shapes
+        nodes.append(node.to_json())
+    _RECORDS[context_id] = rec
+    calls = [c.to_json() for c in _CALLS.get(context_id, [])]
+    known = sorted(int(w) for w in ctx._known_worker_ids())
+    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls}
+
+
+def _names_here(named: list[tuple[Any, str]]) -> tuple[dict[int, str], dict[Any, list[str]]]:
+    """Names of leaves (by tensor id; the first name wins) and of grad_fns (every name)."""
     leaf_names: dict[int, str] = {}
     var_of_fn: dict[Any, list[str]] = {}
-    keep: list[Any] = []
-    for tensor, label in all_names:
+    for tensor, label in named:
         if not isinstance(tensor, torch.Tensor):
             continue
-        keep.append(tensor)
         if tensor.grad_fn is None:
             if tensor.requires_grad and id(tensor) not in leaf_names:
                 leaf_names[id(tensor)] = label
         else:
             var_of_fn.setdefault(tensor.grad_fn, []).append(label)
+    return leaf_names, var_of_fn
 
-    starts: list[Any] = list(roots) + [sends[k] for k in sorted(sends)] + \
-        [recvs[k] for k in sorted(recvs)] + list(var_of_fn)
+
+def _walk(starts: list[Any]) -> list[Any]:
+    """Every node reachable from ``starts``, breadth-first, each once, in walk order."""
     order: list[Any] = []
     seen: set[Any] = set()
     queue: deque[Any] = deque()
@@ -161,62 +175,59 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
             if nxt is not None and nxt not in seen:
                 seen.add(nxt)
                 queue.append(nxt)
+    return order
 
-    rec = _WorkerRecord(worker=worker)
+
+def _give_ids(rec: _WorkerRecord, order: list[Any], leaf_names: dict[int, str]) -> None:
+    """Stable ids: ``worker/Name#seq``, ``worker/AccumulateGrad(var)`` or
+    ``worker/AccumulateGrad#k`` for unnamed leaves, ``~n`` added to repeats."""
     used: dict[str, int] = {}
     unnamed_leaf = 0
-    nodes: list[dict[str, Any]] = []
     for fn in order:
         fname = fn.name()
-        kind = _kind(fname)
-        seq = int(fn._sequence_nr())
-        var = None
-        if kind == "accumulate_grad":
-            seq = ACCUMULATE_GRAD_SEQ
+        if _kind(fname) == "accumulate_grad":
             var = leaf_names.get(id(fn.variable))
             if var is not None:
-                base = f"{worker}/AccumulateGrad({var})"
+                base = f"{rec.worker}/AccumulateGrad({var})"
             else:
-                base = f"{worker}/AccumulateGrad#{unnamed_leaf}"
+                base = f"{rec.worker}/AccumulateGrad#{unnamed_leaf}"
                 unnamed_leaf += 1
         else:
-            base = f"{worker}/{short_name(fname)}#{seq}"
+            base = f"{rec.worker}/{short_name(fname)}#{int(fn._sequence_nr())}"
         n = used.get(base, 0)
         used[base] = n + 1
         nid = base if n == 0 else f"{base}~{n}"
         rec.ids[fn] = nid
         rec.nodes[nid] = fn
-    for fn in order:
-        fname = fn.name()
-        kind = _kind(fname)
-        node = Node(id=rec.ids[fn], worker=worker, name=fname, kind=kind,
-                    seq=ACCUMULATE_GRAD_SEQ if kind == "accumulate_grad" else int(fn._sequence_nr()),
-                    next=[(rec.ids[f], int(i)) if f is not None else None
-                          for f, i in fn.next_functions])
-        if kind in ("send", "recv"):
-            node.msg_id = msg_of.get(fn)
-        if kind == "accumulate_grad":
-            v = fn.variable
-            node.var = leaf_names.get(id(v))
-            node.shape = _shape(v)
-            node.dtype = _dtype(v)
-        try:  # the shapes of the gradients this node receives
-            node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
-        except Exception:  # noqa: BLE001 - a node kind without input metadata
-            node.input_shapes = None
-        rec.shapes[node.id] = node.input_shapes
-        if kind == "op":
-            fault = getattr(fn, "distviz_fault", None)
-            if isinstance(fault, dict):
-                node.fault = dict(fault)
-            if inspect_saved:
-                node.saved = _has_saved_tensors(fn)
-        node.vars = sorted(var_of_fn.get(fn, []))
-        nodes.append(node.to_json())
-    _RECORDS[context_id] = rec
-    calls = [c.to_json() for c in _CALLS.get(context_id, [])]
-    known = sorted(int(w) for w in ctx._known_worker_ids())
-    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls}
+
+
+def _node(rec: _WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[int, str],
+          inspect_saved: bool) -> Node:
+    """The trace node of ``fn`` (without ``vars``)."""
+    fname = fn.name()
+    kind = _kind(fname)
+    node = Node(id=rec.ids[fn], worker=rec.worker, name=fname, kind=kind,
+                seq=ACCUMULATE_GRAD_SEQ if kind == "accumulate_grad" else int(fn._sequence_nr()),
+                next=[(rec.ids[f], int(i)) if f is not None else None
+                      for f, i in fn.next_functions])
+    if kind in ("send", "recv"):
+        node.msg_id = msg_of.get(fn)
+    if kind == "accumulate_grad":
+        v = fn.variable
+        node.var = leaf_names.get(id(v))
+        node.shape = _shape(v)
+        node.dtype = _dtype(v)
+    try:  # the shapes of the gradients this node receives
+        node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
+    except Exception:  # noqa: BLE001 - a node kind without input metadata
+        node.input_shapes = None
+    if kind == "op":
+        fault = getattr(fn, "distviz_fault", None)
+        if isinstance(fault, dict):
+            node.fault = dict(fault)
+        if inspect_saved:
+            node.saved = _has_saved_tensors(fn)
+    return node
 
 
 # -- hooks for the real backward ---------------------------------------------------------------

@@ -26,7 +26,7 @@ def run_cached(name: str, overrides: dict[str, str] | None = None, **options: An
         path = name if name.endswith(".yaml") else str(SCENARIOS / f"{name}.yaml")
         sc = load_scenario(path, overrides or {})
         opts = RunOptions(keep_server=True, **options)
-        _CACHE[key] = run_scenario(sc, opts, overrides=overrides)
+        _CACHE[key] = run_scenario(sc, opts)
     return _CACHE[key]
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from distviz import lang
+from distviz.limits import CRASH_EXIT_CODE
 from distviz.runner.sandbox import (
-    CRASH_EXIT_CODE,
     Budget,
     SandboxError,
     TorchFunction,

@@ -13,9 +13,21 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
+from distviz import limits
 from distviz import recorder as rec
-from distviz.runner.worker import recv, send
-from distviz.trace import BackwardPass
+from distviz.runner.gradients import compare, summarize
+from distviz.runner.protocol import (
+    Backward,
+    ForwardDone,
+    Recorded,
+    Result,
+    WorkerOptions,
+    recv,
+    send,
+)
+from distviz.runner.reference import run_reference
+from distviz.scenario import Scenario
+from distviz.trace import BackwardPass, Trace
 
 
 class RootError(Exception):
@@ -57,7 +69,7 @@ def _side(fn: Callable[[], Any]) -> Any:
 
 
 def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
-            timeout: float = 30.0) -> dict[str, Any]:
+            timeout: float = limits.HOOKS_TIMEOUT) -> dict[str, Any]:
     """Call ``fn(*args)`` on every worker (locally on ``me``); failures come back as exceptions."""
     def run() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -88,17 +100,16 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run_real_backward(cid: int, workers: list[str], me: str, passes: list[BackwardPass],
-                      roots: list[list[torch.Tensor]], options: dict[str, Any],
+                      roots: list[list[torch.Tensor]], options: WorkerOptions,
                       send_ids: list[str]) -> dict[str, Any]:
     """Run ``dist_autograd.backward`` for each pass with hooks on every recorded node.
 
     Returns the ``real`` section of the trace (outcome, error, events, gradients by leaf id) and,
     under ``"_grads"``, the gradient tensors for the reference comparison.
     """
-    observe = bool(options.get("observe", True))
-    if observe:
+    if options.observe:
         _on_all(workers, me, rec.install_hooks, cid)
-    hang_timeout = float(options.get("hang_timeout", 5.0))
+    hang_timeout = options.hang_timeout
     outcome, error = "completed", None
     windows: list[tuple[int, int]] = []
     t0 = time.time_ns()
@@ -132,7 +143,8 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
                             "pass_seconds": durations, "interop_threads":
                             torch.get_num_interop_threads(), "events": [], "gradients": {},
                             "unreachable": [], "hang_timeout_s": hang_timeout}
-    got = _on_all(workers, me, rec.collect, cid, outcome != "hang", timeout=10.0)
+    got = _on_all(workers, me, rec.collect, cid, outcome != "hang",
+                  timeout=limits.COLLECT_TIMEOUT)
     grads: dict[str, torch.Tensor] = {}
     events: list[dict[str, Any]] = []
     sends = set(send_ids)
@@ -174,73 +186,73 @@ def _pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int
     return out
 
 
-def summarize(g: torch.Tensor) -> dict[str, Any]:
-    """A JSON summary of one gradient tensor (small tensors keep their values)."""
-    d = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().double()
-    out: dict[str, Any] = {"shape": [int(s) for s in g.shape],
-                           "dtype": str(g.dtype).replace("torch.", ""),
-                           "sum": float(d.sum()), "norm": float(d.norm()),
-                           "zero": bool((d == 0).all())}
-    if g.numel() <= 16:
-        out["values"] = [float(x) for x in d.flatten()]
-    return out
+def run_initiator(conn: Any, scenario: Scenario, module_ns: dict[str, Any],
+                  options: WorkerOptions) -> bool:
+    """Drive the whole run on rank 0: ``main`` inside ``dist_autograd.context()``, the roots
+    checked, the graph recorded and sent, then (when the parent says so) the observed real
+    backward, the reference, and the results sent.
 
-
-def run_initiator(conn: Any, scenario: Any, module_ns: dict[str, Any], spec: dict[str, Any]) -> bool:
-    """Drive the whole run on rank 0; see the module docstring.
-
-    Returns whether a graceful RPC shutdown is possible (every worker still answers).
+    Returns whether a graceful RPC shutdown is possible (every worker still answers); when it
+    is not, never returns: the parent tears every worker down. Raises ``RootError`` for a bad
+    root and whatever ``main`` raises.
     """
-    options = spec["options"]
     me = scenario.workers[0]
     with dist_autograd.context() as cid:
         main_ns = dict(module_ns)
         t = time.perf_counter()
         exec(scenario.main.compile(), main_ns)  # validated and instrumented syntax tree
-        send(conn, {"type": "forward_done", "seconds": time.perf_counter() - t})
-        named: list[tuple[Any, str]] = []
-        for label, value in main_ns.items():
-            if label.startswith("_") or (label in module_ns and module_ns[label] is value):
-                continue
-            named.extend(rec._expand(label, value))
-        pass_roots: list[list[torch.Tensor]] = []
-        for p in scenario.passes:
-            rs = []
-            for r in p.roots:
-                if r not in main_ns:
-                    raise RootError(f"backward root {r!r} is not defined by main", p.line)
-                rs.append(check_root(r, main_ns[r], p.line))
-            pass_roots.append(rs)
-        uniq: list[torch.Tensor] = []
-        for rs in pass_roots:
-            for r in rs:
-                if not any(r is u for u in uniq):
-                    uniq.append(r)
-        workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
-        passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
-                               root_vars=list(p.roots))
-                  for p, rs in zip(scenario.passes, pass_roots, strict=True)]
-        trace = rec.build_trace(workers, me, cid, pieces, passes)
-        send(conn, {"type": "recorded", "trace": trace.to_json()})
+        send(conn, ForwardDone(seconds=time.perf_counter() - t))
+        pass_roots = _pass_roots(scenario, main_ns)
+        trace, passes = _record(cid, scenario, module_ns, main_ns, pass_roots)
+        send(conn, Recorded(trace=trace.to_json()))
         cmd = recv(conn)
         real: dict[str, Any] | None = None
-        if cmd.get("run"):
-            real = run_real_backward(cid, workers, me, passes, pass_roots, options,
+        if isinstance(cmd, Backward) and cmd.run:
+            real = run_real_backward(cid, trace.workers, me, passes, pass_roots, options,
                                      [n.id for n in trace.nodes if n.kind == "send"])
+        grads = real.pop("_grads", {}) if real else {}
         reference = None
-        if options.get("reference", True):
-            from distviz.runner.reference import compare, run_reference
-            ref = run_reference(scenario, options)
-            grads = real.pop("_grads", {}) if real else {}
-            reference = compare(ref, grads, trace, real)
-        elif real:
-            real.pop("_grads", None)
+        if options.reference:
+            reference = compare(run_reference(scenario, options), grads, trace, real)
         graceful = real is None or (real["outcome"] == "completed" and not real["unreachable"])
-        send(conn, {"type": "result", "real": real, "reference": reference,
-                    "graceful": graceful})
+        send(conn, Result(real=real, reference=reference, graceful=graceful))
         if not graceful:
             # a hang never unblocks and a dead peer never answers: the parent tears every
             # worker down now
             while True:
                 time.sleep(3600)
     return True
+
+
+def _pass_roots(scenario: Scenario, main_ns: dict[str, Any]) -> list[list[torch.Tensor]]:
+    """The root tensors of each backward pass, checked (``RootError`` otherwise)."""
+    pass_roots: list[list[torch.Tensor]] = []
+    for p in scenario.passes:
+        rs = []
+        for r in p.roots:
+            if r not in main_ns:
+                raise RootError(f"backward root {r!r} is not defined by main", p.line)
+            rs.append(check_root(r, main_ns[r], p.line))
+        pass_roots.append(rs)
+    return pass_roots
+
+
+def _record(cid: int, scenario: Scenario, module_ns: dict[str, Any], main_ns: dict[str, Any],
+            pass_roots: list[list[torch.Tensor]]) -> tuple[Trace, list[BackwardPass]]:
+    """Record the graph of context ``cid`` on every worker, naming tensors after ``main``'s
+    variables; return the trace and its passes."""
+    named: list[tuple[Any, str]] = []
+    for label, value in main_ns.items():
+        if label.startswith("_") or (label in module_ns and module_ns[label] is value):
+            continue
+        named.extend(rec._expand(label, value))
+    uniq: list[torch.Tensor] = []
+    for rs in pass_roots:
+        for r in rs:
+            if not any(r is u for u in uniq):
+                uniq.append(r)
+    workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
+    passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
+                           root_vars=list(p.roots))
+              for p, rs in zip(scenario.passes, pass_roots, strict=True)]
+    return rec.build_trace(workers, scenario.workers[0], cid, pieces, passes), passes

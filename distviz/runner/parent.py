@@ -22,38 +22,58 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
+from distviz.runner.protocol import (
+    Backward,
+    Exited,
+    ForwardDone,
+    Message,
+    Ready,
+    Recorded,
+    Result,
+    WorkerFailed,
+    WorkerOptions,
+    WorkerSpec,
+    recv,
+    send,
+)
 from distviz.runner.worker import main as worker_main
-from distviz.runner.worker import recv, send
+from distviz.scenario import Scenario
 from distviz.trace import Trace
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
-           "distviz.runner.sandbox", "distviz.scenario"]
+           "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
+           "distviz.scenario"]
+
+#: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
+Decide = Callable[[Trace], tuple[bool, str | None]]
 
 
 @dataclass
 class RunOptions:
-    """How a scenario runs. Times are seconds."""
+    """How a scenario runs. Times are seconds; the defaults are in ``distviz.limits``."""
 
     interop_threads: int = 1
-    hang_timeout: float = 5.0
+    hang_timeout: float = limits.HANG_TIMEOUT
     confirm_hang: bool = False
-    startup_timeout: float = 90.0
-    forward_timeout: float = 300.0
-    shutdown_timeout: float = 20.0
-    rpc_timeout: float = 60.0
-    max_numel: int = 50_000_000
-    max_steps: int = 1_000_000
+    startup_timeout: float = limits.STARTUP_TIMEOUT
+    forward_timeout: float = limits.FORWARD_TIMEOUT
+    shutdown_timeout: float = limits.SHUTDOWN_TIMEOUT
+    rpc_timeout: float = limits.RPC_TIMEOUT
+    max_numel: int = limits.DEFAULT_MAX_NUMEL
+    max_steps: int = limits.DEFAULT_MAX_STEPS
     run_backward: bool = True
     reference: bool = True
     observe: bool = True
     keep_server: bool = False
 
-    def worker_options(self) -> dict[str, Any]:
-        return {"hang_timeout": self.hang_timeout, "rpc_timeout": self.rpc_timeout,
-                "max_numel": self.max_numel, "max_steps": self.max_steps,
-                "reference": self.reference, "observe": self.observe}
+    def worker_options(self) -> WorkerOptions:
+        """The part of the options every worker needs."""
+        return WorkerOptions(hang_timeout=self.hang_timeout, rpc_timeout=self.rpc_timeout,
+                             max_numel=self.max_numel, max_steps=self.max_steps,
+                             reference=self.reference, observe=self.observe)
 
 
 @dataclass
@@ -109,152 +129,230 @@ def stop_server() -> None:
         pass
 
 
-def run_scenario(scenario: Any, options: RunOptions | None = None,
-                 decide_backward: Callable[[Trace], tuple[bool, str | None]] | None = None,
-                 progress: Callable[[str], None] | None = None,
-                 overrides: dict[str, str] | None = None) -> RunResult:
+def run_scenario(scenario: Scenario, options: RunOptions | None = None,
+                 decide_backward: Decide | None = None,
+                 progress: Callable[[str], None] | None = None) -> RunResult:
     """Run ``scenario`` (a validated ``distviz.scenario.Scenario``) on real RPC workers.
 
-    ``decide_backward(trace) -> (run, reason)`` is asked after recording whether to run the real
-    backward (the CLI skips it when the replay predicts a hang). Returns a ``RunResult``; run-time
-    failures come back in ``RunResult.error`` (``RunError``, ``RunTimeout``, ``ScenarioError`` for
-    bad roots, ``Interrupted`` for Ctrl-C), always after every worker is gone; ``trace`` then
-    holds what was recorded before the failure, if anything.
+    Each worker gets the scenario value itself, never its path. ``decide_backward(trace) ->
+    (run, reason)`` is asked after recording whether to run the real backward (the CLI skips
+    it when the replay predicts a hang). Returns a ``RunResult``; run-time failures come back
+    in ``RunResult.error`` (``RunError``, ``RunTimeout``, ``ScenarioError`` for bad roots,
+    ``Interrupted`` for Ctrl-C), always after every worker is gone; ``trace`` then holds what
+    was recorded before the failure, if anything.
     """
     options = options or RunOptions()
-    say = progress or (lambda _msg: None)
-    ctx = _context()
     tmp = tempfile.mkdtemp(prefix="distviz-run-")
-    workers: list[str] = list(scenario.workers)
-    spec_base = {"workers": workers, "scenario_path": scenario.path,
-                 "overrides": overrides or {}, "interop_threads": options.interop_threads,
-                 "init_method": "file://" + os.path.join(tmp, "rendezvous"),
-                 "options": options.worker_options()}
-    procs: list[Any] = []
-    conns: list[Any] = []
-    lifelines: list[Any] = []
     result = RunResult(trace=None, tmpdir=tmp)
+    run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
     aborted = False
-    t_start = time.monotonic()
     try:
-        say(f"starting {len(workers)} workers")
-        for rank in range(len(workers)):
-            parent_conn, child_conn = ctx.Pipe(duplex=True)
-            life_r, life_w = ctx.Pipe(duplex=False)
-            spec = dict(spec_base, rank=rank)
-            p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
-                            name=f"distviz-{workers[rank]}", daemon=False)
-            with _NoMainImport():
-                p.start()
-            result.pids[workers[rank]] = int(p.pid)
-            child_conn.close()
-            life_r.close()
-            procs.append(p)
-            conns.append(parent_conn)
-            lifelines.append(life_w)
-        _drive(scenario, options, procs, conns, workers, result, decide_backward, say, t_start)
-        _note_deaths(procs, workers, result)
+        run.start(_context(), "file://" + os.path.join(tmp, "rendezvous"))
+        run.drive()
+        _note_deaths(run.procs, run.workers, result)
     except KeyboardInterrupt:
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
     except BaseException:
         aborted = True
         raise
     finally:
-        _teardown(procs, conns, lifelines, options, result, aborted)
+        _teardown(run.procs, run.conns, run.lifelines, options, result, aborted)
         shutil.rmtree(tmp, ignore_errors=True)
         if not options.keep_server:
             stop_server()
-    result.timings["total"] = time.monotonic() - t_start
+    result.timings["total"] = time.monotonic() - run.t_start
     return result
 
 
-def _drive(scenario: Any, options: RunOptions, procs: list[Any], conns: list[Any],
-           workers: list[str], result: RunResult,
-           decide_backward: Callable[[Trace], tuple[bool, str | None]] | None,
-           say: Callable[[str], None], t_start: float) -> None:
-    ready: set[int] = set()
-    exited: set[int] = set()
-    phase = "start-up"
-    deadline = t_start + options.startup_timeout
-    conn_rank = {id(c): i for i, c in enumerate(conns)}
-    sentinel_rank = {p.sentinel: i for i, p in enumerate(procs)}
-    dead: set[int] = set()
-    while True:
-        if phase == "done" and len(exited | dead) == len(procs):
-            return
-        timeout = max(0.0, deadline - time.monotonic())
-        waitables = [c for i, c in enumerate(conns) if i not in dead] + \
-            [p.sentinel for i, p in enumerate(procs) if i not in dead]
-        ready_objs = mpc.wait(waitables, timeout=timeout)
-        if not ready_objs:
-            if phase == "done":
-                return  # shutdown took too long: teardown kills what is left
-            what = {"start-up": "starting the workers", "forward": "the forward pass",
-                    "backward": "the backward pass"}.get(phase, phase)
-            limit = deadline - t_start if phase == "start-up" else None
-            raise_msg = f"timed out during {what}"
-            if limit is not None:
-                raise_msg += f" after {limit:.0f} s"
-            result.error = RunTimeout(raise_msg + "; every worker was stopped",
-                                      path=scenario.path)
-            return
-        for obj in ready_objs:
-            if obj in sentinel_rank:
-                rank = sentinel_rank[obj]
-                if rank in dead:
-                    continue
-                # drain a last message first
-                c = conns[rank]
-                while rank not in exited and c.poll(0):
+_DURING = {"start-up": "start-up", "forward": "the forward pass", "backward": "the backward pass",
+           "done": "shutdown"}
+
+
+class _Run:
+    """The parent's side of one run: the worker processes and their pipes, the phase
+    (``start-up``, ``forward``, ``backward``, ``done``) and the deadline of that phase."""
+
+    def __init__(self, scenario: Scenario, options: RunOptions, result: RunResult,
+                 decide: Decide | None, say: Callable[[str], None]) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.result = result
+        self.decide = decide
+        self.say = say
+        self.workers: list[str] = list(scenario.workers)
+        self.procs: list[Any] = []
+        self.conns: list[Any] = []
+        self.lifelines: list[Any] = []
+        self.t_start = time.monotonic()
+        self.phase = "start-up"
+        self.deadline = self.t_start + options.startup_timeout
+        self.ready: set[int] = set()
+        self.exited: set[int] = set()
+        self.dead: set[int] = set()
+
+    def start(self, ctx: Any, init_method: str) -> None:
+        """Start one process per worker, each with its own pipe and lifeline."""
+        self.say(f"starting {len(self.workers)} workers")
+        worker_options = self.options.worker_options()
+        for rank, name in enumerate(self.workers):
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            life_r, life_w = ctx.Pipe(duplex=False)
+            spec = WorkerSpec(rank=rank, workers=self.workers, scenario=self.scenario,
+                              init_method=init_method,
+                              interop_threads=self.options.interop_threads,
+                              options=worker_options)
+            p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
+                            name=f"distviz-{name}", daemon=False)
+            with _NoMainImport():
+                p.start()
+            self.result.pids[name] = int(p.pid)
+            child_conn.close()
+            life_r.close()
+            self.procs.append(p)
+            self.conns.append(parent_conn)
+            self.lifelines.append(life_w)
+
+    def drive(self) -> None:
+        """Handle messages and deaths until every worker is gone after the results, or the run
+        fails (``result.error``), or a phase runs out of time."""
+        conn_rank = {id(c): i for i, c in enumerate(self.conns)}
+        sentinel_rank = {p.sentinel: i for i, p in enumerate(self.procs)}
+        while not (self.phase == "done" and len(self.exited | self.dead) == len(self.procs)):
+            waitables = [c for i, c in enumerate(self.conns) if i not in self.dead] + \
+                [p.sentinel for i, p in enumerate(self.procs) if i not in self.dead]
+            ready = mpc.wait(waitables, timeout=max(0.0, self.deadline - time.monotonic()))
+            if not ready:
+                self.timed_out()
+                return
+            for obj in ready:
+                if obj in sentinel_rank:
+                    stop = self.on_death(sentinel_rank[obj])
+                else:
                     try:
-                        msg = recv(c)
+                        msg = recv(obj)
                     except (EOFError, OSError):
-                        break
-                    if _handle(msg, rank, scenario, options, conns, workers, result,
-                               decide_backward, say, exited):
-                        return
-                dead.add(rank)
-                procs[rank].join(0.1)
-                code = procs[rank].exitcode
-                result.exit_codes[workers[rank]] = code
-                if rank in exited:
-                    continue
-                if phase in ("backward", "done") and rank != 0:
-                    # the initiator sees the failure through PyTorch and reports it
-                    _add_death(result, workers[rank], code)
-                    continue
-                if result.error is None:
-                    during = {"start-up": "start-up", "forward": "the forward pass",
-                              "backward": "the backward pass", "done": "shutdown"}[phase]
-                    result.error = RunError(f"worker {workers[rank]} died during {during} "
-                                            f"({_how(code)})", path=scenario.path)
-                return
-            rank = conn_rank[id(obj)]
+                        continue
+                    stop = self.on_message(conn_rank[id(obj)], msg)
+                if stop:
+                    return
+
+    def timed_out(self) -> None:
+        if self.phase == "done":
+            return  # shutdown took too long: teardown kills what is left
+        what = {"start-up": "starting the workers"}.get(self.phase, _DURING[self.phase])
+        text = f"timed out during {what}"
+        if self.phase == "start-up":
+            text += f" after {self.deadline - self.t_start:.0f} s"
+        self.result.error = RunTimeout(text + "; every worker was stopped",
+                                       path=self.scenario.path)
+
+    def on_death(self, rank: int) -> bool:
+        """A worker process ended: read what it said last, then judge; True: stop the run."""
+        if rank in self.dead:
+            return False
+        conn = self.conns[rank]
+        while rank not in self.exited and conn.poll(0):
             try:
-                msg = recv(obj)
+                msg = recv(conn)
             except (EOFError, OSError):
-                continue
-            if msg["type"] == "ready":
-                ready.add(rank)
-                say(f"{msg['worker']} ready ({len(ready)}/{len(workers)})")
-                if len(ready) == len(workers) and phase == "start-up":
-                    # (the initiator may already be further on: messages from different
-                    # workers arrive in any order)
-                    phase = "forward"
-                    result.timings["startup"] = time.monotonic() - t_start
-                    deadline = time.monotonic() + options.forward_timeout
-                    say("running the forward pass")
-                continue
-            if msg["type"] == "recorded":
-                phase = "backward"
-                deadline = time.monotonic() + options.hang_timeout * max(
-                    1, len(scenario.passes)) + options.rpc_timeout + 120.0
-            if msg["type"] == "result":
-                phase = "done"
-                deadline = time.monotonic() + options.shutdown_timeout
-            if _handle(msg, rank, scenario, options, conns, workers, result, decide_backward,
-                       say, exited):
-                return
+                break
+            if self.on_message(rank, msg):
+                return True
+        self.dead.add(rank)
+        self.procs[rank].join(0.1)
+        code = self.procs[rank].exitcode
+        name = self.workers[rank]
+        self.result.exit_codes[name] = code
+        if rank in self.exited:
+            return False
+        if self.phase in ("backward", "done") and rank != 0:
+            # the initiator sees the failure through PyTorch and reports it
+            _add_death(self.result, name, code)
+            return False
+        if self.result.error is None:
+            self.result.error = RunError(f"worker {name} died during {_DURING[self.phase]} "
+                                         f"({_how(code)})", path=self.scenario.path)
+        return True
+
+    def on_message(self, rank: int, msg: Message) -> bool:
+        """Handle one worker message; return True when the run must stop now."""
+        if isinstance(msg, Ready):
+            self.on_ready(rank, msg)
+        elif isinstance(msg, Exited):
+            self.exited.add(rank)
+        elif isinstance(msg, WorkerFailed):
+            self.result.error = _failure(msg, self.scenario.path)
+            return True
+        elif isinstance(msg, ForwardDone):
+            self.result.timings["forward"] = msg.seconds
+            self.say("recording the graph")
+        elif isinstance(msg, Recorded):
+            self.on_recorded(msg)
+        elif isinstance(msg, Result):
+            return self.on_result(msg)
+        return False
+
+    def on_ready(self, rank: int, msg: Ready) -> None:
+        self.ready.add(rank)
+        self.say(f"{msg.worker} ready ({len(self.ready)}/{len(self.workers)})")
+        if len(self.ready) == len(self.workers) and self.phase == "start-up":
+            # (the initiator may already be further on: messages from different workers
+            # arrive in any order)
+            self.phase = "forward"
+            self.result.timings["startup"] = time.monotonic() - self.t_start
+            self.deadline = time.monotonic() + self.options.forward_timeout
+            self.say("running the forward pass")
+
+    def on_recorded(self, msg: Recorded) -> None:
+        opts = self.options
+        self.phase = "backward"
+        self.deadline = time.monotonic() + opts.hang_timeout * max(
+            1, len(self.scenario.passes)) + opts.rpc_timeout + limits.BACKWARD_SLACK
+        sc = self.scenario
+        trace = Trace.from_json(msg.trace, source="<recorder>")
+        trace.scenario = {"name": sc.name, "description": sc.description, "path": sc.path,
+                          "params": dict(sc.params), "seed": sc.seed}
+        self.result.trace = trace
+        run, reason = (True, None) if self.decide is None else self.decide(trace)
+        if not opts.run_backward:
+            run, reason = False, "the real backward was turned off (--no-backward)"
+        self.result.skipped_reason = None if run else reason
+        if run:
+            self.say("running the real dist_autograd.backward")
+        send(self.conns[0], Backward(run=run))
+
+    def on_result(self, msg: Result) -> bool:
+        self.phase = "done"
+        self.deadline = time.monotonic() + self.options.shutdown_timeout
+        result = self.result
+        assert result.trace is not None
+        real = msg.real
+        if real is None:
+            real = {"outcome": "skipped", "error": None, "reason": result.skipped_reason,
+                    "events": [], "gradients": {}}
+        if result.deaths:
+            real["deaths"] = list(result.deaths)
+        result.trace.real = real
+        result.trace.reference = msg.reference
+        if real.get("outcome") == "hang" or not msg.graceful:
+            result.abort_workers = True
+            return True  # a hang never unblocks, a dead peer never answers: tear down now
+        self.say("shutting down")
+        return False
+
+
+def _failure(msg: WorkerFailed, path: str) -> Exception:
+    """The error a ``WorkerFailed`` message stands for: the scenario's fault (a bad root, a
+    run-time limit) or a failed run."""
+    if msg.error == "RootError":
+        return ScenarioError(msg.message, path=path, line=msg.line, key="backward")
+    if msg.error == "SandboxError":
+        return ScenarioError(f"{msg.worker}: {msg.message}", path=path, line=msg.line)
+    label = {"forward": "in the forward pass", "init": "in its init code",
+             "rendezvous": "while connecting", "start-up": "while starting"}.get(
+        msg.phase, f"during {msg.phase}")
+    return RunError(f"{msg.worker} failed {label}: {msg.error}: {msg.message}", path=path,
+                    line=msg.line)
 
 
 def _how(code: int | None) -> str:
@@ -262,7 +360,7 @@ def _how(code: int | None) -> str:
     if code is None:
         return "unknown"
     how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
-    return how + (": crash_backward" if code == 17 else "")
+    return how + (": crash_backward" if code == limits.CRASH_EXIT_CODE else "")
 
 
 def _add_death(result: RunResult, worker: str, code: int | None) -> None:
@@ -285,68 +383,6 @@ def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> Non
         p.join(0.05)
         if p.exitcode not in (None, 0):
             _add_death(result, workers[rank], p.exitcode)
-
-
-def _handle(msg: dict[str, Any], rank: int, scenario: Any, options: RunOptions,
-            conns: list[Any], workers: list[str], result: RunResult,
-            decide_backward: Callable[[Trace], tuple[bool, str | None]] | None,
-            say: Callable[[str], None], exited: set[int]) -> bool:
-    """Handle one worker message; return True when the run must stop now."""
-    kind = msg["type"]
-    if kind == "exited":
-        exited.add(rank)
-        return False
-    if kind == "error":
-        where = msg.get("phase")
-        line = msg.get("line")
-        text = f"{msg['worker']}: {msg['error']}: {msg['message']}" if msg["error"] not in (
-            "RootError",) else msg["message"]
-        if msg["error"] == "RootError":
-            result.error = ScenarioError(text, path=scenario.path, line=line, key="backward")
-        elif msg["error"] == "SandboxError":
-            result.error = ScenarioError(f"{msg['worker']}: {msg['message']}",
-                                         path=scenario.path, line=line)
-        else:
-            label = {"forward": "in the forward pass", "init": "in its init code",
-                     "rendezvous": "while connecting", "start-up": "while starting"}.get(
-                where or "", f"during {where}")
-            result.error = RunError(f"{msg['worker']} failed {label}: {msg['error']}: "
-                                    f"{msg['message']}", path=scenario.path, line=line)
-        return True
-    if kind == "forward_done":
-        result.timings["forward"] = float(msg.get("seconds", 0.0))
-        say("recording the graph")
-        return False
-    if kind == "recorded":
-        trace = Trace.from_json(msg["trace"], source="<recorder>")
-        trace.scenario = {"name": scenario.name, "description": scenario.description,
-                          "path": scenario.path, "params": dict(scenario.params),
-                          "seed": scenario.seed}
-        result.trace = trace
-        run, reason = (True, None) if decide_backward is None else decide_backward(trace)
-        if not options.run_backward:
-            run, reason = False, "the real backward was turned off (--no-backward)"
-        result.skipped_reason = None if run else reason
-        if run:
-            say("running the real dist_autograd.backward")
-        send(conns[0], {"type": "backward", "run": run})
-        return False
-    if kind == "result":
-        assert result.trace is not None
-        real = msg.get("real")
-        if real is None:
-            real = {"outcome": "skipped", "error": None, "reason": result.skipped_reason,
-                    "events": [], "gradients": {}}
-        if result.deaths:
-            real["deaths"] = list(result.deaths)
-        result.trace.real = real
-        result.trace.reference = msg.get("reference")
-        if real.get("outcome") == "hang" or msg.get("graceful") is False:
-            result.abort_workers = True
-            return True  # a hang never unblocks, a dead peer never answers: tear down now
-        say("shutting down")
-        return False
-    return False
 
 
 def _teardown(procs: list[Any], conns: list[Any], lifelines: list[Any], options: RunOptions,

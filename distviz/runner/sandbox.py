@@ -30,22 +30,18 @@ from typing import Any
 import torch
 
 from distviz import lang
+from distviz.limits import (
+    CRASH_EXIT_CODE,
+    DEFAULT_MAX_NUMEL,
+    DEFAULT_MAX_STEPS,
+    MAX_INT_BITS,
+    MAX_SEQUENCE_LEN,
+)
 
 __all__ = [
-    "Budget", "CRASH_EXIT_CODE", "CrashBackward", "DEFAULT_MAX_NUMEL", "DEFAULT_MAX_STEPS",
-    "FailBackward", "SandboxError", "TorchFunction", "TorchProxy", "base_namespace",
-    "crash_backward", "fail_backward", "make_generator",
+    "Budget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
+    "base_namespace", "crash_backward", "fail_backward", "make_generator",
 ]
-
-#: Default cap on the elements one creation call may allocate (``--max-numel``).
-DEFAULT_MAX_NUMEL = 50_000_000
-#: Default step budget (``--max-steps``).
-DEFAULT_MAX_STEPS = 1_000_000
-#: Exit status of a worker killed by ``crash_backward``.
-CRASH_EXIT_CODE = 17
-#: Largest string/list/tuple that ``*`` may build, and largest integer ``**`` may build (bits).
-MAX_SEQUENCE_LEN = 10_000_000
-MAX_INT_BITS = 100_000
 
 _ACTIVE: dict[str, TorchProxy] = {}
 
@@ -317,7 +313,8 @@ class FailBackward(torch.autograd.Function):
 
 
 class CrashBackward(torch.autograd.Function):
-    """Identity in forward; backward flushes output and ends the process with status 17.
+    """Identity in forward; backward flushes output and ends the process with
+    ``limits.CRASH_EXIT_CODE`` (17).
 
     PyTorch names its node ``CrashBackwardBackward``; ``node.distviz_fault`` is
     ``{"kind": "crash"}``.

@@ -1,0 +1,70 @@
+"""Gradients in the trace: the JSON summary of a gradient tensor, and the comparison of the
+distributed gradients with the single-process reference (torch side)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from distviz.trace import Trace
+
+__all__ = ["compare", "summarize"]
+
+
+def summarize(g: torch.Tensor) -> dict[str, Any]:
+    """A JSON summary of one gradient tensor (small tensors keep their values)."""
+    d = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().double()
+    out: dict[str, Any] = {"shape": [int(s) for s in g.shape],
+                           "dtype": str(g.dtype).replace("torch.", ""),
+                           "sum": float(d.sum()), "norm": float(d.norm()),
+                           "zero": bool((d == 0).all())}
+    if g.numel() <= 16:
+        out["values"] = [float(x) for x in d.flatten()]
+    return out
+
+
+def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Trace,
+            real: dict[str, Any] | None) -> dict[str, Any]:
+    """Compare distributed gradients (by leaf node id) with the reference (by variable name).
+
+    Returns the trace's ``reference`` section: per leaf ``status`` is ``match``, ``mismatch``,
+    ``zero_unused`` (distributed autograd gives zeros where the reference has no gradient: an
+    unused RPC output), ``missing`` (no distributed gradient) or ``extra``.
+
+    Tolerance: the two runs sum the same terms in different orders, so values are compared
+    relative to the gradient's scale: ``|a - b| <= atol + rtol * max|b|`` with ``rtol`` 1e-4
+    (float32) or 1e-9 (float64).
+    """
+    rows: list[dict[str, Any]] = []
+    leaves = [n for n in trace.nodes if n.kind == "accumulate_grad" and n.var]
+    comparable = real is not None and real.get("outcome") == "completed"
+    ok = comparable and ref["outcome"] == "completed"
+    for n in leaves:
+        want = ref["grads"].get(n.var)
+        got = real_grads.get(n.id)
+        row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
+        if want is None and got is None:
+            row["status"] = "no_gradient"
+        elif want is None and got is not None:
+            row["status"] = "zero_unused" if bool((got == 0).all()) else "extra"
+        elif got is None:
+            row["status"] = "missing"
+        else:
+            same_shape = list(want.shape) == list(got.shape)
+            diff = float((want.double() - got.double()).abs().max()) if same_shape else None
+            row["max_abs_diff"] = diff
+            rtol = 1e-9 if want.dtype == torch.float64 else 1e-4
+            scale = float(want.double().abs().max()) if want.numel() else 0.0
+            row["tolerance"] = 1e-6 + rtol * scale
+            row["status"] = "match" if diff is not None and diff <= row["tolerance"] \
+                else "mismatch"
+        if want is not None:
+            row["reference"] = summarize(want)
+        if row["status"] not in ("match", "zero_unused", "no_gradient"):
+            ok = False
+        rows.append(row)
+    return {"outcome": ref["outcome"], "error": ref["error"], "comparable": comparable,
+            "ok": bool(ok) if comparable else None, "comparison": rows,
+            "gradients": {k: summarize(v) for k, v in sorted(ref["grads"].items())
+                          if v is not None}}

@@ -1,0 +1,165 @@
+"""The parent <-> worker protocol: what a worker is started with and the messages on its pipe.
+
+Pure (no torch): the parent imports it. A worker process is started with a ``WorkerSpec``,
+which carries the validated ``Scenario`` value itself (multiprocessing pickles process
+arguments), so a worker never re-reads or re-checks the scenario file. After that, parent
+and worker talk only through JSON messages on a pipe (never pickle): one frozen dataclass per
+message type, tagged with its ``kind``.
+
+Worker -> parent: ``Ready`` (RPC is up), ``ForwardDone``, ``Recorded`` (the trace),
+``Result`` (the real backward and the reference), ``Exited`` (clean end), ``WorkerFailed``.
+Parent -> initiator: ``Backward`` (whether to run the real backward).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from distviz import limits
+from distviz.scenario import Scenario
+
+__all__ = [
+    "Backward", "Exited", "ForwardDone", "Message", "Ready", "Recorded", "Result",
+    "WorkerFailed", "WorkerOptions", "WorkerSpec", "recv", "send",
+]
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The run options every worker needs (times in seconds)."""
+
+    hang_timeout: float = limits.HANG_TIMEOUT
+    rpc_timeout: float = limits.RPC_TIMEOUT
+    rpc_threads: int = limits.RPC_THREADS
+    max_numel: int = limits.DEFAULT_MAX_NUMEL
+    max_steps: int = limits.DEFAULT_MAX_STEPS
+    reference: bool = True
+    observe: bool = True
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process is started with."""
+
+    rank: int
+    workers: list[str]
+    scenario: Scenario
+    init_method: str
+    interop_threads: int
+    options: WorkerOptions = field(default_factory=WorkerOptions)
+
+    @property
+    def worker(self) -> str:
+        """This worker's name."""
+        return self.workers[self.rank]
+
+
+@dataclass(frozen=True)
+class Message:
+    """Base of every message; ``kind`` names the type on the wire."""
+
+    kind: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class Ready(Message):
+    """The worker ran its ``init`` and joined RPC."""
+
+    kind: ClassVar[str] = "ready"
+    rank: int
+    worker: str
+
+
+@dataclass(frozen=True)
+class Exited(Message):
+    """The worker shut RPC down and is about to exit cleanly."""
+
+    kind: ClassVar[str] = "exited"
+    rank: int
+
+
+@dataclass(frozen=True)
+class WorkerFailed(Message):
+    """Something raised in the worker; it exits right after (``limits.WORKER_ERROR_EXIT``).
+
+    ``error`` is the exception type (``RootError`` and ``SandboxError`` are the scenario's
+    fault), ``worker`` the worker where it was raised (the innermost of a chain of RPCs),
+    ``phase`` what the worker was doing, ``line`` the scenario line when known.
+    """
+
+    kind: ClassVar[str] = "error"
+    rank: int
+    worker: str
+    phase: str
+    error: str
+    message: str
+    line: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ForwardDone(Message):
+    """``main`` returned on the initiator after ``seconds``."""
+
+    kind: ClassVar[str] = "forward_done"
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Recorded(Message):
+    """The recorded graph (``Trace.to_json()``); the initiator now waits for ``Backward``."""
+
+    kind: ClassVar[str] = "recorded"
+    trace: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Backward(Message):
+    """Parent -> initiator: run the real backward (``run``) or skip it."""
+
+    kind: ClassVar[str] = "backward"
+    run: bool
+
+
+@dataclass(frozen=True)
+class Result(Message):
+    """The trace's ``real`` and ``reference`` sections; ``graceful``: every worker still
+    answers, so a clean RPC shutdown is possible."""
+
+    kind: ClassVar[str] = "result"
+    real: dict[str, Any] | None
+    reference: dict[str, Any] | None
+    graceful: bool
+
+
+_TYPES: dict[str, type[Message]] = {
+    cls.kind: cls for cls in (Ready, Exited, WorkerFailed, ForwardDone, Recorded, Backward,
+                              Result)}
+
+
+def encode(msg: Message) -> bytes:
+    """The JSON bytes of ``msg`` (its fields plus ``"type"``)."""
+    body = {f.name: getattr(msg, f.name) for f in fields(msg)}
+    body["type"] = msg.kind
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def decode(data: bytes) -> Message:
+    """The message in ``data``; raises ``ValueError`` for an unknown type or bad fields."""
+    body = dict(json.loads(data.decode("utf-8")))
+    cls = _TYPES.get(str(body.pop("type", "")))
+    if cls is None:
+        raise ValueError(f"unknown message {data[:80]!r}")
+    return cls(**body)
+
+
+def send(conn: Any, msg: Message) -> None:
+    """Send one message on a ``multiprocessing`` connection."""
+    conn.send_bytes(encode(msg))
+
+
+def recv(conn: Any) -> Message:
+    """Receive one message; raises ``EOFError``/``OSError`` when the other side is gone."""
+    return decode(conn.recv_bytes())

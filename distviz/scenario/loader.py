@@ -1,0 +1,429 @@
+"""The loader: a scenario file -> a validated, instrumented ``Scenario`` (pure).
+
+``load_scenario(path, overrides)`` reads the file (at most ``limits.MAX_FILE_BYTES``), reads
+the YAML with lines (``yaml_reader``), checks the top-level keys and each section (name, seed,
+params and ``--set`` overrides, workers, backward passes), parses every program, checks each
+one against the scenario language (``checker``) with the names the others define, and
+instruments the checked trees (``instrument``). Every problem is a ``ScenarioError``.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from distviz import lang
+from distviz.errors import ScenarioError
+from distviz.limits import MAX_FILE_BYTES, MAX_WORKERS
+from distviz.scenario.checker import Checker
+from distviz.scenario.instrument import instrument
+from distviz.scenario.messages import kind, suggest
+from distviz.scenario.model import PassSpec, Program, Scenario
+from distviz.scenario.yaml_reader import Y, YamlReader
+
+__all__ = ["load_scenario", "load_scenario_text"]
+
+TOP_KEYS = ("name", "description", "workers", "seed", "params", "code", "main", "backward")
+REQUIRED_KEYS = ("name", "workers", "main", "backward")
+WORKER_KEYS = ("init",)
+PASS_KEYS = ("roots", "retain_graph")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class _Loader:
+    """Raises ``ScenarioError`` for one file; reads strings and programs from YAML values."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, line: int | None, key: str | None, message: str) -> NoReturn:
+        raise ScenarioError(message, path=self.path, line=line, key=key)
+
+    def string(self, y: Y, key: str, *, allow_empty: bool = False) -> str:
+        if not isinstance(y.value, str):
+            self.error(y.line, key, f"expected a string, found {kind(y.value)}")
+        if not allow_empty and not y.value.strip():
+            self.error(y.line, key, "expected a non-empty string")
+        return y.value
+
+    def parse_program(self, y: Y, key: str) -> tuple[str, int, ast.Module]:
+        if not isinstance(y.value, str):
+            self.error(y.line, key, f"expected the program as a string (write '{key.split('.')[-1]}"
+                                    f": |' and indent the lines below it), found "
+                                    f"{kind(y.value)}")
+        source = y.value
+        if not source.strip():
+            self.error(y.line, key, "the program is empty")
+        first = y.line + 1 if y.style in ("|", ">") else y.line
+        try:
+            tree = ast.parse(source, filename=self.path, mode="exec")
+        except SyntaxError as exc:
+            offset = (exc.lineno or 1) - 1
+            lines = source.splitlines()
+            text = lines[offset].strip() if 0 <= offset < len(lines) else ""
+            near = f" in '{text[:60]}'" if text else ""
+            msg = exc.msg or "invalid syntax"
+            detail = msg if msg.startswith("invalid syntax") else f"invalid syntax: {msg}"
+            self.error(first + offset, key, f"{detail}{near}")
+        except (ValueError, RecursionError, MemoryError) as exc:
+            self.error(first, key, f"cannot parse the program: {exc}")
+        ast.increment_lineno(tree, first - 1)
+        return source, first, tree
+
+    def program(self, source: str, first: int, key: str, tree: ast.Module) -> Program:
+        tree = instrument(tree)
+        program = Program(source=source, first_line=first, key=key, path=self.path, tree=tree)
+        try:
+            program.compile()
+        except SyntaxError as exc:
+            self.error(exc.lineno, key, f"invalid syntax: {exc.msg}")
+        except (ValueError, RecursionError, MemoryError) as exc:
+            self.error(first, key, f"cannot compile the program: {exc}")
+        return program
+
+
+def _checked_name(loader: _Loader, y: Y, key: str, what: str) -> str:
+    if not isinstance(y.value, str):
+        loader.error(y.line, key, f"{what} names must be strings, found {y.value!r} "
+                                  f"({kind(y.value)})")
+    name = y.value
+    if not _IDENT.match(name) or keyword.iskeyword(name):
+        loader.error(y.line, key, f"invalid {what} name '{name}': use letters, digits and _ "
+                                  "(not starting with a digit)")
+    return name
+
+
+def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None]]:
+    workers: list[str] = []
+    inits: dict[str, Y | None] = {}
+    if isinstance(y.value, list):
+        for item in y.value:
+            name = _checked_name(loader, item, "workers", "worker")
+            if name in workers:
+                loader.error(item.line, "workers", f"duplicate worker name '{name}'")
+            workers.append(name)
+            inits[name] = None
+    elif isinstance(y.value, dict):
+        for name, spec in y.value.items():
+            line = y.key_lines[name]
+            _checked_name(loader, Y(name, line), "workers", "worker")
+            workers.append(name)
+            key = f"workers.{name}"
+            if spec.value is None:
+                inits[name] = None
+                continue
+            if not isinstance(spec.value, dict):
+                loader.error(spec.line, key, f"expected {{init: <program>}} or nothing, found "
+                                             f"{kind(spec.value)}")
+            for k in spec.value:
+                if k not in WORKER_KEYS:
+                    loader.error(spec.key_lines[k], key, f"unknown key '{k}'"
+                                                         f"{suggest(k, WORKER_KEYS)}; a worker "
+                                                         "may only have 'init'")
+            init = spec.value.get("init")
+            inits[name] = None if init is None or init.value is None else init
+    else:
+        loader.error(y.line, "workers", "expected a list of worker names like [worker0, "
+                                        "worker1] or a mapping name -> {init: ...}, found "
+                                        f"{kind(y.value)}")
+    if not workers:
+        loader.error(y.line, "workers", "at least one worker is needed")
+    if len(workers) > MAX_WORKERS:
+        loader.error(y.line, "workers", f"{len(workers)} workers declared; at most "
+                                        f"{MAX_WORKERS} are allowed")
+    return workers, inits
+
+
+_PARAM_TYPES = (bool, int, float, str)
+
+
+def _load_params(loader: _Loader, y: Y | None) -> dict[str, int | float | bool | str]:
+    if y is None or y.value is None:
+        return {}
+    if not isinstance(y.value, dict):
+        loader.error(y.line, "params", f"expected a mapping name -> default value, found "
+                                       f"{kind(y.value)}")
+    params: dict[str, int | float | bool | str] = {}
+    for name, value in y.value.items():
+        line = y.key_lines[name]
+        key = f"params.{name}"
+        _checked_name(loader, Y(name, line), key, "param")
+        if (name in lang.RESERVED_NAMES or name in lang.FORBIDDEN_NAMES
+                or name.startswith("__") or name.startswith("_dv")):
+            loader.error(line, key, f"'{name}' is a reserved name; choose another param name")
+        if not isinstance(value.value, _PARAM_TYPES):
+            loader.error(value.line, key, f"a param default must be an integer, number, "
+                                          f"true/false or string, found {kind(value.value)}")
+        params[name] = value.value
+    return params
+
+
+def _apply_overrides(path: str, params: dict[str, int | float | bool | str],
+                     overrides: Mapping[str, str]) -> dict[str, int | float | bool | str]:
+    out = dict(params)
+    for name, raw in overrides.items():
+        key = f"--set {name}={raw}"
+        if name not in params:
+            declared = (f"params: {', '.join(params)}" if params
+                        else f"{path} declares no params")
+            raise ScenarioError(f"no param '{name}' in this scenario{suggest(name, params)}; "
+                                f"{declared}", key=key)
+        default = params[name]
+        text = str(raw).strip()
+        value: int | float | bool | str
+        if isinstance(default, bool):
+            lowered = text.lower()
+            if lowered in ("true", "yes", "on", "1"):
+                value = True
+            elif lowered in ("false", "no", "off", "0"):
+                value = False
+            else:
+                raise ScenarioError(f"expected true or false for param '{name}' "
+                                    f"(default {str(default).lower()})", key=key)
+        elif isinstance(default, int):
+            try:
+                value = int(text, 10)
+            except ValueError:
+                raise ScenarioError(f"expected an integer for param '{name}' (default "
+                                    f"{default})", key=key) from None
+        elif isinstance(default, float):
+            try:
+                value = float(text)
+            except ValueError:
+                raise ScenarioError(f"expected a number for param '{name}' (default "
+                                    f"{default})", key=key) from None
+        else:
+            value = str(raw)
+        out[name] = value
+    return out
+
+
+def _load_backward(loader: _Loader, y: Y, main_names: list[str]) -> list[PassSpec]:
+    usage = ("expected a list of root names like [loss] or a list of passes like "
+             "[{roots: [loss], retain_graph: true}, {roots: [loss]}]")
+    if not isinstance(y.value, list):
+        loader.error(y.line, "backward", f"{usage}, found {kind(y.value)}")
+    items: list[Y] = y.value
+    if not items:
+        loader.error(y.line, "backward", "at least one root is needed, like [loss]")
+    if all(isinstance(item.value, str) for item in items):
+        roots = _load_roots(loader, items, "backward", main_names)
+        return [PassSpec(roots=roots, retain_graph=False, line=y.line)]
+    passes: list[PassSpec] = []
+    for index, item in enumerate(items):
+        key = f"backward[{index}]"
+        if not isinstance(item.value, dict):
+            loader.error(item.line, key, f"{usage}; do not mix the two forms, found "
+                                         f"{kind(item.value)}")
+        spec: dict[str, Y] = item.value
+        for k in spec:
+            if k not in PASS_KEYS:
+                loader.error(item.key_lines[k], key, f"unknown key '{k}'"
+                                                     f"{suggest(k, PASS_KEYS)}; a pass has "
+                                                     "roots and retain_graph")
+        if "roots" not in spec:
+            loader.error(item.line, key, "missing key 'roots' (like {roots: [loss]})")
+        roots_y = spec["roots"]
+        if not isinstance(roots_y.value, list) or not roots_y.value:
+            loader.error(roots_y.line, f"{key}.roots", f"expected a non-empty list of root "
+                                                       f"names like [loss], found "
+                                                       f"{kind(roots_y.value)}")
+        roots = _load_roots(loader, roots_y.value, f"{key}.roots", main_names)
+        retain = spec.get("retain_graph")
+        if retain is not None and not isinstance(retain.value, bool):
+            loader.error(retain.line, f"{key}.retain_graph", f"expected true or false, found "
+                                                             f"{kind(retain.value)}")
+        passes.append(PassSpec(roots=roots, retain_graph=bool(retain and retain.value),
+                               line=item.line))
+    return passes
+
+
+def _load_roots(loader: _Loader, items: list[Y], key: str, main_names: list[str]) -> list[str]:
+    roots: list[str] = []
+    for item in items:
+        if not isinstance(item.value, str):
+            loader.error(item.line, key, f"root names must be strings, found {kind(item.value)}")
+        name = item.value
+        if name not in main_names:
+            loader.error(item.line, key, f"unknown root '{name}': roots must be names assigned "
+                                         f"in main{suggest(name, main_names)}")
+        if name in roots:
+            loader.error(item.line, key, f"root '{name}' is listed twice")
+        roots.append(name)
+    return roots
+
+
+def _read_text(path: str) -> str:
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise ScenarioError(f"the file is {size:,} bytes; scenarios are at most "
+                                f"{MAX_FILE_BYTES:,} bytes", path=path)
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise ScenarioError("no such scenario file", path=path) from None
+    except IsADirectoryError:
+        raise ScenarioError("is a directory, not a scenario file", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                            path=path) from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read the scenario: {exc.strerror or exc}",
+                            path=path) from None
+
+
+def load_scenario(path: str | os.PathLike[str],
+                  overrides: Mapping[str, str] | None = None) -> Scenario:
+    """Read, validate and instrument a scenario file.
+
+    ``overrides`` maps declared param names to text values (``--set micro=200``), parsed to the
+    type of the param's default. Returns a ``Scenario``. Raises ``ScenarioError`` (one line:
+    ``file:line key: message``, exit code 2) for anything wrong: unreadable file, YAML syntax,
+    duplicate/unknown/missing keys, wrong types, program syntax, anything outside the scenario
+    language, unknown names/workers/functions/roots, bad ``--set`` values. Never raises
+    anything else, even on pathological input.
+    """
+    spath = os.fspath(path)
+    return _guarded(spath, lambda: _read_text(spath), overrides)
+
+
+def load_scenario_text(text: str, path: str = "<scenario>",
+                       overrides: Mapping[str, str] | None = None) -> Scenario:
+    """Like ``load_scenario`` for text already in memory; ``path`` is used in messages."""
+    return _guarded(path, lambda: text, overrides)
+
+
+def _guarded(path: str, read: Callable[[], str],
+             overrides: Mapping[str, str] | None) -> Scenario:
+    """``_load`` with the interpreter's own limits turned into ``ScenarioError``s."""
+    try:
+        return _load(path, read(), dict(overrides or {}))
+    except ScenarioError:
+        raise
+    except RecursionError:
+        raise ScenarioError("the scenario is nested too deeply to check", path=path) from None
+    except MemoryError:
+        raise ScenarioError("the scenario is too large to check", path=path) from None
+
+
+@dataclass
+class _Parsed:
+    """Every program of a scenario, parsed (``(source, first line, tree)``), not yet checked."""
+
+    code: tuple[str, int, ast.Module] | None
+    inits: dict[str, tuple[str, int, ast.Module]]
+    main: tuple[str, int, ast.Module]
+
+
+def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
+    loader = _Loader(path)
+    top = _top_keys(loader, YamlReader(path).read(text))
+    name = loader.string(top["name"], "name")
+    description = ""
+    if "description" in top and top["description"].value is not None:
+        description = loader.string(top["description"], "description", allow_empty=True)
+    seed = _load_seed(loader, top.get("seed"))
+    params = _apply_overrides(path, _load_params(loader, top.get("params")), overrides)
+    workers, init_ys = _load_workers(loader, top["workers"])
+
+    # Parse every program first: checking needs the functions and worker state names.
+    parsed = _Parsed(
+        code=(loader.parse_program(top["code"], "code")
+              if "code" in top and top["code"].value is not None else None),
+        inits={w: loader.parse_program(y, f"workers.{w}.init")
+               for w, y in init_ys.items() if y is not None},
+        main=loader.parse_program(top["main"], "main"))
+    functions = _functions(loader, parsed.code, params)
+    worker_state, main_names = _check_programs(path, parsed, params, functions, workers)
+    passes = _load_backward(loader, top["backward"], main_names)
+
+    code = loader.program(*parsed.code[:2], "code", parsed.code[2]) if parsed.code else None
+    worker_init: dict[str, Program | None] = {w: None for w in workers}
+    for worker, (source, first, tree) in parsed.inits.items():
+        worker_init[worker] = loader.program(source, first, f"workers.{worker}.init", tree)
+    main = loader.program(parsed.main[0], parsed.main[1], "main", parsed.main[2])
+    return Scenario(path=path, name=name, description=description, workers=workers,
+                    initiator=workers[0], worker_init=worker_init, code=code, main=main,
+                    passes=passes, params=params, seed=seed, functions=functions,
+                    raw_text=text, worker_state=worker_state)
+
+
+def _top_keys(loader: _Loader, root: Y | None) -> dict[str, Y]:
+    """The top-level mapping: only known keys, every required key."""
+    if root is None:
+        loader.error(1, None, "the scenario file is empty; expected the keys name, workers, "
+                              "main and backward")
+    if not isinstance(root.value, dict):
+        loader.error(root.line, None, f"a scenario is a mapping of keys (name, workers, main, "
+                                      f"backward, ...), found {kind(root.value)}")
+    top: dict[str, Y] = root.value
+    for key in top:
+        if key not in TOP_KEYS:
+            loader.error(root.key_lines[key], key, f"unknown key '{key}'"
+                                                   f"{suggest(key, TOP_KEYS)}; keys: "
+                                                   f"{', '.join(TOP_KEYS)}")
+    for key in REQUIRED_KEYS:
+        if key not in top:
+            loader.error(root.line, None, f"missing required key '{key}'; a scenario needs "
+                                          f"{', '.join(REQUIRED_KEYS)}")
+    return top
+
+
+def _load_seed(loader: _Loader, y: Y | None) -> int:
+    if y is None:
+        return 0
+    if isinstance(y.value, bool) or not isinstance(y.value, int):
+        loader.error(y.line, "seed", f"expected an integer, found {kind(y.value)}")
+    if not 0 <= y.value < 2**63:
+        loader.error(y.line, "seed", "expected an integer between 0 and 2**63 - 1")
+    return y.value
+
+
+def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
+               params: Mapping[str, Any]) -> list[str]:
+    """The names ``def``-ined at the top level of ``code``, in order."""
+    functions: list[str] = []
+    for stmt in code[2].body if code is not None else ():
+        if isinstance(stmt, ast.FunctionDef):
+            if stmt.name in functions:
+                loader.error(stmt.lineno, "code", f"function '{stmt.name}' is defined twice")
+            if (stmt.name in lang.RESERVED_NAMES or stmt.name in lang.FORBIDDEN_NAMES
+                    or stmt.name in params or stmt.name.startswith("_")):
+                loader.error(stmt.lineno, "code", f"cannot define a function named "
+                                                  f"'{stmt.name}': it is a reserved or "
+                                                  "param name")
+            functions.append(stmt.name)
+    return functions
+
+
+def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], functions: list[str],
+                    workers: list[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """Check every program; return the names each worker's init sets and those main sets.
+
+    Order: each ``init`` (it sees params and functions), then ``code`` (it also sees every
+    worker's state), then ``main`` (it sees the initiator's state).
+    """
+    common: dict[str, Any] = {"params": params, "functions": functions, "workers": workers}
+    worker_state: dict[str, list[str]] = {w: [] for w in workers}
+    for worker, (_, _, tree) in parsed.inits.items():
+        checker = Checker(path, f"workers.{worker}.init", "init", state=(), elsewhere={},
+                          **common)
+        checker.check_module(tree)
+        worker_state[worker] = checker.assigned
+    all_state = {n for names in worker_state.values() for n in names}
+    if parsed.code is not None:
+        Checker(path, "code", "code", state=all_state, elsewhere={}, **common) \
+            .check_module(parsed.code[2])
+    initiator = workers[0]
+    elsewhere = {n: w for w in workers[1:] for n in worker_state[w]
+                 if n not in worker_state[initiator]}
+    main_checker = Checker(path, "main", "main", state=worker_state[initiator],
+                           elsewhere=elsewhere, **common)
+    main_checker.check_module(parsed.main[2])
+    return worker_state, main_checker.assigned

@@ -1,0 +1,219 @@
+"""The import graph of ``distviz``: no cycles, torch on its side.
+
+Pure and fast: every module is read with ``ast``, never imported. An import counts wherever it
+is written, at the top of a module or inside a function (an import inside a function hides a
+cycle from Python until the function runs, not from this test); only imports under
+``if TYPE_CHECKING:``, which never run, are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "distviz"
+
+#: Cycles that exist and are being removed; the test fails when one disappears, so that the
+#: entry goes with it. The replay engine calls the hang diagnosis in the middle of a simulation.
+KNOWN_CYCLES = {"distviz.replay.fast -> distviz.replay.hang -> distviz.replay.fast"}
+
+#: Modules that may import torch: the recorder and the runner's worker side.
+TORCH_SIDE = ("distviz.recorder", "distviz.runner.")
+#: Runner modules the parent loads, which must never import torch (it forks the workers from
+#: a fork server that imports torch once).
+TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol"}
+#: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
+#: a fraction of a second, and ``distviz.load`` works without torch installed.
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.parent", "distviz.runner.worker"}
+
+
+@dataclass(frozen=True)
+class Import:
+    """``source`` imports ``target`` (a distviz module or ``torch``); ``at_load``: the import
+    runs when ``source`` is loaded (not inside a function)."""
+
+    source: str
+    target: str
+    at_load: bool
+    line: int
+
+
+def _module_names() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _module_names()
+
+
+def _resolve(name: str) -> str | None:
+    """The distviz module ``name`` loads (``torch`` for any torch module), or ``None``."""
+    if name == "torch" or name.startswith("torch."):
+        return "torch"
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [t for a in node.names if (t := _resolve(a.name)) is not None]
+    base = node.module or ""
+    if node.level:
+        package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}" if base else package
+    out = []
+    for alias in node.names:  # ``from distviz.render import dot`` imports a submodule
+        target = _resolve(f"{base}.{alias.name}") if f"{base}.{alias.name}" in MODULES \
+            else _resolve(base)
+        if target is not None:
+            out.append(target)
+    return out
+
+
+def _imports(module: str) -> list[Import]:
+    """Every import of a distviz module or of torch written in ``module``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    out: list[Import] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, True)]
+    while stack:
+        node, at_load = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend((child, at_load) for child in node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.extend(Import(module, t, at_load, node.lineno) for t in _targets(node, module)
+                       if t != module)
+        inner = at_load and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.Lambda))
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return sorted(out, key=lambda i: (i.line, i.target))
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _edges() -> dict[str, list[str]]:
+    return {m: sorted({i.target for i in GRAPH[m] if i.target in MODULES}) for m in MODULES}
+
+
+def _cycles(edges: dict[str, list[str]]) -> list[list[str]]:
+    """The import cycles: strongly connected components of more than one module (Tarjan's
+    algorithm, iterative), each as a path that starts and ends at its first module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work: list[tuple[str, int]] = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            if i < len(edges[node]):
+                work.append((node, i + 1))
+                nxt = edges[node][i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return [_path(c, edges) for c in sorted(components)]
+
+
+def _path(component: list[str], edges: dict[str, list[str]]) -> list[str]:
+    """The shortest cycle through ``component``'s first module (breadth-first)."""
+    start = component[0]
+    came: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in edges[node]:
+                if nxt == start:
+                    chain = [node]
+                    while chain[-1] != start:
+                        chain.append(came[chain[-1]])
+                    return [*reversed(chain), start]
+                if nxt in component and nxt not in came:
+                    came[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")  # pragma: no cover
+
+
+def _pretty(path: list[str]) -> str:
+    return " -> ".join(path)
+
+
+def test_the_graph_is_read_from_every_module() -> None:
+    # the walk sees imports inside functions and relative imports
+    assert "distviz.scenario.loader" in {i.target for i in GRAPH["distviz.scenario"]}
+    assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker"])
+    assert any(i.target == "distviz.recorder" and not i.at_load for i in GRAPH["distviz"])
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    cycles = {_pretty(c) for c in _cycles(_edges())}
+    unexpected = sorted(cycles - KNOWN_CYCLES)
+    assert not unexpected, ("import cycles (imports inside functions count):\n"
+                            + "\n".join(unexpected))
+    gone = sorted(KNOWN_CYCLES - cycles)
+    assert not gone, f"these cycles are gone: remove them from KNOWN_CYCLES: {gone}"
+
+
+def test_the_cycle_finder_names_each_cycle_once_shortest_first() -> None:
+    edges = {"a": ["b"], "b": ["c", "d"], "c": ["a"], "d": ["b"], "e": ["e", "a"]}
+    assert _cycles(edges) == [["a", "b", "c", "a"]]
+    assert _cycles({"x": ["y"], "y": []}) == []
+
+
+def test_only_the_recorder_and_the_runner_import_torch() -> None:
+    importers = {m for m, imports in GRAPH.items() if any(i.target == "torch" for i in imports)}
+    allowed = {m for m in MODULES if m.startswith(TORCH_SIDE)} - TORCH_FREE_RUNNER
+    assert importers <= allowed, sorted(importers - allowed)
+    assert "distviz.recorder" in importers
+
+
+def test_loading_the_cli_or_the_parent_never_loads_torch() -> None:
+    for start in sorted(TORCH_FREE_AT_LOAD):
+        seen = {start: [start]}
+        todo = [start]
+        while todo:
+            module = todo.pop()
+            for imp in GRAPH[module]:
+                if not imp.at_load or imp.target in seen:
+                    continue
+                seen[imp.target] = [*seen[module], imp.target]
+                assert imp.target != "torch", (
+                    f"importing {start} loads torch: {_pretty(seen[imp.target])}")
+                todo.append(imp.target)
