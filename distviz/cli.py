@@ -6,6 +6,7 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ from distviz.limits import (
     EXIT_OK,
     EXIT_RUN_FAILED,
 )
-from distviz.trace import Trace, write_atomic
+from distviz.trace import STDOUT, Trace, is_stream, write_atomic
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
@@ -161,10 +162,12 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
             write_atomic(path, source)
         elif fmt in ("svg", "png"):
             assert source is not None
-            dot_path = path.with_suffix(".dot")
             try:
                 data = graphviz_backend.render(source, fmt)
             except RenderError as exc:
+                if is_stream(path):  # no file to put the DOT source beside
+                    raise
+                dot_path = path.with_suffix(".dot")
                 write_atomic(dot_path, source)
                 raise RenderError(f"{exc.message}; the DOT source was written to {dot_path}",
                                   path=str(path)) from None
@@ -183,6 +186,29 @@ def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
             write_atomic(path, json.dumps(to_perfetto(trace, rp)))
         written.append(str(path))
     return written
+
+
+def _is_stdout(path: Path) -> bool:
+    """``-``, or a path that names this process's standard output (``/dev/stdout``)."""
+    if str(path) == STDOUT:
+        return True
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file; stdout has no descriptor
+        return False
+
+
+def _stdout_flags(outputs: dict[str, Path | None], as_json: bool = False) -> list[str]:
+    """The flags among ``outputs`` that write to standard output; at most one may, and not
+    with ``--json``. Raises ``UsageError`` otherwise."""
+    flags = [flag for flag, path in outputs.items() if path is not None and _is_stdout(path)]
+    if len(flags) > 1:
+        raise UsageError(f"{' and '.join(flags)} all write to standard output; give all but "
+                         "one of them a file name")
+    if flags and as_json:
+        raise UsageError(f"{flags[0]} {outputs[flags[0]]} cannot be used with --json: both "
+                         "write to standard output")
+    return flags
 
 
 def _guard(fn: Any) -> Any:
@@ -260,6 +286,7 @@ class _View:
     start: int | None
     end: int | None
     pictures: dict[str, Path | None]
+    report_to_stderr: bool = False  # a file goes to standard output
 
 
 @app.command()
@@ -300,6 +327,9 @@ def run(
     from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario
 
+    # data on standard output moves the text report to stderr
+    data_on_stdout = _stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
+                                    "--html": html, "--perfetto": perfetto}, as_json)
     sc = load_scenario(str(scenario), _parse_sets(sets))
     opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
                       confirm_hang=confirm_hang, startup_timeout=startup_timeout,
@@ -312,7 +342,7 @@ def run(
     trace = _run_trace(sc, result, mode, out_path)
     view = _View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
-                           "perfetto": perfetto})
+                           "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
     raise typer.Exit(_finish_run(trace, mode, out_path, view))
 
 
@@ -389,19 +419,20 @@ def _finish_run(trace: Trace, mode: str, out_path: Path, view: _View) -> int:
     if view.as_json:
         print(json.dumps(_report(trace, rp, agreement, str(out_path)), indent=1))
         return _exit_code(trace, rp, agreement)
-    out = _out()
-    out.print(terminal.render_summary(trace))
-    show_log = view.log if view.log is not None else len(rp.events) <= 400
-    _show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
-          end=view.end, log=show_log or view.step)
-    if not show_log and not view.step:
-        out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
-                  markup=False)
-        out.print(rp.summary(), markup=False)
-        out.print(agreement.get("text", ""), markup=False)
-    for line in _real_lines(trace):
-        out.print(line, markup=False)
-    out.print(f"trace written to {out_path}", markup=False)
+    with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
+        out = _out()
+        out.print(terminal.render_summary(trace))
+        show_log = view.log if view.log is not None else len(rp.events) <= 400
+        _show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
+              end=view.end, log=show_log or view.step)
+        if not show_log and not view.step:
+            out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
+                      markup=False)
+            out.print(rp.summary(), markup=False)
+            out.print(agreement.get("text", ""), markup=False)
+        for line in _real_lines(trace):
+            out.print(line, markup=False)
+        out.print(f"trace written to {out_path}", markup=False)
     return _exit_code(trace, rp, agreement)
 
 
@@ -547,6 +578,9 @@ def export(
             raise UsageError(f"--frames cannot be used with --format {fmt}; use svg, png or dot")
         from distviz.render import dot as dotmod
         from distviz.render import graphviz_backend
+        if frames.exists() and not frames.is_dir():
+            raise UsageError(f"--frames {frames}: not a folder; give a folder to write one "
+                             "file per step into")
         frames.mkdir(parents=True, exist_ok=True)
         n = 0
         for k, source in dotmod.frames(trace, rp, full=full):
@@ -562,7 +596,10 @@ def export(
     target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
     agreement = _agreement(trace, rp)
     _write_pictures(trace, rp, agreement, {fmt: target}, step=step, full=full)
-    _out().print(f"wrote {target}", markup=False)
+    if _stdout_flags({"-o": target}):
+        print(f"wrote {fmt} to standard output", file=sys.stderr)
+    else:
+        _out().print(f"wrote {target}", markup=False)
 
 
 @app.command()

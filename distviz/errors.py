@@ -51,6 +51,12 @@ class UsageError(DistvizError):
     exit_code = limits.EXIT_BAD_INPUT
 
 
+class OutputError(DistvizError):
+    """A file distviz was asked to write is a folder or another thing it will not replace."""
+
+    exit_code = 2
+
+
 class RunError(DistvizError):
     """A run failed at run time: an op raised in the forward pass, a worker died, start-up failed."""
 

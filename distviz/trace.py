@@ -15,16 +15,19 @@ from __future__ import annotations
 import gc
 import json
 import os
+import stat
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distviz.errors import TraceError
+from distviz.errors import OutputError, TraceError
 
 SCHEMA_VERSION = 1
 ACCUMULATE_GRAD_SEQ = 2**64 - 1
 KINDS = ("op", "send", "recv", "accumulate_grad")
+STDOUT = "-"  # the output path that means standard output
 
 
 def message_label(msg_id: int) -> str:
@@ -190,9 +193,12 @@ class Trace:
         return head[:-1] + ',"nodes":[\n' + body + "\n]}\n"
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the trace atomically (temporary file in the same folder, then rename).
+        """Write the trace with ``write_atomic``: a regular file atomically (temporary file in
+        the same folder, then rename), ``-`` to standard output, ``/dev/null`` or a FIFO
+        straight into it.
 
-        Returns the path written. Raises ``OSError`` when the folder is not writable.
+        Returns the path written. Raises ``OutputError`` for a folder and ``OSError`` when the
+        file or its folder is not writable.
         """
         return write_atomic(Path(path), self.dumps())
 
@@ -202,18 +208,77 @@ class Trace:
         return _parse_trace(obj, source)
 
 
-def write_atomic(path: Path, text: str | bytes) -> Path:
-    """Write ``text`` (or bytes) to ``path`` through a temporary file and ``os.replace``, so a
-    reader never sees half a file; returns ``path``."""
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write ``text`` (or bytes) to ``path`` so that a reader never sees half a file, without
+    ever replacing anything but a regular file; returns ``path``.
+
+    * ``-``: standard output.
+    * a regular file, or a path that does not exist yet (missing folders are made): a temporary
+      file in the same folder, ``fsync``, then ``os.replace``; an existing file keeps its mode.
+    * a symbolic link: its final target is written that way; the link stays a link.
+    * a character device or a FIFO (``/dev/null``, a terminal, a named pipe): written straight
+      into, never replaced.
+
+    Raises ``OutputError`` (exit code 2) for a folder or another kind of file (a block device, a
+    socket), and ``OSError`` when the file or its folder cannot be written.
+    """
+    data = text.encode("utf-8") if isinstance(text, str) else text
     path = Path(path)
+    if os.fspath(path) == STDOUT:
+        _write_stdout(data)
+        return path
+    try:
+        st: os.stat_result | None = os.stat(path)  # follows symbolic links
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            with open(path, "wb") as fh:
+                fh.write(data)
+            return path
+        kind = ("is a folder" if stat.S_ISDIR(st.st_mode) else
+                "is not a regular file, a character device or a FIFO")
+        raise OutputError(f"{kind}; give the name of a file to write (or - for standard "
+                          "output)", path=os.fspath(path))
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    _replace(target, data, None if st is None else stat.S_IMODE(st.st_mode))
+    return path
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Return True when ``write_atomic`` writes ``path`` straight into a stream (``-``, a
+    character device such as ``/dev/null``, a FIFO) rather than into a file it replaces."""
+    if os.fspath(path) == STDOUT:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:  # a text-only stream (a redirected sys.stdout)
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+
+
+def _replace(path: Path, data: bytes, mode: int | None) -> None:
+    """Write ``data`` into a temporary file beside ``path``, then ``os.replace`` it."""
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        data = text.encode("utf-8") if isinstance(text, str) else text
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -225,7 +290,6 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
         except OSError:
             pass
         raise
-    return path
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
