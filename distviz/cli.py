@@ -33,16 +33,7 @@ from distviz.trace import STDOUT, Trace, is_stream, write_atomic
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
-                       "Example:\n\n  distviz run scenarios/design_note.yaml")
-
-def _scenario_dir() -> Path:
-    """The shipped scenarios: beside the package in a checkout, else ``./scenarios``."""
-    beside = Path(__file__).resolve().parent.parent / "scenarios"
-    return beside if beside.is_dir() else Path("scenarios")
-
-
-SCENARIO_DIR = _scenario_dir()
-
+                       "Example:\n\n  distviz run design_note")
 
 def _out() -> Console:
     return Console(highlight=False, soft_wrap=True)
@@ -255,7 +246,8 @@ FromOpt = Annotated[int | None, typer.Option("--from", help="First step to print
 ToOpt = Annotated[int | None, typer.Option("--to", help="Last step to print.")]
 
 # -- the options of `run` (defaults from distviz.limits) ----------------------------------------
-ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML file.")]
+ScenarioArg = Annotated[Path, typer.Argument(
+    metavar="SCENARIO", help="Scenario YAML file, or the name of a shipped scenario (distviz scenarios).")]
 TraceOut = Annotated[Path | None, typer.Option("-o", "--output", help="Trace file to write (default: <name>.trace.json).")]
 InteropThreads = Annotated[int, typer.Option("--interop-threads", help="Inter-op threads per worker; 1 makes the order predictable.")]
 HangTimeout = Annotated[float, typer.Option("--hang-timeout", help="Seconds before a real backward counts as hung.")]
@@ -322,15 +314,16 @@ def run(
 
     Example:
 
-      distviz run scenarios/pipeline.yaml --set micro=8 -o pipeline.trace.json
+      distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
     from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario
+    from distviz.shipped import resolve_scenario
 
     # data on standard output moves the text report to stderr
     data_on_stdout = _stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
                                     "--html": html, "--perfetto": perfetto}, as_json)
-    sc = load_scenario(str(scenario), _parse_sets(sets))
+    sc = load_scenario(str(resolve_scenario(str(scenario))), _parse_sets(sets))
     opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
                       confirm_hang=confirm_hang, startup_timeout=startup_timeout,
                       forward_timeout=forward_timeout, max_numel=max_numel,
@@ -466,17 +459,18 @@ def _real_lines(trace: Trace) -> list[str]:
 @app.command()
 @_guard
 def check(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+    scenario: ScenarioArg,
     sets: Sets = None,
 ) -> None:
     """Validate a scenario without starting any worker.
 
     Example:
 
-      distviz check scenarios/pipeline.yaml --set micro=200
+      distviz check pipeline --set micro=200
     """
     from distviz.scenario import load_scenario
-    sc = load_scenario(str(scenario), _parse_sets(sets))
+    from distviz.shipped import resolve_scenario
+    sc = load_scenario(str(resolve_scenario(str(scenario))), _parse_sets(sets))
     _out().print(f"{scenario}: ok ({sc.name}: {len(sc.workers)} workers, "
                  f"{len(sc.passes)} backward pass{'es' if len(sc.passes) != 1 else ''})",
                  markup=False)
@@ -485,7 +479,7 @@ def check(
 @app.command()
 @_guard
 def scenarios() -> None:
-    """List the shipped scenarios with their descriptions.
+    """List the shipped scenarios; run one by name from any folder.
 
     Example:
 
@@ -494,18 +488,24 @@ def scenarios() -> None:
     from rich.table import Table
 
     from distviz.scenario import load_scenario
+    from distviz.shipped import scenario_dir, shipped_scenarios
+    found = shipped_scenarios()
+    if not found:
+        raise UsageError(f"no shipped scenarios in {scenario_dir()}; reinstall distviz")
     table = Table(box=None, pad_edge=False)
-    table.add_column("file", no_wrap=True)
+    table.add_column("name", no_wrap=True)
     table.add_column("workers", justify="right", no_wrap=True)
     table.add_column("description", overflow="fold")
-    for path in sorted(SCENARIO_DIR.glob("*.yaml")):
+    for name, path in found.items():
         try:
             sc = load_scenario(str(path))
-            table.add_row(str(path.relative_to(SCENARIO_DIR.parent)), str(len(sc.workers)),
-                          sc.description)
+            table.add_row(name, str(len(sc.workers)), sc.description)
         except DistvizError as exc:
-            table.add_row(path.name, "?", f"invalid: {exc.one_line()}")
-    _out().print(table)
+            table.add_row(name, "?", f"invalid: {exc.one_line()}")
+    out = _out()
+    out.print(table)
+    out.print(f"run one with: distviz run NAME (the files are in {scenario_dir()})",
+              markup=False)
 
 
 @app.command()

@@ -23,11 +23,13 @@ import typer.main
 from typer.testing import CliRunner
 
 from distviz.cli import app
+from distviz.errors import ScenarioError
 from distviz.limits import EXIT_CODES
 from distviz.replay.agreement import compare, smart_report
 from distviz.replay.fast import replay
 from distviz.replay.model import ACTIONS
 from distviz.scenario import load_scenario
+from distviz.shipped import resolve_scenario
 from distviz.trace import KINDS, BackwardPass, Node, RpcCall, Trace, loads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,8 +193,14 @@ def _problems(argv: list[str]) -> list[str]:
     if len(positional) > n_args:
         problems.append(f"distviz {name} takes {n_args} argument(s), found {positional}")
     if name in ("run", "check") and positional and "--help" not in argv:
-        path = ROOT / positional[0]
-        if positional[0].startswith("scenarios/") and path.is_file():
+        arg = positional[0]
+        path: Path | None = ROOT / arg if arg.startswith("scenarios/") else None
+        if re.fullmatch(r"[a-z0-9_-]+", arg):               # a shipped scenario's name
+            try:
+                path = resolve_scenario(arg)
+            except ScenarioError as exc:
+                problems.append(f"no shipped scenario {arg!r}: {exc}")
+        if path is not None and path.is_file():
             try:
                 load_scenario(path, sets)
             except Exception as exc:  # noqa: BLE001 - the message is the point
