@@ -54,7 +54,7 @@ class UsageError(DistvizError):
 class OutputError(DistvizError):
     """A file distviz was asked to write is a folder or another thing it will not replace."""
 
-    exit_code = 2
+    exit_code = limits.EXIT_BAD_INPUT
 
 
 class RunError(DistvizError):
