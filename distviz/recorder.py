@@ -43,7 +43,8 @@ class _WorkerRecord:
     ids: dict[Any, str] = field(default_factory=dict)       # node object -> id
     nodes: dict[str, Any] = field(default_factory=dict)     # id -> node object
     handles: list[Any] = field(default_factory=list)
-    events: list[tuple[str, int, int]] = field(default_factory=list)
+    events: list[tuple[str, int, int]] = field(default_factory=list)   # pre-hooks
+    ends: list[tuple[str, int, int]] = field(default_factory=list)     # post-hooks
     shapes: dict[str, list[list[int]] | None] = field(default_factory=dict)
 
 
@@ -246,13 +247,14 @@ def _thread_label(tid: int) -> str:
     return label
 
 
-def make_prehook(nid: str, events: list[Any]) -> Callable[[Any], None]:
+def make_prehook(nid: str, events: list[Any], sleep_s: float = 0.0) -> Callable[[Any], None]:
     """The pre-hook distviz puts on a node: one tuple append, nothing else (it runs on every
     node of the real backward, so it must be cheap). Records ``(node id, native thread id,
-    time_ns)``; thread names and gradient shapes (the node's input metadata, recorded with
-    the graph) are added later, in ``collect``."""
+    CLOCK_MONOTONIC ns)``; thread names and gradient shapes (the node's input metadata, recorded
+    with the graph) are added later, in ``collect``. ``sleep_s > 0`` (``--inject-delay recv=``)
+    then sleeps that long, so a ``RecvRpcBackward`` sends its gradient later."""
     append = events.append
-    now = time.time_ns
+    now = time.monotonic_ns
     tid = threading.get_native_id
     pinned = _PINNED
 
@@ -261,7 +263,52 @@ def make_prehook(nid: str, events: list[Any]) -> Callable[[Any], None]:
         if t not in pinned:
             _pin_thread_state(t)
         append((nid, t, now()))
-    return pre
+
+    def pre_sleep(grads: Any) -> None:
+        pre(grads)
+        time.sleep(sleep_s)
+    return pre_sleep if sleep_s > 0 else pre
+
+
+def make_posthook(nid: str, ends: list[Any], slow: float = 1.0) -> Callable[[Any, Any], None]:
+    """The post-hook: ``(node id, native thread id, CLOCK_MONOTONIC ns)`` when the node returns.
+
+    ``slow > 1`` (``--inject-delay worker1=3x``) first keeps the thread busy until the node has
+    taken ``slow`` times as long as it did (a busy loop, like a slower CPU), measured from its
+    pre-hook on the same thread; the recorded end is after that.
+    """
+    append = ends.append
+    now = time.monotonic_ns
+    tid = threading.get_native_id
+    if slow <= 1.0:
+        def post(grad_inputs: Any, grad_outputs: Any) -> None:
+            append((nid, tid(), now()))
+        return post
+    extra = slow - 1.0
+    starts = _STARTS
+
+    def post_slow(grad_inputs: Any, grad_outputs: Any) -> None:
+        t = tid()
+        t_end = now()
+        until = t_end + int(extra * (t_end - starts.get(t, t_end)))
+        while now() < until:
+            pass
+        append((nid, t, now()))
+    return post_slow
+
+
+_STARTS: dict[int, int] = {}   # native thread id -> start of the node it runs (slow injection)
+
+
+def _mark_start(nid: str) -> Callable[[Any], None]:
+    """A pre-hook that notes when a node starts on its thread (for ``make_posthook(slow=)``)."""
+    now = time.monotonic_ns
+    tid = threading.get_native_id
+    starts = _STARTS
+
+    def mark(grads: Any) -> None:
+        starts[tid()] = now()
+    return mark
 
 
 _PINNED: set[int] = set()
@@ -283,16 +330,24 @@ def _pin_thread_state(tid: int) -> None:
         pass
 
 
-def install_hooks(context_id: int) -> int:
-    """Put a pre-hook on every recorded node of ``context_id`` on this worker.
+def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None) -> int:
+    """Put a pre-hook and a post-hook on every recorded node of ``context_id`` on this worker.
 
-    Returns the number of nodes hooked. Events are read back with ``collect``. Only pre-hooks
-    are used: a node's duration is estimated from the next node that starts on the same thread
-    in the same call (see ``collect``).
+    Returns the number of nodes hooked. Events are read back with ``collect``. ``inject``
+    slows the backward down on purpose (``distviz run --inject-delay``): ``{"recv_s": 0.002}``
+    sleeps in every ``RecvRpcBackward`` before it sends its gradient; ``{"slow": {"worker1":
+    3.0}}`` makes every node of worker1 take 3 times as long.
     """
     rec = _RECORDS[context_id]
+    inject = inject or {}
+    recv_s = float(inject.get("recv_s") or 0.0)
+    slow = float((inject.get("slow") or {}).get(rec.worker, 1.0))
     for nid, fn in rec.nodes.items():
-        rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events)))
+        if slow > 1.0:   # first, so that the mark is made before the observing pre-hook
+            rec.handles.append(fn.register_prehook(_mark_start(nid)))
+        sleep_s = recv_s if fn.name().endswith("RecvRpcBackward") else 0.0
+        rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, sleep_s)))
+        rec.handles.append(fn.register_hook(make_posthook(nid, rec.ends, slow)))
     return len(rec.nodes)
 
 
@@ -306,18 +361,55 @@ def remove_hooks(context_id: int) -> None:
     rec.handles.clear()
 
 
+def _pair_ends(events: list[tuple[str, int, int]],
+               ends: list[tuple[str, int, int]]) -> list[int | None]:
+    """For each pre-hook event, the time of its post-hook (``None`` when the node raised).
+
+    Nodes on one thread never overlap, so the post-hook of a node is the next one on the same
+    thread with the same node id before that thread's next pre-hook.
+    """
+    merged = sorted([(t, 0, k, tid, nid) for k, (nid, tid, t) in enumerate(events)]
+                    + [(t, 1, k, tid, nid) for k, (nid, tid, t) in enumerate(ends)])
+    out: list[int | None] = [None] * len(events)
+    open_on: dict[int, tuple[int, str]] = {}
+    for t, is_end, k, tid, nid in merged:
+        if not is_end:
+            open_on[tid] = (k, nid)
+            continue
+        cur = open_on.pop(tid, None)
+        if cur is not None and cur[1] == nid:
+            out[cur[0]] = t
+    return out
+
+
+def clock_sample() -> tuple[str, int]:
+    """This host's boot id and its ``CLOCK_MONOTONIC`` now, in ns (for the clock offsets).
+
+    Processes on one host (one boot id) share ``CLOCK_MONOTONIC``; across hosts the initiator
+    estimates the offset from round trips of this call.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        boot = ""
+    return boot, time.monotonic_ns()
+
+
 def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
     """Return this worker's observed hook events and (optionally) its ``get_gradients`` by leaf id.
 
-    Events: ``[node id, thread label, time_ns, grad shapes]`` in the order they happened.
-    Gradients: ``{leaf node id: tensor}``.
+    Events: ``[node id, thread label, start ns, grad shapes, end ns or None]`` in the order
+    they started (``CLOCK_MONOTONIC``). Gradients: ``{leaf node id: tensor}``.
     """
     rec = _RECORDS.get(context_id)
     out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
     if rec is None:
         return out
-    out["events"] = [[nid, _thread_label(tid), t, rec.shapes.get(nid)]
-                     for nid, tid, t in list(rec.events)]
+    events = list(rec.events)
+    ends = _pair_ends(events, list(rec.ends))
+    out["events"] = [[nid, _thread_label(tid), t, rec.shapes.get(nid), end]
+                     for (nid, tid, t), end in zip(events, ends, strict=True)]
     if with_gradients:
         try:
             grads = dist_autograd.get_gradients(context_id)

@@ -107,12 +107,13 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     Returns the ``real`` section of the trace (outcome, error, events, gradients by leaf id) and,
     under ``"_grads"``, the gradient tensors for the reference comparison.
     """
+    inject = dict(options.inject)
     if options.observe:
-        _on_all(workers, me, rec.install_hooks, cid)
+        _on_all(workers, me, rec.install_hooks, cid, inject)
     hang_timeout = options.hang_timeout
     outcome, error = "completed", None
     windows: list[tuple[int, int]] = []
-    t0 = time.time_ns()
+    t0 = time.monotonic_ns()
     durations = []
     for i, p in enumerate(passes):
         box: dict[str, Any] = {}
@@ -123,11 +124,11 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
                 dist_autograd.backward(cid, rs, retain_graph=retain)
             except BaseException as exc:  # noqa: BLE001
                 out["exc"] = exc
-        start = time.time_ns()
+        start = time.monotonic_ns()
         th = threading.Thread(target=go, name=f"distviz-backward-{i}", daemon=True)
         th.start()
         th.join(hang_timeout)
-        end = time.time_ns()
+        end = time.monotonic_ns()
         windows.append((start, end))
         durations.append((end - start) / 1e9)
         if th.is_alive():
@@ -142,9 +143,18 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     real: dict[str, Any] = {"outcome": outcome, "error": error, "passes_run": len(windows),
                             "pass_seconds": durations, "interop_threads":
                             torch.get_num_interop_threads(), "events": [], "gradients": {},
-                            "unreachable": [], "hang_timeout_s": hang_timeout}
+                            "unreachable": [], "hang_timeout_s": hang_timeout,
+                            "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows]}
+    if options.observe:
+        real["durations"] = "measured"
+    if inject:
+        real["injected"] = dict(inject)
     got = _on_all(workers, me, rec.collect, cid, outcome != "hang",
                   timeout=limits.COLLECT_TIMEOUT)
+    offsets = _clock_offsets(workers, me, got) if outcome != "hang" else {}
+    real["clock"] = {"source": "CLOCK_MONOTONIC", "offsets_us": {
+        w: round(o / 1000.0, 3) for w, (o, _rtt) in sorted(offsets.items())},
+        "rtt_us": {w: round(rtt / 1000.0, 3) for w, (_o, rtt) in sorted(offsets.items())}}
     grads: dict[str, torch.Tensor] = {}
     events: list[dict[str, Any]] = []
     sends = set(send_ids)
@@ -155,7 +165,8 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
                                         if isinstance(piece, BaseException) else "no answer"})
             continue
         grads.update(piece["grads"])
-        events.extend(_pair_events(w, piece["events"], windows, t0, sends))
+        events.extend(_pair_events(w, piece["events"], windows, t0, sends,
+                                   offsets.get(w, (0, 0))[0]))
     events.sort(key=lambda e: (e["t_us"], e["worker"]))
     real["events"] = events
     for nid, g in sorted(grads.items()):
@@ -164,22 +175,63 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     return real
 
 
+def _clock_offsets(workers: list[str], me: str,
+                   got: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """``{worker: (offset ns, round trip ns)}`` for workers on another host than ``me``.
+
+    Workers on one host (one boot id) share ``CLOCK_MONOTONIC`` and need no offset. For the
+    others, the best of a few RPC round trips (NTP's estimate): the remote clock read halfway,
+    ``offset = remote - (sent + answered) / 2``, correct to half the round trip.
+    """
+    mine, _ = rec.clock_sample()
+
+    def measure() -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for w in workers:
+            if w == me or isinstance(got.get(w), BaseException) or got.get(w) is None:
+                continue
+            best: tuple[int, int] | None = None
+            for _ in range(5):
+                sent = time.monotonic_ns()
+                boot, remote = rpc.rpc_sync(w, rec.clock_sample, timeout=10.0)
+                answered = time.monotonic_ns()
+                if boot == mine and mine:
+                    break
+                sample = (remote - (sent + answered) // 2, answered - sent)
+                if best is None or sample[1] < best[1]:
+                    best = sample
+            if best is not None:
+                out[w] = best
+        return out
+    try:
+        return dict(_side(measure))
+    except Exception:  # noqa: BLE001 - a worker stopped answering: no offsets
+        return {}
+
+
 def _pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int]],
-                 t0: int, sends: set[str]) -> list[dict[str, Any]]:
-    """One event per node execution. Only pre-hooks are recorded, so a node's duration is the
-    time until the next node starts on the same thread in the same call (a send always starts a
-    new call); the last node of a call has no duration (``None``)."""
+                 t0: int, sends: set[str], offset: int = 0) -> list[dict[str, Any]]:
+    """One event per node execution, with its start and its duration measured from the
+    post-hook. Without a post-hook time (a node that raised, or an old worker), the duration is
+    estimated as the time until the next node started on the same thread in the same call (a
+    send always starts a new call); ``None`` for the last node of a call. ``offset`` (ns) is
+    the worker's clock minus the initiator's (0 on one host)."""
     out: list[dict[str, Any]] = []
     last_on: dict[str, dict[str, Any]] = {}
-    for nid, thread, t_ns, shapes in raw:
+    for item in raw:
+        nid, thread, t_ns, shapes = item[:4]
+        end_ns = item[4] if len(item) > 4 else None
+        t_ns -= offset
         pidx = 0
         for i, (s, _e) in enumerate(windows):
             if t_ns >= s:
                 pidx = i
-        ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": (t_ns - t0) / 1000.0,
-              "dur_us": None, "thread": thread, "grad_shapes": shapes}
+        ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": round((t_ns - t0) / 1000.0, 3),
+              "dur_us": None if end_ns is None else round((end_ns - offset - t_ns) / 1000.0, 3),
+              "thread": thread, "grad_shapes": shapes}
         prev = last_on.get(thread)
-        if prev is not None and nid not in sends and prev["pass"] == pidx:
+        if prev is not None and prev["dur_us"] is None and nid not in sends \
+                and prev["pass"] == pidx:
             prev["dur_us"] = max(ev["t_us"] - prev["t_us"], 0.0)
         last_on[thread] = ev
         out.append(ev)

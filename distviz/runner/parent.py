@@ -68,12 +68,16 @@ class RunOptions:
     reference: bool = True
     observe: bool = True
     keep_server: bool = False
+    # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
+    # "slow": {worker: factor}}; see ``distviz.recorder.install_hooks``
+    inject: dict[str, Any] = field(default_factory=dict)
 
     def worker_options(self) -> WorkerOptions:
         """The part of the options every worker needs."""
         return WorkerOptions(hang_timeout=self.hang_timeout, rpc_timeout=self.rpc_timeout,
                              max_numel=self.max_numel, max_steps=self.max_steps,
-                             reference=self.reference, observe=self.observe)
+                             reference=self.reference, observe=self.observe,
+                             inject=self.inject)
 
 
 @dataclass

@@ -37,6 +37,9 @@ class WorkerOptions:
     max_steps: int = limits.DEFAULT_MAX_STEPS
     reference: bool = True
     observe: bool = True
+    # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
+    # "slow": {worker: factor}}; see ``distviz.recorder.install_hooks``
+    inject: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
