@@ -247,12 +247,12 @@ def _thread_label(tid: int) -> str:
     return label
 
 
-def make_prehook(nid: str, events: list[Any], sleep_s: float = 0.0) -> Callable[[Any], None]:
+def make_prehook(nid: str, events: list[Any], delay_ns: int = 0) -> Callable[[Any], None]:
     """The pre-hook distviz puts on a node: one tuple append, nothing else (it runs on every
     node of the real backward, so it must be cheap). Records ``(node id, native thread id,
     CLOCK_MONOTONIC ns)``; thread names and gradient shapes (the node's input metadata, recorded
-    with the graph) are added later, in ``collect``. ``sleep_s > 0`` (``--inject-delay recv=``)
-    then sleeps that long, so a ``RecvRpcBackward`` sends its gradient later."""
+    with the graph) are added later, in ``collect``. ``delay_ns > 0`` (``--inject-delay recv=``)
+    then waits that long, so a ``RecvRpcBackward`` sends its gradient later."""
     append = events.append
     now = time.monotonic_ns
     tid = threading.get_native_id
@@ -264,18 +264,33 @@ def make_prehook(nid: str, events: list[Any], sleep_s: float = 0.0) -> Callable[
             _pin_thread_state(t)
         append((nid, t, now()))
 
-    def pre_sleep(grads: Any) -> None:
+    def pre_delay(grads: Any) -> None:
         pre(grads)
-        time.sleep(sleep_s)
-    return pre_sleep if sleep_s > 0 else pre
+        wait_until(now() + delay_ns)
+    return pre_delay if delay_ns > 0 else pre
+
+
+SPIN_NS = 100_000   # the last part of an injected delay is a busy loop: sleeps overshoot
+
+
+def wait_until(t_ns: int) -> None:
+    """Wait until ``CLOCK_MONOTONIC`` reaches ``t_ns``: sleep (the CPU stays free for the other
+    workers, as on a machine of its own), then a busy loop for the last ``SPIN_NS``."""
+    now = time.monotonic_ns
+    left = t_ns - now()
+    if left > 2 * SPIN_NS:
+        time.sleep((left - SPIN_NS) / 1e9)
+    while now() < t_ns:
+        pass
 
 
 def make_posthook(nid: str, ends: list[Any], slow: float = 1.0) -> Callable[[Any, Any], None]:
     """The post-hook: ``(node id, native thread id, CLOCK_MONOTONIC ns)`` when the node returns.
 
-    ``slow > 1`` (``--inject-delay worker1=3x``) first keeps the thread busy until the node has
-    taken ``slow`` times as long as it did (a busy loop, like a slower CPU), measured from its
-    pre-hook on the same thread; the recorded end is after that.
+    ``slow > 1`` (``--inject-delay worker1=3x``) first waits until the node has taken ``slow``
+    times as long as it did, measured from its pre-hook on the same thread (the extra time
+    comes after the node's own work: a message it sent has left); the recorded end is after
+    that.
     """
     append = ends.append
     now = time.monotonic_ns
@@ -290,9 +305,7 @@ def make_posthook(nid: str, ends: list[Any], slow: float = 1.0) -> Callable[[Any
     def post_slow(grad_inputs: Any, grad_outputs: Any) -> None:
         t = tid()
         t_end = now()
-        until = t_end + int(extra * (t_end - starts.get(t, t_end)))
-        while now() < until:
-            pass
+        wait_until(t_end + int(extra * (t_end - starts.get(t, t_end))))
         append((nid, t, now()))
     return post_slow
 
@@ -335,18 +348,18 @@ def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None) -> i
 
     Returns the number of nodes hooked. Events are read back with ``collect``. ``inject``
     slows the backward down on purpose (``distviz run --inject-delay``): ``{"recv_s": 0.002}``
-    sleeps in every ``RecvRpcBackward`` before it sends its gradient; ``{"slow": {"worker1":
-    3.0}}`` makes every node of worker1 take 3 times as long.
+    waits 2 ms in every ``RecvRpcBackward`` before it sends its gradient; ``{"slow":
+    {"worker1": 3.0}}`` makes every node of worker1 take 3 times as long.
     """
     rec = _RECORDS[context_id]
     inject = inject or {}
-    recv_s = float(inject.get("recv_s") or 0.0)
+    recv_ns = int(float(inject.get("recv_s") or 0.0) * 1e9)
     slow = float((inject.get("slow") or {}).get(rec.worker, 1.0))
     for nid, fn in rec.nodes.items():
         if slow > 1.0:   # first, so that the mark is made before the observing pre-hook
             rec.handles.append(fn.register_prehook(_mark_start(nid)))
-        sleep_s = recv_s if fn.name().endswith("RecvRpcBackward") else 0.0
-        rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, sleep_s)))
+        delay = recv_ns if fn.name().endswith("RecvRpcBackward") else 0
+        rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, delay)))
         rec.handles.append(fn.register_hook(make_posthook(nid, rec.ends, slow)))
     return len(rec.nodes)
 

@@ -244,7 +244,8 @@ class _Model:
     message: dict[str, Message] = field(default_factory=dict)   # recv -> its message
     lat_typ: float = 0.0
     startup: float = 0.0
-    end: float = 0.0
+    ack: float = 0.0         # an acknowledgement's latency
+    end: float = 0.0         # from the last acknowledgement to backward() returning
 
 
 def _median(xs: Sequence[float], default: float) -> float:
@@ -338,7 +339,9 @@ def _simulate(m: _Model, calls: Mapping[str, Sequence[Call]], wi: WhatIf,
             run.execs[w].append(Execution(node, w, kind, "simulated", t, t + dur, k == 0))
             msg = m.message.get(node) if kind == "recv" else None
             if msg is not None:
-                sent = t + extra + f * m.depart.get(node, 0.0)
+                # a slower worker's extra time comes after the node's work (as
+                # --inject-delay does): the message leaves as measured
+                sent = t + extra + m.depart.get(node, 0.0)
                 wire = m.latency.get(msg.send_node, m.lat_typ) + wi.latency_us
                 if bits:
                     wire += msg.bytes * 8.0 / bits * 1e6
@@ -388,9 +391,8 @@ def _overtake(order: dict[str, list[Call]], arrival: Mapping[str, float]) -> Non
     order[w].insert(0, order[w].pop(k))
 
 
-def _ack_end(m: _Model, run: _Run, wi: WhatIf) -> float:
-    """When ``backward()`` returns: the initiator done and every message acknowledged."""
-    ack = m.lat_typ + wi.latency_us
+def _ack_end(m: _Model, run: _Run, ack: float) -> float:
+    """When the initiator is done and has every acknowledgement (each takes ``ack`` µs)."""
     done = {w: max((ex.end_us for ex in exs), default=0.0) for w, exs in run.execs.items()}
     first: dict[str, str] = {}                 # worker -> the send of its first call
     for w, cs in run.order.items():
@@ -437,6 +439,22 @@ def _arrival_order(run: _Run, m: _Model) -> dict[str, list[str]]:
                 free += m.switch_typ.get(w, 0.0)
         out[w] = picked
     return out
+
+
+def _fit_end(m: _Model, base: _Run) -> None:
+    """Acknowledgements and the end are not observed: take the typical message latency for an
+    acknowledgement, or less when that would end the pass after it really ended (then the end
+    is 0); the end is what remains until the measured end. ``base`` is the schedule PyTorch
+    ran, timed without changes."""
+    ack = m.lat_typ
+    if _ack_end(m, base, ack) > m.tl.end_us:
+        lo, hi = 0.0, ack
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if _ack_end(m, base, mid) > m.tl.end_us else (mid, hi)
+        ack = lo
+    m.ack = ack
+    m.end = m.tl.end_us - _ack_end(m, base, ack)
 
 
 # -- the prediction ----------------------------------------------------------------------------
@@ -540,17 +558,15 @@ def predict(trace: Trace, what_if: WhatIf | None = None,
                     new[(p, w)] = sends
         settled = all(new.get(k, []) == arrival.get(k, []) for k in set(new) | set(arrival))
         arrival = new
-    # the end (last acknowledgement to backward() returning) as measured, from the schedule
-    # PyTorch really ran
     base_rp = run_replay(trace, measured_order)
     passes: list[PassPrediction] = []
     shift = 0.0            # a longer pass delays the next one
     for m, run in zip(models, runs, strict=True):
-        base = _simulate(m, _calls(base_rp, m.tl.pass_index), WhatIf(), m.tl.start_us, kinds)
-        m.end = m.tl.end_us - _ack_end(m, base, WhatIf())
+        _fit_end(m, _simulate(m, _calls(base_rp, m.tl.pass_index), WhatIf(), m.tl.start_us,
+                              kinds))
         if shift:
             run = _simulate(m, _calls(rp, m.tl.pass_index), wi, m.tl.start_us + shift, kinds)
-        end = _ack_end(m, run, wi) + m.end
+        end = _ack_end(m, run, m.ack + wi.latency_us) + m.end
         tl = PassTimeline(m.tl.pass_index, m.tl.start_us + shift, end, m.tl.initiator,
                           m.tl.workers, {w: tuple(v) for w, v in run.execs.items()},
                           tuple(run.messages), "simulated")
