@@ -102,13 +102,14 @@ def _exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
     return EXIT_OK
 
 
-def _report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None) -> dict[str, Any]:
+def _report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None,
+            timing: dict[str, Any]) -> dict[str, Any]:
     real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
     events: list[Any] = real.pop("events", [])
     real["events_count"] = len(events)
     return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
             "replay": rp.to_json(), "real": real, "reference": trace.reference,
-            "agreement": agreement}
+            "agreement": agreement, **timing}
 
 
 def _show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool,
@@ -265,6 +266,8 @@ Dot = Annotated[Path | None, typer.Option("--dot", help="Also write the graph as
 Html = Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")]
 Perfetto = Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")]
+InjectDelay = Annotated[list[str] | None, typer.Option("--inject-delay", help="Slow the real backward down on purpose: recv=2ms (each RecvRpcBackward waits before it sends) or WORKER=3x (its nodes take 3 times as long).")]
+WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the backward's wall time with changes: latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms.")]
 
 
 @dataclass(frozen=True)
@@ -309,6 +312,7 @@ def run(
     html: Html = None,
     perfetto: Perfetto = None,
     verbose: Verbose = False,
+    inject_delay: InjectDelay = None,
 ) -> None:
     """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
 
@@ -316,6 +320,7 @@ def run(
 
       distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
+    from distviz.replay.changes import parse_inject_delay
     from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario
     from distviz.shipped import resolve_scenario
@@ -328,7 +333,8 @@ def run(
                       confirm_hang=confirm_hang, startup_timeout=startup_timeout,
                       forward_timeout=forward_timeout, max_numel=max_numel,
                       max_steps=max_steps, run_backward=not no_backward,
-                      reference=not no_reference)
+                      reference=not no_reference,
+                      inject=parse_inject_delay(inject_delay or [], list(sc.workers)))
     _check_run_options(opts)
     result = _run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
@@ -409,8 +415,10 @@ def _finish_run(trace: Trace, mode: str, out_path: Path, view: _View) -> int:
     rp = _replay(trace, mode)
     agreement = _agreement(trace, rp)
     _write_pictures(trace, rp, agreement, view.pictures)
+    from distviz.replay.whatif import time_report
+    time_lines, timing = time_report(trace)
     if view.as_json:
-        print(json.dumps(_report(trace, rp, agreement, str(out_path)), indent=1))
+        print(json.dumps(_report(trace, rp, agreement, str(out_path), timing), indent=1))
         return _exit_code(trace, rp, agreement)
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = _out()
@@ -423,7 +431,7 @@ def _finish_run(trace: Trace, mode: str, out_path: Path, view: _View) -> int:
                       markup=False)
             out.print(rp.summary(), markup=False)
             out.print(agreement.get("text", ""), markup=False)
-        for line in _real_lines(trace):
+        for line in _real_lines(trace) + time_lines:
             out.print(line, markup=False)
         out.print(f"trace written to {out_path}", markup=False)
     return _exit_code(trace, rp, agreement)
@@ -519,8 +527,10 @@ def replay(
     start: FromOpt = None,
     end: ToOpt = None,
     graph: Annotated[bool, typer.Option("--graph", help="Show each worker's graph as a tree first.")] = False,
+    what_if: WhatIfOpt = None,
 ) -> None:
-    """Replay a saved trace (no torch, no workers) and print the step log.
+    """Replay a saved trace (no torch, no workers) and print the step log, then where the real
+    backward spent its time (or, with --what-if, how long it would take with the changes).
 
     Example:
 
@@ -540,12 +550,16 @@ def replay(
         raise typer.Exit(EXIT_RUN_FAILED)
     rp = _replay(trace, mode)
     agreement = _agreement(trace, rp)
+    from distviz.replay.whatif import time_report
+    time_lines, timing = time_report(trace, what_if)
     if as_json:
-        print(json.dumps(_report(trace, rp, agreement, str(trace_file)), indent=1))
+        print(json.dumps(_report(trace, rp, agreement, str(trace_file), timing), indent=1))
     else:
         if graph:
             _out().print(terminal.render_graph(trace))
         _show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
+        for line in time_lines:
+            _out().print(line, markup=False)
     raise typer.Exit(_exit_code(trace, rp, agreement))
 
 

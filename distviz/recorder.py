@@ -356,10 +356,10 @@ def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None) -> i
     recv_ns = int(float(inject.get("recv_s") or 0.0) * 1e9)
     slow = float((inject.get("slow") or {}).get(rec.worker, 1.0))
     for nid, fn in rec.nodes.items():
-        if slow > 1.0:   # first, so that the mark is made before the observing pre-hook
-            rec.handles.append(fn.register_prehook(_mark_start(nid)))
         delay = recv_ns if fn.name().endswith("RecvRpcBackward") else 0
         rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, delay)))
+        if slow > 1.0:   # after the recv delay: only the node's own time is multiplied
+            rec.handles.append(fn.register_prehook(_mark_start(nid)))
         rec.handles.append(fn.register_hook(make_posthook(nid, rec.ends, slow)))
     return len(rec.nodes)
 

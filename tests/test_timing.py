@@ -23,18 +23,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from replay_fixtures import fanout
 
 from distviz.errors import UsageError
-from distviz.replay.timing import analyze, fmt_us
-from distviz.replay.whatif import (
+from distviz.replay.changes import (
     WhatIf,
     parse_inject_delay,
     parse_what_if,
-    predict,
     what_if_for_injection,
 )
+from distviz.replay.timing import analyze, fmt_us
+from distviz.replay.whatif import predict
 from distviz.trace import Trace, load
-from tests.replay_fixtures import fanout
 
 RECORDED = Path(__file__).resolve().parent / "traces" / "pipeline.trace.json"
 

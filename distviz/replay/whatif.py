@@ -31,13 +31,13 @@ Pure: no torch.
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from distviz.errors import UsageError
+from distviz.replay.changes import WhatIf
 from distviz.replay.timing import (
     Execution,
     Message,
@@ -52,144 +52,9 @@ from distviz.replay.timing import (
 )
 from distviz.trace import Trace
 
-__all__ = ["WhatIf", "Call", "PassPrediction", "Prediction", "predict", "parse_what_if",
-           "parse_inject_delay", "what_if_for_injection", "MAX_ROUNDS"]
+__all__ = ["Call", "PassPrediction", "Prediction", "predict", "time_report", "MAX_ROUNDS"]
 
 MAX_ROUNDS = 8
-
-_TIME = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
-_RATE = {"bit/s": 1.0, "kbit/s": 1e3, "mbit/s": 1e6, "gbit/s": 1e9, "b/s": 8.0,
-         "kb/s": 8e3, "mb/s": 8e6, "gb/s": 8e9}
-
-
-# -- what to change ------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class WhatIf:
-    """Changes to simulate: ``latency_us`` added to every message (and acknowledgement) on the
-    way; ``bandwidth_bits`` (bits/s) for the gradients' bytes, ``None`` for as measured;
-    ``slow`` ``(worker, factor)`` pairs multiply that worker's node durations; ``recv_us`` is
-    added to every ``RecvRpcBackward`` before it sends (what ``--inject-delay recv=`` does)."""
-
-    latency_us: float = 0.0
-    bandwidth_bits: float | None = None
-    slow: tuple[tuple[str, float], ...] = ()
-    recv_us: float = 0.0
-
-    def factor(self, worker: str) -> float:
-        return dict(self.slow).get(worker, 1.0)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.latency_us or self.bandwidth_bits or self.slow or self.recv_us)
-
-    def describe(self) -> str:
-        """``latency +5 ms, bandwidth 1 Gbit/s, worker1 2x slower`` or ``as measured``."""
-        parts = []
-        if self.latency_us:
-            parts.append(f"latency +{fmt_us(self.latency_us)}")
-        if self.bandwidth_bits:
-            parts.append(f"bandwidth {_fmt_rate(self.bandwidth_bits)}")
-        parts.extend(f"{w} {f:g}x slower" for w, f in self.slow)
-        if self.recv_us:
-            parts.append(f"recv +{fmt_us(self.recv_us)}")
-        return ", ".join(parts) or "as measured"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"latency_us": self.latency_us, "bandwidth_bits_per_s": self.bandwidth_bits,
-                "slow": dict(self.slow), "recv_us": self.recv_us}
-
-
-def _fmt_rate(bits: float) -> str:
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if bits >= scale:
-            return f"{bits / scale:g} {unit}"
-    return f"{bits:g} bit/s"
-
-
-def _number_unit(text: str, units: Mapping[str, float], what: str, example: str) -> float:
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*", text)
-    unit = m.group(2).lower() if m else ""
-    if m is None or unit not in units:
-        raise UsageError(f"{what} {text!r}: expected a number with a unit "
-                         f"({', '.join(sorted(units))}), e.g. {example}")
-    return float(m.group(1)) * units[unit]
-
-
-def _slow_item(value: str, workers: Sequence[str] | None, flag: str, example: str
-               ) -> tuple[str, float]:
-    worker, sep, fac = value.rpartition(":") if ":" in value else value.rpartition("=")
-    fac = fac.strip().lower().removesuffix("x")
-    try:
-        factor = float(fac) if sep else 0.0
-    except ValueError:
-        factor = 0.0
-    if not sep or not worker or factor < 1.0:
-        raise UsageError(f"{flag} {value!r}: expected WORKER:FACTOR with a factor of 1 or more, "
-                         f"e.g. {example}")
-    if workers is not None and worker not in workers:
-        raise UsageError(f"{flag} {value!r}: no worker {worker!r}; workers: "
-                         f"{', '.join(workers)}")
-    return worker, factor
-
-
-def parse_what_if(text: str, workers: Sequence[str] | None = None) -> WhatIf:
-    """Parse ``latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms`` (any subset; ``slow``
-    may repeat). Raises ``UsageError`` naming the bad item."""
-    latency = recv = 0.0
-    bandwidth: float | None = None
-    slow: dict[str, float] = {}
-    example = "--what-if latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms"
-    for item in [x for x in text.split(",") if x.strip()]:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise UsageError(f"--what-if {item!r}: expected KEY=VALUE, e.g. {example}")
-        if key == "latency":
-            latency = _number_unit(value, _TIME, "--what-if latency", "latency=5ms")
-        elif key == "recv":
-            recv = _number_unit(value, _TIME, "--what-if recv", "recv=2ms")
-        elif key == "bandwidth":
-            bandwidth = _number_unit(value, _RATE, "--what-if bandwidth", "bandwidth=1Gbit/s")
-            if bandwidth <= 0:
-                raise UsageError(f"--what-if bandwidth {value!r}: expected more than 0")
-        elif key == "slow":
-            w, f = _slow_item(value.strip(), workers, "--what-if slow", "slow=worker1:2x")
-            slow[w] = f
-        else:
-            raise UsageError(f"--what-if {key!r}: unknown; expected latency, bandwidth, slow "
-                             f"or recv, e.g. {example}")
-    return WhatIf(latency, bandwidth, tuple(sorted(slow.items())), recv)
-
-
-def parse_inject_delay(items: Sequence[str], workers: Sequence[str]) -> dict[str, Any]:
-    """Parse ``--inject-delay recv=2ms`` and ``--inject-delay worker1=3x`` (repeatable, or
-    comma-separated) into ``RunOptions.inject``: ``{"recv_s": 0.002, "slow": {"worker1": 3.0}}``.
-    Raises ``UsageError`` naming the bad item."""
-    out: dict[str, Any] = {}
-    slow: dict[str, float] = {}
-    for item in [x.strip() for raw in items for x in raw.split(",") if x.strip()]:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--inject-delay {item!r}: expected recv=DURATION or WORKER=FACTORx, "
-                             "e.g. --inject-delay recv=2ms or --inject-delay worker1=3x")
-        if key.strip() == "recv":
-            out["recv_s"] = _number_unit(value, _TIME, "--inject-delay recv", "recv=2ms") / 1e6
-        else:
-            w, f = _slow_item(item, workers, "--inject-delay", "worker1=3x")
-            slow[w] = f
-    if slow:
-        out["slow"] = slow
-    return out
-
-
-def what_if_for_injection(injected: Mapping[str, Any]) -> WhatIf:
-    """The what-if that models a run's ``real.injected`` delays (for predicting a delayed run
-    from an undelayed trace)."""
-    slow = injected.get("slow") or {}
-    return WhatIf(recv_us=float(injected.get("recv_s") or 0.0) * 1e6,
-                  slow=tuple(sorted((str(w), float(f)) for w, f in slow.items())))
-
 
 # -- the schedule from the replay engine --------------------------------------------------------
 
@@ -575,3 +440,19 @@ def predict(trace: Trace, what_if: WhatIf | None = None,
                                      analyze_pass(tl), tl))
     reordered = any(arrival.get(k, []) != v for k, v in measured_order.items())
     return Prediction(wi, tuple(passes), rounds, settled, reordered)
+
+
+def time_report(trace: Trace, what_if: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """Where the real backward spent its time, or with ``what_if`` (``--what-if`` text) the
+    prediction: lines for people and the ``--json`` report's ``timing`` (and ``what_if``)
+    keys (``timing`` is ``None`` without a measured real run). Raises ``UsageError`` for a bad
+    ``what_if`` or a trace without a completed real run."""
+    from distviz.replay.changes import parse_what_if
+    from distviz.replay.timing import analyze
+    timing = analyze(trace)
+    lines = timing.summary() if timing else []
+    out: dict[str, Any] = {"timing": timing.to_json() if timing else None}
+    if what_if is not None:
+        pred = predict(trace, parse_what_if(what_if, trace.workers))
+        lines, out["what_if"] = pred.summary(), pred.to_json()
+    return lines, out
