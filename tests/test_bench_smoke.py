@@ -6,6 +6,7 @@ against the current library and that the table has a row for every benchmark.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,14 @@ def test_profile_hooks_runs_on_a_tiny_graph() -> None:
                           cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"distviz_ratio"' in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.rpc
+def test_bench_whatif_runs_on_one_scenario() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_whatif.py"), "--repeat", "1",
+                           "--only", "design_note", "--no-injected", "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.splitlines()[-1])["rows"]
+    assert [r["kind"] for r in rows] == ["same run", "next run"]
+    assert rows[0]["error"] < 1e-6          # without changes the simulation reproduces the run

@@ -36,7 +36,7 @@ from distviz.replay.timing import analyze, fmt_us
 from distviz.replay.whatif import predict
 from distviz.trace import Trace, load
 
-RECORDED = Path(__file__).resolve().parent / "traces" / "pipeline.trace.json"
+RECORDED = Path(__file__).resolve().parent / "traces" / "pipeline.json"
 
 # (worker, node, start, end)
 FANOUT_RUN = [

@@ -1,0 +1,144 @@
+"""W1: the what-if simulation's predicted backward wall time against real runs.
+
+    python bench/bench_whatif.py [--repeat 3] [--only design_note,pipeline] [--json]
+
+For every shipped scenario whose real backward completes, ``repeat`` pairs of runs (one fork
+server for all, reference off), alternating so that machine noise hits both halves:
+
+* **same run**: ``predict(trace)`` without changes against that run's own measured time (the
+  simulation must reproduce it);
+* **next run**: the median prediction from the first half of the runs against the median
+  measured time of the second half (how well one run predicts another).
+
+Then, on ``scenarios/pipeline.yaml``, for each injected delay (``--inject-delay``): the median
+prediction from the undelayed runs with the matching ``--what-if`` (``recv=1ms`` ->
+``recv=1ms``, ``stage1=3x`` -> ``slow=stage1:3x``) against the median of ``repeat`` delayed
+real runs. Prints a Markdown table; ``--json`` prints one JSON line instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from typing import Any
+
+from common import SCENARIOS
+
+from distviz.replay.changes import parse_inject_delay, what_if_for_injection
+from distviz.replay.whatif import predict
+from distviz.runner.parent import RunOptions, run_scenario, stop_server
+from distviz.scenario import load_scenario
+from distviz.trace import Trace
+
+INJECTED = ("recv=1ms", "recv=3ms", "stage1=3x", "stage0=2x", "stage3=5x")
+TARGET = 0.25
+
+
+def _run(scenario: Any, inject: dict[str, Any]) -> Trace | None:
+    """One real run; the trace when its backward completed, else ``None``."""
+    opts = RunOptions(reference=False, keep_server=True, hang_timeout=30.0, inject=inject)
+    result = run_scenario(scenario, opts)
+    trace = result.trace
+    if result.error is not None or trace is None or trace.real is None:
+        return None
+    return trace if trace.real.get("outcome") == "completed" else None
+
+
+def _wall_ms(trace: Trace) -> float:
+    assert trace.real is not None
+    return 1000.0 * sum(float(s) for s in trace.real["pass_seconds"])
+
+
+def _spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
+
+
+def _row(what: str, kind: str, measured: list[float], predicted: list[float]) -> dict[str, Any]:
+    m, p = statistics.median(measured), statistics.median(predicted)
+    err = (p - m) / m if m else 0.0
+    return {"what": what, "kind": kind, "measured_ms": measured, "predicted_ms": predicted,
+            "error": err, "met": abs(err) <= TARGET}
+
+
+def scenario_rows(name: str, repeat: int) -> list[dict[str, Any]]:
+    """Same-run and next-run rows for one scenario; ``[]`` when its backward never completes."""
+    scenario = load_scenario(str(SCENARIOS / f"{name}.yaml"))
+    first: list[Trace] = []
+    second: list[Trace] = []
+    for _ in range(repeat):
+        for half in (first, second):
+            t = _run(scenario, {})
+            if t is None:
+                return []
+            half.append(t)
+    both = first + second
+    walls = [_wall_ms(t) for t in both]
+    preds = [predict(t).predicted_us / 1000.0 for t in both]
+    same = max(abs(p - w) / w for p, w in zip(preds, walls, strict=True))
+    return [{"what": name, "kind": "same run", "measured_ms": walls, "predicted_ms": preds,
+             "error": same, "met": same <= TARGET},
+            _row(name, "next run", walls[repeat:], preds[:repeat])]
+
+
+def injected_rows(repeat: int, settings: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per injected delay on the pipeline scenario."""
+    scenario = load_scenario(str(SCENARIOS / "pipeline.yaml"))
+    base: list[Trace] = []
+    delayed: dict[str, list[float]] = {s: [] for s in settings}
+    for _ in range(repeat):
+        t = _run(scenario, {})
+        if t is not None:
+            base.append(t)
+        for s in settings:
+            d = _run(scenario, parse_inject_delay([s], list(scenario.workers)))
+            if d is not None:
+                delayed[s].append(_wall_ms(d))
+    rows = []
+    for s in settings:
+        wi = what_if_for_injection(parse_inject_delay([s], list(scenario.workers)))
+        preds = [predict(t, wi).predicted_us / 1000.0 for t in base]
+        if preds and delayed[s]:
+            rows.append(_row(f"pipeline --inject-delay {s} (what-if {wi.describe()})",
+                             "injected", delayed[s], preds))
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table."""
+    out = ["| scenario | compared | measured ms | predicted ms | error | target | met? |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        err = f"{100 * r['error']:+.0f} %" if r["kind"] != "same run" else \
+            f"{100 * r['error']:.2g} % (largest)"
+        out.append(f"| {r['what']} | {r['kind']} | {_spread(r['measured_ms'])} | "
+                   f"{_spread(r['predicted_ms'])} | {err} | within 25 % | "
+                   f"{'yes' if r['met'] else '**no**'} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--no-injected", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or sorted(
+        p.stem for p in SCENARIOS.glob("*.yaml"))
+    rows: list[dict[str, Any]] = []
+    try:
+        for name in names:
+            rows.extend(scenario_rows(name, max(1, args.repeat)))
+        if not args.no_injected:
+            rows.extend(injected_rows(max(1, args.repeat), INJECTED))
+    finally:
+        stop_server()
+    if args.json:
+        print(json.dumps({"rows": rows}))
+    else:
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
