@@ -36,7 +36,8 @@ from distviz.trace import Node, Trace, message_label
 
 __all__ = ["Execution", "Message", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
            "PassTiming", "Timing", "analyze", "analyze_pass", "measured_timelines",
-           "message_bytes", "typical_latency", "call_waits_for_message", "fmt_us"]
+           "message_bytes", "gradient_dtype_bytes", "typical_latency", "call_waits_for_message",
+           "fmt_us"]
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "complex64": 8,
                "complex128": 16, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1,
@@ -279,7 +280,7 @@ def message_bytes(node: Node | None, dtype_bytes: int) -> int:
     return total * dtype_bytes
 
 
-def _dtype_bytes(trace: Trace) -> int:
+def gradient_dtype_bytes(trace: Trace) -> int:
     """The gradients' element size: the most common leaf dtype (float32 when none is known)."""
     counts: dict[str, int] = {}
     for nd in trace.nodes:
@@ -313,7 +314,7 @@ def measured_timelines(trace: Trace) -> list[PassTimeline]:
     done = runs if real.get("outcome") == "completed" else runs - 1
     windows = _pass_windows(real, done)
     nodes = trace.node_map()
-    dtype_bytes = _dtype_bytes(trace)
+    dtype_bytes = gradient_dtype_bytes(trace)
     measured = real.get("durations") == "measured"
     by_pass: dict[int, list[dict[str, Any]]] = {}
     for ev in real["events"]:

@@ -1,38 +1,39 @@
 """What if the network or a worker were slower? FAST mode as a discrete-event simulation.
 
-``predict(trace, WhatIf(...))`` times the replay's own schedule with what the real run measured
-and with the changes asked for (``distviz replay TRACE --what-if latency=5ms,slow=worker1:2x``):
+``predict(trace, WhatIf(...))`` runs the replay engine on the trace with simulated time, using
+what the real run measured and the changes asked for (``distviz replay TRACE --what-if
+latency=5ms,slow=worker1:2x``):
 
-1. **The schedule comes from the replay engine.** Which nodes run in which call on which worker
-   follows only from the order in which each worker's calls start (the arrival order of its
-   gradient messages): the replay with ``arrival=`` gives the calls. The first order is the
-   one PyTorch really ran.
-2. **Each call is timed.** A call starts when its message has arrived and the worker's thread
-   is free (plus the measured switch between calls); its nodes run one after the other, each
-   for its measured duration (times ``slow`` on its worker), with the measured engine gap
-   between two nodes. A ``RecvRpcBackward``'s message leaves where it left in the real run
-   (during the recv) and arrives after its measured latency, plus ``latency`` and its bytes
-   (from the gradient shapes) over ``bandwidth``.
-3. **The order is checked.** A worker takes the earliest-arrived message when it is free
-   (messages that both arrived while it was busy keep the order they had). When the timed
-   schedule implies another arrival order, the replay runs again with it, until the order holds
-   (at most ``MAX_ROUNDS`` rounds).
-4. **The end.** A worker's first message is acknowledged when it is done and its own messages
+1. **The engine's rules, in simulated time.** The replay engine runs one call at a time: the
+   GraphRoot's, then one per gradient message it takes from its queue. Whenever it takes the
+   next message, the simulation picks the one whose call starts first in simulated time: each
+   worker takes its messages in the order they arrive (a queue; messages that arrive together
+   keep the order PyTorch ran them in), once its previous call is over. Dependencies, ready
+   queues and which nodes each call runs are the engine's own.
+2. **Each call is timed.** A call starts when its message has arrived and the worker is free
+   (plus the measured switch between calls); its nodes run one after the other, each for its
+   measured duration (times ``slow`` for its worker), with the measured engine gap between two
+   nodes. A ``RecvRpcBackward``'s message leaves where it left in the real run (during the
+   recv) and arrives after its measured latency, plus ``latency`` and its bytes (from the
+   gradient shapes) over ``bandwidth``.
+3. **The end.** A worker's first message is acknowledged when it is done and its own messages
    were acknowledged, later messages on arrival; ``backward()`` returns when the initiator is
-   done and acknowledged. Acknowledgements take the typical message latency (plus ``latency``);
-   the time from the last acknowledgement to ``backward()`` returning is not observable and is
-   kept as measured (``end``).
+   done and acknowledged. Acknowledgements take the typical message latency (plus
+   ``latency``); the time from the last acknowledgement to ``backward()`` returning is not
+   observable and is kept as measured.
 
-Without changes the simulation reproduces every measured node time: messages whose call
-waited for them keep their measured latency, calls that waited for their worker keep their
-measured switch. Assumes one inter-op thread per worker (as ``distviz run`` uses by default).
-Pure: no torch.
+Without changes the simulation reproduces every measured node start: a message whose call
+waited for it keeps its measured latency; a call that waited for its worker keeps its measured
+switch, and its message is taken to have arrived (on the typical latency) no later than the
+call started and no earlier than the messages that call ran after. The simulation runs one call
+at a time per worker (one inter-op thread, as ``distviz run`` uses by default). Pure: no torch.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,48 +48,14 @@ from distviz.replay.timing import (
     analyze_pass,
     call_waits_for_message,
     fmt_us,
+    gradient_dtype_bytes,
     measured_timelines,
+    message_bytes,
     typical_latency,
 )
 from distviz.trace import Trace
 
-__all__ = ["Call", "PassPrediction", "Prediction", "predict", "time_report", "MAX_ROUNDS"]
-
-MAX_ROUNDS = 8
-
-# -- the schedule from the replay engine --------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One call on one worker: started by the message for ``trigger`` (a send's node id) or by
-    the GraphRoot (``None``); the nodes it runs, in order."""
-
-    trigger: str | None
-    nodes: tuple[str, ...]
-
-
-Arrival = dict[tuple[int, str], list[str]]
-
-
-def _calls(rp: Any, pass_index: int) -> dict[str, list[Call]]:
-    """Each worker's calls in one pass of a replay, from its ``call_start`` and ``execute`` /
-    ``accumulate`` events."""
-    trig: dict[int, tuple[str, str | None]] = {}
-    runs: dict[int, list[str]] = {}
-    for ev in rp.events:
-        if ev.pass_index != pass_index or ev.call is None:
-            continue
-        if ev.action == "call_start":
-            from_message = ev.message is not None
-            trig[ev.call] = (str(ev.worker), ev.node if from_message else None)
-            runs[ev.call] = []
-        elif ev.action in ("execute", "accumulate") and ev.node and ev.call in runs:
-            runs[ev.call].append(ev.node)
-    out: dict[str, list[Call]] = {}
-    for call in sorted(trig):
-        worker, trigger = trig[call]
-        out.setdefault(worker, []).append(Call(trigger, tuple(runs[call])))
-    return out
+__all__ = ["PassPrediction", "Prediction", "predict", "time_report"]
 
 
 # -- what the real run measured ----------------------------------------------------------------
@@ -106,6 +73,7 @@ class _Model:
     switch: dict[str, float] = field(default_factory=dict)      # send -> gap before its call
     switch_typ: dict[str, float] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)     # send -> its message's latency
+    bytes: dict[str, int] = field(default_factory=dict)         # recv -> its gradients' bytes
     message: dict[str, Message] = field(default_factory=dict)   # recv -> its message
     lat_typ: float = 0.0
     startup: float = 0.0
@@ -117,8 +85,11 @@ def _median(xs: Sequence[float], default: float) -> float:
     return statistics.median(xs) if xs else default
 
 
-def _model(tl: PassTimeline) -> _Model:
+def _model(tl: PassTimeline, trace: Trace) -> _Model:
+    """What the real run measured in one pass (``tl``); bytes of every recv from ``trace``."""
     m = _Model(tl, lat_typ=typical_latency(tl))
+    dtype_bytes = gradient_dtype_bytes(trace)
+    m.bytes = {n.id: message_bytes(n, dtype_bytes) for n in trace.nodes if n.kind == "recv"}
     by_send = {msg.send_node: msg for msg in tl.messages}
     m.message = {msg.recv_node: msg for msg in tl.messages}
     switches: dict[str, list[tuple[Execution, Execution | None, Message]]] = {}
@@ -146,129 +117,218 @@ def _model(tl: PassTimeline) -> _Model:
                  if before is not None and not call_waits_for_message(msg, before, m.lat_typ)]
         m.switch_typ[w] = _median([ex.start_us - b.end_us for ex, b in bound if b is not None],
                                   m.engine_typ.get(w, 0.0))
-        waited_until = tl.start_us   # the latest start of a call that waited for its message
+        arrived = tl.start_us    # arrivals on one worker follow the order its calls ran
         for ex, before, msg in items:
-            most = ex.start_us - msg.sent_us
             if call_waits_for_message(msg, before, m.lat_typ):
-                m.latency[ex.node] = most
+                arrived = ex.start_us
                 if before is not None:
                     m.switch[ex.node] = min(m.switch_typ[w], ex.start_us - before.end_us)
-                waited_until = ex.start_us
             else:
                 assert before is not None
                 m.switch[ex.node] = ex.start_us - before.end_us
-                least = waited_until - msg.sent_us   # it arrived after earlier waited-for ones
-                m.latency[ex.node] = min(max(m.lat_typ, least), most)
+                arrived = min(max(msg.sent_us + m.lat_typ, arrived), ex.start_us)
+            m.latency[ex.node] = arrived - msg.sent_us
     return m
 
 
-# -- the simulation ----------------------------------------------------------------------------
+# -- the simulation: the replay engine, fed messages in simulated time order ------------------
 
 @dataclass
 class _Run:
-    """One timed schedule of one pass."""
+    """One pass as simulated: executions per worker, messages, each worker's calls."""
 
+    start_us: float
     execs: dict[str, list[Execution]]
-    messages: list[Message]
-    arrival: dict[str, float]              # send -> arrival time of its message
-    order: dict[str, list[Call]]           # per worker, the calls in the order they ran
-    call_end: dict[tuple[str, str | None], float]
+    messages: list[Message] = field(default_factory=list)
+    arrival: dict[str, float] = field(default_factory=dict)    # send -> its message arrives
+    order: dict[str, list[str]] = field(default_factory=dict)  # worker -> sends of its calls
     end_us: float = 0.0
 
 
-def _simulate(m: _Model, calls: Mapping[str, Sequence[Call]], wi: WhatIf,
-              start_us: float, kinds: Mapping[str, str]) -> _Run:
-    """Time ``calls`` (each worker's calls in order; a call whose message cannot have been sent
-    yet is overtaken by a later one whose message has been)."""
-    order = {w: list(cs) for w, cs in calls.items()}
-    run = _Run({w: [] for w in m.tl.workers}, [], {}, {w: [] for w in order}, {})
-    free: dict[str, float | None] = {w: None for w in order}
-    bits = wi.bandwidth_bits
-    while any(order.values()):
-        best: tuple[float, str] | None = None
-        for w, pending in order.items():
-            t = _ready(m, w, pending[0], free[w], run.arrival, start_us) if pending else None
-            if t is not None and (best is None or (t, w) < best):
-                best = (t, w)
+class _Clock:
+    """Simulated time for one replay: it reads the engine's events as they come (a call's nodes
+    run one after the other on its worker) and picks the message the engine receives next."""
+
+    def __init__(self, trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
+                 ranks: Mapping[tuple[int, str], Mapping[str, int]], shift: bool) -> None:
+        self.models, self.wi, self.ranks, self.shift = models, wi, ranks, shift
+        self.workers = list(trace.workers)
+        self.kinds = {n.id: n.kind for n in trace.nodes}
+        self.runs: dict[int, _Run] = {}
+        self.cur: _Run | None = None
+        self.m: _Model | None = None
+        self.now: dict[str, float] = {}           # worker -> end of its last node
+        self.free: dict[str, float] = {}          # worker -> end of its last call
+        self.msg_send: list[str] = []             # message index (this pass) -> its send
+        self.msg_to: list[str] = []
+        self.starting: float = 0.0                # the start of the call just picked
+        self.last: dict[str, str] = {}            # worker -> the last node of its call
+        self.recv_start: dict[str, float] = {}
+
+    # -- the engine's events ------------------------------------------------------------------
+    def on_event(self, ev: Any) -> None:
+        if ev.action == "pass_start":
+            self._pass_start(ev.pass_index)
+        if self.cur is None or self.m is None or ev.pass_index != self.m.tl.pass_index:
+            return
+        w = str(ev.worker)
+        if ev.action == "call_start":
+            trigger = ev.node if ev.message is not None else None
+            self.now[w] = self.starting if trigger else self.cur.start_us + self.m.startup
+            self.last.pop(w, None)
+            if trigger:
+                self.cur.order.setdefault(w, []).append(trigger)
+        elif ev.action in ("execute", "accumulate") and ev.node:
+            self._run_node(w, ev.node)
+        elif ev.action == "send_gradient" and ev.message is not None:
+            self._sent(w, ev.node, ev.message)
+        elif ev.action == "call_end":
+            self.free[w] = self.now.get(w, 0.0)
+        elif ev.action == "pass_end":
+            self._pass_end()
+
+    def _pass_start(self, p: int) -> None:
+        m = self.models.get(p)
+        self.m, self.cur = m, None
+        if m is None:
+            return
+        start = m.tl.start_us
+        prev = self.runs.get(p - 1)
+        if self.shift and prev is not None and p - 1 in self.models:
+            start = prev.end_us + (m.tl.start_us - self.models[p - 1].tl.end_us)
+        self.cur = _Run(start, {w: [] for w in self.workers})
+        self.now, self.free, self.last = {}, {}, {}
+        self.msg_send, self.msg_to = [], []
+
+    def _run_node(self, w: str, node: str) -> None:
+        m, cur = self.m, self.cur
+        assert m is not None and cur is not None
+        t = self.now.get(w, cur.start_us)
+        prev = self.last.get(w)
+        if prev is not None:
+            t += m.gap_after.get(prev, m.engine_typ.get(w, 0.0))
+        kind = self.kinds.get(node, "op")
+        extra = self.wi.recv_us if kind == "recv" else 0.0
+        dur = extra + self.wi.factor(w) * m.compute.get(node, m.compute_typ.get(w, 0.0))
+        cur.execs[w].append(Execution(node, w, kind, "simulated", t, t + dur, prev is None))
+        if kind == "recv":
+            self.recv_start[node] = t
+        self.now[w], self.last[w] = t + dur, node
+
+    def _sent(self, w: str, recv: str, message: Any) -> None:
+        """A recv's message leaves where it left in the real run (a slower worker's extra time
+        comes after the node's work, as ``--inject-delay`` does) and arrives after its measured
+        latency, plus the what-if latency and its bytes over the bandwidth."""
+        m, cur, wi = self.m, self.cur, self.wi
+        assert m is not None and cur is not None
+        send, to = _message_ends(message)
+        self.msg_send.append(send or "")
+        self.msg_to.append(to or "")
+        if send is None or to is None:
+            return
+        sent = self.recv_start.get(recv, 0.0) + wi.recv_us + m.depart.get(recv, 0.0)
+        nbytes = m.bytes.get(recv, 0)
+        wire = m.latency.get(send, m.lat_typ) + wi.latency_us
+        if wi.bandwidth_bits:
+            wire += nbytes * 8.0 / wi.bandwidth_bits * 1e6
+        cur.arrival[send] = sent + wire
+        msg_id = int(getattr(message, "msg_id", 0) if not isinstance(message, dict)
+                     else message.get("msg_id", 0))
+        cur.messages.append(Message(msg_id, w, to, recv, send, sent, 0.0, nbytes, sent + wire))
+
+    def _pass_end(self) -> None:
+        m, cur = self.m, self.cur
+        assert m is not None and cur is not None
+        starts = {ex.node: ex.start_us for exs in cur.execs.values() for ex in exs}
+        cur.messages = [Message(x.msg_id, x.sender, x.receiver, x.recv_node, x.send_node,
+                                x.sent_us, starts.get(x.send_node, x.arrived_us or 0.0),
+                                x.bytes, x.arrived_us) for x in cur.messages]
+        cur.end_us = _ack_end(m, cur, m.ack + self.wi.latency_us) + m.end
+        self.runs[m.tl.pass_index] = cur
+        self.cur = None
+
+    # -- which message the engine receives next ---------------------------------------------
+    def choose(self, pending: Sequence[int]) -> int:
+        """The position in ``pending`` (message indices of this pass) of the message whose call
+        starts first. Each worker takes its messages in the order they arrive (a queue; ties in
+        the order PyTorch ran them) once its previous call is over."""
+        m, cur = self.m, self.cur
+        if m is None or cur is None:
+            return 0
+        p = m.tl.pass_index
+        first: dict[str, tuple[float, int, int]] = {}     # worker -> its earliest message
+        for k, mi in enumerate(pending):
+            send, w = self.msg_send[mi], self.msg_to[mi]
+            arrival = cur.arrival.get(send)
+            if arrival is None:
+                continue
+            ranks = self.ranks.get((p, w), {})
+            cand = (arrival, ranks.get(send, len(ranks)), k)
+            if w not in first or cand < first[w]:
+                first[w] = cand
+        best: tuple[float, float, int, int] | None = None
+        for w, (arrival, rank, k) in first.items():
+            start = arrival
+            if w in self.free:
+                send = self.msg_send[pending[k]]
+                switch = m.switch.get(send, m.switch_typ.get(w, m.engine_typ.get(w, 0.0)))
+                start = max(arrival, self.free[w] + switch)
+            if best is None or (start, arrival, rank, k) < best:
+                best = (start, arrival, rank, k)
         if best is None:
-            _overtake(order, run.arrival)
-            continue
-        t, w = best
-        call = order[w].pop(0)
-        run.order[w].append(call)
-        f = wi.factor(w)
-        for k, node in enumerate(call.nodes):
-            kind = kinds.get(node, "op")
-            extra = wi.recv_us if kind == "recv" else 0.0
-            dur = extra + f * m.compute.get(node, m.compute_typ.get(w, 0.0))
-            run.execs[w].append(Execution(node, w, kind, "simulated", t, t + dur, k == 0))
-            msg = m.message.get(node) if kind == "recv" else None
-            if msg is not None:
-                # a slower worker's extra time comes after the node's work (as
-                # --inject-delay does): the message leaves as measured
-                sent = t + extra + m.depart.get(node, 0.0)
-                wire = m.latency.get(msg.send_node, m.lat_typ) + wi.latency_us
-                if bits:
-                    wire += msg.bytes * 8.0 / bits * 1e6
-                run.arrival[msg.send_node] = sent + wire
-                run.messages.append(Message(msg.msg_id, msg.sender, msg.receiver, node,
-                                            msg.send_node, sent, 0.0, msg.bytes, sent + wire))
-            t += dur
-            if k + 1 < len(call.nodes):
-                t += m.gap_after.get(node, m.engine_typ.get(w, 0.0))
-        free[w] = t
-        run.call_end[(w, call.trigger)] = t
-    starts = {ex.node: ex.start_us for exs in run.execs.values() for ex in exs}
-    run.messages = [Message(x.msg_id, x.sender, x.receiver, x.recv_node, x.send_node, x.sent_us,
-                            starts.get(x.send_node, x.arrived_us or 0.0), x.bytes, x.arrived_us)
-                    for x in run.messages]
-    return run
+            return 0
+        self.starting = best[0]
+        return best[3]
 
 
-def _ready(m: _Model, w: str, call: Call, free: float | None, arrival: Mapping[str, float],
-           start_us: float) -> float | None:
-    """When ``call`` can start on ``w``; ``None`` while its message has not been sent."""
-    if call.trigger is None:
-        t = start_us + m.startup
-    elif call.trigger in arrival:
-        t = arrival[call.trigger]
-    else:
-        return None
-    if free is not None:
-        switch = m.switch.get(call.trigger, m.switch_typ.get(w, m.engine_typ.get(w, 0.0))) \
-            if call.trigger is not None else 0.0
-        t = max(t, free + switch)
-    return t
+def _simulate(trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
+              ranks: Mapping[tuple[int, str], Mapping[str, int]], shift: bool) -> dict[int, _Run]:
+    """Run the replay engine with ``_Clock`` choosing its messages; return the timed passes.
+    Raises ``UsageError`` when the replay does not complete."""
+    from distviz.replay.fast import IndexedGraph, _Sim
+
+    clock = _Clock(trace, models, wi, ranks, shift)
+
+    class TimedEngine(_Sim):
+        def _next_message(self) -> int:
+            k = clock.choose(list(self.fifo))
+            mi = self.fifo[k]
+            del self.fifo[k]
+            return mi
+
+    gc_was_enabled = gc.isenabled()
+    gc.disable()     # millions of small acyclic objects (see fast.replay)
+    try:
+        engine = TimedEngine(IndexedGraph(trace), "fast", emit=True)
+        while not engine.finished:
+            ev = engine.advance()
+            if ev is not None:
+                clock.on_event(ev)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if engine.outcome != "completed":
+        raise UsageError(f"--what-if: the replay of this trace does not complete "
+                         f"({engine.outcome})")
+    return clock.runs
 
 
-def _overtake(order: dict[str, list[Call]], arrival: Mapping[str, float]) -> None:
-    """No worker's next call can start: move the earliest-arriving sent message's call first."""
-    best: tuple[float, str, int] | None = None
-    for w, pending in order.items():
-        for k, call in enumerate(pending):
-            if call.trigger is not None and call.trigger in arrival:
-                cand = (arrival[call.trigger], w, k)
-                if best is None or cand < best:
-                    best = cand
-    if best is None:
-        raise ValueError("the schedule cannot go on: no call's message can be sent")
-    _t, w, k = best
-    order[w].insert(0, order[w].pop(k))
+def _message_ends(message: Any) -> tuple[str | None, str | None]:
+    """(send node id, receiving worker) of an engine message (a dict or a typed value)."""
+    if isinstance(message, dict):
+        return message.get("send"), message.get("to")
+    return getattr(message, "send", None), getattr(message, "to", None)
 
 
 def _ack_end(m: _Model, run: _Run, ack: float) -> float:
     """When the initiator is done and has every acknowledgement (each takes ``ack`` µs)."""
     done = {w: max((ex.end_us for ex in exs), default=0.0) for w, exs in run.execs.items()}
-    first: dict[str, str] = {}                 # worker -> the send of its first call
-    for w, cs in run.order.items():
-        if cs and cs[0].trigger is not None:
-            first[w] = cs[0].trigger
+    first = {w: order[0] for w, order in run.order.items() if order}   # its first message
     sent_by: dict[str, list[Message]] = {}
     for msg in run.messages:
         sent_by.setdefault(msg.sender, []).append(msg)
-    acked: dict[str, float] = {}               # send -> when its sender has the answer
     ready: dict[str, float] = {}               # worker -> done and all its messages answered
-    later = sorted(first, key=lambda w: -run.arrival.get(first[w], 0.0))
+    later = sorted(first, key=lambda w: -run.arrival.get(first[w], 0.0))   # last started first
     for w in [*later, m.tl.initiator]:
         t = done.get(w, 0.0)
         for msg in sent_by.get(w, []):
@@ -277,33 +337,8 @@ def _ack_end(m: _Model, run: _Run, ack: float) -> float:
                 t = max(t, ready.get(msg.receiver, arrived) + ack)
             else:
                 t = max(t, arrived + ack)
-            acked[msg.send_node] = t
         ready[w] = t
     return ready[m.tl.initiator]
-
-
-def _arrival_order(run: _Run, m: _Model) -> dict[str, list[str]]:
-    """Each worker's calls in the order a real worker would take them: when free, the first
-    (in the current order) of the messages already there, else the next one to arrive."""
-    out: dict[str, list[str]] = {}
-    for w, cs in run.order.items():
-        pending = [c for c in cs if c.trigger is not None]
-        root = [c for c in cs if c.trigger is None]
-        free = run.call_end.get((w, None)) if root else None
-        picked: list[str] = []
-        while pending:
-            arrived = [c for c in pending if free is not None
-                       and run.arrival.get(c.trigger or "", 0.0) <= free]
-            call = arrived[0] if arrived else min(
-                pending, key=lambda c: run.arrival.get(c.trigger or "", 0.0))
-            pending.remove(call)
-            assert call.trigger is not None
-            picked.append(call.trigger)
-            free = run.call_end.get((w, call.trigger))
-            if free is not None:
-                free += m.switch_typ.get(w, 0.0)
-        out[w] = picked
-    return out
 
 
 def _fit_end(m: _Model, base: _Run) -> None:
@@ -341,9 +376,8 @@ class Prediction:
 
     what_if: WhatIf
     passes: tuple[PassPrediction, ...]
-    rounds: int
-    settled: bool          # the arrival order the schedule implies is the one it ran
     reordered: bool        # some worker takes its messages in another order than measured
+    note: str = ""
 
     @property
     def measured_us(self) -> float:
@@ -365,81 +399,54 @@ class Prediction:
                 f"predicted, {fmt_us(self.measured_us)} measured ({ratio:.2f}x)")
         if self.reordered:
             head += "; messages reach some worker in another order than measured"
-        if not self.settled:
-            head += f"; the arrival order did not settle in {self.rounds} rounds"
+        if self.note:
+            head += f" ({self.note})"
         return [head, *self.timing.summary()[:1]]
 
     def to_json(self) -> dict[str, Any]:
         return {"what_if": self.what_if.to_json(), "description": self.what_if.describe(),
                 "measured_us": round(self.measured_us, 3),
-                "predicted_us": round(self.predicted_us, 3), "rounds": self.rounds,
-                "settled": self.settled, "reordered": self.reordered,
-                "timing": self.timing.to_json()}
+                "predicted_us": round(self.predicted_us, 3), "reordered": self.reordered,
+                "note": self.note, "timing": self.timing.to_json()}
 
 
-ReplayFn = Callable[[Trace, Arrival | None], Any]
-
-
-def _default_replay(trace: Trace, arrival: Arrival | None) -> Any:
-    from distviz.replay.fast import replay
-    return replay(trace, "fast", arrival=arrival)
-
-
-def predict(trace: Trace, what_if: WhatIf | None = None,
-            replay_fn: ReplayFn | None = None) -> Prediction:
+def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     """Simulate ``trace``'s completed passes with ``what_if``; see the module docstring.
 
     Raises ``UsageError`` when the trace has no completed real run with events to measure, or
     when the replay does not complete.
     """
+    from distviz.replay.fast import observed_arrival
+
     wi = what_if or WhatIf()
-    run_replay = replay_fn or _default_replay
     tls = measured_timelines(trace)
     if not tls:
         outcome = (trace.real or {}).get("outcome", "none")
         raise UsageError(f"--what-if needs a completed real backward with its events; this "
                          f"trace's real backward: {outcome}")
-    kinds = {n.id: n.kind for n in trace.nodes}
-    models = [_model(tl) for tl in tls]
-    from distviz.replay.fast import observed_arrival
-    arrival: Arrival = observed_arrival(trace)
-    measured_order = {k: list(v) for k, v in arrival.items()}
-    runs: list[_Run] = []
-    settled = False
-    rounds = 0
-    while rounds < MAX_ROUNDS and not settled:
-        rounds += 1
-        rp = run_replay(trace, arrival)
-        if rp.outcome != "completed":
-            raise UsageError(f"--what-if: the replay does not complete ({rp.outcome})")
-        runs = []
-        new: Arrival = {}
-        for m in models:
-            p = m.tl.pass_index
-            run = _simulate(m, _calls(rp, p), wi, m.tl.start_us, kinds)
-            runs.append(run)
-            for w, sends in _arrival_order(run, m).items():
-                if sends:
-                    new[(p, w)] = sends
-        settled = all(new.get(k, []) == arrival.get(k, []) for k in set(new) | set(arrival))
-        arrival = new
-    base_rp = run_replay(trace, measured_order)
+    models = {tl.pass_index: _model(tl, trace) for tl in tls}
+    observed = observed_arrival(trace)
+    ranks = {k: {s: i for i, s in enumerate(v)} for k, v in observed.items()}
+    # the schedule PyTorch ran, timed without changes: it fits the unobserved end
+    base = _simulate(trace, models, WhatIf(), ranks, shift=False)
+    for p, m in models.items():
+        _fit_end(m, base[p])
+    runs = _simulate(trace, models, wi, ranks, shift=True)
     passes: list[PassPrediction] = []
-    shift = 0.0            # a longer pass delays the next one
-    for m, run in zip(models, runs, strict=True):
-        _fit_end(m, _simulate(m, _calls(base_rp, m.tl.pass_index), WhatIf(), m.tl.start_us,
-                              kinds))
-        if shift:
-            run = _simulate(m, _calls(rp, m.tl.pass_index), wi, m.tl.start_us + shift, kinds)
-        end = _ack_end(m, run, m.ack + wi.latency_us) + m.end
-        tl = PassTimeline(m.tl.pass_index, m.tl.start_us + shift, end, m.tl.initiator,
-                          m.tl.workers, {w: tuple(v) for w, v in run.execs.items()},
-                          tuple(run.messages), "simulated")
-        shift = end - m.tl.end_us
-        passes.append(PassPrediction(m.tl.pass_index, m.tl.wall_us, tl.wall_us,
-                                     analyze_pass(tl), tl))
-    reordered = any(arrival.get(k, []) != v for k, v in measured_order.items())
-    return Prediction(wi, tuple(passes), rounds, settled, reordered)
+    for p, m in sorted(models.items()):
+        run = runs[p]
+        tl = PassTimeline(p, run.start_us, run.end_us, m.tl.initiator, m.tl.workers,
+                          {w: tuple(v) for w, v in run.execs.items()}, tuple(run.messages),
+                          "simulated")
+        passes.append(PassPrediction(p, m.tl.wall_us, tl.wall_us, analyze_pass(tl), tl))
+    reordered = any(runs[p].order.get(w, []) != v for (p, w), v in observed.items()
+                    if p in runs)
+    note = ""
+    threads = int((trace.real or {}).get("interop_threads") or 1)
+    if threads > 1:
+        note = (f"the simulation runs one call at a time per worker; this run had {threads} "
+                "inter-op threads")
+    return Prediction(wi, tuple(passes), reordered, note)
 
 
 def time_report(trace: Trace, what_if: str | None = None) -> tuple[list[str], dict[str, Any]]:
