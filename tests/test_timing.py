@@ -270,3 +270,16 @@ def test_recorded_pipeline_slower_network_is_slower() -> None:
     slower = predict(trace, parse_what_if("latency=1ms")).predicted_us
     # at least the path's round trips to the last stage and back
     assert slower > base + 2 * 1000.0
+
+
+def test_critical_path_track_for_perfetto() -> None:
+    from distviz.render.timing_tracks import CRITICAL_PID, critical_path_events
+    events = critical_path_events(analyze(timed_fanout()))  # type: ignore[arg-type]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {e["pid"] for e in events} == {CRITICAL_PID}
+    assert [e["name"] for e in slices][:3] == ["start-up (dependencies)", "SumBackward0",
+                                               "engine"]
+    assert "message 2:0 (to worker2)" in [e["name"] for e in slices]
+    assert sum(e["dur"] for e in slices) == pytest.approx(700.0)
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-6
+               for a, b in zip(slices, slices[1:], strict=False))
