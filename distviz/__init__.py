@@ -24,8 +24,10 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
     before ``dist_autograd.backward``. ``roots`` is a tensor or a list of scalar tensors (the
     roots you will call backward on); ``names`` maps variable names to tensors (``{"w": w}``) or
     tensors to names, to label leaves. Other workers are reached over RPC and must be able to
-    ``import distviz``. Returns a ``Trace``; raises ``RuntimeError`` from PyTorch when the context
-    does not exist.
+    ``import distviz``. Returns a ``Trace``. Raises ``distviz.errors.RecordError`` (what was
+    expected, what was found, what to do) when the context does not exist here (it ended with
+    its ``with`` block), when its backward pass has already run, or when the roots' graph was
+    not built in it (the forward pass ran outside the context, or in another one).
     """
     from distviz.recorder import record as _record
 

@@ -44,8 +44,9 @@ def _err() -> Console:
 
 
 def fail(err: DistvizError) -> typer.Exit:
-    """Print one line for ``err`` on stderr and return the Exit to raise."""
-    print(f"error: {err.one_line()}", file=sys.stderr, flush=True)
+    """Print ``err`` on stderr (one line per problem) and return the Exit to raise."""
+    for line in err.lines():
+        print(f"error: {line}", file=sys.stderr, flush=True)
     return typer.Exit(err.exit_code)
 
 
@@ -122,6 +123,7 @@ def _show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UsageError(f"--worker {worker}: no such worker{hint}; workers: "
                          f"{', '.join(trace.workers)}")
+    _check_steps(start, end, len(rp.events))
     if step and sys.stdin.isatty() and sys.stdout.isatty():
         from distviz.render.stepper import step_through
         step_through(trace, rp, out, agreement=agreement)
@@ -132,6 +134,20 @@ def _show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool
         for line in terminal.render_log(trace, rp, worker=worker, start=start, end=end,
                                         agreement=agreement, width=width):
             out.print(line, crop=False, overflow="ignore")
+
+
+def _check_steps(start: int | None, end: int | None, n_steps: int | None) -> None:
+    """``UsageError`` unless ``--from``/``--to`` select some of the replay's steps
+    (``0 .. n_steps - 1``; ``None``: not known yet); a ``--to`` past the end means "to the
+    end"."""
+    for flag, value in (("--from", start), ("--to", end)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} {value}: steps are numbered from 0")
+    if start is not None and n_steps is not None and start > n_steps - 1:
+        raise UsageError(f"--from {start}: the replay has {n_steps} steps, numbered 0 to "
+                         f"{n_steps - 1}; give --from {n_steps - 1} or less")
+    if start is not None and end is not None and end < start:
+        raise UsageError(f"--from {start} is after --to {end}; give --to {start} or more")
 
 
 def _write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
@@ -336,6 +352,7 @@ def run(
                       reference=not no_reference,
                       inject=parse_inject_delay(inject_delay or [], list(sc.workers)))
     _check_run_options(opts)
+    _check_steps(start, end, None)
     result = _run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
     trace = _run_trace(sc, result, mode, out_path)
@@ -580,16 +597,12 @@ def export(
 
       distviz export design-note.trace.json --format html -o design.html
     """
-    formats = ("svg", "png", "dot", "html", "perfetto")
-    if fmt not in formats:
-        raise UsageError(f"--format {fmt}: expected one of {', '.join(formats)}")
+    _check_export_flags(fmt, step=step, frames=frames, output=output, full=full)
     trace = _load_trace(trace_file)
     rp = _replay(trace, mode)
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
     if frames is not None:
-        if fmt not in ("svg", "png", "dot"):
-            raise UsageError(f"--frames cannot be used with --format {fmt}; use svg, png or dot")
         from distviz.render import dot as dotmod
         from distviz.render import graphviz_backend
         if frames.exists() and not frames.is_dir():
@@ -614,6 +627,30 @@ def export(
         print(f"wrote {fmt} to standard output", file=sys.stderr)
     else:
         _out().print(f"wrote {target}", markup=False)
+
+
+def _check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
+                        output: Path | None, full: bool) -> None:
+    """``UsageError`` naming both flags when ``export`` was given a flag that the format or
+    another flag would ignore."""
+    formats = ("svg", "png", "dot", "html", "perfetto")
+    if fmt not in formats:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(formats)}")
+    pictures = ("svg", "png", "dot")
+    if frames is not None:
+        if fmt not in pictures:
+            raise UsageError(f"--frames cannot be used with --format {fmt}; use svg, png or dot")
+        if step is not None:
+            raise UsageError("--step cannot be used with --frames: --frames writes every step")
+        if output is not None:
+            raise UsageError("--output cannot be used with --frames: the frames are written "
+                             "into the --frames folder")
+    if step is not None and fmt not in pictures:
+        raise UsageError(f"--step cannot be used with --format {fmt}; it draws one step as svg, "
+                         "png or dot")
+    if full and fmt == "perfetto":
+        raise UsageError("--full cannot be used with --format perfetto; it applies to pictures "
+                         "and the HTML viewer")
 
 
 @app.command()

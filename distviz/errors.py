@@ -7,6 +7,7 @@ names the file, line and key where there is one (``scenario.yaml:14 main: ...``)
 from __future__ import annotations
 
 from distviz import limits
+from distviz.words import plural
 
 
 class DistvizError(Exception):
@@ -32,11 +33,38 @@ class DistvizError(Exception):
         text = " ".join(self.message.split("\n")).strip()
         return f"{where}: {text}" if where else text
 
+    def lines(self) -> list[str]:
+        """Return the lines to print: ``[one_line()]`` (``ScenarioProblems`` gives several)."""
+        return [self.one_line()]
+
 
 class ScenarioError(DistvizError):
     """The scenario file is not valid: YAML, keys, types or the restricted program text."""
 
     exit_code = limits.EXIT_BAD_INPUT
+
+
+class ScenarioProblems(ScenarioError):
+    """Several problems found in one scenario file, each a ``ScenarioError``, in file order.
+
+    ``one_line()`` is the first problem and how many more there are; ``lines()`` gives one
+    ``file:line key: message`` line per problem, the first ``limits.MAX_PROBLEMS_SHOWN`` of
+    them, then ``and N more problems``.
+    """
+
+    def __init__(self, problems: list[ScenarioError]) -> None:
+        self.problems = sorted(problems, key=lambda p: p.line or 0)
+        first = self.problems[0]
+        super().__init__(first.message, path=first.path, line=first.line, key=first.key)
+
+    def one_line(self) -> str:
+        more = len(self.problems) - 1
+        return f"{self.problems[0].one_line()} (and {plural(more, 'more problem')})"
+
+    def lines(self) -> list[str]:
+        shown = [p.one_line() for p in self.problems[:limits.MAX_PROBLEMS_SHOWN]]
+        hidden = len(self.problems) - len(shown)
+        return shown + ([f"and {plural(hidden, 'more problem')}"] if hidden else [])
 
 
 class TraceError(DistvizError):
@@ -53,6 +81,13 @@ class UsageError(DistvizError):
 
 class OutputError(DistvizError):
     """A file distviz was asked to write is a folder or another thing it will not replace."""
+
+    exit_code = limits.EXIT_BAD_INPUT
+
+
+class RecordError(DistvizError):
+    """``distviz.record`` was called where there is no graph to record: outside the context,
+    after its backward pass, or with a context the forward pass did not run in."""
 
     exit_code = limits.EXIT_BAD_INPUT
 

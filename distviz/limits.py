@@ -18,6 +18,8 @@ MAX_FILE_BYTES: Final = 1_000_000
 MAX_YAML_DEPTH: Final = 32
 #: Most workers a scenario may declare (each one is a process).
 MAX_WORKERS: Final = 32
+#: Most problems of one scenario file printed (``distviz check``); the rest are counted.
+MAX_PROBLEMS_SHOWN: Final = 20
 
 # -- what a scenario program may do at run time (per worker) ---------------------------------------
 

@@ -25,6 +25,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
+from distviz.errors import RecordError
 from distviz.trace import (
     ACCUMULATE_GRAD_SEQ,
     BackwardPass,
@@ -33,6 +34,7 @@ from distviz.trace import (
     Trace,
     short_name,
 )
+from distviz.words import plural
 
 
 @dataclass
@@ -142,7 +144,8 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     _RECORDS[context_id] = rec
     calls = [c.to_json() for c in _CALLS.get(context_id, [])]
     known = sorted(int(w) for w in ctx._known_worker_ids())
-    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls}
+    grads = len(dist_autograd.get_gradients(context_id))  # > 0 once a backward pass ran
+    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads}
 
 
 def _names_here(named: list[tuple[Any, str]]) -> tuple[dict[int, str], dict[Any, list[str]]]:
@@ -566,24 +569,62 @@ def root_ids(context_id: int, roots: Sequence[Any]) -> list[str]:
     return out
 
 
+_WHEN = ("call distviz.record inside `with dist_autograd.context() as context_id:`, after "
+         "the forward pass and before dist_autograd.backward")
+
+
 def record(context_id: int, roots: Any, names: Any = None) -> Trace:
-    """Public API: see ``distviz.record``. Call on the initiator inside the context."""
+    """Public API: see ``distviz.record``. Call on the initiator inside the context.
+
+    Raises ``RecordError`` when there is no such context here, when its backward pass has
+    already run, or when the roots' graph was not built in it (it holds no RPC, or RPCs of
+    another context)."""
     if isinstance(roots, torch.Tensor):
         roots = [roots]
     roots = list(roots)
-    workers, pieces = gather(context_id, roots, names)
     me = rpc.get_worker_info().name
-    ids = root_ids(context_id, roots)
-    root_vars: list[str] = []
-    for r in roots:
-        label = next((lab for t, lab in _names_list(names) if t is r), None)
-        if label:
-            root_vars.append(label)
-    passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars)]
-    trace = build_trace(workers, me, context_id, pieces, passes)
-    # the API records only: drop the node references on every worker, so that the graph can be
-    # freed when the user's context ends
-    others = [p["worker"] for p in pieces if p["worker"] != me]
-    forget(context_id)
-    _side_thread(lambda ws: [rpc.rpc_sync(w, forget, args=(context_id,)) for w in ws], others)
-    return trace
+    try:
+        dist_autograd._retrieve_context(context_id)
+    except RuntimeError:
+        raise RecordError(f"distviz.record: there is no distributed autograd context "
+                          f"{context_id} on {me} (a context ends with its with block); "
+                          f"{_WHEN}") from None
+    workers, pieces = gather(context_id, roots, names)
+    try:
+        _check_recordable(context_id, pieces)
+        ids = root_ids(context_id, roots)
+        root_vars: list[str] = []
+        for r in roots:
+            label = next((lab for t, lab in _names_list(names) if t is r), None)
+            if label:
+                root_vars.append(label)
+        passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars)]
+        return build_trace(workers, me, context_id, pieces, passes)
+    finally:
+        # the API records only: drop the node references on every worker, so that the graph
+        # can be freed when the user's context ends
+        others = [p["worker"] for p in pieces if p["worker"] != me]
+        forget(context_id)
+        _side_thread(lambda ws: [rpc.rpc_sync(w, forget, args=(context_id,)) for w in ws],
+                     others)
+
+
+def _check_recordable(context_id: int, pieces: list[dict[str, Any]]) -> None:
+    """``RecordError`` unless ``pieces`` (from ``gather``) hold a graph whose backward has not
+    run yet and whose RPCs belong to ``context_id``."""
+    done = [(p["worker"], p.get("grads", 0)) for p in pieces if p.get("grads")]
+    if done:
+        worker, n = done[0]
+        raise RecordError(f"distviz.record: context {context_id} has already run its backward "
+                          f"pass ({worker} holds gradients for {plural(n, 'tensor')}); {_WHEN}")
+    rpc_nodes = [n for p in pieces for n in p["nodes"] if n["kind"] in ("send", "recv")]
+    foreign = next((n for n in rpc_nodes if n.get("msg_id") is None), None)
+    if foreign is not None:
+        raise RecordError(f"distviz.record: the roots' graph was built in another context: "
+                          f"{foreign['id']} is not a message of context {context_id}; pass the "
+                          "id of the context the forward pass ran in")
+    if not rpc_nodes:
+        raise RecordError(f"distviz.record: context {context_id} holds no RPC: the forward pass "
+                          "made none inside it (did it run outside the context?); run the "
+                          "forward pass and distviz.record inside `with dist_autograd.context() "
+                          "as context_id:`")

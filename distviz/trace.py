@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -325,12 +326,37 @@ def _loads(text: str, source: str) -> Trace:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"not valid JSON ({exc.msg} at column {exc.colno}); "
+        if not text.strip():
+            raise TraceError("the file is empty; expected a distviz trace (JSON)",
+                             path=source) from None
+        not_a_trace(source, text)
+        raise TraceError(f"not valid JSON at column {exc.colno}: {_json_problem(exc.msg)}; "
                          "the file is truncated or is not a distviz trace",
                          path=source, line=exc.lineno) from None
     except RecursionError:
         raise TraceError("JSON nested too deeply; not a distviz trace", path=source) from None
     return _parse_trace(obj, source)
+
+
+def _json_problem(msg: str) -> str:
+    """``json``'s message without its dangling ``at`` (the column says where), in lower case:
+    ``Unterminated string starting at`` -> ``unterminated string``."""
+    for tail in (" starting at", " at"):
+        if msg.endswith(tail):
+            msg = msg[: -len(tail)]
+            break
+    return msg[:1].lower() + msg[1:]
+
+
+_SCENARIO_KEY = re.compile(r"^(workers|main|backward)[ \t]*:", re.MULTILINE)
+
+
+def not_a_trace(source: str, text: str) -> None:
+    """Raise ``TraceError`` when ``text`` (a file that is not JSON) is a scenario: it has the
+    top-level keys of one (``workers:``, ``main:``, ``backward:`` at the start of a line)."""
+    if _SCENARIO_KEY.search(text[:65536]):
+        raise TraceError(f"this is a scenario, not a trace: run it with `distviz run {source}` "
+                         "(that writes the trace)", path=source)
 
 
 # -- parsing with precise errors -------------------------------------------------------------

@@ -55,7 +55,7 @@ def _truncated(tmp_path: Path) -> Path:
 
 CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "truncated": (_truncated, "not valid JSON"),
-    "empty": (_text(""), "not valid JSON"),
+    "empty": (_text(""), "the file is empty"),
     "binary": (_text(b"\x80\x04\x95garbage"), "cannot read the trace"),
     "pickle": (_text(pickle.dumps({"schema_version": 1})), "cannot read the trace"),
     "list_top": (_text("[1, 2, 3]"), "expected a JSON object at the top"),
@@ -112,3 +112,24 @@ def test_good_trace_round_trips(tmp_path: Path) -> None:
     again = load(path)
     assert again.to_json() == obj
     assert path.read_text().count("\n") >= len(obj["nodes"])  # one node per line
+
+
+def test_invalid_json_names_file_line_and_column_once(tmp_path: Path) -> None:
+    path, _ = _good(tmp_path)
+    lines = path.read_text().splitlines()
+    start = lines[2].index('"name":')  # cut inside this string of the third line (a node)
+    bad = tmp_path / "bad.json"
+    bad.write_text("\n".join(lines[:2] + [lines[2][:start + 3]]))
+    with pytest.raises(TraceError) as info:
+        load(bad)
+    assert info.value.one_line() == (
+        f"{bad}:3: not valid JSON at column {start + 1}: unterminated string; the file is truncated "
+        "or is not a distviz trace")
+
+
+def test_empty_trace_file_says_it_is_empty(tmp_path: Path) -> None:
+    bad = tmp_path / "empty.json"
+    bad.write_text("\n")
+    with pytest.raises(TraceError) as info:
+        load(bad)
+    assert info.value.one_line() == f"{bad}: the file is empty; expected a distviz trace (JSON)"

@@ -1,9 +1,11 @@
 """The checker: one program's syntax tree against the scenario language (pure).
 
 ``Checker(...).check_module(tree)`` walks the tree and raises ``ScenarioError`` (file, line,
-key) at the first construct the language does not allow: statements and expressions by node
-type (one method per type, dispatched by the tables at the end of the class), names by scope,
-attributes and calls by the rules in ``distviz.scenario.rules``. Nothing here executes user text.
+key) for the constructs the language does not allow: statements and expressions by node type
+(one method per type, dispatched by the tables at the end of the class), names by scope,
+attributes and calls by the rules in ``distviz.scenario.rules``. A statement stops at its first
+problem and the walk goes on with the next one, so every bad statement is reported (as
+``ScenarioProblems`` when there are several). Nothing here executes user text.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from distviz import lang
 from distviz.errors import ScenarioError
 from distviz.scenario import rules
 from distviz.scenario.messages import expression_message, short, statement_message, suggest
+from distviz.scenario.problems import Problems
 
 __all__ = ["Checker", "Scope"]
 
@@ -45,7 +48,7 @@ def _is_docstring(stmt: ast.stmt) -> bool:
 
 
 class Checker:
-    """Walk one program's tree and raise ``ScenarioError`` on the first thing not allowed.
+    """Walk one program's tree and raise ``ScenarioError`` for what is not allowed.
 
     ``kind`` is ``code``, ``init`` or ``main``. ``params``, ``functions`` and ``state`` are the
     names visible at module level besides builtins and helpers; ``elsewhere`` maps names set
@@ -68,6 +71,7 @@ class Checker:
                         | lang.HELPERS)
         self.assigned: list[str] = []
         self.stores: dict[str, int] = {}
+        self.problems = Problems()
 
     def fail(self, node: ast.AST, message: str) -> NoReturn:
         raise ScenarioError(message, path=self.path, line=getattr(node, "lineno", None),
@@ -76,25 +80,31 @@ class Checker:
     # -- programs and functions ---------------------------------------------------------------
 
     def check_module(self, tree: ast.Module) -> None:
-        """Check a whole program; ``code`` holds only ``def``s (and docstrings, ``pass``)."""
+        """Check a whole program; ``code`` holds only ``def``s (and docstrings, ``pass``).
+
+        Raises the problem found, or ``ScenarioProblems`` with every problem found."""
         if self.kind != "code":
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     line = node.lineno
                     self.stores[node.id] = min(line, self.stores.get(node.id, line))
             self.block(tree.body, Scope(set()))
+            self.problems.raise_found()
             return
-        scope = Scope(set())
-        for stmt in tree.body:
-            if isinstance(stmt, ast.FunctionDef):
-                self.function(stmt)
-            elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
-                continue
-            elif isinstance(stmt, _NOT_AT_CODE_TOP):
-                self.fail(stmt, "only function definitions (def) are allowed at the top "
-                                "level of code; put statements in main or in a worker's init")
-            else:
-                self.stmt(stmt, scope)
+        self.block(tree.body, Scope(set()), self.code_top)
+        self.problems.raise_found()
+
+    def code_top(self, stmt: ast.stmt, scope: Scope) -> None:
+        """One statement at the top level of ``code``."""
+        if isinstance(stmt, ast.FunctionDef):
+            self.function(stmt)
+        elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
+            return
+        elif isinstance(stmt, _NOT_AT_CODE_TOP):
+            self.fail(stmt, "only function definitions (def) are allowed at the top "
+                            "level of code; put statements in main or in a worker's init")
+        else:
+            self.stmt(stmt, scope)
 
     def function(self, node: ast.FunctionDef) -> None:
         if node.decorator_list:
@@ -123,9 +133,20 @@ class Checker:
 
     # -- statements ---------------------------------------------------------------------------
 
-    def block(self, stmts: list[ast.stmt], scope: Scope) -> None:
+    def block(self, stmts: list[ast.stmt], scope: Scope,
+              check: Callable[[ast.stmt, Scope], None] | None = None) -> None:
+        """Check each statement with ``check`` (``stmt``); a statement's problem is kept and
+        the names it assigns count as defined, so later lines are not blamed for it."""
         for stmt in stmts:
-            self.stmt(stmt, scope)
+            try:
+                (check or self.stmt)(stmt, scope)
+            except ScenarioError as err:
+                self.problems.add(err)
+                for node in ast.walk(stmt):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        scope.defined.add(node.id)
+                        if scope.module_level and node.id not in self.assigned:
+                            self.assigned.append(node.id)
 
     def stmt(self, node: ast.stmt, scope: Scope) -> None:
         check = _STATEMENTS.get(type(node))
@@ -363,7 +384,8 @@ class Checker:
                 self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
                                     "one by one")
             if kw.arg.startswith("_"):
-                self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed")
+                self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
+                                    "names starting with '_' are reserved")
             self.expr(kw.value, scope)
 
     def call_name(self, node: ast.Call, name: str, scope: Scope) -> None:

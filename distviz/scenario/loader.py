@@ -10,6 +10,7 @@ instruments the checked trees (``instrument``). Every problem is a ``ScenarioErr
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import os
 import re
@@ -17,13 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from distviz import lang
 from distviz.errors import ScenarioError
 from distviz.limits import MAX_FILE_BYTES, MAX_WORKERS
 from distviz.scenario.checker import Checker
 from distviz.scenario.instrument import instrument
-from distviz.scenario.messages import kind, suggest
+from distviz.scenario.messages import kind, reserved_reason, suggest
 from distviz.scenario.model import PassSpec, Program, Scenario
+from distviz.scenario.problems import Problems
 from distviz.scenario.yaml_reader import Y, YamlReader
 
 __all__ = ["load_scenario", "load_scenario_text"]
@@ -153,9 +154,10 @@ def _load_params(loader: _Loader, y: Y | None) -> dict[str, int | float | bool |
         line = y.key_lines[name]
         key = f"params.{name}"
         _checked_name(loader, Y(name, line), key, "param")
-        if (name in lang.RESERVED_NAMES or name in lang.FORBIDDEN_NAMES
-                or name.startswith("__") or name.startswith("_dv")):
-            loader.error(line, key, f"'{name}' is a reserved name; choose another param name")
+        reason = reserved_reason(name)
+        if reason is not None:
+            loader.error(line, key, f"'{name}' is a reserved name ({reason}); choose another "
+                                    "param name")
         if not isinstance(value.value, _PARAM_TYPES):
             loader.error(value.line, key, f"a param default must be an integer, number, "
                                           f"true/false or string, found {kind(value.value)}")
@@ -258,10 +260,23 @@ def _load_roots(loader: _Loader, items: list[Y], key: str, main_names: list[str]
     return roots
 
 
+_TRACE_HEAD = re.compile(r'\A\s*\{\s*"schema_version"\s*:|"format"\s*:\s*"distviz-trace"')
+
+
+def _not_a_trace(path: str, text: str) -> None:
+    """Raise ``ScenarioError`` when ``text`` is a distviz trace (JSON with ``schema_version``)
+    rather than a scenario."""
+    if _TRACE_HEAD.search(text[:4096]):
+        raise ScenarioError(f"this is a trace, not a scenario: replay it with `distviz replay "
+                            f"{path}`", path=path)
+
+
 def _read_text(path: str) -> str:
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                _not_a_trace(path, fh.read(4096))
             raise ScenarioError(f"the file is {size:,} bytes; scenarios are at most "
                                 f"{MAX_FILE_BYTES:,} bytes", path=path)
         with open(path, encoding="utf-8") as fh:
@@ -322,26 +337,34 @@ class _Parsed:
 
 
 def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
+    _not_a_trace(path, text)
     loader = _Loader(path)
-    top = _top_keys(loader, YamlReader(path).read(text))
-    name = loader.string(top["name"], "name")
-    description = ""
-    if "description" in top and top["description"].value is not None:
-        description = loader.string(top["description"], "description", allow_empty=True)
-    seed = _load_seed(loader, top.get("seed"))
-    params = _apply_overrides(path, _load_params(loader, top.get("params")), overrides)
-    workers, init_ys = _load_workers(loader, top["workers"])
+    # Every part is checked even after a problem (Problems.attempt gives a stand-in value),
+    # except where later problems would only follow from an earlier one.
+    problems = Problems()
+    top = _top_keys(loader, YamlReader(path).read(text), problems)
+    name = problems.attempt(lambda: loader.string(top["name"], "name"), "")
+    description = problems.attempt(lambda: _description(loader, top.get("description")), "")
+    seed = problems.attempt(lambda: _load_seed(loader, top.get("seed")), 0)
+    declared = problems.attempt(lambda: _load_params(loader, top.get("params")),
+                                _param_names(top.get("params")))
+    params = problems.attempt(lambda: _apply_overrides(path, declared, overrides), declared)
+    no_workers: tuple[list[str], dict[str, Y | None]] = ([], {})
+    workers, init_ys = problems.attempt(lambda: _load_workers(loader, top["workers"]),
+                                        no_workers)
+    if not workers:
+        problems.raise_found()
 
     # Parse every program first: checking needs the functions and worker state names.
-    parsed = _Parsed(
-        code=(loader.parse_program(top["code"], "code")
-              if "code" in top and top["code"].value is not None else None),
-        inits={w: loader.parse_program(y, f"workers.{w}.init")
-               for w, y in init_ys.items() if y is not None},
-        main=loader.parse_program(top["main"], "main"))
-    functions = _functions(loader, parsed.code, params)
-    worker_state, main_names = _check_programs(path, parsed, params, functions, workers)
-    passes = _load_backward(loader, top["backward"], main_names)
+    parsed = _parse_programs(loader, top, init_ys, problems)
+    functions = problems.attempt(lambda: _functions(loader, parsed.code, params),
+                                 _def_names(parsed.code))
+    worker_state, main_names = _check_programs(path, parsed, params, functions, workers,
+                                               problems)
+    no_passes: list[PassSpec] = []
+    passes = problems.attempt(lambda: _load_backward(loader, top["backward"], main_names),
+                              no_passes)
+    problems.raise_found()
 
     code = loader.program(*parsed.code[:2], "code", parsed.code[2]) if parsed.code else None
     worker_init: dict[str, Program | None] = {w: None for w in workers}
@@ -354,7 +377,44 @@ def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
                     raw_text=text, worker_state=worker_state)
 
 
-def _top_keys(loader: _Loader, root: Y | None) -> dict[str, Y]:
+def _description(loader: _Loader, y: Y | None) -> str:
+    if y is None or y.value is None:
+        return ""
+    return loader.string(y, "description", allow_empty=True)
+
+
+def _param_names(y: Y | None) -> dict[str, int | float | bool | str]:
+    """Stand-in params when ``params`` has a problem: the names it declares."""
+    if y is None or not isinstance(y.value, dict):
+        return {}
+    return {name: 0 for name in y.value if isinstance(name, str)}
+
+
+def _parse_programs(loader: _Loader, top: dict[str, Y], init_ys: dict[str, Y | None],
+                    problems: Problems) -> _Parsed:
+    """Parse every program; raises every problem found so far when one does not parse (the
+    others cannot be checked without its names)."""
+    def parse(y: Y, key: str) -> tuple[str, int, ast.Module] | None:
+        return problems.attempt(lambda: loader.parse_program(y, key), None)
+    code = parse(top["code"], "code") if top.get("code") and top["code"].value is not None \
+        else None
+    inits = {w: parse(y, f"workers.{w}.init") for w, y in init_ys.items() if y is not None}
+    main = parse(top["main"], "main")
+    failed = (main is None or any(v is None for v in inits.values())
+              or (code is None and top.get("code") is not None and top["code"].value is not None))
+    if failed:
+        problems.raise_found()
+    assert main is not None
+    return _Parsed(code=code, inits={w: v for w, v in inits.items() if v is not None}, main=main)
+
+
+def _def_names(code: tuple[str, int, ast.Module] | None) -> list[str]:
+    """Stand-in functions when one has a problem: every name ``def``-ined in ``code``."""
+    names = [s.name for s in code[2].body if isinstance(s, ast.FunctionDef)] if code else []
+    return list(dict.fromkeys(names))
+
+
+def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> dict[str, Y]:
     """The top-level mapping: only known keys, every required key."""
     if root is None:
         loader.error(1, None, "the scenario file is empty; expected the keys name, workers, "
@@ -363,15 +423,21 @@ def _top_keys(loader: _Loader, root: Y | None) -> dict[str, Y]:
         loader.error(root.line, None, f"a scenario is a mapping of keys (name, workers, main, "
                                       f"backward, ...), found {kind(root.value)}")
     top: dict[str, Y] = root.value
+    hints = ""
     for key in top:
         if key not in TOP_KEYS:
-            loader.error(root.key_lines[key], key, f"unknown key '{key}'"
-                                                   f"{suggest(key, TOP_KEYS)}; keys: "
-                                                   f"{', '.join(TOP_KEYS)}")
+            hint = suggest(key, TOP_KEYS)
+            hints += hint
+            problems.add(ScenarioError(f"unknown key '{key}'{hint}; keys: "
+                                       f"{', '.join(TOP_KEYS)}", path=loader.path,
+                                       line=root.key_lines[key], key=key))
     for key in REQUIRED_KEYS:
-        if key not in top:
-            loader.error(root.line, None, f"missing required key '{key}'; a scenario needs "
-                                          f"{', '.join(REQUIRED_KEYS)}")
+        if key not in top and f"'{key}'" not in hints:  # not already named as a typo's fix
+            problems.add(ScenarioError(f"missing required key '{key}'; a scenario needs "
+                                       f"{', '.join(REQUIRED_KEYS)}", path=loader.path,
+                                       line=root.line))
+    if any(key not in top for key in REQUIRED_KEYS):
+        problems.raise_found()
     return top
 
 
@@ -393,18 +459,24 @@ def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
         if isinstance(stmt, ast.FunctionDef):
             if stmt.name in functions:
                 loader.error(stmt.lineno, "code", f"function '{stmt.name}' is defined twice")
-            if (stmt.name in lang.RESERVED_NAMES or stmt.name in lang.FORBIDDEN_NAMES
-                    or stmt.name in params or stmt.name.startswith("_")):
+            reason = reserved_reason(stmt.name)
+            if reason is None and stmt.name.startswith("_"):
+                reason = "function names may not start with '_'"
+            if reason is None and stmt.name in params:
+                reason = "it is the name of a param"
+            if reason is not None:
                 loader.error(stmt.lineno, "code", f"cannot define a function named "
-                                                  f"'{stmt.name}': it is a reserved or "
-                                                  "param name")
+                                                  f"'{stmt.name}': {reason}; choose another "
+                                                  "name")
             functions.append(stmt.name)
     return functions
 
 
 def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], functions: list[str],
-                    workers: list[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """Check every program; return the names each worker's init sets and those main sets.
+                    workers: list[str],
+                    problems: Problems) -> tuple[dict[str, list[str]], list[str]]:
+    """Check every program, keeping each one's problems in ``problems``; return the names
+    each worker's init sets and those main sets.
 
     Order: each ``init`` (it sees params and functions), then ``code`` (it also sees every
     worker's state), then ``main`` (it sees the initiator's state).
@@ -414,16 +486,17 @@ def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], function
     for worker, (_, _, tree) in parsed.inits.items():
         checker = Checker(path, f"workers.{worker}.init", "init", state=(), elsewhere={},
                           **common)
-        checker.check_module(tree)
+        problems.attempt(functools.partial(checker.check_module, tree), None)
         worker_state[worker] = checker.assigned
     all_state = {n for names in worker_state.values() for n in names}
     if parsed.code is not None:
-        Checker(path, "code", "code", state=all_state, elsewhere={}, **common) \
-            .check_module(parsed.code[2])
+        code_checker = Checker(path, "code", "code", state=all_state, elsewhere={}, **common)
+        code_tree = parsed.code[2]
+        problems.attempt(lambda: code_checker.check_module(code_tree), None)
     initiator = workers[0]
     elsewhere = {n: w for w in workers[1:] for n in worker_state[w]
                  if n not in worker_state[initiator]}
     main_checker = Checker(path, "main", "main", state=worker_state[initiator],
                            elsewhere=elsewhere, **common)
-    main_checker.check_module(parsed.main[2])
+    problems.attempt(lambda: main_checker.check_module(parsed.main[2]), None)
     return worker_state, main_checker.assigned

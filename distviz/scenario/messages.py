@@ -8,7 +8,10 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["expression_message", "kind", "short", "statement_message", "suggest"]
+from distviz import lang
+
+__all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message",
+           "suggest"]
 
 
 def suggest(word: str, options: Iterable[str], fmt: str = "'{}'") -> str:
@@ -44,6 +47,22 @@ def short(node: ast.AST, limit: int = 40) -> str:
         return "..."
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
+def reserved_reason(name: str) -> str | None:
+    """Why ``name`` cannot be defined by a scenario (``"names starting with '__' or '_dv' are
+    reserved for distviz"``, ``"it is a builtin of the scenario language"``), or ``None``."""
+    if name.startswith("__") or name.startswith("_dv"):
+        return "names starting with '__' or '_dv' are reserved for distviz"
+    if name in lang.FORBIDDEN_NAMES:
+        return "it is a Python builtin that scenarios may not use"
+    if name in ("torch", "rpc"):
+        return f"it is the {name} module"
+    if name in lang.HELPERS:
+        return "it is a distviz helper"
+    if name in lang.BUILTINS:
+        return "it is a builtin of the scenario language"
+    if name in lang.RESERVED_NAMES:
+        return "it is a Python constant"
+    return None
 
 
 def statement_message(node: ast.stmt) -> str:
