@@ -275,6 +275,9 @@ StartupTimeout = Annotated[float, typer.Option("--startup-timeout", help="Second
 ForwardTimeout = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the forward pass.")]
 MaxNumel = Annotated[int, typer.Option("--max-numel", help="Largest tensor a scenario may create.")]
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")]
+MaxRpcDepth = Annotated[int, typer.Option("--max-rpc-depth", help="How deep RPC calls of scenario functions may nest.")]
+MaxMemory = Annotated[str, typer.Option("--max-memory", help="Memory limit per worker (heap, tensors), like 4G or 512M.")]
+_DEFAULT_MAX_MEMORY = limits.format_size(limits.DEFAULT_MAX_MEMORY).replace(" ", "")  # 4GiB
 Log = Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")]
 Svg = Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")]
 Png = Annotated[Path | None, typer.Option("--png", help="Also write the graph as PNG.")]
@@ -318,6 +321,8 @@ def run(
     forward_timeout: ForwardTimeout = limits.FORWARD_TIMEOUT,
     max_numel: MaxNumel = limits.DEFAULT_MAX_NUMEL,
     max_steps: MaxSteps = limits.DEFAULT_MAX_STEPS,
+    max_rpc_depth: MaxRpcDepth = limits.DEFAULT_MAX_RPC_DEPTH,
+    max_memory: MaxMemory = _DEFAULT_MAX_MEMORY,
     log: Log = None,
     worker: WorkerOpt = None,
     start: FromOpt = None,
@@ -348,7 +353,8 @@ def run(
     opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
                       confirm_hang=confirm_hang, startup_timeout=startup_timeout,
                       forward_timeout=forward_timeout, max_numel=max_numel,
-                      max_steps=max_steps, run_backward=not no_backward,
+                      max_steps=max_steps, max_rpc_depth=max_rpc_depth,
+                      max_memory=_memory_size(max_memory), run_backward=not no_backward,
                       reference=not no_reference,
                       inject=parse_inject_delay(inject_delay or [], list(sc.workers)))
     _check_run_options(opts)
@@ -369,9 +375,22 @@ def _check_run_options(opts: Any) -> None:
     for flag, value in (("--hang-timeout", opts.hang_timeout),
                         ("--startup-timeout", opts.startup_timeout),
                         ("--timeout", opts.forward_timeout), ("--max-numel", opts.max_numel),
-                        ("--max-steps", opts.max_steps)):
+                        ("--max-steps", opts.max_steps), ("--max-rpc-depth", opts.max_rpc_depth)):
         if value <= 0:
             raise UsageError(f"{flag} {value}: expected a positive number")
+
+
+def _memory_size(text: str) -> int:
+    """``--max-memory``: bytes, at least what torch and RPC need (``UsageError`` otherwise)."""
+    try:
+        size = limits.parse_size(text)
+    except ValueError as exc:
+        raise UsageError(f"--max-memory {text}: {exc}") from None
+    if size < limits.MIN_MAX_MEMORY:
+        raise UsageError(f"--max-memory {text}: a worker needs at least "
+                         f"{limits.format_size(limits.MIN_MAX_MEMORY)} (torch, RPC and their "
+                         "threads)")
+    return size
 
 
 def _run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:

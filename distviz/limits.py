@@ -31,6 +31,21 @@ DEFAULT_MAX_STEPS: Final = 1_000_000
 MAX_SEQUENCE_LEN: Final = 10_000_000
 #: Largest integer that ``**`` may build, in bits.
 MAX_INT_BITS: Final = 100_000
+#: Default limit on how deep RPC calls made by scenario functions may nest (``--max-rpc-depth``):
+#: ``main`` calling ``f`` over RPC is depth 1, ``f`` calling ``g`` over RPC depth 2. Each nested
+#: call holds an RPC thread on its worker until it returns, so a recursion across workers
+#: would otherwise take every thread and hang (no worker's step budget ever trips).
+DEFAULT_MAX_RPC_DEPTH: Final = 10
+#: RPC threads a worker has beyond the deepest nesting allowed: one chain nested to the limit on
+#: a single worker still leaves threads to answer other calls and deliver the results.
+RPC_SPARE_THREADS: Final = 6
+
+#: Default memory limit of one worker, in bytes (``--max-memory``): the private writable
+#: memory of the process (``RLIMIT_DATA``: heap, tensors, thread stacks). An idle worker
+#: with torch and RPC up uses about 0.55 GiB of it, the 15,000-node pipeline about 0.6 GiB.
+DEFAULT_MAX_MEMORY: Final = 4 * 2**30
+#: The smallest ``--max-memory`` accepted: torch, RPC and their threads need about 0.55 GiB.
+MIN_MAX_MEMORY: Final = 2**30
 
 # -- time limits, in seconds -------------------------------------------------------------------------
 
@@ -51,7 +66,8 @@ RPC_TIMEOUT: Final = 60.0
 HOOKS_TIMEOUT: Final = 30.0
 #: Collecting the observed events and gradients from every worker after it.
 COLLECT_TIMEOUT: Final = 10.0
-#: RPC threads per worker (``TensorPipeRpcBackendOptions.num_worker_threads``).
+#: RPC threads per worker at least (``TensorPipeRpcBackendOptions.num_worker_threads``); more
+#: when ``--max-rpc-depth`` needs them (``rpc_threads``).
 RPC_THREADS: Final = 16
 
 # -- exit status of a worker process ----------------------------------------------------------------
@@ -80,7 +96,8 @@ EXIT_CODES: Final[dict[int, str]] = {
     EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
     EXIT_INTERNAL: "a bug in distviz (please report it with the trace file)",
     EXIT_BAD_INPUT: "bad input: scenario, trace file or options; nothing was run",
-    EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, or a worker died",
+    EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, a worker died, or a "
+                     "worker hit its memory limit or the RPC nesting limit",
     EXIT_TIMEOUT: "start-up or the forward pass took longer than its time limit",
     EXIT_RENDER: "a picture could not be made (Graphviz missing, crashed or timed out)",
     EXIT_HANG: "the FAST-mode backward hangs (predicted by the replay, or observed)",
@@ -89,3 +106,36 @@ EXIT_CODES: Final[dict[int, str]] = {
                    "counts only with one inter-op thread)",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
 }
+
+
+def rpc_threads(max_rpc_depth: int) -> int:
+    """RPC threads per worker for a nesting limit of ``max_rpc_depth``."""
+    return max(RPC_THREADS, max_rpc_depth + RPC_SPARE_THREADS)
+
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``512M``, ``4G``, ``1.5GiB``, ``4gb`` or ``1073741824`` (units are binary).
+
+    Raises ``ValueError`` with the expected form.
+    """
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1] if t and t[-1] in "KMGT" else ""
+    number = t[: len(t) - len(unit)].strip()
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"expected a size like 4G, 512M or 1.5GiB, found {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"expected a positive size like 4G, found {text!r}")
+    return int(value * _UNITS[unit])
+
+
+def format_size(n: int) -> str:
+    """``4 GiB``, ``1.5 GiB``, ``512 MiB``, ``100 bytes``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"

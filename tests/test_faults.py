@@ -133,6 +133,82 @@ def test_predicted_hang_skips_the_real_backward_unless_confirmed(tmp_path: Path)
     assert "--confirm-hang" in data["real"]["reason"]
 
 
+# -- run-time limits of the workers ----------------------------------------------------------------
+
+def _run_watched(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[int, str, float,
+                                                                              list[int]]:
+    """Run ``distviz run ARGS``; return its exit code, stderr, seconds taken and every process
+    it started (read from the process tree while it runs)."""
+    proc = subprocess.Popen([sys.executable, "-m", "distviz", "run", *args, "--no-log"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env=_env(tmp_path))
+    t0 = time.monotonic()
+    seen: set[int] = set()
+    try:
+        while proc.poll() is None and time.monotonic() - t0 < timeout:
+            seen.update(descendants(proc.pid))
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, err, time.monotonic() - t0, sorted(seen)
+
+
+def _no_process_left(kids: list[int]) -> None:
+    time.sleep(0.5)
+    assert kids, "no worker process was seen"
+    assert not [k for k in kids if pid_alive(k)], "processes left behind"
+
+
+def test_recursion_across_workers_stops_within_seconds_naming_the_cycle(tmp_path: Path) -> None:
+    # ping on worker1 calls pong on worker0, which calls ping again: without a nesting limit
+    # the calls take every RPC thread and the run ends only at the forward time-out
+    code, err, seconds, kids = _run_watched(
+        tmp_path, str(FAULTS / "ping_pong.yaml"), "-o", str(tmp_path / "t.json"),
+        "--timeout", "60")
+    assert code == 3, err
+    assert seconds < 10, f"took {seconds:.1f} s"
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "ping on worker1 -> pong on worker0 -> ping on worker1" in err, err
+    assert "more than 10 deep" in err and "--max-rpc-depth" in err, err
+    _no_process_left(kids)
+    _no_temp_left(tmp_path)
+
+
+def test_the_rpc_depth_limit_is_an_option(tmp_path: Path) -> None:
+    code, err, _, kids = _run_watched(
+        tmp_path, str(FAULTS / "ping_pong.yaml"), "-o", str(tmp_path / "t.json"),
+        "--max-rpc-depth", "3", "--timeout", "60")
+    assert code == 3, err
+    assert "more than 3 deep" in err, err
+    _no_process_left(kids)
+
+
+def test_a_huge_allocation_hits_the_memory_limit_not_the_machine(tmp_path: Path) -> None:
+    # x.repeat(100000, 100000): 40 GB that no size cap sees; the default limit refuses it
+    code, err, _, kids = _run_watched(
+        tmp_path, str(FAULTS / "huge_repeat.yaml"), "-o", str(tmp_path / "t.json"))
+    assert code == 3, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert f"{FAULTS / 'huge_repeat.yaml'}:6: worker1: out of memory" in err, err
+    assert "asked for 37.3 GiB" in err and "may use 4 GiB" in err and "--max-memory" in err
+    _no_process_left(kids)
+
+
+def test_list_growth_hits_the_memory_limit(tmp_path: Path) -> None:
+    # 2**28 items (2 GiB of pointers) is fine for the machine and beyond a 1 GiB limit
+    code, err, _, kids = _run_watched(
+        tmp_path, str(FAULTS / "list_growth.yaml"), "-o", str(tmp_path / "t.json"),
+        "--max-memory", "1G")
+    assert code == 3, err
+    assert "worker1: out of memory" in err and "may use 1 GiB (raise the limit with " \
+        "--max-memory)" in err, err
+    _no_process_left(kids)
+
+
 # -- signals from outside ------------------------------------------------------------------------
 
 def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:

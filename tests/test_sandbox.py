@@ -220,3 +220,41 @@ def test_namespace_builtins_are_only_the_whitelist() -> None:
     assert ns["micro"] == 4
     with pytest.raises(NameError):
         exec("open('x')", ns)
+
+
+# -- RPC nesting (the chain each call of a scenario function carries) ---------------------------
+
+def test_the_depth_message_names_the_cycle_of_functions_and_workers() -> None:
+    from distviz.runner.rpc_proxy import _depth_message
+
+    frames = [("main", "worker0"), ("ping", "worker1"), ("pong", "worker0"), ("ping", "worker1")]
+    text = _depth_message(frames, 2)
+    assert text.startswith("RPC calls nest more than 2 deep: the calls ping on worker1 -> pong "
+                           "on worker0 -> ping on worker1 repeat without end"), text
+    assert text.endswith("(raise the limit with --max-rpc-depth)")
+    chain = _depth_message([("main", "w0"), ("a", "w1"), ("b", "w2")], 1)
+    assert "the chain main on w0 -> a on w1 -> b on w2" in chain
+
+
+def test_a_nested_call_runs_with_its_chain_and_gives_the_thread_back() -> None:
+    from distviz.runner.rpc_proxy import _chain, run_nested
+
+    frames = [("main", "worker0"), ("f", "worker1")]
+    assert run_nested(frames, lambda a, b=0: (_chain(), a + b), 1, b=2) == (frames, 3)
+    assert _chain() == []
+
+
+def test_a_depth_error_crossing_many_hops_keeps_only_the_innermost() -> None:
+    from distviz.runner.rpc_proxy import RpcDepthError, run_nested
+
+    inner = "On WorkerInfo(id=0, name=worker0):\nRpcDepthError('RPC calls nest ...')\n"
+    wrapped = f"On WorkerInfo(id=1, name=worker1):\nRpcDepthError('{inner}')\n{inner}"
+
+    def raises(text: str) -> None:
+        raise RpcDepthError(text)
+    with pytest.raises(RpcDepthError) as info:
+        run_nested([("main", "worker0")], raises, wrapped)
+    assert str(info.value) == inner
+    with pytest.raises(RpcDepthError) as info:
+        run_nested([("main", "worker0")], raises, "RPC calls nest ...")
+    assert str(info.value) == "RPC calls nest ..."

@@ -64,6 +64,8 @@ class RunOptions:
     rpc_timeout: float = limits.RPC_TIMEOUT
     max_numel: int = limits.DEFAULT_MAX_NUMEL
     max_steps: int = limits.DEFAULT_MAX_STEPS
+    max_rpc_depth: int = limits.DEFAULT_MAX_RPC_DEPTH
+    max_memory: int = limits.DEFAULT_MAX_MEMORY
     run_backward: bool = True
     reference: bool = True
     observe: bool = True
@@ -75,7 +77,9 @@ class RunOptions:
     def worker_options(self) -> WorkerOptions:
         """The part of the options every worker needs."""
         return WorkerOptions(hang_timeout=self.hang_timeout, rpc_timeout=self.rpc_timeout,
+                             rpc_threads=limits.rpc_threads(self.max_rpc_depth),
                              max_numel=self.max_numel, max_steps=self.max_steps,
+                             max_rpc_depth=self.max_rpc_depth, max_memory=self.max_memory,
                              reference=self.reference, observe=self.observe,
                              inject=self.inject)
 
@@ -347,11 +351,14 @@ class _Run:
 
 def _failure(msg: WorkerFailed, path: str) -> Exception:
     """The error a ``WorkerFailed`` message stands for: the scenario's fault (a bad root, a
-    run-time limit) or a failed run."""
+    limit of the scenario language), or a failed run (a run-time limit of the worker: RPC
+    nesting, memory; or anything else that raised)."""
     if msg.error == "RootError":
         return ScenarioError(msg.message, path=path, line=msg.line, key="backward")
     if msg.error == "SandboxError":
         return ScenarioError(f"{msg.worker}: {msg.message}", path=path, line=msg.line)
+    if msg.error in ("RpcDepthError", "MemoryLimitError"):
+        return RunError(f"{msg.worker}: {msg.message}", path=path, line=msg.line)
     label = {"forward": "in the forward pass", "init": "in its init code",
              "rendezvous": "while connecting", "start-up": "while starting"}.get(
         msg.phase, f"during {msg.phase}")

@@ -35,6 +35,8 @@ class WorkerOptions:
     rpc_threads: int = limits.RPC_THREADS
     max_numel: int = limits.DEFAULT_MAX_NUMEL
     max_steps: int = limits.DEFAULT_MAX_STEPS
+    max_rpc_depth: int = limits.DEFAULT_MAX_RPC_DEPTH
+    max_memory: int = limits.DEFAULT_MAX_MEMORY
     reference: bool = True
     observe: bool = True
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,

@@ -1,13 +1,18 @@
 """The ``rpc`` object scenario programs see, in real (distributed) and local (reference) form.
 
-``ScenarioRpc`` forwards to ``torch.distributed.rpc`` unchanged (builtins stay builtins, so
+``ScenarioRpc`` forwards to ``torch.distributed.rpc`` (builtins stay builtins, so
 ``rpc.rpc_sync("worker1", torch.add, ...)`` is a real builtin RPC) and logs each call made inside
 a dist autograd context with the message ids it created on the caller. ``LocalRpc`` runs every
 call in-process against the target worker's namespace, for the single-process reference run.
+
+A call of a scenario function carries the chain of calls that led to it (``run_nested`` runs the
+function on the callee with that chain): a call that would nest deeper than the limit raises
+``RpcDepthError`` naming the cycle, instead of taking every RPC thread of the workers and hanging.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,10 +20,58 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
+from distviz import limits
 from distviz.recorder import log_call
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
+
+#: The chain of RPC calls running on this thread: ``[(function, worker), ...]`` from ``main``.
+_CHAIN = threading.local()
+
+
+class RpcDepthError(RuntimeError):
+    """RPC calls of scenario functions nest deeper than ``--max-rpc-depth``."""
+
+
+def _chain() -> list[tuple[str, str]]:
+    frames: list[tuple[str, str]] = getattr(_CHAIN, "frames", [])
+    return frames
+
+
+def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> Any:
+    """Run ``func(*args, **kwargs)``, the callee's side of an RPC made by a scenario function,
+    with ``frames`` (the calls that led here, this one last) as this thread's chain.
+
+    Torch wraps a remote error once per hop and repeats its text twice, so an error that crosses
+    many nested calls doubles in size at each; an ``RpcDepthError`` is cut back here to the
+    innermost hop, which names the cycle and the scenario line.
+    """
+    saved = _chain()
+    _CHAIN.frames = [(str(f), str(w)) for f, w in frames]
+    try:
+        return func(*args, **kwargs)
+    except RpcDepthError as exc:
+        text = str(exc)
+        innermost = text.rfind("On WorkerInfo(")
+        if innermost <= 0:
+            raise
+        raise RpcDepthError(text[innermost:]) from None
+    finally:
+        _CHAIN.frames = saved
+
+
+def _depth_message(frames: list[tuple[str, str]], limit: int) -> str:
+    """Why the call ``frames[-1]`` is refused: the cycle it repeats, or the whole chain."""
+    last = frames[-1]
+    earlier = [i for i, f in enumerate(frames[:-1]) if f == last]
+    shown = frames[earlier[-1]:] if earlier else frames
+    path = " -> ".join(f"{fn} on {w}" for fn, w in shown)
+    what = (f"the calls {path} repeat without end (a recursion across workers)" if earlier
+            else f"the chain {path}")
+    return (f"RPC calls nest more than {limit} deep: {what}; each nested call holds an RPC "
+            "thread until it returns (raise the limit with --max-rpc-depth)")
 
 
 def _func_name(func: Any) -> tuple[str, bool]:
@@ -103,8 +156,9 @@ def _unwrap(args: Any) -> Any:
 class ScenarioRpc:
     """The ``rpc`` name inside scenario programs on a real worker."""
 
-    def __init__(self, worker: str) -> None:
+    def __init__(self, worker: str, max_depth: int = limits.DEFAULT_MAX_RPC_DEPTH) -> None:
         self._worker = worker
+        self._max_depth = max_depth
 
     def _logger(self, callee: str, func: Any) -> Callable[[str, _Snapshot, int | None,
                                                            str | None], None]:
@@ -122,13 +176,23 @@ class ScenarioRpc:
     def _send(self, api: str, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None,
               timeout: float) -> tuple[Any, Callable[[str, _Snapshot, int | None, str | None],
                                                    None], _Snapshot]:
-        """Make the real call; return its result, the call logger and the pre-call snapshot."""
+        """Make the real call; return its result, the call logger and the pre-call snapshot.
+
+        A scenario function runs on the callee through ``run_nested`` with the chain of calls;
+        raises ``RpcDepthError`` when that chain would nest deeper than the limit.
+        """
         log = self._logger(str(to), func)
+        fname, builtin = _func_name(func)
+        call_args = tuple(_unwrap(args))
+        if not builtin:
+            frames = [*(_chain() or [("main", self._worker)]), (fname, str(to))]
+            if len(frames) - 1 > self._max_depth:
+                raise RpcDepthError(_depth_message(frames, self._max_depth))
+            func, call_args = run_nested, (frames, func, *call_args)
         snap = _Snapshot()
         kw = {} if timeout is None or timeout < 0 else {"timeout": timeout}
         call = {"rpc_sync": rpc.rpc_sync, "rpc_async": rpc.rpc_async, "remote": rpc.remote}[api]
-        result = call(to, func, args=tuple(_unwrap(args)), kwargs=_unwrap(dict(kwargs or {})),
-                      **kw)
+        result = call(to, func, args=call_args, kwargs=_unwrap(dict(kwargs or {})), **kw)
         return result, log, snap
 
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,

@@ -48,10 +48,14 @@ def scenario_line(text: str, path: str) -> int | None:
 _REMOTE = re.compile(r"On WorkerInfo\(id=(\d+), name=([^)]*)\):\n(.*)", re.S)
 
 
+_ORIGIN = re.compile(r"On WorkerInfo\(id=\d+, name=([^)]*)\):")
+
+
 def remote_origin(exc: BaseException) -> str | None:
-    """The worker a re-raised remote exception came from (innermost), if any."""
-    found = _REMOTE.findall(str(exc))
-    return found[-1][1] if found else None
+    """The worker a re-raised remote exception came from (the innermost of a chain of RPCs:
+    torch names each hop, the innermost last), if any."""
+    found = _ORIGIN.findall(str(exc))
+    return found[-1] if found else None
 
 
 def short_error(exc: BaseException) -> tuple[str, str]:
@@ -87,11 +91,47 @@ def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     _watch_lifeline(lifeline)
     state = {"phase": "start-up"}
     try:
+        limit_memory(spec.options.max_memory)
         _run(conn, spec, state)
     except BaseException as exc:  # report everything to the parent as one line, then exit
         _report(conn, spec, state["phase"], exc)
         time.sleep(0.05)
         os._exit(limits.WORKER_ERROR_EXIT)
+
+
+def limit_memory(max_bytes: int) -> None:
+    """Limit this process's private writable memory (``RLIMIT_DATA``: heap, tensors, thread
+    stacks) to ``max_bytes``, or to the hard limit when that is lower.
+
+    An allocation beyond it then fails at once (``MemoryError``; torch's "can't allocate
+    memory"), which the worker reports, instead of growing until the kernel's OOM killer ends
+    some process. ``RLIMIT_DATA`` rather than ``RLIMIT_AS``: the address space of an idle
+    worker is mostly mapped libraries and malloc's reserved arenas (about 2 GiB here, and it
+    grows with the torch build and the number of cores), while its data is about 0.55 GiB.
+    """
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = max_bytes if hard == resource.RLIM_INFINITY else min(max_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+_NO_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|std::bad_alloc|"
+                        r"out of memory", re.I)
+
+
+def out_of_memory(kind: str, message: str, max_bytes: int) -> str | None:
+    """The message for an error that says the worker ran out of memory, else ``None``."""
+    asked = re.search(r"tried to allocate (\d+) bytes", message)
+    if kind == "MemoryError" or re.search(r"\bMemoryError\b", message):
+        what = "Python raised MemoryError"
+    elif asked:
+        what = f"an operation asked for {limits.format_size(int(asked.group(1)))}"
+    elif _NO_MEMORY.search(message):
+        what = message
+    else:
+        return None
+    return (f"out of memory: {what}; each worker may use {limits.format_size(max_bytes)} "
+            "(raise the limit with --max-memory)")
 
 
 def _redirect_stderr(worker: str) -> None:
@@ -131,8 +171,8 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     state["phase"] = "init"
     module = types.ModuleType(SCENARIO_MODULE)
     sys.modules[SCENARIO_MODULE] = module
-    ns = build_namespace(scenario, worker, rank, ScenarioRpc(worker), options,
-                         target=module.__dict__)
+    ns = build_namespace(scenario, worker, rank, ScenarioRpc(worker, options.max_rpc_depth),
+                         options, target=module.__dict__)
     for label, value in state_names(scenario, worker, ns):
         for t, lab in recorder._expand(label, value):
             recorder.name(t, lab)
@@ -159,6 +199,9 @@ def _report(conn: Any, spec: WorkerSpec, phase: str, exc: BaseException) -> None
     """Send ``exc`` to the parent as one ``WorkerFailed`` message (best effort)."""
     text = str(exc) if not isinstance(exc, SystemExit) else "exit"
     kind, message = short_error(exc)
+    memory = out_of_memory(kind, message, spec.options.max_memory)
+    if memory is not None:
+        kind, message = "MemoryLimitError", memory
     line = getattr(exc, "line", None)
     if not isinstance(line, int):
         line = scenario_line(traceback.format_exc() + text, spec.scenario.path)
