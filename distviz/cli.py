@@ -39,6 +39,15 @@ def _out() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
+def _out_unbounded() -> Console:
+    """Standard output for text pictures (the graph's trees and tables): the terminal's width
+    on a terminal; in a pipe or a file as wide as each line needs, so nothing is cut."""
+    out = _out()
+    if out.is_terminal:
+        return out
+    return Console(highlight=False, soft_wrap=True, width=1_000_000)
+
+
 def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
@@ -457,7 +466,7 @@ def _finish_run(trace: Trace, mode: str, out_path: Path, view: _View) -> int:
         print(json.dumps(_report(trace, rp, agreement, str(out_path), timing), indent=1))
         return _exit_code(trace, rp, agreement)
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
-        out = _out()
+        out = _out_unbounded()
         out.print(terminal.render_summary(trace))
         show_log = view.log if view.log is not None else len(rp.events) <= 400
         _show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
@@ -592,7 +601,7 @@ def replay(
         print(json.dumps(_report(trace, rp, agreement, str(trace_file), timing), indent=1))
     else:
         if graph:
-            _out().print(terminal.render_graph(trace))
+            _out_unbounded().print(terminal.render_graph(trace))
         _show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
         for line in time_lines:
             _out().print(line, markup=False)
@@ -686,7 +695,7 @@ def graph(
     """
     from distviz.render import terminal
     trace = _load_trace(trace_file)
-    _out().print(terminal.render_graph(trace, max_nodes=max_nodes))
+    _out_unbounded().print(terminal.render_graph(trace, max_nodes=max_nodes))
 
 
 def main() -> None:
