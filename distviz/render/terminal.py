@@ -1,7 +1,7 @@
 """Terminal renderings of a trace and its FAST-mode replay (rich renderables, never printed here).
 
 Everything in this module returns values: ``rich.text.Text`` lines, rich renderables or strings.
-The CLI (``distviz/cli.py``) and the step-through loop (``distviz/render/stepper.py``) are the
+The CLI (``distviz/cli/``) and the step-through loop (``distviz/render/stepper.py``) are the
 only places that print them. No ANSI codes are ever embedded: colour is carried as rich styles,
 so ``Console(no_color=True)`` (``NO_COLOR``) or output to a pipe gives plain text.
 

@@ -1,0 +1,23 @@
+"""The command-line interface: a thin typed shell over the library.
+
+It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``, is in
+``distviz.limits`` with every other limit). The package:
+
+* ``app``: the typer ``app``, the consoles, one-line errors with their exit codes (``guard``),
+  ``main``;
+* ``options``: every option as an ``Annotated`` type, apart from the command bodies, and the
+  checks of option values;
+* ``commands``: the command bodies (``run``, ``check``, ``scenarios``, ``replay``, ``export``,
+  ``graph``), registered on ``app`` in that order when this package is imported; a new command
+  goes in a module of its own, imported below;
+* ``running``: a run from start to report (progress, partial trace, exit code);
+* ``output``: what commands show and write (the replay, agreement, the JSON report, the step
+  log, pictures, exit codes).
+"""
+
+from __future__ import annotations
+
+from distviz.cli import commands  # noqa: F401  (registers the commands on app)
+from distviz.cli.app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,88 @@
+"""The typer app, the consoles, and how a command ends: one line per error with its exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from distviz.errors import DistvizError, Interrupted
+from distviz.limits import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
+
+__all__ = ["app", "fail", "guard", "main", "stderr_console", "stdout_console",
+           "unbounded_console"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
+                       "Example:\n\n  distviz run design_note")
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def unbounded_console() -> Console:
+    """Standard output for text pictures (the graph's trees and tables): the terminal's width
+    on a terminal; in a pipe or a file as wide as each line needs, so nothing is cut."""
+    out = stdout_console()
+    if out.is_terminal:
+        return out
+    return Console(highlight=False, soft_wrap=True, width=1_000_000)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def fail(err: DistvizError) -> typer.Exit:
+    """Print ``err`` on stderr (one line per problem) and return the Exit to raise."""
+    for line in err.lines():
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    return typer.Exit(err.exit_code)
+
+
+def guard(fn: Any) -> Any:
+    """Run a command body: DistvizError -> one line + its exit code; Ctrl-C -> 130."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except DistvizError as err:
+            raise fail(err) from None
+        except KeyboardInterrupt:
+            raise fail(Interrupted("interrupted by Ctrl-C")) from None
+        except BrokenPipeError:
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+            except OSError:
+                pass
+            raise typer.Exit(EXIT_OK) from None
+        except OSError as exc:  # a file we were asked to write or read
+            where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+            print(f"error: {where}{exc.strerror or exc}; check the path and its permissions",
+                  file=sys.stderr, flush=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        except Exception as exc:  # noqa: BLE001
+            if os.environ.get("DISTVIZ_DEBUG"):
+                raise
+            text = " ".join(str(exc).split())
+            print(f"internal error: {type(exc).__name__}: {text} (set DISTVIZ_DEBUG=1 for the "
+                  "traceback and report it)", file=sys.stderr, flush=True)
+            raise typer.Exit(EXIT_INTERNAL) from None
+    return wrapper
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("error: interrupted by Ctrl-C", file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)

@@ -1,0 +1,295 @@
+"""The command bodies, registered on ``app`` in the order ``--help`` lists them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from distviz import limits
+from distviz.cli.app import app, guard, stdout_console, unbounded_console
+from distviz.cli.options import (
+    DEFAULT_MAX_MEMORY,
+    ConfirmHang,
+    Dot,
+    ForwardTimeout,
+    FromOpt,
+    HangTimeout,
+    Html,
+    InjectDelay,
+    InteropThreads,
+    Json,
+    Log,
+    MaxMemory,
+    MaxNumel,
+    MaxRpcDepth,
+    MaxSteps,
+    Mode,
+    NoBackward,
+    NoReference,
+    Perfetto,
+    Png,
+    ScenarioArg,
+    Sets,
+    StartupTimeout,
+    Step,
+    Svg,
+    ToOpt,
+    TraceOut,
+    Verbose,
+    View,
+    WhatIfOpt,
+    WorkerOpt,
+    check_export_flags,
+    check_run_options,
+    check_steps,
+    memory_size,
+    parse_sets,
+    stdout_flags,
+)
+from distviz.cli.output import (
+    agreement_of,
+    exit_code,
+    load_trace,
+    replay_of,
+    report,
+    show,
+    write_pictures,
+)
+from distviz.cli.running import finish_run, run_trace, run_with_progress
+from distviz.errors import DistvizError, UsageError
+from distviz.limits import EXIT_RUN_FAILED
+from distviz.trace import write_atomic
+
+
+@app.command()
+@guard
+def run(
+    scenario: ScenarioArg,
+    sets: Sets = None,
+    output: TraceOut = None,
+    as_json: Json = False,
+    step: Step = False,
+    mode: Mode = "fast",
+    interop_threads: InteropThreads = 1,
+    hang_timeout: HangTimeout = limits.HANG_TIMEOUT,
+    confirm_hang: ConfirmHang = False,
+    no_backward: NoBackward = False,
+    no_reference: NoReference = False,
+    startup_timeout: StartupTimeout = limits.STARTUP_TIMEOUT,
+    forward_timeout: ForwardTimeout = limits.FORWARD_TIMEOUT,
+    max_numel: MaxNumel = limits.DEFAULT_MAX_NUMEL,
+    max_steps: MaxSteps = limits.DEFAULT_MAX_STEPS,
+    max_rpc_depth: MaxRpcDepth = limits.DEFAULT_MAX_RPC_DEPTH,
+    max_memory: MaxMemory = DEFAULT_MAX_MEMORY,
+    log: Log = None,
+    worker: WorkerOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    svg: Svg = None,
+    png: Png = None,
+    dot: Dot = None,
+    html: Html = None,
+    perfetto: Perfetto = None,
+    verbose: Verbose = False,
+    inject_delay: InjectDelay = None,
+) -> None:
+    """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
+
+    Example:
+
+      distviz run pipeline --set micro=8 -o pipeline.trace.json
+    """
+    from distviz.replay.changes import parse_inject_delay
+    from distviz.runner.parent import RunOptions
+    from distviz.scenario import load_scenario
+    from distviz.shipped import resolve_scenario
+
+    # data on standard output moves the text report to stderr
+    data_on_stdout = stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
+                                    "--html": html, "--perfetto": perfetto}, as_json)
+    sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
+    opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
+                      confirm_hang=confirm_hang, startup_timeout=startup_timeout,
+                      forward_timeout=forward_timeout, max_numel=max_numel,
+                      max_steps=max_steps, max_rpc_depth=max_rpc_depth,
+                      max_memory=memory_size(max_memory), run_backward=not no_backward,
+                      reference=not no_reference,
+                      inject=parse_inject_delay(inject_delay or [], list(sc.workers)))
+    check_run_options(opts)
+    check_steps(start, end, None)
+    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
+    out_path = output or Path(f"{sc.name}.trace.json")
+    trace = run_trace(sc, result, mode, out_path)
+    view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
+                 pictures={"svg": svg, "png": png, "dot": dot, "html": html,
+                           "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
+    raise typer.Exit(finish_run(trace, mode, out_path, view))
+
+
+@app.command()
+@guard
+def check(
+    scenario: ScenarioArg,
+    sets: Sets = None,
+) -> None:
+    """Validate a scenario without starting any worker.
+
+    Example:
+
+      distviz check pipeline --set micro=200
+    """
+    from distviz.scenario import load_scenario
+    from distviz.shipped import resolve_scenario
+    sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
+    stdout_console().print(f"{scenario}: ok ({sc.name}: {len(sc.workers)} workers, "
+                 f"{len(sc.passes)} backward pass{'es' if len(sc.passes) != 1 else ''})",
+                 markup=False)
+
+
+@app.command()
+@guard
+def scenarios() -> None:
+    """List the shipped scenarios; run one by name from any folder.
+
+    Example:
+
+      distviz scenarios
+    """
+    from rich.table import Table
+
+    from distviz.scenario import load_scenario
+    from distviz.shipped import scenario_dir, shipped_scenarios
+    found = shipped_scenarios()
+    if not found:
+        raise UsageError(f"no shipped scenarios in {scenario_dir()}; reinstall distviz")
+    table = Table(box=None, pad_edge=False)
+    table.add_column("name", no_wrap=True)
+    table.add_column("workers", justify="right", no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for name, path in found.items():
+        try:
+            sc = load_scenario(str(path))
+            table.add_row(name, str(len(sc.workers)), sc.description)
+        except DistvizError as exc:
+            table.add_row(name, "?", f"invalid: {exc.one_line()}")
+    out = stdout_console()
+    out.print(table)
+    out.print(f"run one with: distviz run NAME (the files are in {scenario_dir()})",
+              markup=False)
+
+
+@app.command()
+@guard
+def replay(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    as_json: Json = False,
+    step: Step = False,
+    mode: Mode = "fast",
+    worker: WorkerOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    graph: Annotated[bool, typer.Option("--graph", help="Show each worker's graph as a tree first.")] = False,
+    what_if: WhatIfOpt = None,
+) -> None:
+    """Replay a saved trace (no torch, no workers) and print the step log, then where the real
+    backward spent its time (or, with --what-if, how long it would take with the changes).
+
+    Example:
+
+      distviz replay design-note.trace.json --worker worker1
+    """
+    from distviz.render import terminal
+    trace = load_trace(trace_file)
+    if not trace.passes:
+        error = (trace.real or {}).get("error") or "no backward pass was recorded"
+        if as_json:
+            print(json.dumps({"trace": str(trace_file), "scenario": trace.scenario,
+                              "workers": trace.workers, "replay": None, "real": trace.real,
+                              "reference": trace.reference, "agreement": None}, indent=1))
+        else:
+            stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
+                         f"it ({error})", markup=False)
+        raise typer.Exit(EXIT_RUN_FAILED)
+    rp = replay_of(trace, mode)
+    agreement = agreement_of(trace, rp)
+    from distviz.replay.whatif import time_report
+    time_lines, timing = time_report(trace, what_if)
+    if as_json:
+        print(json.dumps(report(trace, rp, agreement, str(trace_file), timing), indent=1))
+    else:
+        if graph:
+            unbounded_console().print(terminal.render_graph(trace))
+        show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
+        for line in time_lines:
+            stdout_console().print(line, markup=False)
+    raise typer.Exit(exit_code(trace, rp, agreement))
+
+
+@app.command()
+@guard
+def export(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="svg, png, dot, html or perfetto.")] = "svg",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write.")] = None,
+    step: Annotated[int | None, typer.Option("--step", help="Draw the state after replay step N.")] = None,
+    frames: Annotated[Path | None, typer.Option("--frames", help="Write one picture per step into this folder.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Draw every node even above the node budget.")] = False,
+    mode: Mode = "fast",
+) -> None:
+    """Export a trace as a picture, an HTML step viewer or a Perfetto trace.
+
+    Example:
+
+      distviz export design-note.trace.json --format html -o design.html
+    """
+    check_export_flags(fmt, step=step, frames=frames, output=output, full=full)
+    trace = load_trace(trace_file)
+    rp = replay_of(trace, mode)
+    if step is not None and not (-1 <= step < len(rp.events)):
+        raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
+    if frames is not None:
+        from distviz.render import dot as dotmod
+        from distviz.render import graphviz_backend
+        if frames.exists() and not frames.is_dir():
+            raise UsageError(f"--frames {frames}: not a folder; give a folder to write one "
+                             "file per step into")
+        frames.mkdir(parents=True, exist_ok=True)
+        n = 0
+        for k, source in dotmod.frames(trace, rp, full=full):
+            target = frames / f"step-{k:05d}.{fmt}"
+            if fmt == "dot":
+                write_atomic(target, source)
+            else:
+                write_atomic(target, graphviz_backend.render(source, fmt))
+            n += 1
+        stdout_console().print(f"wrote {n} frames to {frames}", markup=False)
+        return
+    ext = {"perfetto": "json"}.get(fmt, fmt)
+    target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
+    agreement = agreement_of(trace, rp)
+    write_pictures(trace, rp, agreement, {fmt: target}, step=step, full=full)
+    if stdout_flags({"-o": target}):
+        print(f"wrote {fmt} to standard output", file=sys.stderr)
+    else:
+        stdout_console().print(f"wrote {target}", markup=False)
+
+
+@app.command()
+@guard
+def graph(
+    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Above this, show a summary.")] = 200,
+) -> None:
+    """Show each worker's graph as a tree with dependency counts and send/recv pairs.
+
+    Example:
+
+      distviz graph design-note.trace.json
+    """
+    from distviz.render import terminal
+    trace = load_trace(trace_file)
+    unbounded_console().print(terminal.render_graph(trace, max_nodes=max_nodes))

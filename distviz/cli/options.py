@@ -1,0 +1,160 @@
+"""The options of every command as ``Annotated`` types (defaults from ``distviz.limits``), and
+the checks of option values: each problem a ``UsageError`` naming the flags."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from distviz import limits
+from distviz.errors import UsageError
+from distviz.trace import STDOUT
+
+Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a param: NAME=VALUE.")]
+Mode = Annotated[str, typer.Option("--mode", help="fast (PyTorch's algorithm) or smart (the RFC's proposal).")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON report instead of text.")]
+Step = Annotated[bool, typer.Option("--step", help="Step through the replay interactively.")]
+WorkerOpt = Annotated[str | None, typer.Option("--worker", help="Only events of this worker.")]
+FromOpt = Annotated[int | None, typer.Option("--from", help="First step to print.")]
+ToOpt = Annotated[int | None, typer.Option("--to", help="Last step to print.")]
+
+# -- the options of `run` (defaults from distviz.limits) ----------------------------------------
+ScenarioArg = Annotated[Path, typer.Argument(
+    metavar="SCENARIO", help="Scenario YAML file, or the name of a shipped scenario (distviz scenarios).")]
+TraceOut = Annotated[Path | None, typer.Option("-o", "--output", help="Trace file to write (default: <name>.trace.json).")]
+InteropThreads = Annotated[int, typer.Option("--interop-threads", help="Inter-op threads per worker; 1 makes the order predictable.")]
+HangTimeout = Annotated[float, typer.Option("--hang-timeout", help="Seconds before a real backward counts as hung.")]
+ConfirmHang = Annotated[bool, typer.Option("--confirm-hang", help="Run the real backward even when a hang is predicted.")]
+NoBackward = Annotated[bool, typer.Option("--no-backward", help="Record only; skip the real backward.")]
+NoReference = Annotated[bool, typer.Option("--no-reference", help="Skip the single-process reference gradients.")]
+StartupTimeout = Annotated[float, typer.Option("--startup-timeout", help="Seconds allowed for start-up.")]
+ForwardTimeout = Annotated[float, typer.Option("--timeout", help="Seconds allowed for the forward pass.")]
+MaxNumel = Annotated[int, typer.Option("--max-numel", help="Largest tensor a scenario may create.")]
+MaxSteps = Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")]
+MaxRpcDepth = Annotated[int, typer.Option("--max-rpc-depth", help="How deep RPC calls of scenario functions may nest.")]
+MaxMemory = Annotated[str, typer.Option("--max-memory", help="Memory limit per worker (heap, tensors), like 4G or 512M.")]
+DEFAULT_MAX_MEMORY = limits.format_size(limits.DEFAULT_MAX_MEMORY).replace(" ", "")  # 4GiB
+Log = Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")]
+Svg = Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")]
+Png = Annotated[Path | None, typer.Option("--png", help="Also write the graph as PNG.")]
+Dot = Annotated[Path | None, typer.Option("--dot", help="Also write the graph as DOT.")]
+Html = Annotated[Path | None, typer.Option("--html", help="Also write the HTML step viewer.")]
+Perfetto = Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")]
+InjectDelay = Annotated[list[str] | None, typer.Option("--inject-delay", help="Slow the real backward down on purpose: recv=2ms (each RecvRpcBackward waits before it sends) or WORKER=3x (its nodes take 3 times as long).")]
+WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the backward's wall time with changes: latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms.")]
+
+
+@dataclass(frozen=True)
+class View:
+    """How to show a finished run: JSON or text, the step log, pictures to write."""
+
+    as_json: bool
+    step: bool
+    log: bool | None
+    worker: str | None
+    start: int | None
+    end: int | None
+    pictures: dict[str, Path | None]
+    report_to_stderr: bool = False  # a file goes to standard output
+
+
+def parse_sets(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise UsageError(f"--set {item}: expected NAME=VALUE, e.g. --set micro=200")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def check_run_options(opts: Any) -> None:
+    """``UsageError`` for a run option out of range."""
+    if opts.interop_threads < 1:
+        raise UsageError(f"--interop-threads {opts.interop_threads}: expected 1 or more")
+    for flag, value in (("--hang-timeout", opts.hang_timeout),
+                        ("--startup-timeout", opts.startup_timeout),
+                        ("--timeout", opts.forward_timeout), ("--max-numel", opts.max_numel),
+                        ("--max-steps", opts.max_steps), ("--max-rpc-depth", opts.max_rpc_depth)):
+        if value <= 0:
+            raise UsageError(f"{flag} {value}: expected a positive number")
+
+
+def memory_size(text: str) -> int:
+    """``--max-memory``: bytes, at least what torch and RPC need (``UsageError`` otherwise)."""
+    try:
+        size = limits.parse_size(text)
+    except ValueError as exc:
+        raise UsageError(f"--max-memory {text}: {exc}") from None
+    if size < limits.MIN_MAX_MEMORY:
+        raise UsageError(f"--max-memory {text}: a worker needs at least "
+                         f"{limits.format_size(limits.MIN_MAX_MEMORY)} (torch, RPC and their "
+                         "threads)")
+    return size
+
+
+def check_steps(start: int | None, end: int | None, n_steps: int | None) -> None:
+    """``UsageError`` unless ``--from``/``--to`` select some of the replay's steps
+    (``0 .. n_steps - 1``; ``None``: not known yet); a ``--to`` past the end means "to the
+    end"."""
+    for flag, value in (("--from", start), ("--to", end)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} {value}: steps are numbered from 0")
+    if start is not None and n_steps is not None and start > n_steps - 1:
+        raise UsageError(f"--from {start}: the replay has {n_steps} steps, numbered 0 to "
+                         f"{n_steps - 1}; give --from {n_steps - 1} or less")
+    if start is not None and end is not None and end < start:
+        raise UsageError(f"--from {start} is after --to {end}; give --to {start} or more")
+
+
+def check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
+                        output: Path | None, full: bool) -> None:
+    """``UsageError`` naming both flags when ``export`` was given a flag that the format or
+    another flag would ignore."""
+    formats = ("svg", "png", "dot", "html", "perfetto")
+    if fmt not in formats:
+        raise UsageError(f"--format {fmt}: expected one of {', '.join(formats)}")
+    pictures = ("svg", "png", "dot")
+    if frames is not None:
+        if fmt not in pictures:
+            raise UsageError(f"--frames cannot be used with --format {fmt}; use svg, png or dot")
+        if step is not None:
+            raise UsageError("--step cannot be used with --frames: --frames writes every step")
+        if output is not None:
+            raise UsageError("--output cannot be used with --frames: the frames are written "
+                             "into the --frames folder")
+    if step is not None and fmt not in pictures:
+        raise UsageError(f"--step cannot be used with --format {fmt}; it draws one step as svg, "
+                         "png or dot")
+    if full and fmt == "perfetto":
+        raise UsageError("--full cannot be used with --format perfetto; it applies to pictures "
+                         "and the HTML viewer")
+
+
+def is_stdout(path: Path) -> bool:
+    """``-``, or a path that names this process's standard output (``/dev/stdout``)."""
+    if str(path) == STDOUT:
+        return True
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
+    except (OSError, ValueError, AttributeError):  # no such file; stdout has no descriptor
+        return False
+
+
+def stdout_flags(outputs: dict[str, Path | None], as_json: bool = False) -> list[str]:
+    """The flags among ``outputs`` that write to standard output; at most one may, and not
+    with ``--json``. Raises ``UsageError`` otherwise."""
+    flags = [flag for flag, path in outputs.items() if path is not None and is_stdout(path)]
+    if len(flags) > 1:
+        raise UsageError(f"{' and '.join(flags)} all write to standard output; give all but "
+                         "one of them a file name")
+    if flags and as_json:
+        raise UsageError(f"{flags[0]} {outputs[flags[0]]} cannot be used with --json: both "
+                         "write to standard output")
+    return flags

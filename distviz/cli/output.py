@@ -1,0 +1,164 @@
+"""What commands show and write: the replay and its agreement with PyTorch, the JSON report,
+the step log, pictures, and the exit code a result stands for."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from distviz.cli.app import stdout_console
+from distviz.cli.options import check_steps
+from distviz.errors import UsageError
+from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.trace import Trace, is_stream, write_atomic
+
+
+def load_trace(path: Path) -> Trace:
+    from distviz.trace import load
+    return load(path)
+
+
+def replay_of(trace: Trace, mode: str) -> Any:
+    from distviz.replay.fast import replay
+    if mode not in ("fast", "smart"):
+        raise UsageError(f"--mode {mode}: expected fast or smart")
+    return replay(trace, mode=mode)
+
+
+def agreement_of(trace: Trace, rp: Any) -> dict[str, Any]:
+    """Agreement with PyTorch for FAST mode; for SMART (which PyTorch never built), the
+    comparison with FAST and with the reference gradients."""
+    from distviz.replay.agreement import compare, smart_report
+    if rp.mode == "smart":
+        fast = replay_of(trace, "fast")
+        out = dict(compare(trace, fast))
+        out["smart"] = smart_report(trace, rp, fast)
+        out["text"] = out["smart"]["text"]
+        return out
+    return dict(compare(trace, rp))
+
+
+def exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
+    if rp.mode == "smart":
+        return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(rp.outcome, EXIT_BACKWARD_ERROR)
+    real = (trace.real or {}).get("outcome")
+    if rp.outcome == "hang" or real == "hang":
+        return EXIT_HANG
+    if rp.outcome == "error" or real == "error":
+        return EXIT_BACKWARD_ERROR
+    if agreement:
+        # with more than one inter-op thread calls overlap: the order may differ by nature
+        checks = ["outcome", "executed", "gradients", "leaves"]
+        if agreement.get("exact") is not False:
+            checks.append("order")
+        if any(agreement.get(k) is False for k in checks):
+            return EXIT_DISAGREE
+    return EXIT_OK
+
+
+def report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None,
+            timing: dict[str, Any]) -> dict[str, Any]:
+    real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
+    events: list[Any] = real.pop("events", [])
+    real["events_count"] = len(events)
+    return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
+            "replay": rp.to_json(), "real": real, "reference": trace.reference,
+            "agreement": agreement, **timing}
+
+
+def show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool,
+          worker: str | None, start: int | None, end: int | None, log: bool) -> None:
+    from distviz.render import terminal
+    out = stdout_console()
+    if worker is not None and worker not in trace.workers:
+        import difflib
+        near = difflib.get_close_matches(worker, trace.workers, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise UsageError(f"--worker {worker}: no such worker{hint}; workers: "
+                         f"{', '.join(trace.workers)}")
+    check_steps(start, end, len(rp.events))
+    if step and sys.stdin.isatty() and sys.stdout.isatty():
+        from distviz.render.stepper import step_through
+        step_through(trace, rp, out, agreement=agreement)
+        return
+    if log:
+        # one event per line, never wrapped or cropped, so the log greps well in a pipe
+        width = out.width if out.is_terminal else None
+        for line in terminal.render_log(trace, rp, worker=worker, start=start, end=end,
+                                        agreement=agreement, width=width):
+            out.print(line, crop=False, overflow="ignore")
+
+
+def write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
+                    targets: dict[str, Path | None], step: int | None = None,
+                    full: bool = False) -> list[str]:
+    from distviz.errors import RenderError
+    from distviz.render import dot as dotmod
+    from distviz.render import graphviz_backend
+    written: list[str] = []
+    wanted = {k: v for k, v in targets.items() if v is not None}
+    if not wanted:
+        return written
+    source = None
+    if any(k in wanted for k in ("dot", "svg", "png")):
+        source = dotmod.to_dot(trace, rp, step=step, full=full)
+    for fmt, path in wanted.items():
+        assert path is not None
+        if fmt == "dot":
+            assert source is not None
+            write_atomic(path, source)
+        elif fmt in ("svg", "png"):
+            assert source is not None
+            try:
+                data = graphviz_backend.render(source, fmt)
+            except RenderError as exc:
+                if is_stream(path):  # no file to put the DOT source beside
+                    raise
+                dot_path = path.with_suffix(".dot")
+                write_atomic(dot_path, source)
+                raise RenderError(f"{exc.message}; the DOT source was written to {dot_path}",
+                                  path=str(path)) from None
+            write_atomic(path, data)
+        elif fmt == "html":
+            from distviz.render.html import to_html
+            plain = dotmod.to_dot(trace, full=full)
+            svg: str | None
+            try:
+                svg = graphviz_backend.render(plain, "svg").decode("utf-8")
+            except RenderError:
+                svg = None
+            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement, full=full))
+        elif fmt == "perfetto":
+            from distviz.render.perfetto import to_perfetto
+            write_atomic(path, json.dumps(to_perfetto(trace, rp)))
+        written.append(str(path))
+    return written
+
+
+def real_lines(trace: Trace) -> list[str]:
+    """What PyTorch's real backward did, in a few lines."""
+    real = trace.real or {}
+    outcome = real.get("outcome")
+    if outcome is None:
+        return []
+    if outcome == "skipped":
+        return [f"PyTorch: real backward skipped: {real.get('reason') or 'not requested'}"]
+    lines = [f"PyTorch: real backward {outcome}" + (f": {real['error']}" if real.get("error")
+                                                    else "")]
+    for death in real.get("deaths") or []:
+        lines.append(f"PyTorch: {death['message']}")
+    ref = trace.reference or {}
+    if ref.get("comparable"):
+        rows = ref.get("comparison") or []
+        bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
+        zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
+        text = (f"gradients: {len(rows) - len(bad)}/{len(rows)} leaves equal the single-process "
+                "reference")
+        if zero:
+            text += f" (zeros from unused RPC outputs, as FAST mode gives: {', '.join(zero)})"
+        if bad:
+            text += "; differ: " + ", ".join(f"{r['var']} ({r['status']})" for r in bad)
+        lines.append(text)
+    return lines

@@ -1,0 +1,104 @@
+"""``distviz run`` from start to report: the run with its progress, the trace (saved even when
+the run failed), the replay and the report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from distviz.cli.app import stderr_console, unbounded_console
+from distviz.cli.options import View
+from distviz.cli.output import (
+    agreement_of,
+    exit_code,
+    real_lines,
+    replay_of,
+    report,
+    show,
+    write_pictures,
+)
+from distviz.errors import DistvizError
+from distviz.trace import Trace
+
+
+def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
+    """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
+    on a terminal, or nothing. Returns the ``RunResult``."""
+    from distviz.runner.parent import run_scenario
+
+    def decide(trace: Trace) -> tuple[bool, str | None]:
+        if replay_of(trace, "fast").outcome == "hang" and not opts.confirm_hang:
+            return False, ("the replay predicts a FAST-mode hang; the real backward was skipped "
+                           "(use --confirm-hang to run it anyway)")
+        return True, None
+
+    err = stderr_console()
+    if verbose:
+        def say(msg: str) -> None:
+            print(f"distviz: {msg}", file=sys.stderr, flush=True)
+        return run_scenario(sc, opts, decide, say)
+    if err.is_terminal and not quiet:
+        with err.status("starting workers") as status:
+            return run_scenario(sc, opts, decide, lambda m: status.update(m))
+    return run_scenario(sc, opts, decide, None)
+
+
+def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
+    """The trace of a finished run with its ``meta``. When the run failed, saves what was
+    recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
+    trace = result.trace
+    failure = result.error
+    if trace is None:
+        if failure is None:
+            raise RuntimeError("the run returned neither a trace nor an error")
+        # nothing was recorded yet: keep what is known (scenario, workers, the error)
+        trace = Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
+                      passes=[], scenario={"name": sc.name, "description": sc.description,
+                                           "path": sc.path, "params": dict(sc.params),
+                                           "seed": sc.seed})
+    from distviz import __version__
+    trace.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
+                  "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
+                  "mode": mode}
+    if failure is not None:
+        text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
+        if trace.real is None or trace.real.get("outcome") in (None, "skipped"):
+            trace.real = {"outcome": "error", "error": text, "events": [], "gradients": {}}
+        trace.save(out_path)
+        if isinstance(failure, DistvizError):
+            failure.message += f" (partial trace saved to {out_path})"
+        raise failure
+    return trace
+
+
+def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
+    """Save the trace, replay it, write the pictures, print the report; return the exit code."""
+    from distviz.render import terminal
+
+    trace.save(out_path)
+    rp = replay_of(trace, mode)
+    agreement = agreement_of(trace, rp)
+    write_pictures(trace, rp, agreement, view.pictures)
+    from distviz.replay.whatif import time_report
+    time_lines, timing = time_report(trace)
+    if view.as_json:
+        print(json.dumps(report(trace, rp, agreement, str(out_path), timing), indent=1))
+        return exit_code(trace, rp, agreement)
+    with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
+        out = unbounded_console()
+        out.print(terminal.render_summary(trace))
+        show_log = view.log if view.log is not None else len(rp.events) <= 400
+        show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
+              end=view.end, log=show_log or view.step)
+        if not show_log and not view.step:
+            out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
+                      markup=False)
+            out.print(rp.summary(), markup=False)
+            out.print(agreement.get("text", ""), markup=False)
+        for line in real_lines(trace) + time_lines:
+            out.print(line, markup=False)
+        out.print(f"trace written to {out_path}", markup=False)
+    return exit_code(trace, rp, agreement)
