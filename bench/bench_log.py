@@ -22,7 +22,7 @@ import time
 from rich.console import Console
 
 from distviz.render.terminal import render_log
-from distviz.replay.fast import replay
+from distviz.replay import replay
 from distviz.replay.synthetic import synthetic_trace
 from distviz.trace import load
 

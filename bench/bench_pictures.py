@@ -19,7 +19,7 @@ from common import emit
 from distviz.render import graphviz_backend
 from distviz.render.dot import to_dot
 from distviz.render.html import to_html
-from distviz.replay.fast import replay
+from distviz.replay import replay
 from distviz.trace import load
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from common import emit, peak_rss_mib, rss_mib
 
-from distviz.replay.fast import replay
+from distviz.replay import replay
 from distviz.replay.synthetic import synthetic_trace
 from distviz.trace import Trace, load
 

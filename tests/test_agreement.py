@@ -28,8 +28,8 @@ def _real_from_replay(t: Trace, outcome: str | None = None, interop: int = 1) ->
 def test_no_real_run_is_skipped() -> None:
     t = F.design_note()
     a = compare(t, replay(t))
-    assert a["status"] == "skipped"
-    assert all(a[k] is None for k in ("outcome", "order", "executed", "gradients"))
+    assert a.status == "skipped"
+    assert all(a.check(k) is None for k in ("outcome", "order", "executed", "gradients"))
 
 
 def test_matching_real_run() -> None:
@@ -37,11 +37,11 @@ def test_matching_real_run() -> None:
     t.real = _real_from_replay(t)
     t.reference = {"comparable": True, "ok": True}
     a = compare(t, replay(t))
-    assert (a["outcome"], a["order"], a["executed"], a["gradients"], a["leaves"],
-            a["exact"]) == (True, True, True, True, True, True)
-    assert a["text"] == ("replay matches PyTorch on all 2 workers (10 nodes, 2 messages); "
+    assert (a.outcome, a.order, a.executed, a.gradients, a.leaves,
+            a.exact) == (True, True, True, True, True, True)
+    assert a.text == ("replay matches PyTorch on all 2 workers (10 nodes, 2 messages); "
                          "gradients equal the single-process reference")
-    assert a["mismatches"] == []
+    assert a.mismatches == ()
 
 
 def test_swapped_order_is_reported_with_its_first_difference() -> None:
@@ -51,10 +51,10 @@ def test_swapped_order_is_reported_with_its_first_difference() -> None:
     ev[2]["node"], ev[3]["node"] = ev[3]["node"], ev[2]["node"]   # FIFO-ish guess
     t.real = real
     a = compare(t, replay(t))
-    assert a["order"] is False and a["executed"] is True and a["outcome"] is True
-    (m,) = a["mismatches"]
-    assert (m["worker"], m["pass"], m["first_difference_index"]) == ("worker0", 0, 2)
-    assert a["text"].startswith("replay differs from PyTorch: on worker0 in pass 1 the order "
+    assert a.order is False and a.executed is True and a.outcome is True
+    (m,) = a.mismatches
+    assert (m.worker, m.pass_index, m.first_difference_index) == ("worker0", 0, 2)
+    assert a.text.startswith("replay differs from PyTorch: on worker0 in pass 1 the order "
                                 "differs at position 2")
 
 
@@ -64,11 +64,11 @@ def test_more_interop_threads_says_agreement_is_not_guaranteed() -> None:
     real["events"].reverse()
     t.real = real
     a = compare(t, replay(t))
-    assert a["exact"] is False and a["order"] is False
-    assert "inter-op threads" in a["text"] and "not a replay bug" in a["text"]
+    assert a.exact is False and a.order is False
+    assert "inter-op threads" in a.text and "not a replay bug" in a.text
     t.real = _real_from_replay(t, interop=2)
     a = compare(t, replay(t))
-    assert a["order"] is True and "not guaranteed by nature" in a["text"]
+    assert a.order is True and "not guaranteed by nature" in a.text
 
 
 def test_real_hang_compares_what_ran_before_it() -> None:
@@ -76,7 +76,7 @@ def test_real_hang_compares_what_ran_before_it() -> None:
     t.real = _real_from_replay(t)
     assert t.real["outcome"] == "hang"
     a = compare(t, replay(t))
-    assert a["outcome"] is True and a["order"] is True
+    assert a.outcome is True and a.order is True
 
 
 def test_outcome_mismatch_and_missing_node() -> None:
@@ -86,8 +86,8 @@ def test_outcome_mismatch_and_missing_node() -> None:
     real["gradients"].pop("worker0/AccumulateGrad(t2)")
     t.real = real
     a = compare(t, replay(t))
-    assert a["outcome"] is False and a["executed"] is False
-    assert "PyTorch's outcome was hang, the replay's completed" in a["text"]
+    assert a.outcome is False and a.executed is False
+    assert "PyTorch's outcome was hang, the replay's completed" in a.text
 
 
 def test_real_error_compares_common_prefix() -> None:
@@ -96,7 +96,7 @@ def test_real_error_compares_common_prefix() -> None:
     real["error"] = "Error on Node 0: Error on Node 1: Error on Node 2: boom"
     t.real = real
     a = compare(t, replay(t))
-    assert a["outcome"] is True and a["order"] is True
+    assert a.outcome is True and a.order is True
 
 
 def test_leaf_set_difference_is_reported() -> None:
@@ -105,8 +105,8 @@ def test_leaf_set_difference_is_reported() -> None:
     real["gradients"].pop("worker0/AccumulateGrad(t2)")
     t.real = real
     a = compare(t, replay(t))
-    assert a["leaves"] is False and a["status"] == "mismatch"
-    assert "the set of leaves with gradients differs" in a["text"]
+    assert a.leaves is False and a.status == "mismatch"
+    assert "the set of leaves with gradients differs" in a.text
 
 
 def test_reference_gradient_mismatch_is_reported() -> None:
@@ -114,7 +114,7 @@ def test_reference_gradient_mismatch_is_reported() -> None:
     t.real = _real_from_replay(t)
     t.reference = {"comparable": True, "ok": False}
     a = compare(t, replay(t))
-    assert a["gradients"] is False and "differ from the single-process reference" in a["text"]
+    assert a.gradients is False and "differ from the single-process reference" in a.text
 
 
 def test_racing_messages_are_replayed_in_their_observed_arrival_order() -> None:
@@ -134,9 +134,9 @@ def test_racing_messages_are_replayed_in_their_observed_arrival_order() -> None:
             e["node"] = next(new0)
     t.real = real
     a = compare(t, fifo)
-    assert a["fifo_order"] is False
-    assert a["order"] is True and a["arrival_differs"] == ["worker0"]
-    assert "race on its RPC agent threads" in a["text"]
+    assert a.fifo_order is False
+    assert a.order is True and a.arrival_differs == ("worker0",)
+    assert "race on its RPC agent threads" in a.text
     again = replay(t, arrival={(0, "worker0"): observed})
     assert [n for n in again.order[0]["worker0"] if "Send" in n] == observed
 
@@ -148,7 +148,7 @@ def test_a_real_model_difference_is_not_excused_by_arrival_order() -> None:
     ev[2]["node"], ev[3]["node"] = ev[3]["node"], ev[2]["node"]
     t.real = real
     a = compare(t, replay(t))
-    assert a["order"] is False and a["arrival_differs"] == []
+    assert a.order is False and a.arrival_differs == ()
 
 
 def test_smart_report_says_what_each_leaf_would_receive() -> None:
@@ -160,8 +160,9 @@ def test_smart_report_says_what_each_leaf_would_receive() -> None:
                                                               "norm": 4.0}}}
     fast, smart = replay(t), replay(t, mode="smart")
     report = smart_report(t, smart, fast)
-    assert (report["fast_outcome"], report["smart_outcome"]) == ("hang", "completed")
-    assert report["excluded"]
-    assert report["leaves"]["t1"]["would_receive"]["sum"] == 4.0
-    assert report["same_leaves"] is True
-    assert "t1 (sum 4)" in report["text"] and "t2 (sum 8)" in report["text"]
+    assert (report.fast_outcome, report.smart_outcome) == ("hang", "completed")
+    assert report.excluded
+    would = report.leaves["t1"].would_receive
+    assert would is not None and would["sum"] == 4.0
+    assert report.same_leaves is True
+    assert "t1 (sum 4)" in report.text and "t2 (sum 8)" in report.text

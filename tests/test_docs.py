@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.errors import ScenarioError
 from distviz.limits import EXIT_CODES
+from distviz.replay import replay
 from distviz.replay.agreement import compare, smart_report
-from distviz.replay.fast import replay
 from distviz.replay.model import ACTIONS
 from distviz.scenario import load_scenario
 from distviz.shipped import resolve_scenario
@@ -538,7 +538,7 @@ def test_trace_format_documents_the_json_report(tmp_path: Path) -> None:
                 keys |= set(report["replay"]["hang"])
             if "smart" in report["agreement"]:
                 keys |= set(report["agreement"]["smart"])
-        keys |= set(compare(trace, replay(trace)))
-        keys |= set(smart_report(trace, replay(trace, "smart"), replay(trace)))
+        keys |= set(compare(trace, replay(trace)).to_json())
+        keys |= set(smart_report(trace, replay(trace, "smart"), replay(trace)).to_json())
     assert "excluded_sends" in keys and "blocked_sends" in keys   # both modes and a hang seen
     assert not _documented(text, keys), f"report keys: {_documented(text, keys)}"

@@ -82,7 +82,7 @@ def test_forward_error_on_a_remote_worker_names_worker_file_and_line(tmp_path: P
 # -- faults in the backward ----------------------------------------------------------------------
 
 def test_fail_backward_on_a_remote_worker_reports_the_error_on_node_chain() -> None:
-    from distviz.replay.fast import replay
+    from distviz.replay import replay
 
     result = run_cached("fail_backward", hang_timeout=5.0)
     real = result.trace.real
@@ -90,7 +90,7 @@ def test_fail_backward_on_a_remote_worker_reports_the_error_on_node_chain() -> N
     assert re.match(r"Error on Node 0: Error on Node 1: ", real["error"]), real["error"]
     rp = replay(result.trace)
     assert rp.outcome == "error"
-    assert rp.error["message"].split(": ", 2)[:2] == real["error"].split(": ", 2)[:2]
+    assert rp.error.message.split(": ", 2)[:2] == real["error"].split(": ", 2)[:2]
     assert not any(pid_alive(p) for p in result.pids.values())
 
 
@@ -106,7 +106,7 @@ def test_crash_backward_ends_with_the_dead_worker_named(tmp_path: Path) -> None:
 
 
 def test_fast_mode_hang_is_confirmed_and_torn_down() -> None:
-    from distviz.replay.fast import replay
+    from distviz.replay import replay
 
     t0 = time.monotonic()
     result = run_cached("unused_result", hang_timeout=3.0)
@@ -115,8 +115,8 @@ def test_fast_mode_hang_is_confirmed_and_torn_down() -> None:
     assert trace.real["outcome"] == "hang"
     rp = replay(trace)
     assert rp.outcome == "hang"
-    blocked = rp.hang["blocked_sends"]
-    assert any(b.get("var") == "unused" for b in blocked), blocked
+    blocked = rp.hang.blocked_sends
+    assert any(b.var == "unused" for b in blocked), blocked
     assert not any(pid_alive(p) for p in result.pids.values())
     assert result.tmpdir and not os.path.exists(result.tmpdir)
 
@@ -369,13 +369,13 @@ def test_workers_listen_on_loopback_only(tmp_path: Path) -> None:
 
 
 def test_unfetched_rref_hang_is_confirmed_and_named() -> None:
-    from distviz.replay.fast import replay
+    from distviz.replay import replay
 
     result = run_cached(str(FAULTS / "remote_no_fetch.yaml"), hang_timeout=3.0)
     assert result.trace.real["outcome"] == "hang"
     rp = replay(result.trace)
     assert rp.outcome == "hang"
-    reason = rp.hang["blocked_sends"][0]["reason"]
+    reason = rp.hang.blocked_sends[0].reason
     assert "remote(double) at line 9" in reason and "`rref`" in reason and "to_here()" in reason
 
 

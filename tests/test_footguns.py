@@ -14,7 +14,7 @@ def test_unused_rpc_result_hangs_the_backward() -> None:
     r = replay(F.unused_rpc_result())
     assert r.outcome == "hang"
     assert r.hang is not None
-    assert r.hang["summary"] == (
+    assert r.hang.summary == (
         "worker0's SendRpcBackward for message 0:0 never gets a gradient: the result of "
         "rpc_sync(torch.add) at line 7, assigned to `unused`, is not used by the loss (`loss`)")
 
@@ -22,31 +22,31 @@ def test_unused_rpc_result_hangs_the_backward() -> None:
 def test_rpc_under_no_grad_leaves_an_orphan_send_that_hangs() -> None:
     r = replay(F.no_grad_rpc())
     assert r.outcome == "hang" and r.hang is not None
-    assert r.hang["blocked_sends"][0]["kind"] == "no_grad"
-    assert "made under torch.no_grad()" in r.hang["summary"]
-    assert any("torch.no_grad()" in f for f in r.hang["fixes"])
+    assert r.hang.blocked_sends[0].kind == "no_grad"
+    assert "made under torch.no_grad()" in r.hang.summary
+    assert any("torch.no_grad()" in f for f in r.hang.fixes)
 
 
 def test_leftover_sends_from_an_earlier_forward_in_the_same_context_hang() -> None:
     r = replay(F.leftover_sends())
     assert r.outcome == "hang" and r.hang is not None
-    assert {b["var"] for b in r.hang["blocked_sends"]} == {"r1"}
-    assert any("new dist_autograd.context()" in f for f in r.hang["fixes"])
+    assert {b.var for b in r.hang.blocked_sends} == {"r1"}
+    assert any("new dist_autograd.context()" in f for f in r.hang.fixes)
 
 
 def test_unused_outputs_of_a_multi_output_rpc_get_zero_gradients_that_do_appear() -> None:
     r = replay(F.multi_output_unused())
     assert r.outcome == "completed"
-    assert r.accumulated["worker1/AccumulateGrad(W2)"] == {
+    assert r.accumulated["worker1/AccumulateGrad(W2)"].to_json() == {
         "count": 1, "zero": True, "var": "W2", "worker": "worker1"}
 
 
 def test_errors_travel_only_the_first_message_chain() -> None:
     r = replay(F.fail_backward())
     assert r.error is not None
-    assert r.error["message"] == "Error on Node 0: Error on Node 1: Error on Node 2: boom"
-    assert r.error["chain"] == ["worker2", "worker1", "worker0"]
-    assert r.error["unnotified"] == []
+    assert r.error.message == "Error on Node 0: Error on Node 1: Error on Node 2: boom"
+    assert r.error.chain == ("worker2", "worker1", "worker0")
+    assert r.error.unnotified == ()
 
 
 def test_error_leaves_workers_off_the_chain_uninformed() -> None:
@@ -68,15 +68,15 @@ def test_error_leaves_workers_off_the_chain_uninformed() -> None:
     b.backward([loss])
     r = replay(b.build())
     assert r.error is not None
-    assert r.error["message"] == "Error on Node 0: Error on Node 2: boom"
-    assert r.error["chain"] == ["worker2", "worker0"]
-    assert r.error["unnotified"] == ["worker1"]
+    assert r.error.message == "Error on Node 0: Error on Node 2: boom"
+    assert r.error.chain == ("worker2", "worker0")
+    assert r.error.unnotified == ("worker1",)
 
 
 def test_second_backward_without_retain_graph_errors() -> None:
     r = replay(F.two_passes(retain_first=False, saved_on="worker0"))
     assert r.outcome == "error" and r.error is not None
-    assert r.error["message"].startswith(
+    assert r.error.message.startswith(
         "Error on Node 0: Trying to backward through the graph a second time (or directly "
         "access saved tensors after they have already been freed).")
 
@@ -84,7 +84,7 @@ def test_second_backward_without_retain_graph_errors() -> None:
 def test_passes_accumulate_in_one_context() -> None:
     r = replay(F.two_passes(retain_first=True))
     assert r.outcome == "completed"
-    assert r.accumulated["worker0/AccumulateGrad(t1)"]["count"] == 2
+    assert r.accumulated["worker0/AccumulateGrad(t1)"].count == 2
     assert "(2nd time)" in [e.text for e in r.events
                             if e.node == "worker0/AccumulateGrad(t1)"][-1]
 

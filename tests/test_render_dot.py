@@ -75,8 +75,8 @@ def hang_trace() -> Trace:
 
 def replay_of(trace: Trace) -> Any:
     """The real replay engine (tests needing it are skipped until it exists)."""
-    fast = pytest.importorskip("distviz.replay.fast")
-    return fast.replay(trace)
+    from distviz.replay import replay
+    return replay(trace)
 
 
 def _chain_trace(n_ops: int, workers: int = 2) -> Trace:
@@ -174,8 +174,8 @@ def test_hang_marks_blocked_sends_on_the_last_step() -> None:
     rep = replay_of(tr)
     assert rep.outcome == "hang"
     g = build_dot(tr, rep, step=len(rep.events) - 1)
-    for b in rep.hang["blocked_sends"]:
-        assert 'fillcolor="#ff8a80"' in _node_line(g.source, g.node_ids[b["node"]])
+    for b in rep.hang.blocked_sends:
+        assert 'fillcolor="#ff8a80"' in _node_line(g.source, g.node_ids[b.node])
 
 
 def test_frames_yield_one_dot_per_step() -> None:

@@ -125,7 +125,7 @@ def test_deep_link_shows_the_travelling_message(tmp_path: Path) -> None:
     dom = _chromium(tmp_path, f.as_uri() + f"#step={step}", "--dump-dom")
     body = _body(dom)
     assert body["step"] == str(step) and body["action"] == "send_gradient"
-    label = rep.events[step].message["label"]
+    label = rep.events[step].message.label
     assert body["message"] == label
     assert re.search(rf'<g id="m_{label.replace(":", "_")}" class="edge[^"]*\bdv-msg\b', dom)
 
@@ -142,8 +142,8 @@ def test_hang_last_step_shows_blocked_sends(tmp_path: Path) -> None:
     assert _body(dom)["step"] == str(len(rep.events) - 1)
     m = re.search(r'<div id="hang">(.*?)</div>', dom, re.S)
     assert m and "blocked: " in m.group(1)
-    for b in rep.hang["blocked_sends"]:
-        assert html_mod.escape(b["node"]) in m.group(1)
+    for b in rep.hang.blocked_sends:
+        assert html_mod.escape(b.node) in m.group(1)
 
 
 @pytest.mark.browser

@@ -9,7 +9,8 @@ import pytest
 import replay_fixtures as F
 
 from distviz.replay import ACTIONS, Replay, replay, synthetic_trace
-from distviz.replay.fast import FREED_MESSAGE, LazyEvent
+from distviz.replay.engine import FREED_MESSAGE
+from distviz.replay.events import LazyEvent
 from distviz.trace import Trace
 
 
@@ -55,10 +56,10 @@ def test_design_note_replays_as_the_note_narrates() -> None:
     assert deps["roots"] == ["worker0/SumBackward0#3", "worker0/SendRpcBackward#1"]
     assert deps["outstanding"] == 2
     assert r.events[9].action == "receive_gradient" and r.events[9].message is not None
-    assert r.events[9].message["first"] is True
+    assert r.events[9].message.first is True
     assert r.events[9].text == ("worker1 receives gradient for message 1:0 from worker0; first "
                                 "message for context 0 here, so it computes dependencies")
-    assert sorted(a["var"] for a in r.accumulated.values()) == ["t1", "t2", "t4"]
+    assert sorted(a.var for a in r.accumulated.values()) == ["t1", "t2", "t4"]
     assert r.order == [{
         "worker0": ["worker0/SumBackward0#3", "worker0/MulBackward0#2",
                     "worker0/AccumulateGrad(t4)", "worker0/RecvRpcBackward#0",
@@ -73,7 +74,7 @@ def test_design_note_ack_waits_for_worker1_done_and_its_own_message_acked() -> N
     acts = _actions(r)
     done1 = acts.index(("worker_done", "worker1", None))
     acks = [(k, e) for k, e in enumerate(r.events) if e.action == "ack"]
-    assert [e.message["label"] for _, e in acks if e.message] == ["0:0", "1:0"]
+    assert [e.message.label for _, e in acks if e.message] == ["0:0", "1:0"]
     # worker1's first message is answered only after it is done and 0:0 was acknowledged
     assert done1 < acks[0][0] < acks[1][0]
     assert acks[1][1].worker == "worker1" and acks[1][1].detail["first"] is True
@@ -134,8 +135,8 @@ def test_stack_ties_follow_libstdcxx() -> None:
 def test_nested_three_workers_first_message_chain() -> None:
     r = replay(F.nested())
     assert r.outcome == "completed"
-    firsts = [(e.worker, e.message["label"]) for e in r.events
-              if e.action == "receive_gradient" and e.message and e.message["first"]]
+    firsts = [(e.worker, e.message.label) for e in r.events
+              if e.action == "receive_gradient" and e.message and e.message.first]
     assert firsts == [("worker1", "1:1"), ("worker2", "2:0")]
     assert r.order[0]["worker2"] == ["worker2/SendRpcBackward#2", "worker2/AddBackward0#1",
                                      "worker2/RecvRpcBackward#0"]
@@ -146,9 +147,9 @@ def test_callback_worker0_receives_mid_pass_and_acks_at_once() -> None:
     assert r.outcome == "completed"
     recv0 = [e for e in r.events if e.action == "receive_gradient" and e.worker == "worker0"]
     assert [e.detail["first"] for e in recv0] == [False, False]
-    acks = [e.message["label"] for e in r.events if e.action == "ack" and e.message]
+    acks = [e.message.label for e in r.events if e.action == "ack" and e.message]
     assert acks == ["0:1", "1:0", "0:0", "1:1"]
-    assert r.accumulated["worker0/AccumulateGrad(t1)"]["count"] == 1
+    assert r.accumulated["worker0/AccumulateGrad(t1)"].count == 1
 
 
 def test_multi_root_seeds_every_root() -> None:
@@ -157,7 +158,7 @@ def test_multi_root_seeds_every_root() -> None:
     root_call = next(e for e in r.events if e.action == "call_start")
     assert root_call.node is None and root_call.detail["reason"] == "graph_root"
     assert root_call.detail["pushed"] == ["worker0/SumBackward0#2", "worker0/SumBackward0#3"]
-    assert r.accumulated["worker0/AccumulateGrad(t1)"]["count"] == 1
+    assert r.accumulated["worker0/AccumulateGrad(t1)"].count == 1
 
 
 # -- zero gradients ------------------------------------------------------------------------------
@@ -165,11 +166,11 @@ def test_multi_root_seeds_every_root() -> None:
 def test_unused_output_of_multi_output_rpc_sends_zeros_that_are_accumulated() -> None:
     r = replay(F.multi_output_unused())
     sent = next(e for e in r.events if e.action == "send_gradient" and e.worker == "worker0")
-    assert sent.message is not None and sent.message["zero_slots"] == [1]
+    assert sent.message is not None and sent.message.zero_slots == [1]
     assert "zeros for unused output 1" in sent.text
-    assert r.accumulated["worker1/AccumulateGrad(W2)"]["zero"] is True
-    assert r.accumulated["worker1/AccumulateGrad(W1)"]["zero"] is False
-    assert r.accumulated["worker0/AccumulateGrad(x)"]["zero"] is False
+    assert r.accumulated["worker1/AccumulateGrad(W2)"].zero is True
+    assert r.accumulated["worker1/AccumulateGrad(W1)"].zero is False
+    assert r.accumulated["worker0/AccumulateGrad(x)"].zero is False
     w2 = next(e for e in r.events if e.node == "worker1/AccumulateGrad(W2)")
     assert w2.detail["zero"] is True and "all zeros" in w2.text
 
@@ -181,36 +182,36 @@ def test_unused_rpc_result_hangs_and_names_send_message_and_variable() -> None:
     assert r.outcome == "hang"
     assert r.events[-2].action == "hang" and r.events[-1].action == "pass_end"
     assert r.hang is not None
-    (b,) = r.hang["blocked_sends"]
-    assert (b["node"], b["label"], b["kind"], b["var"], b["line"]) == (
+    (b,) = r.hang.blocked_sends
+    assert (b.node, b.label, b.kind, b.var, b.line) == (
         "worker0/SendRpcBackward#0", "0:0", "unused", "unused", 7)
-    assert b["recv"] == "worker1/RecvRpcBackward#0" and b["recv_worker"] == "worker1"
-    assert "assigned to `unused`, is not used by the loss" in b["reason"]
-    assert "message 0:0" in r.hang["summary"] and "`unused`" in r.hang["summary"]
-    assert any("--mode smart" in f for f in r.hang["fixes"])
-    assert any("another root" in f for f in r.hang["fixes"])
+    assert b.recv == "worker1/RecvRpcBackward#0" and b.recv_worker == "worker1"
+    assert "assigned to `unused`, is not used by the loss" in b.reason
+    assert "message 0:0" in r.hang.summary and "`unused`" in r.hang.summary
+    assert any("--mode smart" in f for f in r.hang.fixes)
+    assert any("another root" in f for f in r.hang.fixes)
 
 
 def test_remote_unused_send_blocks_the_first_message_chain() -> None:
     r = replay(F.remote_unused())
     assert r.outcome == "hang" and r.hang is not None
-    kinds = {b["node"]: b["kind"] for b in r.hang["blocked_sends"]}
+    kinds = {b.node: b.kind for b in r.hang.blocked_sends}
     assert kinds == {"worker0/SendRpcBackward#0": "blocked",
                      "worker1/SendRpcBackward#1": "unused"}
-    assert r.hang["chain"][0].startswith("worker1 waits for a gradient")
+    assert r.hang.chain[0].startswith("worker1 waits for a gradient")
     assert any("worker0 waits for worker1 to acknowledge message 1:1" in c
-               for c in r.hang["chain"])
-    assert r.hang["chain"][-1] == "so backward() on worker0 never returns"
-    assert "`tmp`" in r.hang["summary"]
+               for c in r.hang.chain)
+    assert r.hang.chain[-1] == "so backward() on worker0 never returns"
+    assert "`tmp`" in r.hang.summary
 
 
 def test_no_grad_rpc_hang_is_explained() -> None:
     r = replay(F.no_grad_rpc())
     assert r.outcome == "hang" and r.hang is not None
-    (b,) = r.hang["blocked_sends"]
-    assert b["kind"] == "no_grad" and b["recv"] is None and b["worker"] == "worker1"
-    assert "torch.no_grad()" in b["reason"] and "no RecvRpcBackward" in b["reason"]
-    bw = {x["worker"]: x["waiting_for"] for x in r.hang["blocked_workers"]}
+    (b,) = r.hang.blocked_sends
+    assert b.kind == "no_grad" and b.recv is None and b.worker == "worker1"
+    assert "torch.no_grad()" in b.reason and "no RecvRpcBackward" in b.reason
+    bw = {x.worker: x.waiting_for for x in r.hang.blocked_workers}
     assert bw["worker0"] == "the acknowledgement of message 1:1"
 
 
@@ -227,9 +228,9 @@ def test_hang_stops_later_passes() -> None:
 def test_fail_on_remote_worker_travels_the_first_message_chain() -> None:
     r = replay(F.fail_backward())
     assert r.outcome == "error" and r.error is not None
-    assert r.error["message"] == "Error on Node 0: Error on Node 1: Error on Node 2: boom"
-    assert (r.error["worker"], r.error["node"]) == ("worker2", "worker2/AddBackward0#1")
-    assert r.error["chain"] == ["worker2", "worker1", "worker0"]
+    assert r.error.message == "Error on Node 0: Error on Node 1: Error on Node 2: boom"
+    assert (r.error.worker, r.error.node) == ("worker2", "worker2/AddBackward0#1")
+    assert r.error.chain == ("worker2", "worker1", "worker0")
     errs = [(e.worker, e.detail["error"]) for e in r.events if e.action == "error"]
     assert errs == [("worker2", "Error on Node 2: boom"),
                     ("worker1", "Error on Node 1: Error on Node 2: boom"),
@@ -244,7 +245,7 @@ def test_fail_on_initiator() -> None:
             n.fault = {"kind": "fail", "message": "boom"}
     r = replay(t)
     assert r.outcome == "error" and r.error is not None
-    assert r.error["message"] == "Error on Node 0: boom"
+    assert r.error.message == "Error on Node 0: boom"
     assert "worker0/AccumulateGrad(t4)" not in r.order[0]["worker0"]
 
 
@@ -252,30 +253,30 @@ def test_crash_fails_the_sender_of_its_first_message() -> None:
     r = replay(F.crash_backward())
     assert r.outcome == "error" and r.error is not None
     assert any(e.action == "crash" and e.worker == "worker2" for e in r.events)
-    assert r.error["message"].startswith("Error on Node 0: Error on Node 1: ")
-    assert "worker2" in r.error["message"] and "died" in r.error["message"]
+    assert r.error.message.startswith("Error on Node 0: Error on Node 1: ")
+    assert "worker2" in r.error.message and "died" in r.error.message
 
 
 def test_missing_send_is_rejected_by_the_receiver() -> None:
     r = replay(F.missing_send())
     assert r.outcome == "error" and r.error is not None
     msg_id = (1 << 48) | 5
-    assert r.error["message"] == (
+    assert r.error.message == (
         f"Error on Node 0: Could not find send function for autograd message id: {msg_id}")
 
 
 def test_second_pass_without_retain_graph_errors_on_the_remote_worker() -> None:
     r = replay(F.two_passes(retain_first=False, saved_on="worker1"))
-    assert r.outcome == "error" and r.error is not None and r.error["pass"] == 1
-    assert r.error["message"].startswith(
+    assert r.outcome == "error" and r.error is not None and r.error.pass_index == 1
+    assert r.error.message.startswith(
         "Error on Node 0: Error on Node 1: Trying to backward through the graph a second time")
-    assert r.error["message"].endswith(FREED_MESSAGE)
+    assert r.error.message.endswith(FREED_MESSAGE)
 
 
 def test_second_pass_with_retain_graph_completes_and_accumulates_twice() -> None:
     r = replay(F.two_passes(retain_first=True))
     assert r.outcome == "completed" and len(r.order) == 2
-    assert {a["count"] for a in r.accumulated.values()} == {2}
+    assert {a.count for a in r.accumulated.values()} == {2}
     assert [e.detail["count"] for e in r.events
             if e.node == "worker0/AccumulateGrad(t1)"] == [1, 2]
 
@@ -349,7 +350,7 @@ def test_state_reflects_events() -> None:
     assert not any(w.initialized for w in s.workers.values()) and s.event is None
     k = next(e.step for e in r.events if e.action == "send_gradient")
     s = r.state_at(k)
-    assert [m["label"] for m in s.in_flight] == ["1:0"]
+    assert [m.label for m in s.in_flight] == ["1:0"]
     assert s.workers["worker0"].waiting_sends == ["worker0/SendRpcBackward#1"]
     assert s.workers["worker0"].deps == {"worker0/AccumulateGrad(t1)": 1,
                                          "worker0/AccumulateGrad(t2)": 1}

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SCENARIOS, run_cached
 
+from distviz.replay import replay
 from distviz.replay.agreement import compare
-from distviz.replay.fast import replay
 
 pytestmark = pytest.mark.rpc
 
@@ -47,7 +47,7 @@ def test_multi_output_unused_output_gets_zeros_in_both() -> None:
     rp = replay(trace)
     for v in zero:
         leaf = rows[v]["leaf"]
-        assert rp.accumulated[leaf]["zero"] is True
+        assert rp.accumulated[leaf].zero is True
         assert trace.real["gradients"][leaf]["zero"] is True
 
 
@@ -55,7 +55,7 @@ def test_retain_graph_passes_accumulate_twice() -> None:
     trace = run_cached("retain_graph").trace
     rp = replay(trace)
     assert len(trace.passes) == 2 and rp.passes_run == 2
-    assert all(acc["count"] == 2 for acc in rp.accumulated.values())
+    assert all(acc.count == 2 for acc in rp.accumulated.values())
     assert trace.real["passes_run"] == 2
 
 
@@ -97,7 +97,7 @@ def test_pytorch_test_suite_scenarios_agree(name: str) -> None:
         assert re.search(r"Error on Node [0-9]+: Simulate error on backward pass",
                          trace.real["error"])
         assert re.search(r"Error on Node [0-9]+: Simulate error on backward pass",
-                         rp.error["message"])
+                         rp.error.message)
     else:
         assert rp.outcome == "completed"
         assert a["gradients"] is True and a["leaves"] is True, trace.reference["comparison"]
@@ -115,7 +115,7 @@ def test_error_chain_prefixes_follow_the_first_message_chain() -> None:
     # test_backward_python_udf_error: worker0 -> worker1 -> worker2 fails on worker2
     trace = run_cached(str(PYTORCH / "python_udf_error_nested.yaml"), hang_timeout=5.0).trace
     assert trace.real["error"].startswith("Error on Node 0: Error on Node 1: Error on Node 2: ")
-    assert replay(trace).error["message"].startswith(
+    assert replay(trace).error.message.startswith(
         "Error on Node 0: Error on Node 1: Error on Node 2: ")
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.trace import Trace, is_stream, write_atomic
+
+if TYPE_CHECKING:
+    from distviz.replay.model import Agreement
 
 
 def load_trace(path: Path) -> Trace:
@@ -21,26 +24,20 @@ def load_trace(path: Path) -> Trace:
 
 
 def replay_of(trace: Trace, mode: str) -> Any:
-    from distviz.replay.fast import replay
+    from distviz.replay import replay
     if mode not in ("fast", "smart"):
         raise UsageError(f"--mode {mode}: expected fast or smart")
     return replay(trace, mode=mode)
 
 
-def agreement_of(trace: Trace, rp: Any) -> dict[str, Any]:
+def agreement_of(trace: Trace, rp: Any) -> Agreement:
     """Agreement with PyTorch for FAST mode; for SMART (which PyTorch never built), the
     comparison with FAST and with the reference gradients."""
-    from distviz.replay.agreement import compare, smart_report
-    if rp.mode == "smart":
-        fast = replay_of(trace, "fast")
-        out = dict(compare(trace, fast))
-        out["smart"] = smart_report(trace, rp, fast)
-        out["text"] = out["smart"]["text"]
-        return out
-    return dict(compare(trace, rp))
+    from distviz.replay import agreement_for
+    return agreement_for(trace, rp)
 
 
-def exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
+def exit_code(trace: Trace, rp: Any, agreement: Agreement | None) -> int:
     if rp.mode == "smart":
         return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(rp.outcome, EXIT_BACKWARD_ERROR)
     real = (trace.real or {}).get("outcome")
@@ -48,27 +45,27 @@ def exit_code(trace: Trace, rp: Any, agreement: dict[str, Any] | None) -> int:
         return EXIT_HANG
     if rp.outcome == "error" or real == "error":
         return EXIT_BACKWARD_ERROR
-    if agreement:
+    if agreement is not None:
         # with more than one inter-op thread calls overlap: the order may differ by nature
         checks = ["outcome", "executed", "gradients", "leaves"]
-        if agreement.get("exact") is not False:
+        if agreement.exact is not False:
             checks.append("order")
-        if any(agreement.get(k) is False for k in checks):
+        if any(agreement.check(k) is False for k in checks):
             return EXIT_DISAGREE
     return EXIT_OK
 
 
-def report(trace: Trace, rp: Any, agreement: dict[str, Any], trace_path: str | None,
+def report(trace: Trace, rp: Any, agreement: Agreement, trace_path: str | None,
             timing: dict[str, Any]) -> dict[str, Any]:
     real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
     events: list[Any] = real.pop("events", [])
     real["events_count"] = len(events)
     return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
             "replay": rp.to_json(), "real": real, "reference": trace.reference,
-            "agreement": agreement, **timing}
+            "agreement": agreement.to_json(), **timing}
 
 
-def show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool,
+def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,
           worker: str | None, start: int | None, end: int | None, log: bool) -> None:
     from distviz.render import terminal
     out = stdout_console()
@@ -91,7 +88,7 @@ def show(trace: Trace, rp: Any, agreement: dict[str, Any] | None, *, step: bool,
             out.print(line, crop=False, overflow="ignore")
 
 
-def write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
+def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
                     targets: dict[str, Path | None], step: int | None = None,
                     full: bool = False) -> list[str]:
     from distviz.errors import RenderError
@@ -123,7 +120,7 @@ def write_pictures(trace: Trace, rp: Any, agreement: dict[str, Any] | None,
             write_atomic(path, data)
         elif fmt == "html":
             from distviz.render.html import to_html
-            plain = dotmod.to_dot(trace, full=full)
+            plain = dotmod.to_dot(trace, rp, full=full)
             svg: str | None
             try:
                 svg = graphviz_backend.render(plain, "svg").decode("utf-8")

@@ -97,7 +97,7 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
             out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
                       markup=False)
             out.print(rp.summary(), markup=False)
-            out.print(agreement.get("text", ""), markup=False)
+            out.print(agreement.text, markup=False)
         for line in real_lines(trace) + time_lines:
             out.print(line, markup=False)
         out.print(f"trace written to {out_path}", markup=False)

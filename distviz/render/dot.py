@@ -5,20 +5,23 @@ DOT text per replay step; ``build_dot`` returns the DOT text together with the i
 viewer needs (trace node id -> SVG ``<g id>``, message id -> SVG edge id).
 
 The output is deterministic: the same trace and replay give byte-identical text. Every walk uses
-explicit stacks or queues, never recursion, so graphs of any depth render.
+explicit stacks or queues, never recursion, so graphs of any depth render. Collapsing large
+graphs is in ``dot_collapse.py``, quoting and names in ``dot_text.py``.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
-from distviz.replay.model import Event, ReplayState
-from distviz.trace import Node, Trace, message_label, short_name
+from distviz.render.dot_collapse import Box, plan_boxes
+from distviz.render.dot_text import attrs, dot_quote, node_title, sanitize_id
+from distviz.replay.graph import initial_dependencies
+from distviz.replay.model import Event, ReplayLike
+from distviz.trace import Node, Trace, message_label
+
+__all__ = ["DEFAULT_NODE_BUDGET", "DotGraph", "build_dot", "dot_quote", "frames",
+           "initial_deps", "node_states", "node_title", "to_dot"]
 
 DEFAULT_NODE_BUDGET = 1500
 NSLIMIT_ABOVE = 1000  # drawn nodes above which the x-coordinate network simplex is capped
@@ -44,18 +47,6 @@ MESSAGE_COLOR = "#c2255c"
 BLOCKED_COLOR = "#c92a2a"
 
 
-class ReplayLike(Protocol):
-    """What the renderers read from a replay result (``distviz.replay.fast.replay``)."""
-
-    @property
-    def events(self) -> Sequence[Event]: ...
-
-    @property
-    def hang(self) -> Mapping[str, Any] | None: ...
-
-    def state_at(self, step: int) -> ReplayState: ...
-
-
 @dataclass(slots=True)
 class DotGraph:
     """DOT text plus the maps a viewer needs to find trace things in the rendered SVG."""
@@ -68,127 +59,16 @@ class DotGraph:
     collapsed: str                  # "none" | "chains" | "groups" | "buckets"
 
 
-@dataclass(slots=True)
-class _Box:
-    """One drawn node: a trace node or a collapsed set of them."""
-
-    key: str
-    worker: str
-    kind: str
-    members: list[str]
-    lines: list[str] = field(default_factory=list)
-
-
-# -- escaping ------------------------------------------------------------------------------
-
-_ID_BAD = re.compile(r"[^A-Za-z0-9_.-]")
-
-
-def sanitize_id(text: str) -> str:
-    """Return ``text`` reduced to ``[A-Za-z0-9_.-]`` (other characters become ``_``)."""
-    return _ID_BAD.sub("_", text)
-
-
-def dot_quote(text: str) -> str:
-    """Return ``text`` as a quoted DOT string, safe for labels.
-
-    Backslashes and quotes are escaped, newlines become Graphviz line breaks (``\\n``), other
-    control characters become spaces, and ``&`` becomes ``&amp;`` (Graphviz decodes entities in
-    labels). ``<`` and ``>`` need no escaping inside a quoted string; Graphviz writes them to SVG
-    as ``&lt;``/``&gt;``.
-    """
-    out: list[str] = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "&":
-            out.append("&amp;")
-        elif ord(ch) < 32 or ch in "\u2028\u2029\x7f":
-            out.append(" ")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _attrs(attrs: Mapping[str, str | int | float]) -> str:
-    """Return a DOT attribute list; every string value is quoted and escaped."""
-    parts = []
-    for k, v in attrs.items():
-        parts.append(f"{k}={dot_quote(v) if isinstance(v, str) else v}")
-    return "[" + ", ".join(parts) + "]"
-
-
-# -- names ---------------------------------------------------------------------------------
-
-def display_name(node: Node) -> str:
-    """Return the short name a picture shows: ``torch::distributed::autograd::`` dropped."""
-    return short_name(node.name)
-
-
-def shape_text(shape: Sequence[int] | None) -> str:
-    """Return ``[3,3]`` for a shape, ``[]`` for a scalar, ``""`` when unknown."""
-    if shape is None:
-        return ""
-    return "[" + ",".join(str(s) for s in shape) + "]"
-
-
-def node_title(node: Node) -> str:
-    """Return the first label line of a node: ``MulBackward0 #2``, ``t1 [3,3]``."""
-    if node.kind == "accumulate_grad":
-        name = node.var if node.var else "AccumulateGrad"
-        shp = shape_text(node.shape)
-        return f"{name} {shp}" if shp else name
-    return f"{display_name(node)} #{node.seq}"
-
-
 # -- graph facts ---------------------------------------------------------------------------
 
-def initial_deps(trace: Trace, replay: ReplayLike | None = None) -> dict[str, int]:
-    """Return the FAST-mode dependency count of every node at the start of the first pass.
-
-    Taken from the replay's ``compute_dependencies`` events when a replay is given; otherwise
-    counted the same way (one per next edge from a node reachable from the worker's roots and
-    sends). Nodes no root or send reaches are absent.
-    """
-    deps: dict[str, int] = {}
+def initial_deps(trace: Trace, replay: ReplayLike | None = None,
+                 pass_index: int = 0) -> Mapping[str, int]:
+    """Return the initial dependency count of every node in pass ``pass_index``
+    (``distviz.replay.graph.initial_dependencies``, in the replay's mode when one is given).
+    Nodes no root or send reaches are absent."""
     if replay is not None:
-        seen: set[str] = set()
-        for ev in replay.events:
-            if ev.action == "compute_dependencies" and ev.worker not in seen:
-                seen.add(ev.worker or "")
-                for nid, count in (ev.detail.get("deps") or {}).items():
-                    deps[str(nid)] = int(count)
-        if seen:
-            return deps
-    nodes = trace.node_map()
-    starts: list[str] = []
-    if trace.passes:
-        starts.extend(r for r in trace.passes[0].roots)
-    starts.extend(n.id for n in trace.nodes if n.kind == "send")
-    visited: set[str] = set()
-    stack = [s for s in reversed(starts)]
-    while stack:
-        nid = stack.pop()
-        if nid in visited or nid not in nodes:
-            continue
-        visited.add(nid)
-        for edge in nodes[nid].next:
-            if edge is None:
-                continue
-            deps[edge[0]] = deps.get(edge[0], 0) + 1
-            if edge[0] not in visited:
-                stack.append(edge[0])
-    return deps
-
-
-def _message_pairs(trace: Trace) -> list[tuple[str, str, int]]:
-    """Return ``(recv id, send id, message id)`` for every complete pair, by message id."""
-    return [(p["recv"], p["send"], p["msg_id"]) for p in trace.pairs()
-            if p["recv"] is not None and p["send"] is not None]
+        return replay.initial_dependencies(pass_index)
+    return initial_dependencies(trace, pass_index) if trace.passes else {}
 
 
 def node_states(trace: Trace, replay: ReplayLike, step: int) -> tuple[dict[str, str], str | None,
@@ -214,165 +94,43 @@ def node_states(trace: Trace, replay: ReplayLike, step: int) -> tuple[dict[str, 
             states[nid] = "executed"
     hang = replay.hang
     hang_step = next((ev.step for ev in replay.events if ev.action == "hang"), None)
-    if hang and hang_step is not None and step >= hang_step:
-        for b in hang.get("blocked_sends") or []:
-            nid = b.get("node")
-            if isinstance(nid, str):
-                states[nid] = "blocked"
+    if hang is not None and hang_step is not None and step >= hang_step:
+        for b in hang.blocked_sends:
+            states[b.node] = "blocked"
     ev = state.event
     current = ev.node if ev is not None else None
     return states, current, remaining
 
 
-# -- collapsing ----------------------------------------------------------------------------
-
-def _fold_chains(trace: Trace, rep: dict[str, str], boxes: dict[str, _Box]) -> None:
-    """Fold linear chains (2+ op nodes, one in-edge and one out-edge each, one worker)."""
-    nodes = trace.node_map()
-    indeg: dict[str, int] = {}
-    preds: dict[str, str] = {}
-    for n in trace.nodes:
-        for e in n.next:
-            if e is None:
-                continue
-            indeg[e[0]] = indeg.get(e[0], 0) + 1
-            preds[e[0]] = n.id
-
-    def succ(n: Node) -> str | None:
-        targets = [e[0] for e in n.next if e is not None]
-        return targets[0] if len(targets) == 1 else None
-
-    def foldable(n: Node) -> bool:
-        if n.kind != "op" or indeg.get(n.id, 0) != 1:
-            return False
-        s = succ(n)
-        return (s is not None and nodes[s].worker == n.worker
-                and nodes[preds[n.id]].worker == n.worker)
-
-    ok = {n.id for n in trace.nodes if foldable(n)}
-    for n in trace.nodes:
-        if n.id not in ok or preds[n.id] in ok and succ(nodes[preds[n.id]]) == n.id:
-            continue  # not a chain start
-        chain = [n.id]
-        cur = succ(n)
-        while cur is not None and cur in ok and cur not in chain[-1:]:
-            chain.append(cur)
-            cur = succ(nodes[cur])
-            if len(chain) > len(nodes):  # defensive: a cycle would never end
-                break
-        if len(chain) < 2:
-            continue
-        first, last = nodes[chain[0]], nodes[chain[-1]]
-        key = "chain_" + sanitize_id(first.id)
-        boxes[key] = _Box(key=key, worker=first.worker, kind="chain", members=chain,
-                          lines=[f"{len(chain)} ops: {display_name(first)} … {display_name(last)}"])
-        for nid in chain:
-            rep[nid] = key
-
-
-def _group_key(n: Node) -> str:
-    if n.call is not None:
-        return f"call{n.call}"
-    if n.msg_id is not None:
-        return f"msg{message_label(n.msg_id)}"
-    return "rest"
-
-
-def _group(trace: Trace) -> dict[str, str]:
-    """Assign every node a per-worker group: the RPC call (or message) region it belongs to.
-
-    Send and recv nodes carry their call; other nodes join the group of the nearest root or
-    send above them (multi-source breadth-first search); the rest form one group per worker.
-    """
-    nodes = trace.node_map()
-    group: dict[str, str] = {}
-    queue: deque[str] = deque()
-    roots = {r for p in trace.passes for r in p.roots}
-    for n in trace.nodes:
-        if n.kind in ("send", "recv"):
-            group[n.id] = _group_key(n)
-        elif n.id in roots:
-            group[n.id] = "root"
-    for n in trace.nodes:
-        if n.id in group and n.kind != "recv":
-            queue.append(n.id)
-    while queue:
-        nid = queue.popleft()
-        for e in nodes[nid].next:
-            if e is None or e[0] in group or nodes[e[0]].worker != nodes[nid].worker:
-                continue
-            group[e[0]] = group[nid]
-            queue.append(e[0])
-    for n in trace.nodes:
-        group.setdefault(n.id, "rest")
-    return group
-
-
-def _summary_lines(nodes: Mapping[str, Node], title: str, members: list[str]) -> list[str]:
-    counts = {"op": 0, "send": 0, "recv": 0, "accumulate_grad": 0}
-    for m in members:
-        counts[nodes[m].kind] = counts.get(nodes[m].kind, 0) + 1
-    parts = [f"{counts['op']} ops"]
-    if counts["send"]:
-        parts.append(f"{counts['send']} send")
-    if counts["recv"]:
-        parts.append(f"{counts['recv']} recv")
-    if counts["accumulate_grad"]:
-        parts.append(f"{counts['accumulate_grad']} leaves")
-    return [title, f"{len(members)} nodes: " + ", ".join(parts)]
-
-
-def _call_title(trace: Trace, key: str) -> str:
-    if key.startswith("call"):
-        idx = int(key[4:])
-        if 0 <= idx < len(trace.rpc_calls):
-            c = trace.rpc_calls[idx]
-            return f"call {idx}: {c.func} ({c.api} {c.caller} -> {c.callee})"
-        return f"call {idx}"
-    if key.startswith("msg"):
-        return f"message {key[3:]}"
-    return {"root": "backward roots", "rest": "other nodes"}.get(key, key)
-
-
-def _collapse_groups(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str, _Box], str]:
-    """Collapse each worker into per-call groups, then into buckets of groups if needed."""
-    group = _group(trace)
-    nodes = trace.node_map()
-    per_worker: dict[str, list[str]] = {w: [] for w in trace.workers}
-    members: dict[tuple[str, str], list[str]] = {}
-    for n in trace.nodes:
-        gk = (n.worker, group[n.id])
-        if gk not in members:
-            members[gk] = []
-            per_worker[n.worker].append(gk[1])
-        members[gk].append(n.id)
-    rep: dict[str, str] = {}
-    boxes: dict[str, _Box] = {}
-    total_groups = len(members)
-    mode = "groups"
-    size = 1
-    room = max(1, budget - len(trace.workers) - 2)
-    if total_groups > room:
-        mode = "buckets"
-        size = max(2, math.ceil(total_groups / room))
-    for w in trace.workers:
-        keys = per_worker[w]
-        for start in range(0, len(keys), size):
-            chunk = keys[start:start + size]
-            mem = [m for k in chunk for m in members[(w, k)]]
-            if size == 1:
-                title = _call_title(trace, chunk[0])
-            else:
-                title = f"{len(chunk)} groups: {_call_title(trace, chunk[0])} … {_call_title(trace, chunk[-1])}"
-            key = f"group_{sanitize_id(w)}_{start // size}"
-            boxes[key] = _Box(key=key, worker=w, kind="group", members=mem,
-                              lines=_summary_lines(nodes, title, mem))
-            for m in mem:
-                rep[m] = key
-    return rep, boxes, mode
-
-
 # -- building --------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _StepView:
+    """What a picture of one replay step adds: node states, the current node and message."""
+
+    states: dict[str, str]
+    remaining: dict[str, int]
+    current: str | None
+    event: Event | None
+
+    @classmethod
+    def of(cls, trace: Trace, replay: ReplayLike | None, step: int | None) -> _StepView:
+        if replay is None or step is None:
+            return cls({}, {}, None, None)
+        states, current, remaining = node_states(trace, replay, step)
+        return cls(states, remaining, current, replay.events[step] if step >= 0 else None)
+
+    def message_id(self) -> int | None:
+        m = self.event.message if self.event is not None else None
+        return m.msg_id if m is not None else None
+
+
+def _pass_of(replay: ReplayLike | None, step: int | None) -> int:
+    """The pass a picture shows the dependency counts of: the step's (else the first)."""
+    if replay is None or step is None or step < 0:
+        return 0
+    return replay.events[step].pass_index
+
 
 def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,
               full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> DotGraph:
@@ -386,45 +144,30 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
         if not -1 <= step < len(replay.events):
             raise ValueError(f"step {step} is out of range (the replay has steps 0.."
                              f"{len(replay.events) - 1})")
-    nodes = trace.node_map()
-    deps = initial_deps(trace, replay)
-    pairs = _message_pairs(trace)
+    rep, boxes, collapsed = plan_boxes(trace, full, node_budget)
+    view = _StepView.of(trace, replay, step)
+    deps = initial_deps(trace, replay, _pass_of(replay, step))
+    out = _header(len(boxes), view.event)
+    out.extend(_clusters(trace, rep, boxes, deps, view))
+    out.extend(_local_edges(trace, rep, collapsed))
+    message_edges, lines = _message_edges(trace, rep, view.message_id())
+    out.extend(lines)
+    if step is not None:
+        out.extend(_legend())
+    if collapsed != "none":
+        note = (f"collapsed: {len(trace.nodes):,} nodes shown as {len(boxes):,}"
+                f" ({'chains folded' if collapsed == 'chains' else 'grouped per RPC call'});"
+                " use --full")
+        out.append("  " + dot_quote("collapsed_note") + " " + attrs({
+            "id": "collapsed_note", "label": note, "shape": "note", "fillcolor": "#fff3bf",
+            "fontsize": 12}) + ";")
+    out.append("}")
+    return DotGraph(source="\n".join(out) + "\n", node_ids={n.id: rep[n.id] for n in trace.nodes},
+                    message_edges=message_edges, total_nodes=len(trace.nodes),
+                    drawn_nodes=len(boxes), collapsed=collapsed)
 
-    # 1. Decide what each drawn node stands for.
-    rep: dict[str, str] = {}
-    boxes: dict[str, _Box] = {}
-    used: set[str] = set()
-    for n in trace.nodes:
-        base = "n_" + sanitize_id(n.id)
-        key, k = base, 2
-        while key in used:
-            key, k = f"{base}_{k}", k + 1
-        used.add(key)
-        rep[n.id] = key
-    collapsed = "none"
-    if not full and len(trace.nodes) > node_budget:
-        collapsed = "chains"
-        _fold_chains(trace, rep, boxes)
-        if len(set(rep.values())) > node_budget:
-            rep, boxes, collapsed = _collapse_groups(trace, node_budget)
-    for n in trace.nodes:
-        key = rep[n.id]
-        if key not in boxes:
-            boxes[key] = _Box(key=key, worker=n.worker, kind=n.kind, members=[n.id])
 
-    # 2. Step state.
-    states: dict[str, str] = {}
-    remaining: dict[str, int] = {}
-    current: str | None = None
-    event: Event | None = None
-    if replay is not None and step is not None:
-        states, current, remaining = node_states(trace, replay, step)
-        if step >= 0:
-            event = replay.events[step]
-
-    # 3. Emit.
-    drawn = len(boxes)
-    out: list[str] = ["digraph distviz {"]
+def _header(drawn: int, event: Event | None) -> list[str]:
     gattrs: dict[str, str | int | float] = {
         "rankdir": "TB", "compound": "true", "fontname": "Helvetica", "fontsize": 12,
         "nodesep": 0.25, "ranksep": 0.35, "outputorder": "edgesfirst",
@@ -435,32 +178,42 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
     if event is not None:
         gattrs["label"] = f"step {event.step}: {event.text or event.action}"
         gattrs["labelloc"] = "t"
-    out.append("  graph " + _attrs(gattrs) + ";")
-    out.append('  node [fontname="Helvetica", fontsize=10, style="filled", penwidth=1];')
-    out.append('  edge [color="#555555", arrowsize=0.6];')
+    return ["digraph distviz {", "  graph " + attrs(gattrs) + ";",
+            '  node [fontname="Helvetica", fontsize=10, style="filled", penwidth=1];',
+            '  edge [color="#555555", arrowsize=0.6];']
 
-    by_worker: dict[str, list[_Box]] = {w: [] for w in trace.workers}
+
+def _clusters(trace: Trace, rep: Mapping[str, str], boxes: Mapping[str, Box],
+              deps: Mapping[str, int], view: _StepView) -> list[str]:
+    """One cluster per worker with its boxes, in trace order."""
+    nodes = trace.node_map()
+    by_worker: dict[str, list[Box]] = {w: [] for w in trace.workers}
     emitted: set[str] = set()
     for n in trace.nodes:
         key = rep[n.id]
-        if key in emitted:
-            continue
-        emitted.add(key)
-        by_worker.setdefault(n.worker, []).append(boxes[key])
+        if key not in emitted:
+            emitted.add(key)
+            by_worker.setdefault(n.worker, []).append(boxes[key])
+    out: list[str] = []
     for w, wboxes in by_worker.items():
         cid = "cluster_" + sanitize_id(w)
         rank = trace.workers.index(w) if w in trace.workers else -1
         out.append(f"  subgraph {dot_quote(cid)} {{")
-        out.append("    graph " + _attrs({
+        out.append("    graph " + attrs({
             "id": cid, "label": f"{w} (rank {rank})", "style": "rounded", "color": "#868e96",
             "fontsize": 14}) + ";")
         for box in wboxes:
-            out.append("    " + dot_quote(box.key) + " " + _attrs(
-                _box_attrs(box, nodes, deps, states, remaining, current)) + ";")
+            out.append("    " + dot_quote(box.key) + " " + attrs(
+                _box_attrs(box, nodes, deps, view)) + ";")
         out.append("  }")
+    return out
 
-    # Local edges (gradient flow: node -> next function), deduplicated after collapsing.
+
+def _local_edges(trace: Trace, rep: Mapping[str, str], collapsed: str) -> list[str]:
+    """Gradient-flow edges (node -> next function), deduplicated after collapsing."""
+    nodes = trace.node_map()
     seen_edges: set[tuple[str, str]] = set()
+    out: list[str] = []
     for n in trace.nodes:
         src = rep[n.id]
         for slot, e in enumerate(n.next):
@@ -479,17 +232,19 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
             eattrs: dict[str, str | int | float] = {"id": eid}
             if nodes[e[0]].worker != n.worker:
                 eattrs.update({"color": "#555555", "style": "bold"})
-            out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {_attrs(eattrs)};")
+            out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {attrs(eattrs)};")
+    return out
 
-    # Message edges: recv -> send, across clusters, dashed, xlabel only.
+
+def _message_edges(trace: Trace, rep: Mapping[str, str],
+                   current_msg: int | None) -> tuple[dict[int, str], list[str]]:
+    """Message edges recv -> send across clusters, dashed, xlabel only; the current one red."""
     message_edges: dict[int, str] = {}
     merged: dict[tuple[str, str], list[int]] = {}
-    for recv, send, msg in pairs:
-        merged.setdefault((rep[recv], rep[send]), []).append(msg)
-    current_msg: int | None = None
-    if event is not None and event.message is not None:
-        raw = event.message.get("msg_id")
-        current_msg = int(raw) if isinstance(raw, int) else None
+    for p in trace.pairs():
+        if p["recv"] is not None and p["send"] is not None:
+            merged.setdefault((rep[p["recv"]], rep[p["send"]]), []).append(p["msg_id"])
+    out: list[str] = []
     for (src, dst), msgs in merged.items():
         eid = "m_" + sanitize_id(message_label(msgs[0]))
         for m in msgs:
@@ -497,33 +252,30 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
         xl = message_label(msgs[0])
         if len(msgs) > 1:
             xl += f" (+{len(msgs) - 1})"
-        eattrs = {"id": eid, "style": "dashed", "color": MESSAGE_COLOR, "fontcolor": MESSAGE_COLOR,
-                  "xlabel": xl, "fontsize": 9, "penwidth": 1.3}
+        eattrs: dict[str, str | int | float] = {
+            "id": eid, "style": "dashed", "color": MESSAGE_COLOR, "fontcolor": MESSAGE_COLOR,
+            "xlabel": xl, "fontsize": 9, "penwidth": 1.3}
         if current_msg is not None and current_msg in msgs:
             eattrs.update({"penwidth": 3.5, "color": CURRENT_COLOR, "style": "bold,dashed"})
-        out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {_attrs(eattrs)};")
-
-    if step is not None:
-        out.extend(_legend())
-    if collapsed != "none":
-        note = (f"collapsed: {len(trace.nodes):,} nodes shown as {drawn:,}"
-                f" ({'chains folded' if collapsed == 'chains' else 'grouped per RPC call'});"
-                " use --full")
-        out.append("  " + dot_quote("collapsed_note") + " " + _attrs({
-            "id": "collapsed_note", "label": note, "shape": "note", "fillcolor": "#fff3bf",
-            "fontsize": 12}) + ";")
-    out.append("}")
-    node_ids = {n.id: rep[n.id] for n in trace.nodes}
-    return DotGraph(source="\n".join(out) + "\n", node_ids=node_ids, message_edges=message_edges,
-                    total_nodes=len(trace.nodes), drawn_nodes=drawn, collapsed=collapsed)
+        out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {attrs(eattrs)};")
+    return message_edges, out
 
 
 _STATE_ORDER = ("blocked", "ready", "waiting", "executed")
 
 
-def _box_attrs(box: _Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
-               states: Mapping[str, str], remaining: Mapping[str, int],
-               current: str | None) -> dict[str, str | int | float]:
+def _deps_line(node_id: str, deps: Mapping[str, int], view: _StepView) -> str:
+    """``deps D`` (``deps D (R left)`` while waiting at a step), ``not reached`` without a count."""
+    d = deps.get(node_id)
+    if d is None:
+        return "not reached"
+    if node_id in view.remaining:
+        return f"deps {d} ({view.remaining[node_id]} left)"
+    return f"deps {d}"
+
+
+def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
+               view: _StepView) -> dict[str, str | int | float]:
     shape, fill, color = KIND_STYLE[box.kind]
     lines = list(box.lines)
     first = nodes[box.members[0]]
@@ -531,35 +283,28 @@ def _box_attrs(box: _Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
         lines = [node_title(first)]
         if first.msg_id is not None:
             lines.append(f"msg {message_label(first.msg_id)}")
-        d = deps.get(first.id, 0)
-        if first.id in remaining:
-            lines.append(f"deps {d} ({remaining[first.id]} left)")
-        else:
-            lines.append(f"deps {d}")
+        lines.append(_deps_line(first.id, deps, view))
         if first.fault:
             lines.append(f"fault: {first.fault.get('kind', '?')}")
     elif box.kind == "chain":
-        lines.append(f"deps {deps.get(first.id, 0)}")
-    member_states = [states[m] for m in box.members if m in states]
-    style = "filled"
-    if box.kind == "op":
-        style = "rounded,filled"
-    if states or current is not None:
-        if member_states:
-            if all(s == "executed" for s in member_states) and len(member_states) == len(box.members):
-                fill = STATE_FILL["executed"]
-            else:
-                st = next(s for s in _STATE_ORDER if s in member_states)
-                fill = STATE_FILL[st]
-                if st == "blocked":
-                    color = BLOCKED_COLOR
-    attrs: dict[str, str | int | float] = {"id": box.key, "label": "\n".join(lines), "shape": shape,
-                                           "style": style, "fillcolor": fill, "color": color}
-    if current is not None and current in box.members:
-        attrs.update({"color": CURRENT_COLOR, "penwidth": 3.5, "style": style + ",bold"})
+        lines.append(_deps_line(first.id, deps, _StepView({}, {}, None, None)))
+    member_states = [view.states[m] for m in box.members if m in view.states]
+    style = "rounded,filled" if box.kind == "op" else "filled"
+    if member_states and (view.states or view.current is not None):
+        if all(s == "executed" for s in member_states) and len(member_states) == len(box.members):
+            fill = STATE_FILL["executed"]
+        else:
+            st = next(s for s in _STATE_ORDER if s in member_states)
+            fill = STATE_FILL[st]
+            if st == "blocked":
+                color = BLOCKED_COLOR
+    out: dict[str, str | int | float] = {"id": box.key, "label": "\n".join(lines), "shape": shape,
+                                         "style": style, "fillcolor": fill, "color": color}
+    if view.current is not None and view.current in box.members:
+        out.update({"color": CURRENT_COLOR, "penwidth": 3.5, "style": style + ",bold"})
     if any(nodes[m].fault for m in box.members):
-        attrs["style"] = str(attrs["style"]) + ",dashed"
-    return attrs
+        out["style"] = str(out["style"]) + ",dashed"
+    return out
 
 
 def _legend() -> list[str]:
@@ -581,7 +326,7 @@ def _legend() -> list[str]:
               '<TD ALIGN="LEFT" BORDER="0">message recv -&gt; send</TD></TR>')
     table = f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2">{cells}</TABLE>>'
     return ['  subgraph "cluster_legend" {',
-            "    graph " + _attrs({"id": "cluster_legend", "label": "legend", "style": "rounded",
+            "    graph " + attrs({"id": "cluster_legend", "label": "legend", "style": "rounded",
                                    "color": "#adb5bd", "fontsize": 11}) + ";",
             f'    "legend" [id="legend", shape=plaintext, style="", fontsize=9, label={table}];',
             "  }"]
@@ -596,8 +341,11 @@ def to_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = No
     * **Clusters**: one rounded grey box per worker, labelled ``worker1 (rank 1)``.
     * **Nodes** are labelled with the PyTorch name without its C++ namespace and the
       sequence number (``MulBackward0 #2``); leaves with the variable name and shape
-      (``t1 [3,3]``). Every node shows its initial FAST-mode dependency count (``deps 2``);
-      send/recv nodes show their message (``msg 1:0`` = sender rank 1, counter 0).
+      (``t1 [3,3]``). Every node shows its initial FAST-mode dependency count in the pass
+      (``deps 2``; ``distviz.replay.graph.initial_dependencies``, the count every view shows:
+      a root counts the ``GraphRoot``'s edge, so it starts at 1), or ``not reached`` when no
+      root or send leads to it; send/recv nodes show their message (``msg 1:0`` = sender rank
+      1, counter 0).
     * **Shapes/colours by kind**: op = white rounded box; ``SendRpcBackward`` = orange
       inverted house; ``RecvRpcBackward`` = green house; ``AccumulateGrad`` = light-blue box;
       a folded chain of ops = grey 3-D box (``7 ops: MulBackward0 … AddBackward0``); a
@@ -608,8 +356,8 @@ def to_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = No
       Dashed magenta arrows go from a ``RecvRpcBackward`` to the ``SendRpcBackward`` on the
       other worker that receives its gradient; their external label (``xlabel``) is the message
       label (``1:0``; ``(+N)`` when N more messages were merged by collapsing).
-    * **With step=N** (state after replay step N; the graph title is the event sentence):
-      grey fill = executed in this pass; yellow = ready (in a ready queue or starting a call);
+    * **With step=N** (state after replay step N; the graph title is the event sentence;
+      ``deps`` counts are those of the step's pass): grey fill = executed in this pass; yellow = ready (in a ready queue or starting a call);
       white with ``deps D (R left)`` = waiting for R more gradients; red fill and red outline =
       a blocked send (the replay hung; shown from the hang step on); thick red outline = the
       node of the current step; a thick red dashed arrow = the message sent or received at this

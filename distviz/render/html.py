@@ -21,14 +21,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from distviz.render.dot import (
-    DEFAULT_NODE_BUDGET,
-    ReplayLike,
-    build_dot,
-    initial_deps,
-    node_title,
-)
-from distviz.trace import Trace, message_label
+from distviz.render.dot import DEFAULT_NODE_BUDGET, build_dot, initial_deps, node_title
+from distviz.replay.model import Agreement, Event, ReplayLike
+from distviz.trace import Trace
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")
@@ -63,43 +58,45 @@ def inline_svg(svg: str) -> str:
     return svg[:start] + root + svg[end:]
 
 
-def _event_json(ev: Any) -> dict[str, Any]:
+def _event_json(ev: Event) -> dict[str, Any]:
     out: dict[str, Any] = {"step": ev.step, "pass": ev.pass_index, "action": ev.action,
                            "worker": ev.worker, "node": ev.node, "text": ev.text}
-    d = ev.detail or {}
+    d = ev.detail
     if ev.action == "compute_dependencies":
         out["deps"] = d.get("deps") or {}
     if d.get("decrements"):
         out["dec"] = [list(x) for x in d["decrements"]]
     if d.get("pushed"):
         out["pushed"] = list(d["pushed"])
-    if ev.message:
-        msg = ev.message.get("msg_id")
-        out["msg"] = msg
-        out["label"] = ev.message.get("label") or (message_label(msg) if isinstance(msg, int)
-                                                   else "")
+    if ev.message is not None:
+        out["msg"] = ev.message.msg_id
+        out["label"] = ev.message.label
     return out
 
 
 def viewer_data(trace: Trace, replay: ReplayLike, node_ids: Mapping[str, str] | None,
                 message_edges: Mapping[int, str] | None,
-                agreement: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Return the JSON object the page's script reads (nodes, events, message edges, hang)."""
-    deps0 = initial_deps(trace, replay)
+                agreement: Agreement | None = None) -> dict[str, Any]:
+    """Return the JSON object the page's script reads (nodes, events, message edges, hang).
+
+    ``nodes[id].deps`` is the node's initial dependency count in the first pass (``null``:
+    not reached), the count the picture shows; the script takes each pass's counts from its
+    ``compute_dependencies`` events (``events[k].deps``).
+    """
+    deps0 = initial_deps(trace, replay, 0)
     nodes: dict[str, dict[str, Any]] = {}
     for i, n in enumerate(trace.nodes):
         nodes[n.id] = {"el": (node_ids or {}).get(n.id, f"li{i}"), "worker": n.worker,
-                       "title": node_title(n), "kind": n.kind, "deps": deps0.get(n.id, 0)}
-    hang = dict(replay.hang) if replay.hang else None
+                       "title": node_title(n), "kind": n.kind, "deps": deps0.get(n.id)}
     return {
         "workers": list(trace.workers),
         "nodes": nodes,
         "messages": {str(k): v for k, v in (message_edges or {}).items()},
         "events": [_event_json(ev) for ev in replay.events],
-        "outcome": getattr(replay, "outcome", None),
-        "hang": hang,
-        "error": getattr(replay, "error", None),
-        "agreement": dict(agreement) if agreement else None,
+        "outcome": replay.outcome,
+        "hang": replay.hang.to_json() if replay.hang is not None else None,
+        "error": replay.error.to_json() if replay.error is not None else None,
+        "agreement": agreement.to_json() if agreement is not None else None,
     }
 
 
@@ -152,12 +149,12 @@ _JS = r"""
   slider.max = String(Math.max(last, 0));
   function el(id) { return id ? document.getElementById(id) : null; }
   function stateAt(k) {
-    var deps = {}, ready = {}, done = {}, blocked = {}, ev = null;
+    var deps = {}, init = {}, ready = {}, done = {}, blocked = {}, ev = null;
     for (var i = 0; i <= k && i <= last; i++) {
       ev = E[i];
-      if (ev.action === "pass_start") { deps = {}; ready = {}; done = {}; }
+      if (ev.action === "pass_start") { deps = {}; init = {}; ready = {}; done = {}; }
       else if (ev.action === "compute_dependencies") {
-        for (var n in ev.deps) { if (ev.deps[n] > 0) deps[n] = ev.deps[n]; }
+        for (var n in ev.deps) { init[n] = ev.deps[n]; if (ev.deps[n] > 0) deps[n] = ev.deps[n]; }
       } else if (ev.action === "call_start" && ev.node) { ready[ev.node] = 1; }
       else if ((ev.action === "execute" || ev.action === "accumulate") && ev.node) {
         delete ready[ev.node]; delete deps[ev.node]; done[ev.node] = 1;
@@ -169,7 +166,7 @@ _JS = r"""
       });
       (ev.pushed || []).forEach(function (p) { ready[p] = 1; });
     }
-    return {deps: deps, ready: ready, done: done, blocked: blocked, ev: ev};
+    return {deps: deps, init: init, ready: ready, done: done, blocked: blocked, ev: ev};
   }
   function mark(nodeId, cls) {
     var info = N[nodeId], e = info ? el(info.el) : null;
@@ -203,7 +200,7 @@ _JS = r"""
       var h = document.createElement("h4"); h.textContent = w; side.appendChild(h);
       var ul = document.createElement("ul"), count = 0, nd = 0, nr = 0;
       for (var id in s.deps) if (N[id] && N[id].worker === w) {
-        if (count++ < 40) line(ul, N[id].title + ": " + s.deps[id] + " of " + N[id].deps + " deps left");
+        if (count++ < 40) line(ul, N[id].title + ": " + s.deps[id] + " of " + s.init[id] + " deps left");
       }
       for (id in s.ready) if (N[id] && N[id].worker === w) { if (nr++ < 40) line(ul, N[id].title + ": ready"); }
       for (id in s.done) if (N[id] && N[id].worker === w) nd++;
@@ -226,7 +223,7 @@ _JS = r"""
     var b = document.body.dataset;
     b.step = String(step); b.current = cur; b.currentSvg = cur && N[cur] ? N[cur].el : "";
     b.text = text; b.action = ev ? ev.action : ""; b.message = msgLabel;
-    b.pending = JSON.stringify(s.deps);
+    b.pending = JSON.stringify(s.deps); b.initial = JSON.stringify(s.init);
     var want = "#step=" + step;
     if (location.hash !== want && !/^#keys=/.test(location.hash)) {
       try { history.replaceState(null, "", want); } catch (x) { /* file: URLs in some browsers */ }
@@ -268,7 +265,7 @@ _JS = r"""
 
 
 def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
-            agreement: Mapping[str, Any] | None = None, title: str | None = None,
+            agreement: Agreement | None = None, title: str | None = None,
             full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> str:
     """Return the step viewer as one self-contained HTML page (see the module docstring).
 
@@ -292,14 +289,13 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
     data = viewer_data(trace, replay, node_ids, message_edges, agreement)
     name = title or (str(trace.scenario.get("name")) if trace.scenario and trace.scenario.get("name")
                      else "distributed backward")
-    outcome = getattr(replay, "outcome", None) or "?"
+    outcome = replay.outcome or "?"
     agree = ""
-    if agreement:
-        shown = ("outcome", "order", "executed", "gradients", "leaves", "fifo_order", "exact")
+    if agreement is not None:
         marks = {True: "yes", False: "NO", None: "not compared"}
-        rows = "".join(f"<li>{html.escape(k)}: {marks.get(agreement.get(k), '?')}</li>"
-                       for k in shown if k in agreement)
-        text = html.escape(str(agreement.get("text") or ""))
+        rows = "".join(f"<li>{html.escape(k)}: {marks[agreement.check(k)]}</li>"
+                       for k in Agreement.CHECKS)
+        text = html.escape(agreement.text)
         agree = f"<h4>replay vs real run</h4><p>{text}</p><ul>{rows}</ul>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -13,6 +13,8 @@ Layout:
 * **Gradient messages** are flow arrows (``s`` on the ``RecvRpcBackward`` slice of the sender,
   ``f`` with ``"bp": "e"`` on the ``SendRpcBackward`` slice of the receiver), in both sets.
 * Hangs, errors and crashes in the replay are instant (``i``) events on the worker's process.
+* Each replay slice's ``args`` carry the node's ``seq`` and its initial dependency count in the
+  pass (``deps``: ``distviz.replay.graph.initial_dependencies``, the count every view shows).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distviz.render.dot import ReplayLike
+from distviz.replay.model import ReplayLike
 from distviz.trace import Node, Trace, message_label, short_name
 
 REAL_PID_BASE = 1
@@ -83,7 +85,7 @@ def to_perfetto(trace: Trace, replay: ReplayLike | None) -> dict[str, Any]:
         meta["real_outcome"] = trace.real.get("outcome")
         events.extend(_real_events(trace, nodes, trace.real, flow_id))
     if replay is not None:
-        meta["replay_outcome"] = getattr(replay, "outcome", None)
+        meta["replay_outcome"] = replay.outcome
         events.extend(_replay_events(trace, nodes, replay, flow_id))
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": meta}
 
@@ -209,6 +211,9 @@ def _replay_events(trace: Trace, nodes: Mapping[str, Node], replay: ReplayLike,
                                 "text": ev.text}
         if node is not None:
             args["seq"] = node.seq
+        deps = replay.initial_dependencies(ev.pass_index).get(ev.node)
+        if deps is not None:
+            args["deps"] = deps
         slices.append({"ph": "X", "name": _slice_name(node, ev.node), "cat": "replay", "ts": ts,
                        "dur": STEP_DUR_US, "pid": pid, "tid": tids[key], "args": args})
         where.setdefault((ev.pass_index, ev.node), (pid, tids[key], float(ts)))

@@ -40,7 +40,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from distviz.render.terminal import ReplayLike, render_log, render_state
+from distviz.render.terminal import render_log, render_state
+from distviz.replay.model import Agreement, ReplayLike
 from distviz.trace import Trace
 
 __all__ = ["KEYS", "Stepper", "decode_key", "split_keys", "step_through", "terminal_keys"]
@@ -72,7 +73,7 @@ class Stepper:
     """
 
     def __init__(self, trace: Trace, replay: ReplayLike,
-                 agreement: dict[str, Any] | None = None) -> None:
+                 agreement: Agreement | None = None) -> None:
         self.trace = trace
         self.replay = replay
         self.agreement = agreement
@@ -313,7 +314,7 @@ def terminal_keys(stream: IO[str] | None = None) -> Iterator[Callable[[], str]]:
 
 def step_through(trace: Trace, replay: ReplayLike, console: Console,
                  read_key: Callable[[], str] | None = None,
-                 agreement: dict[str, Any] | None = None) -> None:
+                 agreement: Agreement | None = None) -> None:
     """Step through ``replay`` interactively until the user quits.
 
     Shows ``render_state`` for the current step with a key footer in a rich ``Live`` (full
@@ -347,8 +348,8 @@ def step_through(trace: Trace, replay: ReplayLike, console: Console,
     except KeyboardInterrupt:
         pass
     end = Text(f"stopped at step {stepper.step}/{stepper.last} · outcome: {replay.outcome}")
-    if agreement and agreement.get("text"):
-        end.append(f" · {agreement['text']}")
+    if agreement is not None and agreement.text:
+        end.append(f" · {agreement.text}")
     console.print(end)
 
 
@@ -367,17 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     except DistvizError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
-    from distviz.replay.fast import replay as run_replay
+    from distviz.replay import compare
+    from distviz.replay import replay as run_replay
 
     result = run_replay(trace, mode="fast")
-    agreement: dict[str, Any] | None = None
-    if trace.real is not None:
-        try:
-            from distviz.replay.agreement import compare
-
-            agreement = compare(trace, result)
-        except ImportError:
-            agreement = None
+    agreement = compare(trace, result) if trace.real is not None else None
     console = Console()
     if not console.is_terminal:
         for line in render_log(trace, result, agreement=agreement):  # one line per event

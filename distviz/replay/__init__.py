@@ -2,25 +2,45 @@
 
 Entry points, in data-flow order:
 
-* ``replay(trace, mode="fast") -> Replay``: simulate every backward pass (``fast.py``).
+* ``replay(trace, mode="fast") -> Replay``: simulate every backward pass (``result.py``, over the
+  engine in ``engine.py``), then explain a hang (``hang.diagnose -> Hang``).
 * ``Replay.state_at(step) -> ReplayState``: the whole simulation after any step.
-* ``diagnose(trace, state) -> dict``: why a pass hangs, in the user's terms (``hang.py``).
-* ``compare(trace, replay) -> dict``: the replay against the real run in ``trace.real``
+* ``initial_dependencies(trace, pass_index, mode)``: FAST mode's initial dependency counts, the
+  one computation the engine and every view use (``graph.py``).
+* ``compare(trace, replay) -> Agreement``: the replay against the real run in ``trace.real``
   (``agreement.py``).
 * ``StdPriorityQueue``: libstdc++'s ``std::priority_queue`` tie order (``heap.py``).
 * ``synthetic_trace(n_nodes, n_workers=8, seed=0) -> Trace``: pipeline-like benchmark traces.
+
+The values a replay hands to renderers (events, states, messages, hangs, errors, agreement) and
+the ``ReplayLike`` protocol renderers accept are in ``model.py``.
 """
 
 from __future__ import annotations
 
-from distviz.replay.agreement import compare
-from distviz.replay.fast import MODES, IndexedGraph, Replay, replay
+from distviz.replay.agreement import agreement_for, compare, observed_arrival, smart_report
+from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import ACTIONS, OUTCOMES, Event, ReplayState, WorkerState
+from distviz.replay.model import (
+    ACTIONS,
+    OUTCOMES,
+    Accumulation,
+    Agreement,
+    Event,
+    Hang,
+    Message,
+    PassError,
+    ReplayLike,
+    ReplayState,
+    WorkerState,
+)
+from distviz.replay.result import Replay, replay
 from distviz.replay.synthetic import synthetic_trace
 
 __all__ = [
-    "ACTIONS", "MODES", "OUTCOMES", "Event", "IndexedGraph", "Replay", "ReplayState",
-    "StdPriorityQueue", "WorkerState", "compare", "diagnose", "replay", "synthetic_trace",
+    "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "Agreement", "Event", "Hang", "IndexedGraph",
+    "Message", "PassError", "Replay", "ReplayLike", "ReplayState", "StdPriorityQueue",
+    "WorkerState", "agreement_for", "compare", "diagnose", "initial_dependencies",
+    "observed_arrival", "replay", "smart_report", "synthetic_trace",
 ]

@@ -14,14 +14,30 @@ the text says so instead of claiming agreement is guaranteed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from distviz.replay.fast import Replay
+from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
+from distviz.replay.result import Replay
+from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
 
-__all__ = ["compare"]
+__all__ = ["agreement_for", "compare", "observed_arrival", "smart_report"]
 
 _WINDOW = 50   # mismatch lists longer than this are cut to a window around the difference
+
+
+def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
+    """Per ``(pass, worker)``, the sends in the order PyTorch ran them (from ``trace.real``):
+    with one inter-op thread per worker this is the order their gradient messages arrived."""
+    kinds = {n.id: n.kind for n in trace.nodes}
+    out: dict[tuple[int, str], list[str]] = {}
+    real = trace.real if isinstance(trace.real, dict) else {}
+    for ev in real.get("events") or []:
+        if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
+            out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
+                str(ev["node"]))
+    return out
 
 
 def _first_difference(a: list[str], b: list[str]) -> int:
@@ -45,8 +61,13 @@ def _real_leaves(gradients: Any) -> set[str] | None:
     return {str(k) for k in gradients}
 
 
+def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(workers, key=lambda w: trace.workers.index(w)
+                        if w in trace.workers else 1 << 30))
+
+
 def _orders(trace: Trace, replay: Replay, real_outcome: str
-            ) -> tuple[bool, bool, list[dict[str, Any]], int]:
+            ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
     real = trace.real if isinstance(trace.real, dict) else {}
     observed: dict[tuple[int, str], list[str]] = {}
@@ -62,7 +83,7 @@ def _orders(trace: Trace, replay: Replay, real_outcome: str
                 expected[(p, w)] = ids
     rank = {w: i for i, w in enumerate(trace.workers)}
     keys = sorted(set(observed) | set(expected), key=lambda k: (k[0], rank.get(k[1], 1 << 30), k[1]))
-    mismatches: list[dict[str, Any]] = []
+    mismatches: list[OrderMismatch] = []
     order_ok = executed_ok = True
     compared = 0
     for key in keys:
@@ -79,67 +100,54 @@ def _orders(trace: Trace, replay: Replay, real_outcome: str
             k = _first_difference(exp, obs)
             e_win, start = _window(exp, k)
             o_win, _ = _window(obs, k)
-            mismatches.append({"worker": key[1], "pass": key[0], "expected": e_win,
-                               "observed": o_win, "first_difference_index": k,
-                               "window_start": start})
+            mismatches.append(OrderMismatch(
+                worker=key[1], pass_index=key[0], expected=tuple(e_win), observed=tuple(o_win),
+                first_difference_index=k, window_start=start))
     return order_ok, executed_ok, mismatches, compared
 
 
-def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
+def compare(trace: Trace, replay: Replay) -> Agreement:
     """Return how ``replay`` agrees with ``trace.real`` (and the reference gradients).
 
-    Keys: ``outcome``, ``order``, ``executed``, ``gradients``, ``leaves`` (each ``True``/``False``,
-    or ``None`` when there is nothing to compare), ``fifo_order`` (the replay's own FIFO arrival
-    order of gradient messages equals PyTorch's), ``arrival_differs`` (workers where messages
-    from different workers arrived in another order than the FIFO prediction), ``exact`` (the
-    real run used one inter-op thread), ``status`` (``skipped``, ``match``, ``mismatch``),
-    ``mismatches`` and ``text``: one sentence.
+    ``fifo_order`` says whether the replay's own FIFO arrival order of gradient messages equals
+    PyTorch's, ``arrival_differs`` lists the workers where messages from different workers
+    arrived in another order than the FIFO prediction, ``exact`` whether the real run used one
+    inter-op thread.
 
     With one inter-op thread each worker runs its calls one at a time in arrival order, so a
     worker's order is fixed by the arrival order of its gradient messages and the engine's
     rules. Several messages in flight to one worker race on its RPC agent threads (even
     messages from one sender; the first one holds the context while it computes dependencies),
-    so their launch order is not knowable from the graph; when the FIFO guess got it wrong, the replay is run again with the observed arrival order and ``order`` says
-    whether the engine model then reproduces every worker's order exactly.
+    so their launch order is not knowable from the graph; when the FIFO guess got it wrong, the
+    replay is run again with the observed arrival order and ``order`` says whether the engine
+    model then reproduces every worker's order exactly.
     """
-    from distviz.replay.fast import observed_arrival
-    from distviz.replay.fast import replay as run_replay
-
     real = trace.real
-    interop = None
-    if isinstance(real, dict):
-        interop = real.get("interop_threads", trace.interop_threads)
+    interop = real.get("interop_threads", trace.interop_threads) if isinstance(real, dict) \
+        else None
     exact = interop == 1
-    base: dict[str, Any] = {"outcome": None, "order": None, "executed": None,
-                            "gradients": None, "leaves": None, "fifo_order": None,
-                            "arrival_differs": [], "exact": exact, "mismatches": [],
-                            "status": "skipped"}
     if not isinstance(real, dict) or real.get("outcome") in (None, "skipped"):
-        base["text"] = "no real run recorded for this trace; nothing to compare"
-        return base
+        return Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
+                         fifo_order=None, arrival_differs=(), exact=exact, mismatches=(),
+                         status="skipped",
+                         text="no real run recorded for this trace; nothing to compare")
     real_outcome = str(real.get("outcome"))
-    outcome_ok = real_outcome == replay.outcome
     fifo_ok, executed_ok, mismatches, compared = _orders(trace, replay, real_outcome)
     order_ok = fifo_ok
-    arrival_differs: list[str] = []
+    arrival_differs: tuple[str, ...] = ()
     if not fifo_ok:
-        arrival = observed_arrival(trace)
         try:
-            again = run_replay(trace, replay.mode, arrival=arrival)
+            again: Replay | None = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
         except Exception:  # noqa: BLE001 - a malformed real section: keep the FIFO verdict
             again = None
         if again is not None:
             order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
             if order_ok:
-                arrival_differs = sorted({m["worker"] for m in mismatches},
-                                         key=lambda w: trace.workers.index(w)
-                                         if w in trace.workers else 1 << 30)
+                arrival_differs = _by_rank(trace, {m.worker for m in mismatches})
                 mismatches = []
                 executed_ok = executed_ok2
             else:
                 mismatches = mismatches2
-
-    # -- gradients ----------------------------------------------------------------------------
     leaves_ok: bool | None = None
     real_leaves = _real_leaves(real.get("gradients"))
     if real_outcome == "completed" and replay.outcome == "completed" and real_leaves is not None:
@@ -148,96 +156,104 @@ def compare(trace: Trace, replay: Replay) -> dict[str, Any]:
     ref = trace.reference if isinstance(trace.reference, dict) else None
     if ref is not None and ref.get("comparable"):
         grads_ok = bool(ref.get("ok"))
+    agreement = Agreement(
+        outcome=real_outcome == replay.outcome, order=order_ok, executed=executed_ok,
+        gradients=grads_ok, leaves=leaves_ok, fifo_order=fifo_ok,
+        arrival_differs=arrival_differs, exact=exact, mismatches=tuple(mismatches),
+        status="", text="")
+    return _with_text(trace, replay, agreement, real_outcome, compared, interop)
 
-    counts = replay.counts()
-    workers = sorted({w for per in replay.order for w, ids in per.items() if ids},
-                     key=lambda w: trace.workers.index(w) if w in trace.workers else 1 << 30)
-    ok = outcome_ok and order_ok and executed_ok and grads_ok is not False and leaves_ok is not False
+
+def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, compared: int,
+               interop: Any) -> Agreement:
+    """Return ``a`` with its status and sentence."""
+    ok = (a.outcome and a.order and a.executed and a.gradients is not False
+          and a.leaves is not False)
     if ok:
-        status = "match"
+        workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
         text = (f"replay matches PyTorch on all {len(workers)} workers ({compared} nodes, "
-                f"{counts['messages']} messages)")
-        if arrival_differs:
-            text += (f"; gradient messages reached {', '.join(arrival_differs)} in another "
+                f"{replay.messages} messages)")
+        if a.arrival_differs:
+            text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
                      "order than the replay's FIFO guess (messages in flight to one worker race "
                      "on its RPC agent threads), and with the observed arrival order every "
                      "worker's order is exact")
-        if grads_ok:
+        if a.gradients:
             text += "; gradients equal the single-process reference"
-        if not exact:
+        if not a.exact:
             text += (f"; the real run used {interop} inter-op threads, so this order is one "
                      "legal schedule and agreement is not guaranteed by nature")
-    else:
-        status = "mismatch"
-        parts: list[str] = []
-        if not outcome_ok:
-            parts.append(f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
-        if mismatches:
-            m = mismatches[0]
-            k = m["first_difference_index"]
-            exp_at = m["expected"][k - m["window_start"]] if 0 <= k - m["window_start"] < len(
-                m["expected"]) else "nothing"
-            obs_at = m["observed"][k - m["window_start"]] if 0 <= k - m["window_start"] < len(
-                m["observed"]) else "nothing"
-            parts.append(f"on {m['worker']} in pass {m['pass'] + 1} the order differs at position "
-                         f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
-            if len(mismatches) > 1:
-                parts.append(f"{len(mismatches) - 1} more worker order"
-                             f"{'s differ' if len(mismatches) > 2 else ' differs'}")
-        if leaves_ok is False:
-            parts.append("the set of leaves with gradients differs")
-        if grads_ok is False:
-            parts.append("gradients differ from the single-process reference")
-        text = "replay differs from PyTorch: " + "; ".join(parts)
-        if not exact:
-            text += (f" (the real run used {interop} inter-op threads: calls on one worker "
-                     "overlap, so order differences are expected and not a replay bug)")
-    return {"outcome": outcome_ok, "order": order_ok, "executed": executed_ok,
-            "gradients": grads_ok, "leaves": leaves_ok, "fifo_order": fifo_ok,
-            "arrival_differs": arrival_differs, "exact": exact, "mismatches": mismatches,
-            "status": status, "text": text}
+        return replace(a, status="match", text=text)
+    parts: list[str] = []
+    if not a.outcome:
+        parts.append(f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
+    if a.mismatches:
+        m = a.mismatches[0]
+        k = m.first_difference_index
+        exp_at, obs_at = m.at(k)
+        parts.append(f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
+                     f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
+        if len(a.mismatches) > 1:
+            parts.append(f"{len(a.mismatches) - 1} more worker order"
+                         f"{'s differ' if len(a.mismatches) > 2 else ' differs'}")
+    if a.leaves is False:
+        parts.append("the set of leaves with gradients differs")
+    if a.gradients is False:
+        parts.append("gradients differ from the single-process reference")
+    text = "replay differs from PyTorch: " + "; ".join(parts)
+    if not a.exact:
+        text += (f" (the real run used {interop} inter-op threads: calls on one worker "
+                 "overlap, so order differences are expected and not a replay bug)")
+    return replace(a, status="mismatch", text=text)
 
 
-def smart_report(trace: Trace, smart: Replay, fast: Replay) -> dict[str, Any]:
+def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
     """SMART mode has no PyTorch to check against: compare it with FAST and with the
-    single-process reference gradients instead.
-
-    Returns ``{"fast_outcome", "smart_outcome", "excluded": [send ids], "leaves": {var or id:
-    {"worker", "zero", "node", "would_receive": reference summary (shape, sum, norm, values)}},
-    "reference_leaves": [vars], "same_leaves": bool | None, "text"}``.
-    """
-    leaves = {(acc["var"] or nid): {"worker": acc["worker"], "zero": acc["zero"],
-                                    "node": nid}
-              for nid, acc in sorted(smart.accumulated.items())}
+    single-process reference gradients instead (``SmartReport``; each leaf's
+    ``would_receive`` is the reference's summary: shape, sum, norm, values)."""
     ref = trace.reference if isinstance(trace.reference, dict) else None
-    ref_leaves: list[str] | None = None
+    ref_grads = ref.get("gradients") if ref is not None else None
+    leaves: dict[str, SmartLeaf] = {}
+    for nid, acc in sorted(smart.accumulated.items()):
+        name = acc.var or nid
+        summary = ref_grads.get(name) if isinstance(ref_grads, dict) else None
+        # SMART skips only sends outside the roots' lineage, so a leaf it reaches gets the
+        # mathematically correct gradient: the single-process reference's
+        would = ({k: summary[k] for k in ("shape", "sum", "norm", "values") if k in summary}
+                 if isinstance(summary, dict) else None)
+        leaves[name] = SmartLeaf(worker=acc.worker, zero=acc.zero, node=nid, would_receive=would)
+    ref_leaves: tuple[str, ...] | None = None
     same: bool | None = None
-    if ref is not None and isinstance(ref.get("gradients"), dict):
-        ref_leaves = sorted(ref["gradients"])
-        for var, leaf in leaves.items():
-            summary = ref["gradients"].get(var)
-            if isinstance(summary, dict):
-                # SMART skips only sends outside the roots' lineage, so a leaf it reaches gets
-                # the mathematically correct gradient: the single-process reference's
-                leaf["would_receive"] = {k: summary[k] for k in ("shape", "sum", "norm", "values")
-                                         if k in summary}
-        named = {k for k, v in leaves.items() if not v["zero"] and "/" not in k}
+    if isinstance(ref_grads, dict):
+        ref_leaves = tuple(sorted(ref_grads))
+        named = {k for k, v in leaves.items() if not v.zero and "/" not in k}
         same = named == set(ref_leaves)
-    excluded = [s for per in smart.excluded for s in per]
+    excluded = tuple(s for per in smart.excluded for s in per)
     parts = [f"FAST mode {fast.outcome}", f"SMART mode {smart.outcome}"]
     if excluded:
         parts.append(f"SMART leaves out {len(excluded)} send{'s' if len(excluded) != 1 else ''} "
                      f"outside the roots' lineage ({', '.join(excluded[:3])}"
                      f"{', …' if len(excluded) > 3 else ''})")
     got = ", ".join(
-        f"{k} (sum {v['would_receive']['sum']:.4g})" if "would_receive" in v else k
-        for k, v in sorted(leaves.items()) if not v["zero"]) or "none"
+        f"{k} (sum {v.would_receive['sum']:.4g})"
+        if v.would_receive is not None and "sum" in v.would_receive else k
+        for k, v in sorted(leaves.items()) if not v.zero) or "none"
     parts.append(f"leaves that receive a gradient: {got}")
     if same is True:
         parts.append("the same leaves get gradients in the single-process reference")
     elif same is False:
         parts.append(f"the single-process reference gives gradients to: "
                      f"{', '.join(ref_leaves or []) or 'none'}")
-    return {"fast_outcome": fast.outcome, "smart_outcome": smart.outcome, "excluded": excluded,
-            "leaves": leaves, "reference_leaves": ref_leaves, "same_leaves": same,
-            "text": "; ".join(parts)}
+    return SmartReport(fast_outcome=fast.outcome, smart_outcome=smart.outcome,
+                       excluded=excluded, leaves=leaves, reference_leaves=ref_leaves,
+                       same_leaves=same, text="; ".join(parts))
+
+
+def agreement_for(trace: Trace, replay: Replay) -> Agreement:
+    """The agreement to show for ``replay``: ``compare`` for FAST mode; for SMART mode (which
+    PyTorch never built), FAST's agreement with the ``smart_report`` and its sentence."""
+    if replay.mode != "smart":
+        return compare(trace, replay)
+    fast = run_replay(trace, "fast")
+    report = smart_report(trace, replay, fast)
+    return replace(compare(trace, fast), smart=report, text=report.text)

@@ -1,4 +1,4 @@
-"""Explain a FAST-mode hang in the user's terms.
+"""Explain a FAST-mode hang in the user's terms (called once the engine has stopped).
 
 FAST mode counts **every** send function of the context on a worker as part of the backward pass
 (internals §2.2, fact 18). A send whose gradient never comes keeps its worker's graph task open
@@ -7,17 +7,21 @@ worker that sent it waits too, up to the initiator, whose ``backward()`` never r
 
 ``diagnose`` takes the replay state at the hang and says, for each send that never ran on a
 worker that started the pass, which recv would have sent its gradient and why that recv never
-ran: it is unreachable from the roots (an unused RPC result), it does not exist (an RPC made under
-``torch.no_grad()``), or it is itself blocked. It names variables and source lines from the
-trace's ``rpc_calls`` and ``vars`` when the recorder captured them.
+ran: it is unreachable from the roots (an unused RPC result, or one overwritten by a later call,
+as in a loop), it does not exist (an RPC made under ``torch.no_grad()``), or it is itself
+blocked. It names variables and source lines from the trace's ``rpc_calls`` and ``vars``. The
+recorder cannot see the message ids of an RPC made under ``torch.no_grad()`` (the caller attaches
+nothing), so that call is found from the request the callee received (``rpc_calls.infer_call``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
-from distviz.replay.fast import RECV, IndexedGraph, reachable_nodes
-from distviz.replay.model import ReplayState
+from distviz.replay.events import ordinal
+from distviz.replay.graph import RECV, IndexedGraph, reachable_nodes
+from distviz.replay.model import BlockedSend, BlockedWorker, Hang, ReplayState, UnreachableRecv
+from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
 
 __all__ = ["diagnose"]
@@ -25,212 +29,281 @@ __all__ = ["diagnose"]
 _PRIMARY = ("unused", "no_grad", "no_recv")
 
 
-def _loss_phrase(root_vars: list[str]) -> str:
-    if not root_vars:
-        return "the loss"
-    return "the loss (" + ", ".join(f"`{v}`" for v in root_vars) + ")"
-
-
 def _call_phrase(rc: RpcCall) -> str:
     where = f" at line {rc.line}" if rc.line is not None else ""
     return f"{rc.api}({rc.func}){where}"
 
 
-def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = None,
-             mode: str = "fast", pass_index: int | None = None) -> dict[str, Any]:
-    """Return why the pass hangs at ``state``.
+def _vars_phrase(names: list[str]) -> str:
+    return ", ".join(f"`{v}`" for v in names)
 
-    The dict has ``blocked_sends`` (``node``, ``worker``, ``msg_id``, ``label``, ``recv``,
-    ``recv_worker``, ``kind``: ``unused``/``no_grad``/``no_recv``/``blocked``, ``reason``: a
-    sentence, ``var``, ``line``, ``call``: index into ``trace.rpc_calls``), ``unreachable_recvs``
-    (``node``, ``worker``, ``vars``, ``reason``, ``blocks``), ``blocked_workers`` (``worker``,
-    ``waiting_for``, ``sends``, ``acks``), ``chain`` (sentences from the cause up to the
-    initiator), ``fixes`` (sentences), ``summary`` (one line), ``pass`` and ``mode``.
-    ``graph`` reuses an ``IndexedGraph`` of ``trace``; ``pass_index`` defaults to the state's.
-    Raises ``IndexError`` when the pass does not exist.
+
+@dataclass
+class _Hung:
+    """What every part of the diagnosis reads: the trace, the state at the hang, reachability."""
+
+    trace: Trace
+    g: IndexedGraph
+    state: ReplayState
+    reach: bytearray
+    loss: str
+    calls: CallIndex
+    overwritten: set[str] = field(default_factory=set)   # blocked sends whose result was
+                                                         # overwritten by a later call
+
+    def rpc(self, c: int | None) -> RpcCall | None:
+        return self.trace.rpc_calls[c] if c is not None else None
+
+    def result(self, c: int | None, r: int) -> tuple[str, list[str], str | None]:
+        """The RPC result behind recv ``r`` (made by call ``c``): ``(what, names, overwritten)``.
+
+        ``what`` names the result for a sentence; ``names`` the variables that hold it (or held
+        it); ``overwritten`` a phrase when a later call assigned the same variable.
+        """
+        rc = self.rpc(c)
+        names = list(self.trace.nodes[r].vars)
+        over = self.calls.overwritten_by(c, names) if c is not None else None
+        if not names and rc is not None and rc.result_var:
+            names = [rc.result_var]
+        if rc is None:
+            return "", names, None
+        if over is not None:
+            k, n = self.calls.iteration(c) if c is not None else (1, 1)
+            nth = f"the {ordinal(k)} of {n} results of" if n > 1 else "the result of"
+            return f"{nth} {_call_phrase(rc)}", names, over
+        return f"the result of {_call_phrase(rc)}", names, None
+
+
+def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = None,
+             mode: str = "fast", pass_index: int | None = None) -> Hang:
+    """Return why the pass hangs at ``state`` (the replay state once the engine stopped).
+
+    ``Hang.blocked_sends`` says for each blocked send why its gradient never comes (``kind``:
+    ``unused``/``no_grad``/``no_recv``/``blocked``); ``unreachable_recvs`` the recvs the roots
+    never reach; ``blocked_workers`` who waits for what; ``chain`` the wait from the cause up to
+    the initiator; ``fixes`` what to do; ``summary`` one line. ``graph`` reuses an
+    ``IndexedGraph`` of ``trace``; ``pass_index`` defaults to the state's. Raises
+    ``IndexError`` when the pass does not exist.
     """
     g = graph if graph is not None else IndexedGraph(trace)
     p = state.pass_index if pass_index is None else pass_index
-    bp = trace.passes[p]
-    reach = reachable_nodes(g, g.roots[p])
-    nodes = trace.nodes
-    ids = g.ids
-    calls_by_msg: dict[int, int] = {}
-    for k, call in enumerate(trace.rpc_calls):
-        for m in call.msg_ids:
-            calls_by_msg.setdefault(m, k)
-    loss = _loss_phrase(bp.root_vars)
+    root_vars = trace.passes[p].root_vars
+    loss = "the loss" + (f" ({_vars_phrase(root_vars)})" if root_vars else "")
+    hung = _Hung(trace, g, state, reachable_nodes(g, g.roots[p]), loss, CallIndex(trace, g))
+    blocked = _blocked_sends(hung)
+    workers = _blocked_workers(hung, blocked)
+    return Hang(pass_index=p, mode=mode, blocked_sends=tuple(blocked),
+                unreachable_recvs=tuple(_unreachable_recvs(hung, blocked)),
+                blocked_workers=tuple(workers), chain=tuple(_chain(hung, blocked, workers)),
+                fixes=tuple(_fixes(hung, blocked, mode)), summary=_summary(g, blocked))
 
-    def call_of(i: int) -> int | None:
-        c = nodes[i].call
-        if c is not None and 0 <= c < len(trace.rpc_calls):
-            return c
-        return calls_by_msg.get(g.msg[i])
 
-    # -- 1. every send that never ran on a worker that started the pass ------------------------
-    blocked: list[dict[str, Any]] = []
-    blocked_send_of_msg: dict[int, str] = {}
-    for w in trace.workers:
-        ws = state.workers[w]
-        if not ws.initialized:
-            continue
-        for sid in ws.waiting_sends:
-            s = g.index[sid]
-            m = g.msg[s]
-            label = message_label(m)
-            r = g.recv_by_msg.get(m, -1)
-            c = call_of(s)
-            if c is None and r >= 0:
-                c = call_of(r)
-            rc = trace.rpc_calls[c] if c is not None else None
-            var: str | None = None
-            src_line = rc.line if rc is not None else None
-            recv_worker = g.workers[g.worker[r]] if r >= 0 else None
-            if r < 0:
-                if rc is not None and not rc.grad_enabled:
-                    kind = "no_grad"
-                    reason = (f"the RPC {_call_phrase(rc)} from {rc.caller} was made under "
-                              f"torch.no_grad(), so the caller attached no RecvRpcBackward and "
-                              f"nothing will ever send a gradient for message {label}")
-                    var = rc.result_var
-                else:
-                    kind = "no_recv"
-                    caller = rc.caller if rc is not None else f"worker rank {m >> 48}"
-                    reason = (f"no worker holds a RecvRpcBackward for message {label} (the "
-                              f"caller {caller} attached none), so nothing will ever send its "
-                              "gradient")
-            elif not reach[r]:
-                kind = "unused"
-                names = list(nodes[r].vars) or ([rc.result_var] if rc and rc.result_var else [])
-                var = names[0] if names else None
-                assigned = (", assigned to " + ", ".join(f"`{v}`" for v in names) + ",") \
-                    if names else ""
-                if rc is not None and rc.api == "remote" and rc.caller == w:
-                    holder = f" (the RRef `{rc.result_var}`)" if rc.result_var else ""
-                    reason = (f"the arguments sent by {_call_phrase(rc)}{holder} never get a "
-                              f"gradient: the remote value is not fetched with to_here() into "
-                              f"{loss}, so {recv_worker}'s RecvRpcBackward for them is never "
-                              "reached")
-                else:
-                    if rc is not None:
-                        what = f"the result of {_call_phrase(rc)}{assigned}"
-                    else:
-                        what = (f"the RPC result behind {g.disp(r)} on {recv_worker} (message "
-                                f"{label}){assigned}")
-                    reason = f"{what} is not used by {loss}"
-            else:
-                kind = "blocked"
-                rws = state.workers[recv_worker] if recv_worker else None
-                if rws is None or not rws.initialized:
-                    reason = (f"{g.disp(r)} on {recv_worker} is needed by {loss}, but "
-                              f"{recv_worker} never started this pass")
-                else:
-                    left = rws.deps.get(ids[r], 0)
-                    reason = (f"{g.disp(r)} on {recv_worker} is needed by {loss} but still waits "
-                              f"for {left} gradient{'s' if left != 1 else ''} that "
-                              f"depend{'s' if left == 1 else ''} on other blocked sends")
-            blocked.append({"node": sid, "worker": w, "msg_id": m, "label": label,
-                            "recv": ids[r] if r >= 0 else None, "recv_worker": recv_worker,
-                            "kind": kind, "reason": reason, "var": var, "line": src_line,
-                            "call": c})
-            blocked_send_of_msg[m] = sid
+# -- 1. every send that never ran on a worker that started the pass ---------------------------------
 
-    # -- 2. recvs the roots never reach ---------------------------------------------------------
-    unreachable: list[dict[str, Any]] = []
+def _blocked_sends(h: _Hung) -> list[BlockedSend]:
+    out: list[BlockedSend] = []
+    for w in h.trace.workers:
+        ws = h.state.workers[w]
+        if ws.initialized:
+            out.extend(_why_blocked(h, w, h.g.index[sid]) for sid in ws.waiting_sends)
+    return out
+
+
+def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
+    """Why send ``s`` on ``w`` never gets its gradient."""
+    g = h.g
+    m = g.msg[s]
+    label = message_label(m)
+    r = g.recv_by_msg.get(m, -1)
+    c = h.calls.call_of(s)
+    if c is None and r >= 0:
+        c = h.calls.call_of(r)
+    recv_worker = g.workers[g.worker[r]] if r >= 0 else None
+    var: str | None = None
+    if r < 0:
+        if c is None:
+            c = h.calls.infer_call(s)
+        kind, reason, var = _no_recv(h, s, c, label)
+    elif not h.reach[r]:
+        kind = "unused"
+        reason, var, over = _unused(h, w, r, c, recv_worker)
+        if over:
+            h.overwritten.add(g.ids[s])
+    else:
+        kind = "blocked"
+        reason = _held_up(h, r, recv_worker)
+    rc = h.rpc(c)
+    return BlockedSend(node=g.ids[s], worker=w, msg_id=m, label=label,
+                       recv=g.ids[r] if r >= 0 else None, recv_worker=recv_worker, kind=kind,
+                       reason=reason, var=var, line=rc.line if rc is not None else None, call=c)
+
+
+def _no_recv(h: _Hung, s: int, c: int | None, label: str) -> tuple[str, str, str | None]:
+    """A send without a recv: ``(kind, reason, var)``."""
+    rc = h.rpc(c)
+    if rc is not None and not rc.grad_enabled:
+        held = f", assigned to `{rc.result_var}`," if rc.result_var else ""
+        reason = (f"the RPC {_call_phrase(rc)} from {rc.caller}{held} was made under "
+                  f"torch.no_grad(), so {rc.caller} attached no RecvRpcBackward for its result "
+                  f"and nothing will ever send a gradient for message {label}")
+        return "no_grad", reason, rc.result_var
+    caller = rc.caller if rc is not None else h.calls.caller_of(s)
+    by = f" (the caller {caller} attached none)" if caller is not None else ""
+    return ("no_recv", f"no worker holds a RecvRpcBackward for message {label}{by}, so nothing "
+            "will ever send its gradient", None)
+
+
+def _unused(h: _Hung, w: str, r: int, c: int | None,
+            recv_worker: str | None) -> tuple[str, str | None, bool]:
+    """A recv the roots never reach: ``(reason, var, overwritten)``."""
+    rc = h.rpc(c)
+    what, names, over = h.result(c, r)
+    var = names[0] if names else None
+    if rc is not None and rc.api == "remote" and rc.caller == w:
+        holder = f" (the RRef `{rc.result_var}`)" if rc.result_var else ""
+        return (f"the arguments sent by {_call_phrase(rc)}{holder} never get a gradient: the "
+                f"remote value is not fetched with to_here() into {h.loss}, so {recv_worker}'s "
+                "RecvRpcBackward for them is never reached"), var, False
+    assigned = f", assigned to {_vars_phrase(names)}," if names else ""
+    if rc is None:
+        what = (f"the RPC result behind {h.g.disp(r)} on {recv_worker} (message "
+                f"{message_label(h.g.msg[r])})")
+    if over is not None:
+        return f"{what}{assigned} was overwritten by {over}, so {h.loss} never uses it", var, True
+    return f"{what}{assigned} is not used by {h.loss}", var, False
+
+
+def _held_up(h: _Hung, r: int, recv_worker: str | None) -> str:
+    """A recv the roots reach but that never runs: it waits behind other blocked sends."""
+    rws = h.state.workers[recv_worker] if recv_worker else None
+    name = h.g.disp(r)
+    if rws is None or not rws.initialized:
+        return f"{name} on {recv_worker} is needed by {h.loss}, but {recv_worker} never started this pass"
+    left = rws.deps.get(h.g.ids[r], 0)
+    return (f"{name} on {recv_worker} is needed by {h.loss} but still waits for {left} "
+            f"gradient{'s' if left != 1 else ''} that depend{'s' if left == 1 else ''} on other "
+            "blocked sends")
+
+
+# -- 2. recvs the roots never reach ---------------------------------------------------------------
+
+def _unreachable_recvs(h: _Hung, blocked: list[BlockedSend]) -> list[UnreachableRecv]:
+    g = h.g
+    starved = {b.msg_id: b.node for b in blocked}
+    out: list[UnreachableRecv] = []
     for r, k in enumerate(g.kind):
-        if k != RECV or reach[r]:
+        if k != RECV or h.reach[r]:
             continue
         m = g.msg[r]
-        vs = list(nodes[r].vars)
-        rcall = call_of(r)
-        rc2 = trace.rpc_calls[rcall] if rcall is not None else None
-        if not vs and rc2 is not None and rc2.result_var:
-            vs = [rc2.result_var]
-        held = (" (" + ", ".join(f"`{v}`" for v in vs) + ")") if vs else ""
-        unreachable.append({
-            "node": ids[r], "worker": g.workers[g.worker[r]], "vars": vs,
-            "reason": (f"not reachable from the roots: nothing in {loss} uses this RPC "
-                       f"result{held}, so it never sends a gradient for message "
-                       f"{message_label(m)}"),
-            "blocks": blocked_send_of_msg.get(m)})
+        _what, names, over = h.result(h.calls.call_of(r), r)
+        held = f" ({_vars_phrase(names)})" if names else ""
+        if over is not None:
+            held = f" ({_vars_phrase(names)}, overwritten by {over})"
+        out.append(UnreachableRecv(
+            node=g.ids[r], worker=g.workers[g.worker[r]], vars=tuple(names),
+            reason=(f"not reachable from the roots: nothing in {h.loss} uses this RPC "
+                    f"result{held}, so it never sends a gradient for message {message_label(m)}"),
+            blocks=starved.get(m)))
+    return out
 
-    # -- 3. who waits for whom ------------------------------------------------------------------
-    blocked_workers: list[dict[str, Any]] = []
-    for w in trace.workers:
-        ws = state.workers[w]
+
+# -- 3. who waits for whom ------------------------------------------------------------------------
+
+def _blocked_workers(h: _Hung, blocked: list[BlockedSend]) -> list[BlockedWorker]:
+    out: list[BlockedWorker] = []
+    for w in h.trace.workers:
+        ws = h.state.workers[w]
         if not ws.initialized:
             continue
+        acks = tuple(ws.unacked)
         if not ws.done and ws.waiting_sends:
-            sends = [b for b in blocked if b["worker"] == w]
-            what = ", ".join(f"message {b['label']}" for b in sends[:4])
+            sends = [b for b in blocked if b.worker == w]
+            what = ", ".join(f"message {b.label}" for b in sends[:4])
             more = f" and {len(sends) - 4} more" if len(sends) > 4 else ""
-            blocked_workers.append({
-                "worker": w, "sends": [b["node"] for b in sends], "acks": list(ws.unacked),
-                "waiting_for": (f"gradients for {len(sends)} send"
-                                f"{'s' if len(sends) != 1 else ''} ({what}{more})")})
+            out.append(BlockedWorker(
+                worker=w, sends=tuple(b.node for b in sends), acks=acks,
+                waiting_for=(f"gradients for {len(sends)} send{'s' if len(sends) != 1 else ''} "
+                             f"({what}{more})")))
         elif ws.unacked and not ws.acked_first:
-            blocked_workers.append({
-                "worker": w, "sends": [], "acks": list(ws.unacked),
-                "waiting_for": ("the acknowledgement of message"
-                                f"{'s' if len(ws.unacked) > 1 else ''} "
-                                + ", ".join(ws.unacked))})
+            out.append(BlockedWorker(
+                worker=w, sends=(), acks=acks,
+                waiting_for=(f"the acknowledgement of message{'s' if len(acks) > 1 else ''} "
+                             + ", ".join(acks))))
         elif not ws.done:
-            blocked_workers.append({"worker": w, "sends": [], "acks": list(ws.unacked),
-                                    "waiting_for": "queued work that never finishes"})
+            out.append(BlockedWorker(worker=w, sends=(), acks=acks,
+                                     waiting_for="queued work that never finishes"))
+    return out
 
+
+def _chain(h: _Hung, blocked: list[BlockedSend], workers: list[BlockedWorker]) -> list[str]:
+    """Sentences from each cause up to the initiator, root causes first."""
+    g, initiator = h.g, h.trace.initiator
+    causes = {b.worker for b in blocked if b.kind in _PRIMARY}
     chain: list[str] = []
-    initiator = trace.initiator
-    def is_cause(bw: dict[str, Any]) -> bool:
-        return any(b["kind"] in _PRIMARY for b in blocked if b["worker"] == bw["worker"])
-
-    # root causes first, then workers only held up behind them (a stable order)
-    for bw in sorted(blocked_workers, key=lambda bw: 0 if is_cause(bw) else 1):
-        if not bw["sends"]:
+    for bw in sorted(workers, key=lambda bw: 0 if bw.worker in causes else 1):
+        if not bw.sends:
             continue
-        w = bw["worker"]
-        mine = [b for b in blocked if b["worker"] == w]
-        first = next((b for b in mine if b["kind"] in _PRIMARY), mine[0])
-        if first["kind"] in _PRIMARY:
-            text = (f"{w} waits for a gradient for {g.disp(g.index[first['node']])} "
-                    f"(message {first['label']}) that never comes")
+        w = bw.worker
+        mine = [b for b in blocked if b.worker == w]
+        first = next((b for b in mine if b.kind in _PRIMARY), mine[0])
+        name = g.disp(g.index[first.node])
+        if first.kind in _PRIMARY:
+            text = f"{w} waits for a gradient for {name} (message {first.label}) that never comes"
         else:
-            text = (f"{w} also waits for a gradient for {g.disp(g.index[first['node']])} "
-                    f"(message {first['label']}), held up behind the sends above")
-        if len(bw["sends"]) > 1:
-            text += f" (and {len(bw['sends']) - 1} more send{'s' if len(bw['sends']) > 2 else ''})"
-        if text not in chain:
-            chain.append(text)
-        cur = w
-        hops = 0
-        while cur != initiator and hops <= len(trace.workers):
-            fm = state.workers[cur].first_message
-            if fm is None:
-                break
-            parent = fm["from"]
-            hop = (f"{parent} waits for {cur} to acknowledge message {fm['label']} (its first "
-                   f"gradient message), which {cur} sends only when its own backward is done")
-            if hop not in chain:
-                chain.append(hop)
-            cur = parent
-            hops += 1
+            text = (f"{w} also waits for a gradient for {name} (message {first.label}), held up "
+                    "behind the sends above")
+        if len(bw.sends) > 1:
+            text += f" (and {len(bw.sends) - 1} more send{'s' if len(bw.sends) > 2 else ''})"
+        for line in [text, *_first_message_hops(h, w)]:
+            if line not in chain:
+                chain.append(line)
     if chain:
         chain.append(f"so backward() on {initiator} never returns")
+    return chain
 
-    # -- 4. what to do --------------------------------------------------------------------------
-    kinds = [b["kind"] for b in blocked]
+
+def _first_message_hops(h: _Hung, w: str) -> list[str]:
+    """Each worker up the first-message chain from ``w`` waits for the one below it."""
+    hops: list[str] = []
+    cur = w
+    while cur != h.trace.initiator and len(hops) <= len(h.trace.workers):
+        fm = h.state.workers[cur].first_message
+        if fm is None:
+            break
+        hops.append(f"{fm.sender} waits for {cur} to acknowledge message {fm.label} (its first "
+                    f"gradient message), which {cur} sends only when its own backward is done")
+        cur = fm.sender
+    return hops
+
+
+# -- 4. what to do --------------------------------------------------------------------------------
+
+def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
     fixes: list[str] = []
-    if "unused" in kinds:
-        b = next(b for b in blocked if b["kind"] == "unused")
-        v = f"`{b['var']}`" if b["var"] else "the RPC result"
+    unused = [b for b in blocked if b.kind == "unused"]
+    over = [b for b in unused if b.node in h.overwritten]
+    plain = [b for b in unused if b.node not in h.overwritten]
+    if over:
+        b = over[0]
+        rc = h.rpc(b.call)
+        where = f" at line {rc.line}" if rc is not None and rc.line is not None else ""
+        held = f"`{b.var}`" if b.var else "the result"
+        fixes.append(f"keep every result of the RPC{where} instead of overwriting {held} (for "
+                     "example append each one to a list) and use them all in the loss, so each "
+                     "one's gradient flows back")
+    if plain:
+        b = plain[0]
+        v = f"`{b.var}`" if b.var else "the RPC result"
         fixes.append(f"use {v} in the loss, so its gradient flows back")
-        root = f"{b['var']}.sum()" if b["var"] else "result.sum()"
+        root = f"{b.var}.sum()" if b.var else "result.sum()"
         fixes.append("pass it to backward as another root: "
                      f"dist_autograd.backward(context_id, [loss, {root}])")
+    if unused:
         fixes.append("move the RPC outside the dist_autograd context, or into a separate "
                      "context, if its result needs no gradient")
         fixes.append("use a new dist_autograd.context() for every forward/backward iteration, "
                      "so sends left over from an earlier forward do not join this pass")
-    if "no_grad" in kinds or "no_recv" in kinds:
+    if any(b.kind in ("no_grad", "no_recv") for b in blocked):
         fixes.append("don't make Python-UDF or TorchScript RPCs under torch.no_grad() inside a "
                      "dist_autograd context: make the call outside the context, or detach the "
                      "tensors in the callee so no response send is created")
@@ -238,16 +311,16 @@ def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = N
         fixes.append("run the replay with --mode smart to see what SMART mode (RFC #23110, "
                      "never implemented in PyTorch) would do: only the sends in the roots' "
                      "lineage take part")
+    return fixes
 
-    primary = [b for b in blocked if b["kind"] in _PRIMARY]
+
+def _summary(g: IndexedGraph, blocked: list[BlockedSend]) -> str:
+    primary = [b for b in blocked if b.kind in _PRIMARY]
     head = primary[0] if primary else (blocked[0] if blocked else None)
-    if head is not None:
-        summary = (f"{head['worker']}'s {g.disp(g.index[head['node']])} for message "
-                   f"{head['label']} never gets a gradient: {head['reason']}")
-        if len(primary) > 1:
-            summary += f" ({len(primary) - 1} more such send{'s' if len(primary) > 2 else ''})"
-    else:
-        summary = "no worker can make progress, but the pass is not complete"
-    return {"pass": p, "mode": mode, "blocked_sends": blocked, "unreachable_recvs": unreachable,
-            "blocked_workers": blocked_workers, "chain": chain, "fixes": fixes,
-            "summary": summary}
+    if head is None:
+        return "no worker can make progress, but the pass is not complete"
+    summary = (f"{head.worker}'s {g.disp(g.index[head.node])} for message {head.label} never "
+               f"gets a gradient: {head.reason}")
+    if len(primary) > 1:
+        summary += f" ({len(primary) - 1} more such send{'s' if len(primary) > 2 else ''})"
+    return summary

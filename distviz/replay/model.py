@@ -1,7 +1,8 @@
-"""Values the replay produces: events, per-step state and the result of a whole replay.
+"""Values the replay produces, and the one protocol renderers read a replay through.
 
-These are the only things renderers (terminal, DOT, HTML, Perfetto) read from the replay. They are
-plain data, JSON-serialisable with ``to_json()``, and never import torch.
+These are the only things renderers (terminal, DOT, HTML, Perfetto) read from the replay: typed,
+immutable by convention, JSON-serialisable with ``to_json()`` (the shapes ``--json`` and the
+trace files have always had), and never importing torch.
 
 Event actions, in the order they usually appear (``ACTIONS``):
 
@@ -28,14 +29,22 @@ Event actions, in the order they usually appear (``ACTIONS``):
 ``hang``                  nothing can run any more and the pass is not complete
 ``pass_end``              the pass ends (``detail.outcome``)
 
-A ``message`` is ``{"msg_id", "label", "context_id", "from", "to", "send", "recv", "shapes",
-"first"}`` where ``label`` is ``sender:counter`` and ``send``/``recv`` are node ids.
+A ``Message`` is one gradient message: ``label`` is ``sender:counter``, ``send``/``recv`` are
+node ids; its JSON is ``{"msg_id", "label", "context_id", "from", "to", "send", "recv",
+"shapes", "first", "retain_graph", "zero_slots", "pass"}``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
+
+__all__ = [
+    "ACTIONS", "OUTCOMES", "Accumulation", "Agreement", "BlockedSend", "BlockedWorker", "Event",
+    "Hang", "Message", "OrderMismatch", "PassError", "ReplayLike", "ReplayState", "SmartLeaf",
+    "SmartReport", "UnreachableRecv", "WorkerState",
+]
 
 ACTIONS = (
     "pass_start", "compute_dependencies", "call_start", "execute", "accumulate",
@@ -45,9 +54,37 @@ ACTIONS = (
 OUTCOMES = ("completed", "hang", "error")
 
 
+# -- messages and events ----------------------------------------------------------------------
+
+class Message(NamedTuple):
+    """One gradient message a ``RecvRpcBackward`` sends to the paired send on another worker."""
+
+    msg_id: int
+    label: str                          # ``sender:counter``
+    context_id: int
+    sender: str                         # the worker that sends the gradient (JSON ``from``)
+    to: str | None                      # the worker of the send (None: no such worker)
+    send: str | None                    # the send's node id (None: the receiver has none)
+    recv: str                           # the recv's node id
+    shapes: list[list[int]] | None      # the gradients' shapes, when recorded
+    first: bool                         # the receiver's first message for this context
+    retain_graph: bool
+    zero_slots: list[int]               # gradient slots sent as zeros (unused RPC outputs)
+    pass_index: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"msg_id": self.msg_id, "label": self.label, "context_id": self.context_id,
+                "from": self.sender, "to": self.to, "send": self.send, "recv": self.recv,
+                "shapes": self.shapes, "first": self.first, "retain_graph": self.retain_graph,
+                "zero_slots": self.zero_slots, "pass": self.pass_index}
+
+
 @dataclass(slots=True)
 class Event:
-    """One replay step. ``step`` counts from 0 over the whole replay (all passes)."""
+    """One replay step. ``step`` counts from 0 over the whole replay (all passes).
+
+    ``detail`` is a plain dict whose keys depend on ``action`` (see the module docstring).
+    """
 
     step: int
     pass_index: int
@@ -55,7 +92,7 @@ class Event:
     worker: str | None = None
     node: str | None = None
     call: int | None = None
-    message: dict[str, Any] | None = None
+    message: Message | None = None
     text: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -67,12 +104,15 @@ class Event:
         if self.call is not None:
             out["call"] = self.call
         if self.message is not None:
-            out["message"] = self.message
+            out["message"] = self.message.to_json()
         out["text"] = self.text
-        if self.detail:
-            out["detail"] = self.detail
+        detail = self.detail
+        if detail:
+            out["detail"] = detail
         return out
 
+
+# -- the state after a step ---------------------------------------------------------------------
 
 @dataclass(slots=True)
 class WorkerState:
@@ -88,19 +128,19 @@ class WorkerState:
     accumulated: dict[str, int] = field(default_factory=dict)  # leaf node id -> times, all passes
     outstanding: int = 0
     done: bool = False
-    # added by the replay engine (fast.py); renderers may ignore them
-    first_message: dict[str, Any] | None = None  # the message that initialized a remote worker
+    first_message: Message | None = None   # the message that initialized a remote worker
     unacked: list[str] = field(default_factory=list)  # labels of sent messages not yet acked
     keep_graph: bool = False                      # retain_graph of this worker's graph task
     failed: bool = False                          # its graph task aborted on an error, or it died
     acked_first: bool = False                     # it has answered its first message
 
     def to_json(self) -> dict[str, Any]:
+        first = self.first_message.to_json() if self.first_message is not None else None
         return {"initialized": self.initialized, "deps": self.deps, "queue": self.queue,
                 "current_call": self.current_call, "pending_calls": self.pending_calls,
                 "waiting_sends": self.waiting_sends, "executed": self.executed,
                 "accumulated": self.accumulated, "outstanding": self.outstanding,
-                "done": self.done, "first_message": self.first_message,
+                "done": self.done, "first_message": first,
                 "unacked": self.unacked, "keep_graph": self.keep_graph,
                 "failed": self.failed, "acked_first": self.acked_first}
 
@@ -112,11 +152,272 @@ class ReplayState:
     step: int
     pass_index: int
     workers: dict[str, WorkerState]
-    in_flight: list[dict[str, Any]] = field(default_factory=list)  # messages sent, not received
+    in_flight: list[Message] = field(default_factory=list)  # messages sent, not received
     event: Event | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "pass": self.pass_index,
                 "workers": {w: s.to_json() for w, s in self.workers.items()},
-                "in_flight": self.in_flight,
+                "in_flight": [m.to_json() for m in self.in_flight],
                 "event": self.event.to_json() if self.event else None}
+
+
+# -- what a replay ends with ----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Accumulation:
+    """A leaf that received a gradient in the replay (all passes)."""
+
+    count: int          # times its AccumulateGrad ran
+    zero: bool          # every gradient it got was all zeros (an unused RPC output)
+    var: str | None     # the scenario variable
+    worker: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "zero": self.zero, "var": self.var, "worker": self.worker}
+
+
+@dataclass(frozen=True, slots=True)
+class PassError:
+    """How a pass ended in an error: where it was raised and how far the error travelled.
+
+    ``message`` is what ``backward()`` raises on the initiator (each hop prefixes ``Error on
+    Node <rank>: ``), ``origin`` the message where it was raised, ``chain`` the workers it
+    travelled through (raiser first), ``unnotified`` the started workers nobody tells.
+    """
+
+    worker: str
+    node: str | None
+    message: str
+    pass_index: int
+    origin: str
+    crash: bool = False
+    chain: tuple[str, ...] = ()
+    unnotified: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"worker": self.worker, "node": self.node, "message": self.message,
+                               "pass": self.pass_index}
+        if self.crash:
+            out["crash"] = True
+        out["origin"] = self.origin
+        out["chain"] = list(self.chain)
+        out["unnotified"] = list(self.unnotified)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedSend:
+    """A send that never ran on a worker that started the pass, and why its gradient never comes.
+
+    ``kind``: ``unused`` (its recv is unreachable from the roots), ``no_grad`` (the RPC was made
+    under ``torch.no_grad()``: no recv exists), ``no_recv`` (no recv, cause unknown) or
+    ``blocked`` (its recv is reachable but itself waits). ``call`` indexes ``trace.rpc_calls``.
+    """
+
+    node: str
+    worker: str
+    msg_id: int
+    label: str
+    recv: str | None
+    recv_worker: str | None
+    kind: str
+    reason: str
+    var: str | None = None
+    line: int | None = None
+    call: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "worker": self.worker, "msg_id": self.msg_id,
+                "label": self.label, "recv": self.recv, "recv_worker": self.recv_worker,
+                "kind": self.kind, "reason": self.reason, "var": self.var, "line": self.line,
+                "call": self.call}
+
+
+@dataclass(frozen=True, slots=True)
+class UnreachableRecv:
+    """A recv the roots never reach: it never sends a gradient (``blocks``: the send it starves)."""
+
+    node: str
+    worker: str
+    vars: tuple[str, ...]
+    reason: str
+    blocks: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "worker": self.worker, "vars": list(self.vars),
+                "reason": self.reason, "blocks": self.blocks}
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedWorker:
+    """A worker that started the pass and never finishes: its blocked sends and unanswered acks."""
+
+    worker: str
+    sends: tuple[str, ...]
+    acks: tuple[str, ...]
+    waiting_for: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "sends": list(self.sends), "acks": list(self.acks),
+                "waiting_for": self.waiting_for}
+
+
+@dataclass(frozen=True, slots=True)
+class Hang:
+    """Why a pass hangs, in the scenario's terms (``distviz.replay.hang.diagnose``).
+
+    ``chain``: sentences from the cause up to the initiator; ``fixes``: sentences; ``summary``:
+    one line.
+    """
+
+    pass_index: int
+    mode: str
+    blocked_sends: tuple[BlockedSend, ...]
+    unreachable_recvs: tuple[UnreachableRecv, ...]
+    blocked_workers: tuple[BlockedWorker, ...]
+    chain: tuple[str, ...]
+    fixes: tuple[str, ...]
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass": self.pass_index, "mode": self.mode,
+                "blocked_sends": [b.to_json() for b in self.blocked_sends],
+                "unreachable_recvs": [r.to_json() for r in self.unreachable_recvs],
+                "blocked_workers": [w.to_json() for w in self.blocked_workers],
+                "chain": list(self.chain), "fixes": list(self.fixes), "summary": self.summary}
+
+
+# -- agreement with the real run --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OrderMismatch:
+    """One worker's order in one pass that differs from PyTorch's (a window around the place)."""
+
+    worker: str
+    pass_index: int
+    expected: tuple[str, ...]       # the replay's order (window)
+    observed: tuple[str, ...]       # PyTorch's order (window)
+    first_difference_index: int
+    window_start: int
+
+    def at(self, k: int) -> tuple[str, str]:
+        """Return ``(replay's node, PyTorch's node)`` at position ``k`` ("nothing" past the end)."""
+        j = k - self.window_start
+        exp = self.expected[j] if 0 <= j < len(self.expected) else "nothing"
+        obs = self.observed[j] if 0 <= j < len(self.observed) else "nothing"
+        return exp, obs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "pass": self.pass_index, "expected": list(self.expected),
+                "observed": list(self.observed),
+                "first_difference_index": self.first_difference_index,
+                "window_start": self.window_start}
+
+
+@dataclass(frozen=True, slots=True)
+class SmartLeaf:
+    """A leaf SMART mode gives a gradient, and what the single-process reference gives it."""
+
+    worker: str
+    zero: bool
+    node: str
+    would_receive: Mapping[str, Any] | None = None   # reference summary: shape, sum, norm, values
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"worker": self.worker, "zero": self.zero, "node": self.node}
+        if self.would_receive is not None:
+            out["would_receive"] = dict(self.would_receive)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SmartReport:
+    """SMART mode against FAST mode and the reference (``agreement.smart_report``)."""
+
+    fast_outcome: str
+    smart_outcome: str
+    excluded: tuple[str, ...]
+    leaves: Mapping[str, SmartLeaf]       # variable (or node id) -> leaf
+    reference_leaves: tuple[str, ...] | None
+    same_leaves: bool | None
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fast_outcome": self.fast_outcome, "smart_outcome": self.smart_outcome,
+                "excluded": list(self.excluded),
+                "leaves": {k: v.to_json() for k, v in self.leaves.items()},
+                "reference_leaves": (list(self.reference_leaves)
+                                     if self.reference_leaves is not None else None),
+                "same_leaves": self.same_leaves, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    """How a replay agrees with the real run (``agreement.compare``).
+
+    Each check is ``True``/``False``, or ``None`` when there is nothing to compare. ``status`` is
+    ``skipped``, ``match`` or ``mismatch``; ``text`` one sentence. ``smart`` is set for a SMART
+    replay (compared with FAST and the reference instead; ``text`` is then its sentence).
+    """
+
+    outcome: bool | None
+    order: bool | None
+    executed: bool | None
+    gradients: bool | None
+    leaves: bool | None
+    fifo_order: bool | None
+    arrival_differs: tuple[str, ...]
+    exact: bool
+    mismatches: tuple[OrderMismatch, ...]
+    status: str
+    text: str
+    smart: SmartReport | None = None
+
+    CHECKS = ("outcome", "order", "executed", "gradients", "leaves", "fifo_order", "exact")
+
+    def check(self, name: str) -> bool | None:
+        """Return the check called ``name`` (one of ``CHECKS``)."""
+        if name not in self.CHECKS:
+            raise KeyError(name)
+        value: bool | None = getattr(self, name)
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "outcome": self.outcome, "order": self.order, "executed": self.executed,
+            "gradients": self.gradients, "leaves": self.leaves, "fifo_order": self.fifo_order,
+            "arrival_differs": list(self.arrival_differs), "exact": self.exact,
+            "mismatches": [m.to_json() for m in self.mismatches], "status": self.status,
+            "text": self.text}
+        if self.smart is not None:
+            out["smart"] = self.smart.to_json()
+        return out
+
+
+# -- the one protocol every renderer accepts ------------------------------------------------------
+
+class ReplayLike(Protocol):
+    """What renderers read from a replay (``distviz.replay.result.Replay`` satisfies it)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def outcome(self) -> str: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    @property
+    def hang(self) -> Hang | None: ...
+
+    @property
+    def error(self) -> PassError | None: ...
+
+    @property
+    def accumulated(self) -> Mapping[str, Accumulation]: ...
+
+    def state_at(self, step: int) -> ReplayState: ...
+
+    def initial_dependencies(self, pass_index: int = 0) -> Mapping[str, int]: ...

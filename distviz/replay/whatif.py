@@ -39,6 +39,7 @@ from typing import Any
 
 from distviz.errors import UsageError
 from distviz.replay.changes import WhatIf
+from distviz.replay.model import Message as EngineMessage
 from distviz.replay.timing import (
     Execution,
     Message,
@@ -285,39 +286,39 @@ def _simulate(trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
               ranks: Mapping[tuple[int, str], Mapping[str, int]], shift: bool) -> dict[int, _Run]:
     """Run the replay engine with ``_Clock`` choosing its messages; return the timed passes.
     Raises ``UsageError`` when the replay does not complete."""
-    from distviz.replay.fast import IndexedGraph, _Sim
+    from distviz.replay.engine import Engine
+    from distviz.replay.graph import IndexedGraph
 
     clock = _Clock(trace, models, wi, ranks, shift)
 
-    class TimedEngine(_Sim):
+    class TimedEngine(Engine):
         def _next_message(self) -> int:
-            k = clock.choose(list(self.fifo))
-            mi = self.fifo[k]
-            del self.fifo[k]
+            fifo = self.p.fifo
+            k = clock.choose(list(fifo))
+            mi = fifo[k]
+            del fifo[k]
             return mi
 
     gc_was_enabled = gc.isenabled()
-    gc.disable()     # millions of small acyclic objects (see fast.replay)
+    gc.disable()     # millions of small acyclic objects (see result.replay)
     try:
         engine = TimedEngine(IndexedGraph(trace), "fast", emit=True)
-        while not engine.finished:
+        while not engine.s.finished:
             ev = engine.advance()
             if ev is not None:
                 clock.on_event(ev)
     finally:
         if gc_was_enabled:
             gc.enable()
-    if engine.outcome != "completed":
+    if engine.s.outcome != "completed":
         raise UsageError(f"--what-if: the replay of this trace does not complete "
-                         f"({engine.outcome})")
+                         f"({engine.s.outcome})")
     return clock.runs
 
 
-def _message_ends(message: Any) -> tuple[str | None, str | None]:
-    """(send node id, receiving worker) of an engine message (a dict or a typed value)."""
-    if isinstance(message, dict):
-        return message.get("send"), message.get("to")
-    return getattr(message, "send", None), getattr(message, "to", None)
+def _message_ends(message: EngineMessage) -> tuple[str | None, str | None]:
+    """(send node id, receiving worker) of an engine message."""
+    return message.send, message.to
 
 
 def _ack_end(m: _Model, run: _Run, ack: float) -> float:
@@ -416,7 +417,7 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     Raises ``UsageError`` when the trace has no completed real run with events to measure, or
     when the replay does not complete.
     """
-    from distviz.replay.fast import observed_arrival
+    from distviz.replay.agreement import observed_arrival
 
     wi = what_if or WhatIf()
     tls = measured_timelines(trace)

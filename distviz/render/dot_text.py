@@ -1,0 +1,71 @@
+"""DOT text pieces: safe ids, quoted strings, attribute lists, and the names a picture shows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from distviz.trace import Node, short_name
+
+__all__ = ["attrs", "display_name", "dot_quote", "node_title", "sanitize_id", "shape_text"]
+
+_ID_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def sanitize_id(text: str) -> str:
+    """Return ``text`` reduced to ``[A-Za-z0-9_.-]`` (other characters become ``_``)."""
+    return _ID_BAD.sub("_", text)
+
+
+def dot_quote(text: str) -> str:
+    """Return ``text`` as a quoted DOT string, safe for labels.
+
+    Backslashes and quotes are escaped, newlines become Graphviz line breaks (``\\n``), other
+    control characters become spaces, and ``&`` becomes ``&amp;`` (Graphviz decodes entities in
+    labels). ``<`` and ``>`` need no escaping inside a quoted string; Graphviz writes them to SVG
+    as ``&lt;``/``&gt;``.
+    """
+    out: list[str] = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "&":
+            out.append("&amp;")
+        elif ord(ch) < 32 or ch in "\u2028\u2029\x7f":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def attrs(values: Mapping[str, str | int | float]) -> str:
+    """Return a DOT attribute list; every string value is quoted and escaped."""
+    parts = []
+    for k, v in values.items():
+        parts.append(f"{k}={dot_quote(v) if isinstance(v, str) else v}")
+    return "[" + ", ".join(parts) + "]"
+
+
+def display_name(node: Node) -> str:
+    """Return the short name a picture shows: ``torch::distributed::autograd::`` dropped."""
+    return short_name(node.name)
+
+
+def shape_text(shape: Sequence[int] | None) -> str:
+    """Return ``[3,3]`` for a shape, ``[]`` for a scalar, ``""`` when unknown."""
+    if shape is None:
+        return ""
+    return "[" + ",".join(str(s) for s in shape) + "]"
+
+
+def node_title(node: Node) -> str:
+    """Return the first label line of a node: ``MulBackward0 #2``, ``t1 [3,3]``."""
+    if node.kind == "accumulate_grad":
+        name = node.var if node.var else "AccumulateGrad"
+        shp = shape_text(node.shape)
+        return f"{name} {shp}" if shp else name
+    return f"{display_name(node)} #{node.seq}"

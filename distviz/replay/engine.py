@@ -1,0 +1,773 @@
+"""Replay PyTorch's FAST-mode distributed backward, one engine event at a time.
+
+This is a pure simulation of ``DistEngine`` (internals §2 and the reference simulator in §3.6)
+with the sequential policy that PyTorch follows when every worker has one inter-op thread:
+
+1. Only the initiator starts a pass. It computes its dependencies by BFS from the ``GraphRoot``
+   (the roots, in order) **plus all of its send functions**, counted per edge; ``outstanding``
+   starts at ``#sends + 1``. Call 0 runs the ``GraphRoot``.
+2. Every incoming gradient message and the ``GraphRoot`` start a *call* with a private
+   ``StdPriorityQueue`` (largest ``sequence_nr`` first, libstdc++ ties). Calls run one at a time
+   from one global FIFO. A node runs in the call that made its last dependency decrement;
+   children are pushed in next-edge order.
+3. ``AccumulateGrad`` is captured into the context (``accumulate``); ``RecvRpcBackward`` sends its
+   gradients (zeros for unused slots) to worker ``msg_id >> 48``, to the send with the same id.
+4. A remote worker's *first* message computes its dependencies from all its sends only; that
+   message is acknowledged when the worker is done and all gradients it sent were acknowledged.
+   Later messages are acknowledged at once. A worker is done when every send ran and its queues
+   are empty. The pass completes when the initiator is done and all its messages are acknowledged.
+5. Nothing left to run and the pass not complete: the pass **hangs** (FAST mode's best known
+   surprise); once the engine has stopped, ``hang.diagnose`` explains it. A failing node aborts
+   its worker's graph task and the error travels back only along the first-message chain, each
+   hop prefixing ``Error on Node <rank>: ``.
+
+``mode="smart"`` replays the never-implemented SMART mode of RFC #23110: only sends in the
+roots' lineage (whose paired recv is reachable from the roots, across workers) take part.
+
+The engine's state is two dataclasses: ``RunState`` (what lasts across passes) and
+``PassState`` (what a new ``GraphTask`` and empty queues mean: made afresh for every pass). Both
+copy themselves field by field, so a snapshot can never share mutable state with the engine.
+Pending work is a queue of typed steps, each run by its handler from ``_STEPS``.
+
+Scope and caveats: with more than one inter-op thread per worker, real calls on one worker
+overlap and this replay is one legal schedule among several.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, NamedTuple
+
+from distviz.replay.events import LazyEvent
+from distviz.replay.graph import (
+    ACC,
+    RECV,
+    SEND,
+    IndexedGraph,
+    count_dependencies,
+    dependency_sources,
+    participating_sends,
+)
+from distviz.replay.heap import StdPriorityQueue
+from distviz.replay.model import Event, Message, PassError, ReplayState, WorkerState
+from distviz.trace import message_label
+
+__all__ = ["FREED_MESSAGE", "QUEUE_CAP", "Engine", "PassState", "RunState"]
+
+QUEUE_CAP = 20          # execute detail.queue holds at most this many entries
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward.")
+
+
+# -- the state: every field is copied by copy() ---------------------------------------------------
+
+def _copied(value: Any) -> Any:
+    """A value's own copy when it has one (lists, dicts, bytearrays, deques, queues, states),
+    else the value itself (ints, strings, tuples and frozen values are never mutated)."""
+    copy = getattr(value, "copy", None)
+    return copy() if copy is not None else value
+
+
+@dataclass(slots=True)
+class PassState:
+    """What one pass changes: made afresh for every pass (a new ``GraphTask``, empty queues).
+
+    Containers are copied one level deep by ``copy()``; what they hold is never mutated in
+    place (``visited[w]`` and ``part[w]`` lists are replaced, never appended to).
+    """
+
+    part: list[list[int]]                  # per worker: the sends taking part
+    nonzero: bytearray                     # per node: it received a non-zero gradient
+    ran: bytearray                         # per node: it ran in this pass
+    w_left: list[int]                      # per worker: participating sends not yet run
+    order: list[int] = field(default_factory=list)      # nodes run, in order (all workers)
+    recv_slots: dict[int, int] = field(default_factory=dict)  # recv -> bit mask of fed slots
+    send_mask: dict[int, int] = field(default_factory=dict)   # send -> bit mask of non-zero slots
+    visited: list[list[int]] = field(default_factory=list)    # per worker: BFS order
+    w_init: list[bool] = field(default_factory=list)     # dependencies computed
+    w_done: list[bool] = field(default_factory=list)
+    w_out: list[int] = field(default_factory=list)       # outstanding tasks
+    w_keep: list[bool] = field(default_factory=list)     # retain_graph of its graph task
+    w_failed: list[bool] = field(default_factory=list)
+    w_first: list[int] = field(default_factory=list)     # its first message (index), or -1
+    w_unacked: list[int] = field(default_factory=list)   # messages it sent, not acknowledged
+    w_first_inflight: list[bool] = field(default_factory=list)
+    w_acked_first: list[bool] = field(default_factory=list)
+    msgs: list[Message] = field(default_factory=list)
+    m_from: list[int] = field(default_factory=list)
+    m_to: list[int] = field(default_factory=list)
+    m_send: list[int] = field(default_factory=list)
+    m_acked: list[bool] = field(default_factory=list)
+    fifo: deque[int] = field(default_factory=deque)      # messages in flight, by index
+    calls: int = 0
+    cur_call: int | None = None
+    cur_w: int = -1
+    heap: StdPriorityQueue[int] | None = None            # the current call's ready queue
+
+    @classmethod
+    def start(cls, g: IndexedGraph, part: list[list[int]]) -> PassState:
+        """Return the state at the start of a pass in which the sends ``part`` take part."""
+        nw = len(g.workers)
+        return cls(part=part, nonzero=bytearray(g.n), ran=bytearray(g.n),
+                   w_left=[len(p) for p in part], visited=[[] for _ in range(nw)],
+                   w_init=[False] * nw, w_done=[False] * nw, w_out=[0] * nw,
+                   w_keep=[False] * nw, w_failed=[False] * nw, w_first=[-1] * nw,
+                   w_unacked=[0] * nw, w_first_inflight=[False] * nw,
+                   w_acked_first=[False] * nw)
+
+    def copy(self) -> PassState:
+        """Return an independent copy (every field, one level deep)."""
+        return PassState(**{f.name: _copied(getattr(self, f.name)) for f in fields(self)})
+
+
+@dataclass(slots=True)
+class RunState:
+    """What lasts across passes: the step, freed saved tensors, accumulations, the outcome."""
+
+    deps: list[int]                        # per node: remaining dependencies (BFS-marked ones)
+    freed: bytearray                       # per node: its saved tensors were released
+    finished: bool
+    step: int = -1
+    pass_index: int = 0
+    outcome: str = "completed"
+    acc_count: dict[int, int] = field(default_factory=dict)
+    acc_nonzero: dict[int, bool] = field(default_factory=dict)
+    orders: list[list[int]] = field(default_factory=list)     # per finished pass: nodes run
+    excluded: list[list[int]] = field(default_factory=list)   # per pass: sends left out (SMART)
+    messages_total: int = 0
+    error: PassError | None = None
+    err_text: str = ""
+    err_chain: list[int] = field(default_factory=list)
+    agenda: deque[Step] = field(default_factory=deque)        # steps to run before the queues
+    arr_ptr: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def copy(self) -> RunState:
+        """Return an independent copy (every field, one level deep)."""
+        return RunState(**{f.name: _copied(getattr(self, f.name)) for f in fields(self)})
+
+
+# -- the steps the engine schedules ---------------------------------------------------------------
+
+class PassStart(NamedTuple):
+    """The initiator starts the next pass."""
+
+
+class ComputeDeps(NamedTuple):
+    """``worker`` computes its dependencies."""
+    worker: int
+
+
+class RootCall(NamedTuple):
+    """Call 0 on the initiator: the GraphRoot."""
+
+
+class MessageCall(NamedTuple):
+    """A call starts for message ``msg`` on its receiver."""
+    msg: int
+
+
+class SendGradient(NamedTuple):
+    """The recv ``recv`` that ran in ``call`` sends its gradients."""
+    recv: int
+    call: int | None
+
+
+class Ack(NamedTuple):
+    """Message ``msg`` is acknowledged."""
+    msg: int
+
+
+class WorkerDone(NamedTuple):
+    """``worker`` has run every send and its queues are empty."""
+    worker: int
+
+
+class ErrorHop(NamedTuple):
+    """The error of ``child`` reaches the sender of its first message."""
+    child: int
+
+
+class RaiseError(NamedTuple):
+    """An outstanding gradient RPC of ``worker`` failed (``node``: the recv, or -1)."""
+    worker: int
+    error: str
+    node: int
+
+
+class PassEnd(NamedTuple):
+    """The pass ends with ``outcome``."""
+    outcome: str
+
+
+Step = (PassStart | ComputeDeps | RootCall | MessageCall | SendGradient | Ack | WorkerDone
+        | ErrorHop | RaiseError | PassEnd)
+
+
+# -- the engine -----------------------------------------------------------------------------------
+
+class Engine:
+    """The step function over a ``RunState`` and a ``PassState``.
+
+    ``emit=False`` skips event building (used to re-simulate for ``Replay.state_at``); the state
+    transitions are identical. ``arrival`` optionally fixes, per ``(pass, worker index)``, the
+    order in which that worker's sends start their calls (the observed arrival order).
+    """
+
+    def __init__(self, g: IndexedGraph, mode: str, emit: bool,
+                 arrival: dict[tuple[int, int], list[int]] | None = None) -> None:
+        self.g = g
+        self.mode = mode
+        self.emit = emit
+        self.arrival = arrival or {}
+        nw = len(g.workers)
+        self.s = RunState(deps=[0] * g.n, freed=bytearray(g.n), finished=not g.trace.passes)
+        self.p = PassState.start(g, [[] for _ in range(nw)])
+        if not self.s.finished:
+            self._reset_pass()
+            self.s.agenda.append(PassStart())
+
+    def clone(self) -> Engine:
+        """Return an independent copy that builds no events (the graph is shared)."""
+        c = Engine.__new__(Engine)
+        c.g, c.mode, c.emit, c.arrival = self.g, self.mode, False, self.arrival
+        c.s, c.p = self.s.copy(), self.p.copy()
+        return c
+
+    @property
+    def finished(self) -> bool:
+        return self.s.finished
+
+    @property
+    def step(self) -> int:
+        return self.s.step
+
+    def _reset_pass(self) -> None:
+        g, s = self.g, self.s
+        part = participating_sends(g, s.pass_index, self.mode)
+        if self.mode == "smart":
+            taking = {x for sends in part for x in sends}
+            s.excluded.append([x for sends in g.sends_of for x in sends if x not in taking])
+        else:
+            s.excluded.append([])
+        self.p = PassState.start(g, part)
+
+    # -- the step function ------------------------------------------------------------------------
+    def advance(self) -> Event | None:
+        """Run one step; return its event (``None`` when ``emit`` is off or the replay ended)."""
+        s = self.s
+        if s.finished:
+            return None
+        s.step += 1
+        if s.agenda:
+            item = s.agenda.popleft()
+            return _STEPS[type(item)](self, item)
+        p = self.p
+        heap = p.heap
+        if heap is not None:
+            if heap:
+                return self._run(heap.pop())
+            return self._call_end()
+        if p.fifo:
+            return self._receive(self._next_message())
+        return self._hang()
+
+    def _next_message(self) -> int:
+        """The message received next: the FIFO head, or with an observed schedule the first
+        message in FIFO order that is next in its receiver's arrival order."""
+        p, s = self.p, self.s
+        if not self.arrival:
+            return p.fifo.popleft()
+        for k, mi in enumerate(p.fifo):
+            key = (s.pass_index, p.m_to[mi])
+            order = self.arrival.get(key)
+            if order is None:
+                break
+            ptr = s.arr_ptr.get(key, 0)
+            if ptr < len(order) and order[ptr] == p.m_send[mi]:
+                s.arr_ptr[key] = ptr + 1
+                del p.fifo[k]
+                return mi
+        mi = p.fifo.popleft()  # not in the schedule (or it is inconsistent): FIFO
+        key = (s.pass_index, p.m_to[mi])
+        s.arr_ptr[key] = s.arr_ptr.get(key, 0) + 1
+        return mi
+
+    def _event(self, action: str, worker: int | None, payload: tuple[Any, ...], *,
+               node: int | None = None, call: int | None = None,
+               message: Message | None = None) -> LazyEvent:
+        g = self.g
+        return LazyEvent(self.s.step, self.s.pass_index, action,
+                         None if worker is None or worker < 0 else g.workers[worker],
+                         None if node is None else g.ids[node], call, message, g, payload)
+
+    def _queue_payload(self) -> tuple[tuple[int, ...], int]:
+        """The current call's queue for an event: the first ``QUEUE_CAP`` in pop order, length."""
+        heap = self.p.heap
+        if heap is None:
+            return (), 0
+        n = len(heap)
+        if n == 0:
+            return (), 0
+        if n == 1:
+            return (heap.top(),), 1
+        return tuple(heap.pop_order(QUEUE_CAP)), n
+
+    def _check_complete(self, w: int) -> None:
+        """Worker ``w`` is done and owes no ack: answer its first message or end the pass."""
+        p = self.p
+        if not p.w_done[w] or p.w_unacked[w] or p.w_failed[w]:
+            return
+        if w == self.g.initiator:
+            self.s.agenda.appendleft(PassEnd("completed"))
+        elif p.w_first[w] >= 0 and not p.w_acked_first[w]:
+            p.w_acked_first[w] = True
+            self.s.agenda.appendleft(Ack(p.w_first[w]))
+
+    # -- 1. the pass starts on the initiator ------------------------------------------------------
+    def _pass_start(self, _item: PassStart) -> Event | None:
+        s = self.s
+        s.agenda.append(ComputeDeps(self.g.initiator))
+        s.agenda.append(RootCall())
+        if not self.emit:
+            return None
+        excluded = tuple(s.excluded[s.pass_index]) if self.mode == "smart" else None
+        return self._event("pass_start", self.g.initiator, (self.mode, excluded))
+
+    # -- 2. computeDependencies: BFS from the GraphRoot (initiator) and all local sends -----------
+    def _compute_dependencies(self, item: ComputeDeps) -> Event | None:
+        g, p, w = self.g, self.p, item.worker
+        pi = self.s.pass_index
+        deps = self.s.deps
+        sends = p.part[w]
+        order = count_dependencies(g, dependency_sources(g, w, pi, sends), deps)
+        is_ini = w == g.initiator
+        p.visited[w] = order
+        p.w_init[w] = True
+        p.w_out[w] = len(sends) + (1 if is_ini else 0)
+        if is_ini:
+            p.w_keep[w] = g.trace.passes[pi].retain_graph
+        if not self.emit:
+            return None
+        # the counts change as the pass runs: keep a compact copy for the event
+        counts = tuple([deps[i] for i in order])
+        roots = tuple(g.roots[pi]) if is_ini else ()
+        part = set(sends)
+        excluded = (tuple(x for x in g.sends_of[w] if x not in part)
+                    if self.mode == "smart" else None)
+        return self._event("compute_dependencies", w, (roots, tuple(sends), order, counts,
+                                                       p.w_out[w], p.w_keep[w], excluded))
+
+    # -- 3. call 0: the GraphRoot seeds ones into the roots ---------------------------------------
+    def _root_call(self, _item: RootCall) -> Event | None:
+        g, p = self.g, self.p
+        w = g.initiator
+        call = p.calls
+        p.calls += 1
+        p.cur_call, p.cur_w = call, w
+        heap: StdPriorityQueue[int] = StdPriorityQueue()
+        p.heap = heap
+        deps, key = self.s.deps, g.key
+        pushed: list[int] = []
+        decs: list[int] = []
+        for r in g.roots[self.s.pass_index]:
+            d = deps[r] - 1
+            deps[r] = d
+            p.nonzero[r] = 1
+            if d == 0:
+                heap.push(r, key[r])
+                pushed.append(r)
+            decs.append(r)
+            decs.append(d)
+        # GraphRoot task: +1 counted at compute_dependencies, processed now
+        p.w_out[w] += len(pushed) - 1
+        if not self.emit:
+            return None
+        q, qlen = self._queue_payload()
+        return self._event("call_start", w, (tuple(decs), tuple(pushed), q, qlen), call=call)
+
+    # -- 4. pop and run one node of the current call ----------------------------------------------
+    def _run(self, i: int) -> Event | None:
+        g = self.g
+        p = self.p
+        k, w, targets, nrs, flags = g.info[i]
+        call = p.cur_call
+        p.w_out[w] -= 1
+        p.ran[i] = 1
+        p.order.append(i)
+        if k == ACC:
+            return self._accumulate(i, w, call)
+        if flags:
+            if flags & 2:
+                return self._fault(i, w)
+            freed = self.s.freed
+            if freed[i]:
+                return self._node_error(i, w, FREED_MESSAGE)
+            if not p.w_keep[w]:
+                freed[i] = 1        # release_variables() after apply without retain_graph
+        if k == RECV:
+            # RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step
+            self.s.agenda.append(SendGradient(i, call))
+            if not self.emit:
+                return None
+            s = self.s
+            return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i],
+                             call, None, g, (i, False, (), (), (), 0))
+        # evaluate_function: decrement each next edge in order; push the ready ones
+        s = self.s
+        deps, key = s.deps, g.key
+        heap = p.heap
+        assert heap is not None
+        nonzero, kinds = p.nonzero, g.kind
+        emit = self.emit
+        pushed: list[int] = []
+        decs: list[int] = []
+        if k == SEND:
+            p.w_left[w] -= 1
+            mask = p.send_mask.get(i, 0)
+            zero_in = mask == 0
+            j = 0
+            for t, nr in zip(targets, nrs, strict=False):
+                if t >= 0:
+                    d = deps[t] - 1
+                    deps[t] = d
+                    if (mask >> j) & 1:
+                        nonzero[t] = 1
+                        if kinds[t] == RECV:
+                            p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                    if d == 0:
+                        heap.push(t, key[t])
+                        pushed.append(t)
+                    if emit:
+                        decs.append(t)
+                        decs.append(d)
+                j += 1
+        else:
+            nz = nonzero[i]
+            zero_in = not nz
+            for t, nr in zip(targets, nrs, strict=False):
+                if t < 0:
+                    continue
+                d = deps[t] - 1
+                deps[t] = d
+                if nz:
+                    nonzero[t] = 1
+                    if kinds[t] == RECV:
+                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                if d == 0:
+                    heap.push(t, key[t])
+                    pushed.append(t)
+                if emit:
+                    decs.append(t)
+                    decs.append(d)
+        p.w_out[w] += len(pushed)
+        if not emit:
+            return None
+        q, qlen = self._queue_payload()
+        return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i],
+                         call, None, g, (i, zero_in, tuple(decs), tuple(pushed), q, qlen))
+
+    def _accumulate(self, i: int, w: int, call: int | None) -> Event | None:
+        """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""
+        s = self.s
+        zero = not self.p.nonzero[i]
+        count = s.acc_count.get(i, 0) + 1
+        s.acc_count[i] = count
+        s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or not zero
+        if not self.emit:
+            return None
+        q, qlen = self._queue_payload()
+        return LazyEvent(s.step, s.pass_index, "accumulate", self.g.workers[w], self.g.ids[i],
+                         call, None, self.g, (i, zero, count, q, qlen))
+
+    # -- 5. a recv sends its gradients (undefined slots as zeros) ---------------------------------
+    def _send_gradient(self, item: SendGradient) -> Event | None:
+        g, p, s = self.g, self.p, self.s
+        r = item.recv
+        w = g.worker[r]
+        msg_id = g.msg[r]
+        to, snd = g.target_send(msg_id)
+        nd = g.trace.nodes[r]
+        if nd.input_shapes is not None:
+            nslots = len(nd.input_shapes)
+        elif snd >= 0:
+            nslots = len(g.targets[snd])
+        else:
+            nslots = 1 + max((nr for x in p.visited[w] for t, nr in g.edges(x) if t == r),
+                             default=0)
+        mask = p.recv_slots.get(r, 0)
+        first = to >= 0 and snd >= 0 and not p.w_init[to] and not p.w_first_inflight[to]
+        if first:
+            p.w_first_inflight[to] = True
+        # Message(msg_id, label, context_id, sender, to, send, recv, shapes, first,
+        #         retain_graph, zero_slots, pass_index), positional: one per gradient message
+        message = Message(msg_id, message_label(msg_id), g.trace.context_id, g.workers[w],
+                          g.workers[to] if to >= 0 else None, g.ids[snd] if snd >= 0 else None,
+                          g.ids[r], nd.input_shapes, first, p.w_keep[w],
+                          [j for j in range(nslots) if not (mask >> j) & 1], s.pass_index)
+        mi = len(p.msgs)
+        p.msgs.append(message)
+        p.m_from.append(w)
+        p.m_to.append(to)
+        p.m_send.append(snd)
+        p.m_acked.append(False)
+        p.w_unacked[w] += 1
+        s.messages_total += 1
+        p.fifo.append(mi)
+        if not self.emit:
+            return None
+        return LazyEvent(s.step, s.pass_index, "send_gradient", g.workers[w], g.ids[r],
+                         item.call, message, g, (nslots,))
+
+    # -- 6. a worker receives a gradient message --------------------------------------------------
+    def _receive(self, mi: int) -> Event | None:
+        g, p = self.g, self.p
+        message = p.msgs[mi]
+        to, snd, frm = p.m_to[mi], p.m_send[mi], p.m_from[mi]
+        if snd < 0:
+            # processBackwardAutogradReq: retrieveSendFunction raises on the receiver; the
+            # sender's outstanding RPC fails and its graph task errors.
+            err = f"Could not find send function for autograd message id: {message.msg_id}"
+            self.s.agenda.append(RaiseError(frm, f"Error on Node {frm}: {err}",
+                                            g.recv_by_msg.get(message.msg_id, -1)))
+            if not self.emit:
+                return None
+            return self._event("error", to, ("reject", err), message=message)
+        mask = (1 << len(g.targets[snd])) - 1
+        for j in message.zero_slots:
+            mask &= ~(1 << j)
+        p.send_mask[snd] = mask        # setGrads
+        first = not p.w_init[to]
+        if first:
+            # first message for the context here: computeDependencies, answer when done
+            p.w_first[to] = mi
+            p.w_keep[to] = bool(message.retain_graph)
+            self.s.agenda.append(ComputeDeps(to))
+        else:
+            # later message: launch a call and answer at once
+            self.s.agenda.append(Ack(mi))
+        self.s.agenda.append(MessageCall(mi))
+        if not self.emit:
+            return None
+        return LazyEvent(self.s.step, self.s.pass_index, "receive_gradient", g.workers[to],
+                         g.ids[snd], None, message, g, (first,))
+
+    def _message_call(self, item: MessageCall) -> Event | None:
+        g, p = self.g, self.p
+        mi = item.msg
+        w, snd = p.m_to[mi], p.m_send[mi]
+        call = p.calls
+        p.calls += 1
+        p.cur_call, p.cur_w = call, w
+        heap: StdPriorityQueue[int] = StdPriorityQueue()
+        heap.push(snd, g.key[snd])      # incrementOutstandingTasks=false: the send was counted
+        p.heap = heap
+        if not self.emit:
+            return None
+        return LazyEvent(self.s.step, self.s.pass_index, "call_start", g.workers[w], g.ids[snd],
+                         call, p.msgs[mi], g, (snd,))
+
+    def _call_end(self) -> Event | None:
+        p = self.p
+        w, call = p.cur_w, p.cur_call
+        p.heap = None
+        p.cur_call, p.cur_w = None, -1
+        if p.w_out[w] == 0 and not p.w_done[w]:
+            self.s.agenda.appendleft(WorkerDone(w))
+        if not self.emit:
+            return None
+        return LazyEvent(self.s.step, self.s.pass_index, "call_end", self.g.workers[w], None,
+                         call, None, self.g, (p.w_out[w], p.w_left[w]))
+
+    def _worker_done(self, item: WorkerDone) -> Event | None:
+        p, w = self.p, item.worker
+        p.w_done[w] = True
+        self._check_complete(w)
+        if not self.emit:
+            return None
+        return self._event("worker_done", w, (len(p.part[w]), p.w_unacked[w]))
+
+    def _ack(self, item: Ack) -> Event | None:
+        p, mi = self.p, item.msg
+        p.m_acked[mi] = True
+        frm = p.m_from[mi]
+        p.w_unacked[frm] -= 1
+        self._check_complete(frm)
+        if not self.emit:
+            return None
+        return LazyEvent(self.s.step, self.s.pass_index, "ack", self.g.workers[p.m_to[mi]], None,
+                         None, p.msgs[mi], self.g, ())
+
+    # -- errors -----------------------------------------------------------------------------------
+    def _abort(self, w: int) -> list[int]:
+        """Abort ``w``'s graph task: its current call stops; returns the skipped nodes."""
+        p = self.p
+        p.w_failed[w] = True
+        skipped: list[int] = []
+        if p.cur_w == w and p.heap is not None:
+            skipped = p.heap.pop_order(QUEUE_CAP)
+            p.heap = None
+            p.cur_call, p.cur_w = None, -1
+        return skipped
+
+    def _fail(self, w: int, error: PassError, text: str) -> None:
+        """``w``'s graph task fails with ``text``: the error travels towards the initiator."""
+        s = self.s
+        s.err_text = text
+        s.err_chain = [w]
+        s.error = error
+        s.agenda.append(PassEnd("error") if w == self.g.initiator else ErrorHop(w))
+
+    def _fault(self, i: int, w: int) -> Event | None:
+        """Node ``i`` has a recorded fault: it raises, or its worker crashes."""
+        fault = self.g.fault[i]
+        if fault.get("kind") == "crash":
+            return self._crash(i, w)
+        return self._node_error(i, w, str(fault.get("message", "error in backward")))
+
+    def _node_error(self, i: int, w: int, msg: str) -> Event | None:
+        g = self.g
+        call = self.p.cur_call
+        skipped = self._abort(w)
+        text_err = f"Error on Node {w}: {msg}"
+        self._fail(w, PassError(worker=g.workers[w], node=g.ids[i], message=text_err,
+                                pass_index=self.s.pass_index, origin=msg), text_err)
+        if not self.emit:
+            return None
+        return self._event("error", w, ("node", i, msg, text_err, tuple(skipped)), node=i,
+                           call=call)
+
+    def _crash(self, i: int, w: int) -> Event | None:
+        g = self.g
+        call = self.p.cur_call
+        self._abort(w)
+        name = g.workers[w]
+        if w == g.initiator:
+            msg = f"{name} (rank {w}, the initiator) died during the backward pass"
+            text = msg
+        else:
+            msg = f"{name} (rank {w}) died during the backward pass"
+            text = ""
+        self._fail(w, PassError(worker=name, node=g.ids[i], message=msg,
+                                pass_index=self.s.pass_index, origin=msg, crash=True), text)
+        if not self.emit:
+            return None
+        return self._event("crash", w, (i, msg), node=i, call=call)
+
+    def _raise(self, item: RaiseError) -> Event | None:
+        """An outstanding RPC of ``w`` failed (missing send): ``w``'s graph task errors."""
+        g, w, text_err, node = self.g, item.worker, item.error, item.node
+        self._abort(w)
+        self._fail(w, PassError(worker=g.workers[w], node=g.ids[node] if node >= 0 else None,
+                                message=text_err, pass_index=self.s.pass_index,
+                                origin=text_err.split(": ", 1)[1]), text_err)
+        if not self.emit:
+            return None
+        return self._event("error", w, ("raise", text_err), node=node if node >= 0 else None)
+
+    def _error_hop(self, item: ErrorHop) -> Event | None:
+        """The error reaches the sender of ``child``'s first message (its outstanding RPC)."""
+        g, p, s, child = self.g, self.p, self.s, item.child
+        mi = p.w_first[child]
+        parent = p.m_from[mi]
+        crashed = s.error is not None and s.error.crash and not s.err_text
+        if crashed:
+            inner = (f"RPC to {g.workers[child]} failed: {g.workers[child]} (rank {child}) "
+                     "died during the backward pass")
+            s.err_text = f"Error on Node {parent}: {inner}"
+        else:
+            s.err_text = f"Error on Node {parent}: {s.err_text}"
+        s.err_chain.append(parent)
+        self._abort(parent)
+        if s.error is not None:
+            s.error = replace(s.error, message=s.err_text)
+        s.agenda.append(PassEnd("error") if parent == g.initiator else ErrorHop(parent))
+        if not self.emit:
+            return None
+        return self._event("error", parent, ("hop", crashed, g.workers[child], s.err_text),
+                           message=p.msgs[mi])
+
+    # -- 7. nothing can run: the pass hangs (diagnosed once the engine stops) ----------------------
+    def _hang(self) -> Event | None:
+        self.s.agenda.append(PassEnd("hang"))
+        if not self.emit:
+            return None
+        g, p = self.g, self.p
+        waiting = {g.workers[w]: [g.ids[x] for x in p.part[w] if not p.ran[x]]
+                   for w in range(len(g.workers)) if p.w_init[w]}
+        waiting = {w: sends for w, sends in waiting.items() if sends}
+        return self._event("hang", g.initiator, (waiting, ""))
+
+    def _pass_end(self, item: PassEnd) -> Event | None:
+        g, p, s = self.g, self.p, self.s
+        outcome = item.outcome
+        if outcome == "error" and s.error is not None:
+            # started (or about to start: a gradient message is in flight to it), not finished,
+            # and off the chain: nobody tells it (PyTorch has no failure notification)
+            inflight = {p.m_to[mi] for mi in p.fifo}
+            s.error = replace(s.error, chain=tuple(g.workers[w] for w in s.err_chain),
+                              unnotified=tuple(
+                                  g.workers[w] for w in range(len(g.workers))
+                                  if ((p.w_init[w] and not p.w_done[w]) or w in inflight)
+                                  and w not in s.err_chain))
+        ev = self._event("pass_end", g.initiator, (outcome, s.err_text)) if self.emit else None
+        s.orders.append(p.order)
+        if outcome != "completed":
+            s.outcome = outcome
+            s.finished = True
+        elif s.pass_index + 1 < len(g.trace.passes):
+            s.pass_index += 1
+            self._reset_pass()
+            s.agenda.append(PassStart())
+        else:
+            s.finished = True
+        return ev
+
+    # -- the state a renderer sees ----------------------------------------------------------------
+    def state(self, step: int, event: Event | None) -> ReplayState:
+        """Build a fresh ``ReplayState`` from the current simulation state."""
+        g, p, s = self.g, self.p, self.s
+        ids = g.ids
+        executed: list[list[str]] = [[] for _ in g.workers]
+        for i in p.order:
+            executed[g.worker[i]].append(ids[i])
+        workers: dict[str, WorkerState] = {}
+        for w, name in enumerate(g.workers):
+            init = p.w_init[w]
+            ws = WorkerState(initialized=init)
+            if init:
+                deps = s.deps
+                ws.deps = {ids[i]: deps[i] for i in p.visited[w] if deps[i] > 0}
+                ws.waiting_sends = [ids[x] for x in p.part[w] if not p.ran[x]]
+            if p.cur_w == w and p.heap is not None:
+                ws.queue = [ids[i] for i in p.heap.pop_order()]
+                ws.current_call = p.cur_call
+            ws.pending_calls = [ids[p.m_send[mi]] for mi in p.fifo
+                                if p.m_to[mi] == w and p.m_send[mi] >= 0]
+            ws.executed = executed[w]
+            ws.accumulated = {ids[i]: c for i, c in s.acc_count.items() if g.worker[i] == w}
+            ws.outstanding = p.w_out[w]
+            ws.done = p.w_done[w]
+            ws.first_message = p.msgs[p.w_first[w]] if p.w_first[w] >= 0 else None
+            ws.unacked = [p.msgs[mi].label for mi in range(len(p.msgs))
+                          if p.m_from[mi] == w and not p.m_acked[mi]]
+            ws.keep_graph = p.w_keep[w]
+            ws.failed = p.w_failed[w]
+            ws.acked_first = p.w_acked_first[w]
+            workers[name] = ws
+        return ReplayState(step=step, pass_index=s.pass_index, workers=workers,
+                           in_flight=[p.msgs[mi] for mi in p.fifo], event=event)
+
+
+#: The handler of each scheduled step.
+_STEPS: dict[type, Callable[[Engine, Any], Event | None]] = {
+    PassStart: Engine._pass_start, ComputeDeps: Engine._compute_dependencies,
+    RootCall: Engine._root_call, MessageCall: Engine._message_call,
+    SendGradient: Engine._send_gradient, Ack: Engine._ack, WorkerDone: Engine._worker_done,
+    ErrorHop: Engine._error_hop, RaiseError: Engine._raise, PassEnd: Engine._pass_end,
+}

@@ -1,0 +1,292 @@
+"""The trace as an indexed graph, and the graph facts every view shares.
+
+* ``IndexedGraph``: node ids mapped to integers once, next edges as flat tuples (the replay's hot
+  loop reads nothing else).
+* ``count_dependencies``: PyTorch's ``computeDependencies`` (internals §2.2): a BFS from some
+  sources' next edges that counts **one per edge** from each reached node.
+* ``initial_dependencies``: FAST mode's initial dependency count of every node in a pass, per
+  worker: the BFS from the ``GraphRoot`` (the pass roots, on the initiator) plus every
+  participating send. The engine and every view (terminal graph and state, step log, DOT/SVG/PNG,
+  HTML viewer, Perfetto) use this one computation. A root's count includes the ``GraphRoot``'s
+  edge to it, so a root starts at 1 (or more) and becomes ready when the ``GraphRoot`` runs.
+* ``reachable_nodes`` and ``lineage_sends``: what the roots reach across workers (recv -> the
+  send with the same message id), and SMART mode's participating sends.
+
+Every walk is iterative (explicit queues and stacks), so graphs of any depth work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from distviz.errors import TraceError
+from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
+
+__all__ = ["ACC", "MODES", "OP", "RECV", "SEND", "IndexedGraph", "count_dependencies",
+           "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]
+
+MODES = ("fast", "smart")
+OP, SEND, RECV, ACC = 0, 1, 2, 3
+_KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
+
+
+class IndexedGraph:
+    """The trace's nodes as integer indices and flat lists, built once per replay.
+
+    ``targets[i]`` and ``nrs[i]`` are tuples with the next edges' target indices (``-1`` for an
+    edge without a function) and input numbers. ``key[i]`` is the ready-queue priority
+    (``2**64 - 1`` for AccumulateGrad). ``info[i]`` holds ``(kind, worker, targets, nrs,
+    flags)`` (flags: 1 saved tensors, 2 a fault) for the hot loop. Index ints are shared
+    objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
+    when a pass has a root that is not on the initiator.
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.n = len(trace.nodes)
+        self.workers = list(trace.workers)
+        wix = {w: k for k, w in enumerate(self.workers)}
+        self.initiator = wix[trace.initiator]
+        self.ids: list[str] = [nd.id for nd in trace.nodes]
+        self._index: dict[str, int] | None = None
+        self.saved = bytearray(self.n)
+        self.fault: dict[int, dict[str, Any]] = {}
+        index = self._build_nodes(trace, wix)
+        self._build_sends()
+        self.roots = self._pass_roots(trace, index)
+        # BFS marks: shared scratch space, never part of a snapshot (the stamp only grows)
+        self.mark: list[int] = [0] * self.n
+        self.stamp = 0
+
+    def _build_nodes(self, trace: Trace, wix: dict[str, int]) -> dict[str, int]:
+        """Fill the per-node lists; return ``{node id: index}`` (not kept: it is big)."""
+        nums = list(range(self.n))
+        index = dict(zip(self.ids, nums, strict=True))
+        kind: list[int] = []
+        key: list[int] = []
+        worker: list[int] = []
+        targets: list[tuple[int, ...]] = []
+        nrs: list[tuple[int, ...]] = []
+        msg: list[int] = []
+        names: list[str] = []     # display names: MulBackward0, AccumulateGrad(t4)
+        short: dict[str, str] = {}
+        zeros: dict[int, tuple[int, ...]] = {0: (), 1: (0,), 2: (0, 0)}
+        nodes_of: list[list[int]] = [[] for _ in self.workers]
+        for i, nd in zip(nums, trace.nodes, strict=True):
+            k = _KIND[nd.kind]
+            kind.append(k)
+            w = wix[nd.worker]
+            worker.append(w)
+            nodes_of[w].append(i)
+            if k == ACC:
+                key.append(ACCUMULATE_GRAD_SEQ)
+                names.append(f"AccumulateGrad({nd.var})" if nd.var else "AccumulateGrad")
+            else:
+                key.append(nd.seq)
+                d = short.get(nd.name)
+                if d is None:
+                    d = short[nd.name] = short_name(nd.name)
+                names.append(d)
+            nx = nd.next
+            if len(nx) == 1 and nx[0] is not None:
+                e = nx[0]
+                targets.append((index[e[0]],))
+                nrs.append((e[1],) if e[1] else zeros[1])
+            elif not nx:
+                targets.append(())
+                nrs.append(())
+            else:
+                targets.append(tuple([index[e[0]] if e is not None else -1 for e in nx]))
+                ns = tuple([e[1] if e is not None else 0 for e in nx])
+                if not any(ns):
+                    ns = zeros.setdefault(len(ns), ns)   # share the common all-zero tuple
+                nrs.append(ns)
+            msg.append(-1 if nd.msg_id is None else nd.msg_id)
+            if nd.saved:
+                self.saved[i] = 1
+            if nd.fault is not None:
+                self.fault[i] = nd.fault
+        self.kind, self.key, self.worker = kind, key, worker
+        self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
+        self.nodes_of = nodes_of
+        fl, ft = self.saved, self.fault
+        self.info: list[tuple[int, int, tuple[int, ...], tuple[int, ...], int]] = [
+            (kind[i], worker[i], targets[i], nrs[i], fl[i] | (2 if i in ft else 0))
+            for i in nums]
+        return index
+
+    def _build_sends(self) -> None:
+        self.send_by_msg: dict[int, int] = {}
+        self.recv_by_msg: dict[int, int] = {}
+        sends: list[list[tuple[int, int]]] = [[] for _ in self.workers]
+        for i, k in enumerate(self.kind):
+            if k == SEND:
+                self.send_by_msg.setdefault(self.msg[i], i)
+                sends[self.worker[i]].append((self.msg[i], i))
+            elif k == RECV:
+                self.recv_by_msg.setdefault(self.msg[i], i)
+        # a context's send functions are a std::map keyed by message id: sorted
+        self.sends_of: list[list[int]] = [[i for _, i in sorted(s)] for s in sends]
+
+    def _pass_roots(self, trace: Trace, index: dict[str, int]) -> list[list[int]]:
+        roots: list[list[int]] = []
+        for p, bp in enumerate(trace.passes):
+            rs = [index[r] for r in bp.roots]
+            for r in rs:
+                if self.worker[r] != self.initiator:
+                    raise TraceError(
+                        f"root {self.ids[r]!r} is on {self.workers[self.worker[r]]}, not on the "
+                        f"initiator {trace.initiator}; roots must be tensors of the worker that "
+                        "calls backward", key=f"passes[{p}].roots")
+            roots.append(rs)
+        return roots
+
+    @property
+    def index(self) -> dict[str, int]:
+        """``{node id: index}``, built on first use (it is big for big traces)."""
+        if self._index is None:
+            self._index = {nid: i for i, nid in enumerate(self.ids)}
+        return self._index
+
+    def edges(self, i: int) -> list[tuple[int, int]]:
+        """Return node ``i``'s next edges as ``(target index, input_nr)``."""
+        return list(zip(self.targets[i], self.nrs[i], strict=True))
+
+    def disp(self, i: int) -> str:
+        """Return a short display name: ``MulBackward0`` or ``AccumulateGrad(t4)``."""
+        return self.names[i]
+
+    def target_send(self, msg_id: int) -> tuple[int, int]:
+        """Return ``(worker index, send index)`` a recv with ``msg_id`` sends to; -1 when missing."""
+        to = msg_id >> 48
+        if not 0 <= to < len(self.workers):
+            return -1, -1
+        s = self.send_by_msg.get(msg_id, -1)
+        if s >= 0 and self.worker[s] != to:
+            s = -1
+        return to, s
+
+
+def count_dependencies(g: IndexedGraph, sources: Iterable[tuple[int, ...]],
+                       deps: list[int]) -> list[int]:
+    """``computeDependencies``: count one per next edge from each source and each reached node.
+
+    ``sources`` are edge-target tuples (the ``GraphRoot``'s roots, each send's next edges).
+    Writes the counts into ``deps`` (indexed by node; only the returned nodes are meaningful)
+    and returns the reached nodes in BFS order. Uses ``g.mark`` as scratch space.
+    """
+    targets, mark = g.targets, g.mark
+    g.stamp += 1
+    stamp = g.stamp
+    order: list[int] = []
+    for es in sources:
+        for t in es:
+            if t < 0:
+                continue
+            if mark[t] != stamp:
+                mark[t] = stamp
+                deps[t] = 1
+                order.append(t)
+            else:
+                deps[t] += 1
+    k = 0
+    while k < len(order):
+        x = order[k]
+        k += 1
+        for t in targets[x]:
+            if t < 0:
+                continue
+            if mark[t] != stamp:
+                mark[t] = stamp
+                deps[t] = 1
+                order.append(t)
+            else:
+                deps[t] += 1
+    return order
+
+
+def dependency_sources(g: IndexedGraph, w: int, pass_index: int,
+                       sends: Iterable[int]) -> list[tuple[int, ...]]:
+    """The BFS sources of worker ``w``: the GraphRoot's edges on the initiator, then each send's."""
+    sources: list[tuple[int, ...]] = []
+    if w == g.initiator:
+        sources.append(tuple(g.roots[pass_index]))
+    targets = g.targets
+    for s in sends:
+        sources.append(targets[s])
+    return sources
+
+
+def reachable_nodes(g: IndexedGraph, roots: list[int]) -> bytearray:
+    """Return a flag per node: reachable from ``roots`` along next edges and, across workers,
+    from each reached recv to the send with the same message id (the gradient's path)."""
+    seen = bytearray(g.n)
+    stack = list(roots)
+    for r in roots:
+        seen[r] = 1
+    targets, kind, msg = g.targets, g.kind, g.msg
+    while stack:
+        x = stack.pop()
+        for t in targets[x]:
+            if t >= 0 and not seen[t]:
+                seen[t] = 1
+                stack.append(t)
+        if kind[x] == RECV:
+            _to, s = g.target_send(msg[x])
+            if s >= 0 and not seen[s]:
+                seen[s] = 1
+                stack.append(s)
+    return seen
+
+
+def lineage_sends(g: IndexedGraph, roots: list[int]) -> bytearray:
+    """SMART mode: a flag per node, set for the sends in the roots' lineage (their paired recv
+    is reachable from the roots)."""
+    seen = reachable_nodes(g, roots)
+    out = bytearray(g.n)
+    for sends in g.sends_of:
+        for s in sends:
+            r = g.recv_by_msg.get(g.msg[s], -1)
+            if r >= 0 and seen[r]:
+                out[s] = 1
+    return out
+
+
+def participating_sends(g: IndexedGraph, pass_index: int, mode: str) -> list[list[int]]:
+    """Per worker, the sends that take part in pass ``pass_index``: all of them in FAST mode,
+    the roots' lineage in SMART mode. Raises ``ValueError`` for an unknown mode."""
+    if mode == "fast":
+        return g.sends_of
+    if mode != "smart":
+        raise ValueError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
+    flags = lineage_sends(g, g.roots[pass_index])
+    return [[s for s in sends if flags[s]] for sends in g.sends_of]
+
+
+def initial_dependencies(trace: Trace | IndexedGraph, pass_index: int = 0,
+                         mode: str = "fast") -> dict[str, int]:
+    """Return ``{node id: initial dependency count}`` for pass ``pass_index``.
+
+    Per worker, what ``computeDependencies`` counts when that worker starts the pass: a BFS
+    from the ``GraphRoot`` (on the initiator: one edge to each root) and every participating
+    send (all sends in FAST mode, the roots' lineage in ``mode="smart"``), one per edge. Roots
+    therefore start at 1 or more; participating sends, which no edge points at, have 0; nodes
+    nothing reaches (and, in SMART mode, sends that do not take part) are absent. A trace
+    without passes has no counts (nothing computes them). Raises ``IndexError`` for a pass
+    that does not exist (when any do).
+    """
+    g = trace if isinstance(trace, IndexedGraph) else IndexedGraph(trace)
+    if not g.roots:
+        return {}
+    g.roots[pass_index]  # noqa: B018 - IndexError for a pass that does not exist
+    part = participating_sends(g, pass_index, mode)
+    deps = [0] * g.n
+    out: dict[str, int] = {}
+    ids = g.ids
+    for w in range(len(g.workers)):
+        for i in count_dependencies(g, dependency_sources(g, w, pass_index, part[w]), deps):
+            out[ids[i]] = deps[i]
+        for s in part[w]:
+            out.setdefault(ids[s], 0)   # a BFS source: no edge points at a send
+    return out
