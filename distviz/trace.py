@@ -150,10 +150,6 @@ class Trace:
         """Return ``{node id: Node}``."""
         return {n.id: n for n in self.nodes}
 
-    def rank(self, worker: str) -> int:
-        """Return the rank (worker id) of a worker name."""
-        return self.workers.index(worker)
-
     def pairs(self) -> list[dict[str, Any]]:
         """Return every message id with its send and recv node ids (``None`` where one is missing),
         sorted by message id."""

@@ -78,17 +78,18 @@ class Replay:
         k = bisect_right(self._snap_keys, step) - 1
         base_step = self._snap_keys[k] if k >= 0 else -1
         cur = self._cursor
-        if cur is not None and base_step <= cur.step <= step:
+        if cur is not None and base_step <= cur.s.step <= step:
             sim = cur
         elif k >= 0:
             sim = self._snapshots[base_step].clone()
         else:
             sim = Engine(self.graph, self.mode, emit=False, arrival=self.arrival)
-        while sim.step < step:
+        while sim.s.step < step:
             sim.advance()
-            if sim.step % self._interval == 0 and sim.step not in self._snapshots:
-                self._snapshots[sim.step] = sim.clone()
-                self._snap_keys.insert(bisect_right(self._snap_keys, sim.step), sim.step)
+            at = sim.s.step
+            if at % self._interval == 0 and at not in self._snapshots:
+                self._snapshots[at] = sim.clone()
+                self._snap_keys.insert(bisect_right(self._snap_keys, at), at)
         self._cursor = sim
         return sim.state(step, self.events[step] if step >= 0 else None)
 
