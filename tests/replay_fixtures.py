@@ -17,7 +17,7 @@ from distviz.trace import BackwardPass, Node, RpcCall, Trace, message_label
 
 __all__ = [
     "M", "TraceBuilder", "design_note", "g1", "nested", "callback", "unused_rpc_result",
-    "no_grad_rpc", "leftover_sends", "multi_root", "fail_backward", "crash_backward",
+    "no_grad_rpc", "no_grad_loop", "leftover_sends", "multi_root", "fail_backward", "crash_backward",
     "two_passes", "stack_tie", "multi_output_unused", "missing_send", "remote_unused",
 ]
 
@@ -292,21 +292,54 @@ def no_grad_rpc() -> Trace:
     """A Python-UDF RPC made under ``torch.no_grad()`` (internals §1.7, EXP e8): the caller
     attaches neither send nor recv, the callee attaches a recv and a response send (1:0). A later
     RPC to the same worker (``z = rpc_sync(w1, my_add, (t1, t2))``) initializes worker1 in the
-    backward, and its orphan send blocks it forever."""
+    backward, and its orphan send blocks it forever. As the recorder sees it: the no_grad call
+    created no message id on the caller (``msg_ids`` empty), so no node names that call."""
     b = TraceBuilder(2)
     t1, t2 = b.acc(0, "t1"), b.acc(0, "t2")
-    c0 = b.rpc(0, 1, "rpc_sync", "my_udf", [M(0, 0), M(1, 0)], grad_enabled=False, line=9,
-               result_var="x")
+    b.rpc(0, 1, "rpc_sync", "my_udf", [], grad_enabled=False, line=9, result_var="x")
     c1 = b.rpc(0, 1, "rpc_sync", "my_add", [M(0, 1), M(1, 1)], line=10, result_var="z")
     b.send(0, M(0, 1), [t1, t2], seq=0, call=c1)
     rz = b.recv(0, M(1, 1), seq=0, vars=["z"], call=c1)
     loss = b.op(0, "SumBackward0", 1, [rz])
-    rx = b.recv(1, M(0, 0), seq=0, inputs=2, call=c0)
+    rx = b.recv(1, M(0, 0), seq=0, inputs=2)
     mulx = b.op(1, "MulBackward0", 1, [(rx, 0), (rx, 1)])
-    b.send(1, M(1, 0), [mulx], seq=2, call=c0)
+    b.send(1, M(1, 0), [mulx], seq=2)
     rz1 = b.recv(1, M(0, 1), seq=0, inputs=2, call=c1)
     addz = b.op(1, "AddBackward0", 1, [(rz1, 0), (rz1, 1)])
     b.send(1, M(1, 1), [addz], seq=2, call=c1)
+    b.backward([loss], root_vars=["loss"])
+    return b.build()
+
+
+def no_grad_loop() -> Trace:
+    """``with torch.no_grad(): for i in range(2): x = rpc_sync(w1, my_udf, (t1,))`` between two
+    recorded RPCs: each no_grad call consumed one message id on worker0 (0:1, 0:2) that the
+    recorder never saw; worker1 holds a request recv and an orphan response send for each.
+
+    ::
+
+        worker0: a = rpc_sync(w1, f, t1)   0:0 / 1:0   (line 4)
+                 x = rpc_sync(w1, g, t1)   0:1 / 1:1   (line 6, no_grad, iteration 1)
+                 x = rpc_sync(w1, g, t1)   0:2 / 1:2   (line 6, no_grad, iteration 2)
+                 z = rpc_sync(w1, f, t1)   0:3 / 1:3   (line 7)
+                 loss = (a + z).sum()
+    """
+    b = TraceBuilder(2)
+    t1 = b.acc(0, "t1")
+    ca = b.rpc(0, 1, "rpc_sync", "f", [M(0, 0), M(1, 0)], line=4, result_var="a")
+    b.rpc(0, 1, "rpc_sync", "g", [], grad_enabled=False, line=6, result_var="x")
+    b.rpc(0, 1, "rpc_sync", "g", [], grad_enabled=False, line=6, result_var="x")
+    cz = b.rpc(0, 1, "rpc_sync", "f", [M(0, 3), M(1, 3)], line=7, result_var="z")
+    b.send(0, M(0, 0), [t1], seq=0, call=ca)
+    b.send(0, M(0, 3), [t1], seq=1, call=cz)
+    ra = b.recv(0, M(1, 0), seq=0, vars=["a"], call=ca)
+    rz = b.recv(0, M(1, 3), seq=1, vars=["z"], call=cz)
+    add = b.op(0, "AddBackward0", 2, [ra, rz])
+    loss = b.op(0, "SumBackward0", 3, [add])
+    for k, call in ((0, ca), (1, None), (2, None), (3, cz)):
+        r = b.recv(1, M(0, k), seq=0, call=call)
+        op = b.op(1, "MulBackward0", 1, [r])
+        b.send(1, M(1, k), [op], seq=2, call=call)
     b.backward([loss], root_vars=["loss"])
     return b.build()
 

@@ -344,6 +344,30 @@ def test_state_at_with_snapshots_on_a_big_replay() -> None:
     assert r._snap_keys  # snapshots were made
 
 
+def test_engine_clone_copies_every_mutable_field() -> None:
+    from dataclasses import fields
+
+    from distviz.replay.engine import Engine
+    from distviz.replay.graph import IndexedGraph
+
+    for make in (F.nested, F.callback, F.fail_backward, F.unused_rpc_result):
+        g = IndexedGraph(make())
+        eng = Engine(g, "fast", emit=False)
+        for _ in range(9):
+            eng.advance()
+        twin = eng.clone()
+        for mine, copy in ((eng.s, twin.s), (eng.p, twin.p)):
+            for f in fields(mine):
+                a, b = getattr(mine, f.name), getattr(copy, f.name)
+                assert a == b or f.name == "heap", f.name
+                if hasattr(a, "copy"):          # mutable: the copy is its own object
+                    assert a is not b, f"{type(mine).__name__}.{f.name} is shared"
+        before = twin.state(twin.s.step, None).to_json()
+        while not eng.s.finished:
+            eng.advance()
+        assert twin.state(twin.s.step, None).to_json() == before   # untouched by the original
+
+
 def test_state_reflects_events() -> None:
     r = replay(F.design_note())
     s = r.state_at(-1)

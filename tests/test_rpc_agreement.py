@@ -16,7 +16,7 @@ from distviz.replay.agreement import compare
 pytestmark = pytest.mark.rpc
 
 ALL = sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
-HANGS = {"unused_result", "no_grad_rpc"}
+HANGS = {"unused_result", "no_grad_rpc", "overwritten_result"}
 ERRORS = {"fail_backward"}
 
 
@@ -31,12 +31,12 @@ def test_replay_agrees_with_pytorch(name: str) -> None:
     expected = "hang" if name in HANGS else "error" if name in ERRORS else "completed"
     assert rp.outcome == expected
     assert trace.real["outcome"] == expected
-    assert (a["outcome"], a["executed"], a["order"]) == (True, True, True), a["text"]
-    assert a["exact"] is True
+    assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
+    assert a.exact is True
     if expected == "completed":
-        assert a["gradients"] is True, trace.reference["comparison"]
-        assert a["leaves"] is True
-        assert a["text"].startswith("replay matches PyTorch on all")
+        assert a.gradients is True, trace.reference["comparison"]
+        assert a.leaves is True
+        assert a.text.startswith("replay matches PyTorch on all")
 
 
 def test_multi_output_unused_output_gets_zeros_in_both() -> None:
@@ -62,18 +62,18 @@ def test_retain_graph_passes_accumulate_twice() -> None:
 def test_more_interop_threads_is_not_claimed_exact() -> None:
     result = run_cached("design_note", interop_threads=2)
     a = compare(result.trace, replay(result.trace))
-    assert a["exact"] is False
-    if a["order"]:
-        assert "not guaranteed by nature" in a["text"]
+    assert a.exact is False
+    if a.order:
+        assert "not guaranteed by nature" in a.text
     else:
-        assert "not a replay bug" in a["text"]
+        assert "not a replay bug" in a.text
 
 
 def test_pipeline_scaled_down_agrees_even_when_messages_race() -> None:
     result = run_cached("pipeline", {"micro": "8", "depth": "2"})
     a = compare(result.trace, replay(result.trace))
-    assert (a["outcome"], a["executed"], a["order"], a["gradients"]) == (True, True, True, True), \
-        a["text"]
+    assert (a.outcome, a.executed, a.order, a.gradients) == (True, True, True, True), \
+        a.text
     assert Path(result.trace.scenario["path"]).name == "pipeline.yaml"
 
 
@@ -90,7 +90,7 @@ def test_pytorch_test_suite_scenarios_agree(name: str) -> None:
     trace = result.trace
     rp = replay(trace)
     a = compare(trace, rp)
-    assert (a["outcome"], a["executed"], a["order"]) == (True, True, True), a["text"]
+    assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
     if name in PT_ERRORS:
         assert rp.outcome == "error" and trace.real["outcome"] == "error"
         # PyTorch's tests match "Error on Node [0-9]+: Simulate error on backward pass"
@@ -100,7 +100,7 @@ def test_pytorch_test_suite_scenarios_agree(name: str) -> None:
                          rp.error.message)
     else:
         assert rp.outcome == "completed"
-        assert a["gradients"] is True and a["leaves"] is True, trace.reference["comparison"]
+        assert a.gradients is True and a.leaves is True, trace.reference["comparison"]
 
 
 def test_rpc_to_self_puts_both_ends_on_one_worker() -> None:

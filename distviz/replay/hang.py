@@ -141,9 +141,11 @@ def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
 def _no_recv(h: _Hung, s: int, c: int | None, label: str) -> tuple[str, str, str | None]:
     """A send without a recv: ``(kind, reason, var)``."""
     rc = h.rpc(c)
-    if rc is not None and not rc.grad_enabled:
+    if rc is not None and c is not None and not rc.grad_enabled:
         held = f", assigned to `{rc.result_var}`," if rc.result_var else ""
-        reason = (f"the RPC {_call_phrase(rc)} from {rc.caller}{held} was made under "
+        k, n = h.calls.iteration(c)
+        which = f"the {ordinal(k)} of {n} RPCs" if n > 1 else "the RPC"
+        reason = (f"{which} {_call_phrase(rc)} from {rc.caller}{held} was made under "
                   f"torch.no_grad(), so {rc.caller} attached no RecvRpcBackward for its result "
                   f"and nothing will ever send a gradient for message {label}")
         return "no_grad", reason, rc.result_var
