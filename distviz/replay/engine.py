@@ -265,7 +265,7 @@ class Engine:
         call = p.cur_call
         p.w_out[w] -= 1
         p.ran[i] = 1
-        p.order.append(i)
+        p.order[w].append(i)
         if k == ACC:
             return self._accumulate(i, w, call)
         if flags:

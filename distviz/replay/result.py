@@ -45,12 +45,9 @@ class Replay:
         self.hang: Hang | None = hang
         self.error: PassError | None = s.error
         ids, workers = graph.ids, graph.workers
-        self.order: list[dict[str, list[str]]] = []
-        for flat in s.orders:
-            per: dict[str, list[str]] = {w: [] for w in workers}
-            for i in flat:
-                per[workers[graph.worker[i]]].append(ids[i])
-            self.order.append(per)
+        self.order: list[dict[str, list[str]]] = [
+            {workers[w]: [ids[i] for i in per[w]] for w in range(len(workers))}
+            for per in s.orders]
         self.accumulated: dict[str, Accumulation] = {
             ids[i]: Accumulation(count=c, zero=not s.acc_nonzero.get(i, False),
                                  var=trace.nodes[i].var, worker=workers[graph.worker[i]])

@@ -16,7 +16,7 @@ from distviz.replay.graph import IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import Event, Message, PassError, ReplayState, WorkerState
 
-__all__ = ["Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart", "PassState",
+__all__ = ["Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart", "PassState", "PerWorker",
            "RaiseError", "RootCall", "RunState", "SendGradient", "Step", "WorkerDone",
            "replay_state"]
 
@@ -30,19 +30,27 @@ def _copied(value: Any) -> Any:
     return copy() if copy is not None else value
 
 
+class PerWorker(list[list[int]]):
+    """One list per worker that grows in place; ``copy()`` copies the inner lists too."""
+
+    def copy(self) -> PerWorker:
+        return PerWorker([list(x) for x in self])
+
+
 @dataclass(slots=True)
 class PassState:
     """What one pass changes: made afresh for every pass (a new ``GraphTask``, empty queues).
 
     Containers are copied one level deep by ``copy()``; what they hold is never mutated in
-    place (``visited[w]`` and ``part[w]`` lists are replaced, never appended to).
+    place (``visited[w]`` and ``part[w]`` lists are replaced, never appended to), except in a
+    ``PerWorker``, whose own ``copy()`` copies its inner lists.
     """
 
     part: list[list[int]]                  # per worker: the sends taking part
     nonzero: bytearray                     # per node: it received a non-zero gradient
     ran: bytearray                         # per node: it ran in this pass
     w_left: list[int]                      # per worker: participating sends not yet run
-    order: list[int] = field(default_factory=list)      # nodes run, in order (all workers)
+    order: PerWorker                       # per worker: nodes run, in order
     recv_slots: dict[int, int] = field(default_factory=dict)  # recv -> bit mask of fed slots
     send_mask: dict[int, int] = field(default_factory=dict)   # send -> bit mask of non-zero slots
     visited: list[list[int]] = field(default_factory=list)    # per worker: BFS order
@@ -71,6 +79,7 @@ class PassState:
         """Return the state at the start of a pass in which the sends ``part`` take part."""
         nw = len(g.workers)
         return cls(part=part, nonzero=bytearray(g.n), ran=bytearray(g.n),
+                   order=PerWorker([] for _ in range(nw)),
                    w_left=[len(p) for p in part], visited=[[] for _ in range(nw)],
                    w_init=[False] * nw, w_done=[False] * nw, w_out=[0] * nw,
                    w_keep=[False] * nw, w_failed=[False] * nw, w_first=[-1] * nw,
@@ -94,7 +103,7 @@ class RunState:
     outcome: str = "completed"
     acc_count: dict[int, int] = field(default_factory=dict)
     acc_nonzero: dict[int, bool] = field(default_factory=dict)
-    orders: list[list[int]] = field(default_factory=list)     # per finished pass: nodes run
+    orders: list[PerWorker] = field(default_factory=list)   # per finished pass: nodes run
     excluded: list[list[int]] = field(default_factory=list)   # per pass: sends left out (SMART)
     messages_total: int = 0
     error: PassError | None = None
@@ -169,9 +178,6 @@ def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
                  event: Event | None) -> ReplayState:
     """Build a fresh ``ReplayState`` (what renderers read) from the engine's state."""
     ids = g.ids
-    executed: list[list[str]] = [[] for _ in g.workers]
-    for i in p.order:
-        executed[g.worker[i]].append(ids[i])
     workers: dict[str, WorkerState] = {}
     for w, name in enumerate(g.workers):
         init = p.w_init[w]
@@ -185,7 +191,7 @@ def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
             ws.current_call = p.cur_call
         ws.pending_calls = [ids[p.m_send[mi]] for mi in p.fifo
                             if p.m_to[mi] == w and p.m_send[mi] >= 0]
-        ws.executed = executed[w]
+        ws.executed = [ids[i] for i in p.order[w]]
         ws.accumulated = {ids[i]: c for i, c in s.acc_count.items() if g.worker[i] == w}
         ws.outstanding = p.w_out[w]
         ws.done = p.w_done[w]
