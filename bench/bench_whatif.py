@@ -1,14 +1,15 @@
 """W1: the what-if simulation's predicted backward wall time against real runs.
 
-    python bench/bench_whatif.py [--repeat 3] [--only design_note,pipeline] [--json]
+    python bench/bench_whatif.py [--repeat 5] [--only design_note,pipeline] [--no-injected] [--json]
 
 For every shipped scenario whose real backward completes, ``repeat`` pairs of runs (one fork
 server for all, reference off), alternating so that machine noise hits both halves:
 
-* **same run**: ``predict(trace)`` without changes against that run's own measured time (the
-  simulation must reproduce it);
-* **next run**: the median prediction from the first half of the runs against the median
-  measured time of the second half (how well one run predicts another).
+* **same run** (target: within 25 %): ``predict(trace)`` without changes against that run's own
+  measured time; the simulation must reproduce it (the largest error of all the runs);
+* **next run** (no target): the median prediction from the first half of the runs against the
+  median measured time of the second half: how much runs of one scenario differ on this
+  machine, which no prediction from one run can do better than.
 
 Then, on ``scenarios/pipeline.yaml``, for each injected delay (``--inject-delay``): the median
 prediction from the undelayed runs with the matching ``--what-if`` (``recv=1ms`` ->
@@ -54,11 +55,12 @@ def _spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
 
 
-def _row(what: str, kind: str, measured: list[float], predicted: list[float]) -> dict[str, Any]:
+def _row(what: str, kind: str, measured: list[float], predicted: list[float],
+         target: bool = True) -> dict[str, Any]:
     m, p = statistics.median(measured), statistics.median(predicted)
     err = (p - m) / m if m else 0.0
     return {"what": what, "kind": kind, "measured_ms": measured, "predicted_ms": predicted,
-            "error": err, "met": abs(err) <= TARGET}
+            "error": err, "met": abs(err) <= TARGET if target else None}
 
 
 def scenario_rows(name: str, repeat: int) -> list[dict[str, Any]]:
@@ -78,7 +80,7 @@ def scenario_rows(name: str, repeat: int) -> list[dict[str, Any]]:
     same = max(abs(p - w) / w for p, w in zip(preds, walls, strict=True))
     return [{"what": name, "kind": "same run", "measured_ms": walls, "predicted_ms": preds,
              "error": same, "met": same <= TARGET},
-            _row(name, "next run", walls[repeat:], preds[:repeat])]
+            _row(name, "next run", walls[repeat:], preds[:repeat], target=False)]
 
 
 def injected_rows(repeat: int, settings: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -111,15 +113,16 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         err = f"{100 * r['error']:+.0f} %" if r["kind"] != "same run" else \
             f"{100 * r['error']:.2g} % (largest)"
+        target, met = ("within 25 %", "yes" if r["met"] else "**no**") \
+            if r["met"] is not None else ("-", "-")
         out.append(f"| {r['what']} | {r['kind']} | {_spread(r['measured_ms'])} | "
-                   f"{_spread(r['predicted_ms'])} | {err} | within 25 % | "
-                   f"{'yes' if r['met'] else '**no**'} |")
+                   f"{_spread(r['predicted_ms'])} | {err} | {target} | {met} |")
     return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--no-injected", action="store_true")
     parser.add_argument("--json", action="store_true")
