@@ -11,10 +11,12 @@ server for all, reference off), alternating so that machine noise hits both halv
   median measured time of the second half: how much runs of one scenario differ on this
   machine, which no prediction from one run can do better than.
 
-Then, on ``scenarios/pipeline.yaml``, for each injected delay (``--inject-delay``): the median
-prediction from the undelayed runs with the matching ``--what-if`` (``recv=1ms`` ->
-``recv=1ms``, ``stage1=3x`` -> ``slow=stage1:3x``) against the median of ``repeat`` delayed
-real runs. Prints a Markdown table; ``--json`` prints one JSON line instead.
+Then, on ``scenarios/pipeline.yaml`` with ``--set width=256 --set micro=8`` (``--pipeline-set``;
+large enough that a slower stage's compute shows above the machine's noise), for each injected
+delay (``--inject-delay``): the median prediction from ``repeat`` undelayed runs with the
+matching ``--what-if`` (``recv=1ms`` -> ``recv=1ms``, ``stage1=3x`` -> ``slow=stage1:3x``)
+against the median of ``repeat`` delayed real runs, alternating. Prints a Markdown table;
+``--json`` prints one JSON line instead.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from distviz.runner.parent import RunOptions, run_scenario, stop_server
 from distviz.scenario import load_scenario
 from distviz.trace import Trace
 
-INJECTED = ("recv=1ms", "recv=3ms", "stage1=3x", "stage0=2x", "stage3=5x")
+INJECTED = ("recv=1ms", "recv=3ms", "stage0=2x", "stage1=3x", "stage3=5x")
 TARGET = 0.25
 
 
@@ -83,9 +85,11 @@ def scenario_rows(name: str, repeat: int) -> list[dict[str, Any]]:
             _row(name, "next run", walls[repeat:], preds[:repeat], target=False)]
 
 
-def injected_rows(repeat: int, settings: tuple[str, ...]) -> list[dict[str, Any]]:
-    """One row per injected delay on the pipeline scenario."""
-    scenario = load_scenario(str(SCENARIOS / "pipeline.yaml"))
+def injected_rows(repeat: int, settings: tuple[str, ...],
+                  params: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per injected delay on the pipeline scenario with ``params``."""
+    scenario = load_scenario(str(SCENARIOS / "pipeline.yaml"), params)
+    sets = "".join(f" --set {k}={v}" for k, v in sorted(params.items()))
     base: list[Trace] = []
     delayed: dict[str, list[float]] = {s: [] for s in settings}
     for _ in range(repeat):
@@ -101,7 +105,7 @@ def injected_rows(repeat: int, settings: tuple[str, ...]) -> list[dict[str, Any]
         wi = what_if_for_injection(parse_inject_delay([s], list(scenario.workers)))
         preds = [predict(t, wi).predicted_us / 1000.0 for t in base]
         if preds and delayed[s]:
-            rows.append(_row(f"pipeline --inject-delay {s} (what-if {wi.describe()})",
+            rows.append(_row(f"pipeline{sets} --inject-delay {s} (what-if {wi.describe()})",
                              "injected", delayed[s], preds))
     return rows
 
@@ -125,6 +129,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     parser.add_argument("--no-injected", action="store_true")
+    parser.add_argument("--pipeline-set", default="width=256,micro=8",
+                        help="params of the pipeline for the injected delays")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or sorted(
@@ -134,7 +140,8 @@ def main() -> None:
         for name in names:
             rows.extend(scenario_rows(name, max(1, args.repeat)))
         if not args.no_injected:
-            rows.extend(injected_rows(max(1, args.repeat), INJECTED))
+            params = dict(kv.split("=", 1) for kv in args.pipeline_set.split(",") if kv)
+            rows.extend(injected_rows(max(1, args.repeat), INJECTED, params))
     finally:
         stop_server()
     if args.json:
