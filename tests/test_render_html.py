@@ -156,3 +156,46 @@ def test_screenshot_is_not_blank(tmp_path: Path) -> None:
     _chromium(tmp_path, f.as_uri() + "#step=3", f"--screenshot={shot}", "--window-size=1000,700")
     assert shot.exists() and shot.stat().st_size > 5000
     assert _png_pixels_vary(shot.read_bytes())
+
+
+def _timed_page(svg: bool = True) -> tuple[str, Any, Any]:
+    """The design note with a real run and its timing analysis (critical path)."""
+    from test_render_perfetto import _real
+
+    from distviz.replay.timing import analyze
+    tr = design_trace()
+    tr.real = _real(tr)
+    tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})
+    timing = analyze(tr)
+    rep = replay_of(tr)
+    return to_html(tr, rep, _svg(tr) if svg else None, timing=timing), rep, timing
+
+
+def test_timing_in_the_side_panel_and_the_data() -> None:
+    page, _rep, timing = _timed_page()
+    data = _data(page)
+    path = timing.passes[0].path
+    assert data["critical"] == {"nodes": path.nodes, "messages": path.message_ids}
+    m = re.search(r'<div id="time">(.*?)</div>', page, re.S)
+    assert m and all(html_mod.escape(line) in m.group(1) for line in timing.summary())
+    assert _data(_page(design_trace())[0])["critical"] == {"nodes": [], "messages": []}
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_critical_path_stays_outlined(tmp_path: Path) -> None:
+    page, rep, timing = _timed_page()
+    f = tmp_path / "view.html"
+    f.write_text(page, encoding="utf-8")
+    dom = _chromium(tmp_path, f.as_uri() + "#keys=nnG", "--dump-dom")
+    body = _body(dom)
+    path = timing.passes[0].path
+    data = _data(page)
+    if data["nodes"][path.nodes[0]]["el"].startswith("li"):   # no Graphviz: the list view
+        pytest.skip("no SVG picture")
+    assert body["critical"] == str(len(path.nodes) + len(path.message_ids))
+    for nid in path.nodes:
+        el = data["nodes"][nid]["el"]
+        assert re.search(rf'<g id="{re.escape(el)}" class="node[^"]*\bdv-critical\b', dom), nid
+    # stepping clears the step's own marks, never the path's
+    assert len(re.findall(r'class="[^"]*\bdv-critical\b', dom)) == int(body["critical"])

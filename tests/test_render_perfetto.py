@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+import pytest
 from test_render_dot import design_trace, replay_of
 
 from distviz.render.perfetto import REAL_PID_BASE, REPLAY_PID_BASE, to_perfetto
@@ -120,3 +121,29 @@ def test_replay_only_without_real_run() -> None:
     evs = _check_format(doc)
     assert all(e["pid"] >= REPLAY_PID_BASE for e in evs)
     assert doc["metadata"]["replay_outcome"] == rep.outcome
+
+
+def test_critical_path_track_and_marks() -> None:
+    """With the timing analysis the export gets a critical-path track; the real slices and the
+    message flows on the path are marked. The design note's path: worker0 sends 1:0 to worker1,
+    whose answer 0:0 starts worker0's last call."""
+    from distviz.render.timing_tracks import CRITICAL_PID
+    from distviz.replay.timing import analyze
+    tr = design_trace()
+    tr.real = _real(tr)
+    tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})
+    timing = analyze(tr)
+    assert timing is not None
+    doc = to_perfetto(tr, replay_of(tr), timing)
+    evs = _check_format(doc)
+    assert doc["metadata"]["critical_path"] == timing.summary()
+    track = [e for e in evs if e["pid"] == CRITICAL_PID and e["ph"] == "X"]
+    assert track[0]["name"] == "SumBackward0"     # it starts at 0: no start-up slice
+    assert sum(e["dur"] for e in track) == pytest.approx(140.0)
+    path = timing.passes[0].path
+    assert path.messages == ["1:0", "0:0"]
+    marked = {e["args"]["node"] for e in evs if e["ph"] == "X" and e["cat"] == "real"
+              and e["args"].get("critical_path")}
+    assert marked == set(path.nodes)
+    critical_flows = [e for e in evs if e["ph"] in "sf" and e["cat"] == "real.critical_path"]
+    assert sorted({e["name"] for e in critical_flows}) == ["gradient 0:0", "gradient 1:0"]

@@ -94,6 +94,7 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
     from distviz.errors import RenderError
     from distviz.render import dot as dotmod
     from distviz.render import graphviz_backend
+    from distviz.replay.timing import analyze
     written: list[str] = []
     wanted = {k: v for k, v in targets.items() if v is not None}
     if not wanted:
@@ -126,10 +127,11 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
                 svg = graphviz_backend.render(plain, "svg").decode("utf-8")
             except RenderError:
                 svg = None
-            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement, full=full))
+            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement, full=full,
+                                       timing=analyze(trace)))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
-            write_atomic(path, json.dumps(to_perfetto(trace, rp)))
+            write_atomic(path, json.dumps(to_perfetto(trace, rp, analyze(trace))))
         written.append(str(path))
     return written
 

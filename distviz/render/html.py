@@ -23,6 +23,7 @@ from typing import Any
 
 from distviz.render.dot import DEFAULT_NODE_BUDGET, build_dot, initial_deps, node_title
 from distviz.replay.model import Agreement, Event, ReplayLike
+from distviz.replay.timing import Timing
 from distviz.trace import Trace
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -76,7 +77,8 @@ def _event_json(ev: Event) -> dict[str, Any]:
 
 def viewer_data(trace: Trace, replay: ReplayLike, node_ids: Mapping[str, str] | None,
                 message_edges: Mapping[int, str] | None,
-                agreement: Agreement | None = None) -> dict[str, Any]:
+                agreement: Agreement | None = None,
+                timing: Timing | None = None) -> dict[str, Any]:
     """Return the JSON object the page's script reads (nodes, events, message edges, hang).
 
     ``nodes[id].deps`` is the node's initial dependency count in the first pass (``null``:
@@ -97,7 +99,18 @@ def viewer_data(trace: Trace, replay: ReplayLike, node_ids: Mapping[str, str] | 
         "hang": replay.hang.to_json() if replay.hang is not None else None,
         "error": replay.error.to_json() if replay.error is not None else None,
         "agreement": agreement.to_json() if agreement is not None else None,
+        "critical": _critical(timing),
     }
+
+
+def _critical(timing: Timing | None) -> dict[str, list[Any]]:
+    """The real run's critical path: its node ids and message ids (all passes)."""
+    nodes: list[str] = []
+    messages: list[int] = []
+    for p in timing.passes if timing is not None else ():
+        nodes.extend(n for n in p.path.nodes if n not in nodes)
+        messages.extend(m for m in p.path.message_ids if m not in messages)
+    return {"nodes": nodes, "messages": messages}
 
 
 def _list_view(trace: Trace) -> str:
@@ -136,6 +149,11 @@ main{flex:1;display:flex;min-height:0}
 .dv-current polygon,.dv-current path,.dv-current ellipse{stroke:#e03131;stroke-width:4}
 g.edge.dv-msg path{stroke:#e03131;stroke-width:4}
 g.edge.dv-msg polygon{stroke:#e03131;fill:#e03131}
+.dv-critical polygon,.dv-critical path,.dv-critical ellipse{stroke:#7048e8;stroke-width:3}
+g.edge.dv-critical path{stroke:#7048e8;stroke-width:3}
+g.edge.dv-critical polygon{stroke:#7048e8;fill:#7048e8}
+li.dv-critical{border-left:4px solid #7048e8;padding-left:2px}
+#time p{margin:2px 0}
 li.dv-executed{color:#868e96}li.dv-ready{background:#fff176}li.dv-blocked{background:#ff8a80}
 li.dv-current{outline:2px solid #e03131;font-weight:600}
 """
@@ -148,6 +166,14 @@ _JS = r"""
   var slider = document.getElementById("slider");
   slider.max = String(Math.max(last, 0));
   function el(id) { return id ? document.getElementById(id) : null; }
+  var critical = 0;     // the real run's critical path stays outlined at every step
+  (D.critical.nodes || []).forEach(function (n) {
+    var e = N[n] ? el(N[n].el) : null; if (e) { e.classList.add("dv-critical"); critical++; }
+  });
+  (D.critical.messages || []).forEach(function (m) {
+    var e = el(D.messages[String(m)]); if (e) { e.classList.add("dv-critical"); critical++; }
+  });
+  document.body.dataset.critical = String(critical);
   function stateAt(k) {
     var deps = {}, init = {}, ready = {}, done = {}, blocked = {}, ev = null;
     for (var i = 0; i <= k && i <= last; i++) {
@@ -266,13 +292,16 @@ _JS = r"""
 
 def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
             agreement: Agreement | None = None, title: str | None = None,
-            full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> str:
+            full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET,
+            timing: Timing | None = None) -> str:
     """Return the step viewer as one self-contained HTML page (see the module docstring).
 
     ``svg`` is Graphviz output of ``distviz.render.dot.build_dot(trace)`` (the same trace, no
     step, and the same ``full``/``node_budget`` given here, so element ids match); ``None``
     gives a list view.
-    ``agreement`` (replay vs real run) is shown in the side panel. Every name from the trace is
+    ``agreement`` (replay vs real run) is shown in the side panel, and so is ``timing`` (where
+    the real backward spent its time): its critical path stays outlined in violet on the
+    picture (nodes and message edges) at every step. Every name from the trace is
     escaped: HTML text with ``html.escape``, the JSON with ``json_for_script``, and the script
     inserts names with ``textContent`` only.
     """
@@ -286,17 +315,21 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
         fit = ' class="fit"' if g.drawn_nodes <= FIT_BELOW else ""
     else:
         body = _list_view(trace)
-    data = viewer_data(trace, replay, node_ids, message_edges, agreement)
+    data = viewer_data(trace, replay, node_ids, message_edges, agreement, timing)
     name = title or (str(trace.scenario.get("name")) if trace.scenario and trace.scenario.get("name")
                      else "distributed backward")
     outcome = replay.outcome or "?"
-    agree = ""
+    agree = time_box = ""
     if agreement is not None:
         marks = {True: "yes", False: "NO", None: "not compared"}
         rows = "".join(f"<li>{html.escape(k)}: {marks[agreement.check(k)]}</li>"
                        for k in Agreement.CHECKS)
         text = html.escape(agreement.text)
         agree = f"<h4>replay vs real run</h4><p>{text}</p><ul>{rows}</ul>"
+    if timing is not None and timing.passes:
+        lines = "".join(f"<p>{html.escape(x)}</p>" for x in timing.summary())
+        time_box = (f'<div id="time"><h4>time (real run; the critical path is outlined in '
+                    f"violet)</h4>{lines}</div>")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
@@ -311,7 +344,7 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
 <button id="fit" title="fit the picture to the window">fit</button></header>
 <div id="text"></div>
 <main><div id="graph"{fit}>{body}</div>
-<aside id="side"><div id="hang"></div><h4>pending per worker</h4><div id="workers"></div>{agree}</aside></main>
+<aside id="side"><div id="hang"></div>{time_box}<h4>pending per worker</h4><div id="workers"></div>{agree}</aside></main>
 <script type="application/json" id="distviz-data">{json_for_script(data)}</script>
 <script>{_JS}</script>
 </body></html>

@@ -15,6 +15,11 @@ Layout:
 * Hangs, errors and crashes in the replay are instant (``i``) events on the worker's process.
 * Each replay slice's ``args`` carry the node's ``seq`` and its initial dependency count in the
   pass (``deps``: ``distviz.replay.graph.initial_dependencies``, the count every view shows).
+* **Critical path** (with ``timing``, the analysis of the real run): a process of its own,
+  ``critical path · real`` (``distviz.render.timing_tracks``), whose one track holds the path's
+  segments in time order; the real slices on the path carry ``args.critical_path: true`` and
+  the gradient messages on it are flows of category ``real.critical_path``. The metadata's
+  ``critical_path`` holds the two summary lines.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distviz.render.timing_tracks import critical_path_events
 from distviz.replay.model import ReplayLike
+from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, message_label, short_name
 
 REAL_PID_BASE = 1
@@ -68,12 +75,14 @@ def _round(x: float) -> float | int:
     return int(r) if r == int(r) else r
 
 
-def to_perfetto(trace: Trace, replay: ReplayLike | None) -> dict[str, Any]:
+def to_perfetto(trace: Trace, replay: ReplayLike | None,
+                timing: Timing | None = None) -> dict[str, Any]:
     """Return the Chrome trace-event JSON object ``{"traceEvents", "displayTimeUnit", "metadata"}``.
 
     See the module docstring for the process/track layout. ``replay`` may be ``None`` (real run
     only); when ``trace.real`` is ``None`` only the replay tracks are written. Timestamps are
-    microseconds; pids and tids are integers. Raises nothing for partial data: real events that
+    microseconds; pids and tids are integers. ``timing`` (``distviz.replay.timing.analyze``
+    of the trace) adds the critical path. Raises nothing for partial data: real events that
     name unknown nodes are drawn with the id's last part as the name.
     """
     nodes = trace.node_map()
@@ -81,9 +90,17 @@ def to_perfetto(trace: Trace, replay: ReplayLike | None) -> dict[str, Any]:
     meta: dict[str, Any] = {"generator": "distviz", "context_id": trace.context_id,
                             "workers": list(trace.workers), "replay_step_us": STEP_US}
     flow_id = [0]
+    critical: set[tuple[int, str | int]] = set()
+    if timing is not None:
+        for p in timing.passes:
+            critical.update((p.pass_index, n) for n in p.path.nodes)
+            critical.update((p.pass_index, m) for m in p.path.message_ids)
     if trace.real is not None:
         meta["real_outcome"] = trace.real.get("outcome")
-        events.extend(_real_events(trace, nodes, trace.real, flow_id))
+        events.extend(_real_events(trace, nodes, trace.real, flow_id, critical))
+    if timing is not None and timing.passes:
+        meta["critical_path"] = timing.summary()
+        events.extend(critical_path_events(timing))
     if replay is not None:
         meta["replay_outcome"] = replay.outcome
         events.extend(_replay_events(trace, nodes, replay, flow_id))
@@ -106,7 +123,8 @@ def _process_meta(trace: Trace, base: int, suffix: str, sort_offset: int) -> lis
 
 
 def _real_events(trace: Trace, nodes: Mapping[str, Node], real: Mapping[str, Any],
-                 flow_id: list[int]) -> list[dict[str, Any]]:
+                 flow_id: list[int], critical: set[tuple[int, str | int]]
+                 ) -> list[dict[str, Any]]:
     out = _process_meta(trace, REAL_PID_BASE, "real", 0)
     raw = [e for e in real.get("events") or [] if isinstance(e, dict)]
     order = sorted(range(len(raw)), key=lambda i: (float(raw[i].get("t_us") or 0.0),
@@ -144,18 +162,22 @@ def _real_events(trace: Trace, nodes: Mapping[str, Node], real: Mapping[str, Any
             args["grad_shapes"] = e.get("grad_shapes")
         if dur is None:
             args["dur_unknown"] = True
+        if (pass_index, nid) in critical:
+            args["critical_path"] = True
         slices.append({"ph": "X", "name": _slice_name(node, nid), "cat": "real",
                        "ts": _round(ts), "dur": _round(dur_f), "pid": pid, "tid": tids[key],
                        "args": args})
         where.setdefault((pass_index, nid), (pid, tids[key], ts))
     out.extend(slices)
-    out.extend(_flows(trace, where, "real", flow_id))
+    out.extend(_flows(trace, where, "real", flow_id, critical))
     return out
 
 
 def _flows(trace: Trace, where: Mapping[tuple[int, str], tuple[int, int, float]], cat: str,
-           flow_id: list[int]) -> list[dict[str, Any]]:
-    """Flow arrows recv slice -> send slice, for every message whose two slices exist."""
+           flow_id: list[int], critical: set[tuple[int, str | int]] | None = None
+           ) -> list[dict[str, Any]]:
+    """Flow arrows recv slice -> send slice, for every message whose two slices exist; those
+    in ``critical`` (``(pass, msg_id)``) get the category ``<cat>.critical_path``."""
     out: list[dict[str, Any]] = []
     passes = sorted({p for p, _ in where})
     for p in passes:
@@ -168,10 +190,11 @@ def _flows(trace: Trace, where: Mapping[tuple[int, str], tuple[int, int, float]]
                 continue
             flow_id[0] += 1
             name = f"gradient {message_label(pair['msg_id'])}"
-            out.append({"ph": "s", "id": flow_id[0], "name": name, "cat": f"{cat}.message",
+            kind = "critical_path" if critical and (p, pair["msg_id"]) in critical else "message"
+            out.append({"ph": "s", "id": flow_id[0], "name": name, "cat": f"{cat}.{kind}",
                         "pid": a[0], "tid": a[1], "ts": _round(a[2])})
             out.append({"ph": "f", "bp": "e", "id": flow_id[0], "name": name,
-                        "cat": f"{cat}.message", "pid": b[0], "tid": b[1], "ts": _round(b[2])})
+                        "cat": f"{cat}.{kind}", "pid": b[0], "tid": b[1], "ts": _round(b[2])})
     return out
 
 

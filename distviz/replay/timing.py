@@ -110,6 +110,7 @@ class Segment:
     end_us: float
     node: str | None = None
     message: str | None = None
+    msg_id: int | None = None
 
     @property
     def dur_us(self) -> float:
@@ -145,6 +146,10 @@ class CriticalPath:
     @property
     def messages(self) -> list[str]:
         return [s.message for s in self.segments if s.kind == "message" and s.message]
+
+    @property
+    def message_ids(self) -> list[int]:
+        return [s.msg_id for s in self.segments if s.kind == "message" and s.msg_id is not None]
 
     def to_json(self) -> dict[str, Any]:
         return {"length_us": _r(self.length_us), "startup_us": _r(self.total("startup")),
@@ -439,7 +444,8 @@ def _critical_path(tl: PassTimeline, prev: Mapping[str, Execution | None],
         m = by_send.get(cur.node) if cur.kind == "send" else None
         if m is not None and m.recv_node in execs and call_waits_for_message(m, before, latency):
             sent = min(m.sent_us, upto)
-            segs.append(Segment("message", m.receiver, sent, upto, message=m.label))
+            segs.append(Segment("message", m.receiver, sent, upto, message=m.label,
+                                msg_id=m.msg_id))
             upto = sent
             cur = execs[m.recv_node]
             continue
