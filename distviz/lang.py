@@ -169,8 +169,6 @@ FORBIDDEN_METHODS: Final[dict[str, str]] = {
     "register_hook": "hooks are not part of the scenario language",
     "retain_grad": "gradients are reported by distviz itself",
     "numpy": "numpy is not available in scenarios",
-    "to": "scenarios run on CPU; use .float() / .double() to change the dtype",
-    "cuda": "scenarios run on CPU",
     "untyped_storage": "storages are not part of the scenario language",
     "storage": "storages are not part of the scenario language",
     "data_ptr": "pointers are not part of the scenario language",
@@ -205,8 +203,6 @@ FORBIDDEN_NAMES: Final[dict[str, str]] = {
     "numpy": "numpy is not available in scenarios; use torch",
     "np": "numpy is not available in scenarios; use torch",
     "dist_autograd": "main already runs inside dist_autograd.context(); use the backward: key",
-    "nn": "write torch.nn.functional.<name>",
-    "F": "write torch.nn.functional.<name>",
 }
 
 #: Names a program may not assign to (they are provided by distviz).

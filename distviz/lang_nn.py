@@ -98,7 +98,7 @@ MODULE_ATTRIBUTES: Final[frozenset[str]] = frozenset({
 
 #: Tensor methods added for training programs.
 TRAINING_TENSOR_METHODS: Final[frozenset[str]] = frozenset({
-    "detach_", "cpu", "to", "uniform_", "normal_", "long", "argmax", "squeeze_", "unsqueeze_",
+    "detach_", "cpu", "to", "cuda", "uniform_", "normal_", "long", "argmax", "squeeze_", "unsqueeze_",
     "masked_fill_", "clamp_", "t_", "item",
 })
 
@@ -126,7 +126,7 @@ PYTHON_INTERNALS: Final[frozenset[str]] = frozenset({
     "co_code", "co_consts", "co_names", "co_varnames", "co_filename", "co_name",
     "func_globals", "func_code", "func_closure", "im_func", "im_self", "im_class",
     "cell_contents", "mro", "register", "with_traceback", "throw", "send", "close",
-    "f_trace_lines", "f_trace_opcodes", "clear",
+    "f_trace_lines", "f_trace_opcodes",
 })
 
 #: ``super`` forms a class body may use, for messages.

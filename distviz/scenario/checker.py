@@ -16,13 +16,22 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from distviz import lang
+from distviz import lang, lang_nn
 from distviz.errors import ScenarioError
-from distviz.scenario import rules
+from distviz.scenario import classes as class_rules
+from distviz.scenario import rules, rules_nn
 from distviz.scenario.messages import expression_message, short, statement_message, suggest
+from distviz.scenario.model import ClassInfo
 from distviz.scenario.problems import Problems
 
 __all__ = ["Checker", "Scope"]
+
+#: Roots of dotted paths checked by path rules (``torch.add``, ``nn.Linear``, ``rpc.RRef``).
+_NAMESPACES = rules_nn.NAMESPACE_ROOTS
+
+#: Forbidden names a program may not use even as its own variables (the others, ``input`` or
+#: ``type``, may name a parameter or variable, which then hides the builtin).
+_NOT_SHADOWABLE = frozenset({"super", "dist_autograd", "__import__"})
 
 #: Statements a ``def`` body may hold that make no sense at the top level of ``code``.
 _NOT_AT_CODE_TOP = (ast.Assign, ast.AugAssign, ast.Expr, ast.For, ast.If, ast.With, ast.Return,
@@ -37,9 +46,14 @@ class Scope:
     in_function: bool = False
     loops: int = 0
     module_level: bool = True
+    self_name: str | None = None   # a method's first parameter (``self``)
+    cls: str | None = None         # the class of that method
+    method: str | None = None      # the method's name
+    kwargs_name: str | None = None  # the function's ``**kwargs`` parameter
 
     def child(self) -> Scope:
-        return Scope(set(self.defined), self.in_function, self.loops, self.module_level)
+        return Scope(set(self.defined), self.in_function, self.loops, self.module_level,
+                     self.self_name, self.cls, self.method, self.kwargs_name)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -53,25 +67,34 @@ class Checker:
     ``kind`` is ``code``, ``init`` or ``main``. ``params``, ``functions`` and ``state`` are the
     names visible at module level besides builtins and helpers; ``elsewhere`` maps names set
     by other workers' ``init`` to their worker (for the message). ``assigned`` collects the
-    names assigned at module level (for backward roots and worker state).
+    names assigned at module level (for backward roots and worker state). ``classes`` are
+    the classes of ``code`` (their names are callable, their methods and ``self.``
+    attributes are attribute names); ``training`` is the form without a ``backward:`` key,
+    where programs use ``dist_autograd`` themselves (``backward_calls`` counts their
+    ``dist_autograd.backward`` calls).
     """
 
     def __init__(self, path: str, key: str, kind: str, *, params: Iterable[str],
                  functions: Iterable[str], state: Iterable[str], workers: list[str],
-                 elsewhere: Mapping[str, str]) -> None:
+                 elsewhere: Mapping[str, str], classes: Mapping[str, ClassInfo] | None = None,
+                 training: bool = False) -> None:
         self.path = path
         self.key = key
         self.kind = kind
         self.params = set(params)
-        self.functions = set(functions)
+        self.classes = dict(classes or {})
+        self.functions = set(functions) | set(self.classes)
         self.state = set(state)
         self.workers = workers
         self.elsewhere = dict(elsewhere)
+        self.training = training
+        self.declared = class_rules.declared_names(self.classes.values())
         self.globals = (self.params | self.functions | self.state | lang.BUILTINS
-                        | lang.HELPERS)
+                        | lang.HELPERS | (lang_nn.PREDEFINED - lang_nn.NAMESPACES))
         self.assigned: list[str] = []
         self.stores: dict[str, int] = {}
         self.problems = Problems()
+        self.backward_calls = 0
 
     def fail(self, node: ast.AST, message: str) -> NoReturn:
         raise ScenarioError(message, path=self.path, line=getattr(node, "lineno", None),
@@ -95,9 +118,14 @@ class Checker:
         self.problems.raise_found()
 
     def code_top(self, stmt: ast.stmt, scope: Scope) -> None:
-        """One statement at the top level of ``code``."""
+        """One statement at the top level of ``code``: a ``def``, or a class whose methods are
+        checked like ``def``s."""
         if isinstance(stmt, ast.FunctionDef):
-            self.function(stmt)
+            self.function(stmt, Scope(set()))
+        elif isinstance(stmt, ast.ClassDef) and stmt.name in self.classes:
+            for method in stmt.body:
+                if isinstance(method, ast.FunctionDef):
+                    self.function(method, Scope(set()), cls=stmt.name)
         elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
             return
         elif isinstance(stmt, _NOT_AT_CODE_TOP):
@@ -106,7 +134,9 @@ class Checker:
         else:
             self.stmt(stmt, scope)
 
-    def function(self, node: ast.FunctionDef) -> None:
+    def function(self, node: ast.FunctionDef, outer: Scope, cls: str | None = None) -> None:
+        """A ``def`` in ``code`` (``outer`` is empty) or nested in one (a closure), or a method
+        of class ``cls``."""
         if node.decorator_list:
             self.fail(node.decorator_list[0], "decorators are not allowed in scenarios")
         args = node.args
@@ -114,22 +144,24 @@ class Checker:
             self.fail(node, "positional-only parameters (/) are not supported")
         if args.kwonlyargs:
             self.fail(node, "keyword-only parameters are not supported; use plain parameters")
-        if args.kwarg is not None:
-            self.fail(node, "**kwargs parameters are not supported; use plain parameters")
         if node.returns is not None:
             self.fail(node, "annotations are not supported in scenarios")
         names: list[str] = []
-        for arg in list(args.args) + ([args.vararg] if args.vararg else []):
+        extra = [a for a in (args.vararg, args.kwarg) if a is not None]
+        for arg in list(args.args) + extra:
             if arg.annotation is not None:
                 self.fail(arg, "annotations are not supported in scenarios")
             self.check_store_name(arg, arg.arg)
             if arg.arg in names:
                 self.fail(arg, f"duplicate parameter '{arg.arg}' in def {node.name}")
             names.append(arg.arg)
-        top = Scope(set())
         for default in args.defaults:
-            self.expr(default, top)
-        self.block(node.body, Scope(set(names), in_function=True, loops=0, module_level=False))
+            self.expr(default, outer)
+        scope = Scope(outer.defined | set(names), in_function=True, loops=0, module_level=False,
+                      kwargs_name=args.kwarg.arg if args.kwarg is not None else None)
+        if cls is not None:
+            scope.self_name, scope.cls, scope.method = args.args[0].arg, cls, node.name
+        self.block(node.body, scope)
 
     # -- statements ---------------------------------------------------------------------------
 
@@ -172,6 +204,11 @@ class Checker:
         self.fail(node, "annotations are not supported in scenarios; write x = ...")
 
     def expr_stmt(self, node: ast.Expr, scope: Scope) -> None:
+        if (scope.method == "__init__" and scope.cls is not None and scope.self_name is not None
+                and class_rules.is_super_init(node.value, scope.cls, scope.self_name)):
+            assert isinstance(node.value, ast.Call)
+            self.arguments(node.value, scope)
+            return
         self.expr(node.value, scope)
 
     def return_(self, node: ast.Return, scope: Scope) -> None:
@@ -181,8 +218,14 @@ class Checker:
             self.expr(node.value, scope)
 
     def nested_def(self, node: ast.FunctionDef, scope: Scope) -> None:
-        where = "inside a def" if scope.in_function else f"in {self.key}"
-        self.fail(node, f"def is not allowed {where}; define functions at the top level of code")
+        if not scope.in_function or self.kind != "code":
+            self.fail(node, f"def is not allowed in {self.key}; define functions at the top "
+                            "level of code")
+        self.check_store_name(node, node.name)
+        scope.defined.add(node.name)
+        inner = scope.child()
+        inner.self_name = None  # a closure inside a method does not set self's attributes
+        self.function(node, inner)
 
     def for_(self, node: ast.For, scope: Scope) -> None:
         self.iterable(node.iter, scope, "for loops")
@@ -206,13 +249,26 @@ class Checker:
 
     def with_(self, node: ast.With, scope: Scope) -> None:
         item = node.items[0]
-        ok = (len(node.items) == 1 and item.optional_vars is None
-              and isinstance(item.context_expr, ast.Call)
-              and rules.dotted(item.context_expr.func) == ["torch", "no_grad"]
-              and not item.context_expr.args and not item.context_expr.keywords)
-        if not ok:
-            self.fail(node, "with is only allowed as 'with torch.no_grad():'")
-        self.block(node.body, scope)
+        call = item.context_expr
+        plain = (len(node.items) == 1 and isinstance(call, ast.Call) and not call.args
+                 and not call.keywords)
+        path = rules.dotted(call.func) if isinstance(call, ast.Call) else None
+        if plain and path == ["torch", "no_grad"] and item.optional_vars is None:
+            self.block(node.body, scope)
+            return
+        if plain and path == ["dist_autograd", "context"] and (
+                item.optional_vars is None or isinstance(item.optional_vars, ast.Name)):
+            if not self.training:
+                self.fail(node, f"'dist_autograd' is not allowed in scenarios: "
+                                f"{lang.FORBIDDEN_NAMES['dist_autograd']}")
+            if item.optional_vars is not None:
+                self.target(item.optional_vars, scope)
+            self.block(node.body, scope)
+            return
+        usage = "'with torch.no_grad():'"
+        if self.training:
+            usage += " or 'with dist_autograd.context() as context_id:'"
+        self.fail(node, f"with is only allowed as {usage}")
 
     def break_continue(self, node: ast.Break | ast.Continue, scope: Scope) -> None:
         if scope.loops == 0:
@@ -223,9 +279,14 @@ class Checker:
         pass
 
     def iterable(self, node: ast.expr, scope: Scope, what: str) -> None:
-        allowed = isinstance(node, ast.Name) or (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in ("range", "enumerate", "zip", "reversed"))
+        func = node.func if isinstance(node, ast.Call) else None
+        path = rules.dotted(func) if isinstance(func, ast.Attribute) else None
+        allowed = isinstance(node, (ast.Name, ast.Attribute)) or (
+            isinstance(func, ast.Name) and (func.id in ("range", "enumerate", "zip", "reversed")
+                                            or func.id in self.functions
+                                            or func.id in scope.defined)) or (
+            # methods (module.parameters(), d.items()), not torch.NAME(...)
+            isinstance(func, ast.Attribute) and (path is None or path[0] not in _NAMESPACES))
         if not allowed:
             self.fail(node, f"{what} must iterate over range(...), enumerate(...), zip(...) "
                             f"or a variable, found '{short(node)}'; assign it to a variable "
@@ -234,6 +295,8 @@ class Checker:
 
     def target(self, node: ast.expr, scope: Scope, loop: bool = False) -> None:
         if isinstance(node, ast.Name):
+            if node.id == scope.self_name:
+                self.fail(node, f"cannot assign to '{node.id}': it is the method's self")
             self.check_store_name(node, node.id)
             scope.defined.add(node.id)
             if scope.module_level and node.id not in self.assigned:
@@ -250,9 +313,13 @@ class Checker:
                                 "assigned to")
             self.expr(node.value, scope)
             self.expr(node.slice, scope)
+        elif isinstance(node, ast.Attribute) and not loop \
+                and class_rules.self_attribute_target(node, scope.self_name):
+            self.attribute_name(node, node.attr)
         elif isinstance(node, ast.Attribute):
-            self.fail(node, f"assigning to an attribute ({short(node)} = ...) is not allowed; "
-                            "use methods such as x.requires_grad_()")
+            where = " outside self.NAME = ... in a method" if self.classes else ""
+            self.fail(node, f"assigning to an attribute ({short(node)} = ...) is not allowed"
+                            f"{where}; use methods such as x.requires_grad_()")
         elif isinstance(node, ast.Starred):
             self.fail(node, "starred assignment (*x) is not supported")
         else:
@@ -262,8 +329,11 @@ class Checker:
         if name.startswith("__") or name.startswith("_dv"):
             self.fail(node, f"name '{name}' is reserved: names starting with '__' or '_dv' "
                             "are not allowed")
-        if name in lang.FORBIDDEN_NAMES or name in lang.RESERVED_NAMES:
+        if name in _NOT_SHADOWABLE or name in lang.RESERVED_NAMES \
+                or name in lang_nn.PREDEFINED:
             self.fail(node, f"cannot assign to '{name}': it is a reserved name; choose another")
+        if name in self.classes:
+            self.fail(node, f"cannot assign to '{name}': it is a class defined in code")
         if name in self.functions:
             self.fail(node, f"cannot assign to '{name}': it is a function defined in code")
 
@@ -325,16 +395,33 @@ class Checker:
             self.expr(cond, inner)
         self.expr(node.elt, inner)
 
+    def yield_(self, node: ast.Yield, scope: Scope) -> None:
+        if not scope.in_function or self.kind != "code":
+            self.fail(node, "yield is only allowed inside a def in code")
+        if node.value is not None:
+            self.expr(node.value, scope)
+
     def load_name(self, node: ast.AST, name: str, scope: Scope) -> None:
         if name.startswith("__") or name.startswith("_dv"):
             self.fail(node, f"name '{name}' is not allowed: names starting with '__' or '_dv' "
                             "are reserved")
+        if name == "super":
+            self.fail(node, f"super() is only allowed as {lang_nn.SUPER_USAGE}, as a "
+                            "statement in a class's __init__")
+        if name == "dist_autograd" and not self.training:
+            self.fail(node, f"'{name}' is not allowed in scenarios: "
+                            f"{lang.FORBIDDEN_NAMES['dist_autograd']}")
+        if name in scope.defined:
+            return  # a variable of the program (it may hide a forbidden builtin: input)
         reason = lang.FORBIDDEN_NAMES.get(name)
-        if reason is not None:
+        if reason is not None and name != "dist_autograd":
             self.fail(node, f"'{name}' is not allowed in scenarios: {reason}")
-        if name in ("torch", "rpc"):
+        if name in _NAMESPACES:
+            example = {"torch": "torch.add", "rpc": "rpc.rpc_sync(...)", "nn": "nn.Linear",
+                       "optim": "optim.SGD", "F": "F.relu",
+                       "dist_autograd": "dist_autograd.backward(context_id, [loss])"}[name]
             self.fail(node, f"'{name}' can only be used as {name}.NAME (for example "
-                            f"{'torch.add' if name == 'torch' else 'rpc.rpc_sync(...)'})")
+                            f"{example})")
         if name in scope.defined or name in self.globals:
             return
         if name in self.elsewhere:
@@ -351,14 +438,25 @@ class Checker:
     def attribute(self, node: ast.Attribute, scope: Scope, call: bool = False) -> None:
         path = rules.dotted(node)
         rules.check_attribute_parts(self.fail, node, path)
-        if path is not None and path[0] == "torch":
-            rules.check_torch_path(self.fail, node, path, call)
+        root = path[0] if path is not None else None
+        if path is not None and root == "torch":
+            if not rules_nn.check_torch_extra(self.fail, node, path, call):
+                rules.check_torch_path(self.fail, node, path, call)
             return
-        if path is not None and path[0] == "rpc":
-            rules.check_rpc_path(self.fail, node, path, call)
+        if path is not None and root == "rpc":
+            if path[1:] != ["RRef"]:
+                rules.check_rpc_path(self.fail, node, path, call)
+            return
+        if path is not None and root in _NAMESPACES:
+            rules_nn.check_namespace_path(self.fail, node, path, call, self.training)
             return
         self.expr(node.value, scope)
-        rules.check_member(self.fail, node, call)
+        rules_nn.check_member(self.fail, node, call, self.declared)
+
+    def attribute_name(self, node: ast.Attribute, name: str) -> None:
+        """The attribute of ``self.NAME = ...``."""
+        rules.check_attribute_parts(self.fail, node, None)
+        class_rules.check_declared_name(self.fail, node, name, "an attribute")
 
     # -- calls --------------------------------------------------------------------------------
 
@@ -367,9 +465,19 @@ class Checker:
         if isinstance(func, ast.Name):
             self.call_name(node, func.id, scope)
         elif isinstance(func, ast.Attribute):
+            inner = func.value
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) \
+                    and inner.func.id == "super":
+                self.fail(node, f"super() is only allowed as {lang_nn.SUPER_USAGE}, as a "
+                                "statement in a class's __init__")
+            if rules_nn.check_format_call(self.fail, node):
+                self.arguments(node, scope)
+                return
             self.attribute(func, scope, call=True)
             path = rules.dotted(func)
-            if path is not None and path[0] == "rpc":
+            if path == ["dist_autograd", "backward"]:
+                self.backward_calls += 1
+            if path is not None and path[0] == "rpc" and func.attr in lang.RPC_FUNCS:
                 self.rpc_call(node, func.attr, scope)
                 return
         else:
@@ -381,27 +489,33 @@ class Checker:
             self.expr(arg, scope)
         for kw in node.keywords:
             if kw.arg is None:
+                if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
+                    continue  # passing a function's own **kwargs on
                 self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
-                                    "one by one")
+                                    "one by one (a def may pass its own **kwargs on)")
             if kw.arg.startswith("_"):
                 self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
                                     "names starting with '_' are reserved")
             self.expr(kw.value, scope)
 
     def call_name(self, node: ast.Call, name: str, scope: Scope) -> None:
+        if name == "super":
+            self.load_name(node, name, scope)
         reason = lang.FORBIDDEN_NAMES.get(name)
-        if reason is not None:
+        if reason is not None and name != "dist_autograd" and name not in scope.defined:
             self.fail(node, f"{name}() is not allowed in scenarios: {reason}")
         if name in lang.HELPERS:
             rules.check_helper_call(self.fail, node, name)
             return
         if name in lang.BUILTINS or name in self.functions:
             return
-        if name in ("torch", "rpc") or name.startswith("__") or name.startswith("_dv"):
+        if name in _NAMESPACES or name.startswith("__") or name.startswith("_dv"):
             self.load_name(node, name, scope)
+        if name in lang_nn.PREDEFINED:
+            return  # RRef, DistributedOptimizer, RemoteModule
         if name in scope.defined or name in self.params or name in self.state:
             return  # calling a variable: it can only hold whitelisted callables
-        callables = self.functions | lang.BUILTINS | lang.HELPERS
+        callables = self.functions | lang.BUILTINS | lang.HELPERS | lang_nn.PREDEFINED
         self.fail(node, f"unknown function '{name}'{suggest(name, callables)}")
 
     def rpc_call(self, node: ast.Call, fn: str, scope: Scope) -> None:
@@ -431,5 +545,5 @@ _EXPRESSIONS: dict[type[ast.AST], _Check] = {
     ast.Compare: Checker.children, ast.IfExp: Checker.children, ast.JoinedStr: Checker.children,
     ast.FormattedValue: Checker.formatted, ast.Subscript: Checker.children,
     ast.Slice: Checker.children, ast.Attribute: Checker.attribute, ast.Call: Checker.call,
-    ast.ListComp: Checker.listcomp,
+    ast.ListComp: Checker.listcomp, ast.Yield: Checker.yield_,
 }

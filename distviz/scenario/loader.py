@@ -20,10 +20,11 @@ from typing import Any, NoReturn
 
 from distviz.errors import ScenarioError
 from distviz.limits import MAX_FILE_BYTES, MAX_WORKERS
+from distviz.scenario import classes as class_rules
 from distviz.scenario.checker import Checker
 from distviz.scenario.instrument import instrument
 from distviz.scenario.messages import kind, reserved_reason, suggest
-from distviz.scenario.model import PassSpec, Program, Scenario
+from distviz.scenario.model import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.problems import Problems
 from distviz.scenario.yaml_reader import Y, YamlReader
 
@@ -31,7 +32,7 @@ __all__ = ["load_scenario", "load_scenario_text"]
 
 TOP_KEYS = ("name", "description", "workers", "seed", "params", "code", "main", "backward")
 REQUIRED_KEYS = ("name", "workers", "main", "backward")
-WORKER_KEYS = ("init",)
+WORKER_KEYS = ("init", "main")
 PASS_KEYS = ("roots", "retain_graph")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -99,9 +100,12 @@ def _checked_name(loader: _Loader, y: Y, key: str, what: str) -> str:
     return name
 
 
-def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None]]:
+def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None],
+                                                  dict[str, Y]]:
+    """Worker names, each worker's ``init`` (or ``None``) and the ``main``s workers have."""
     workers: list[str] = []
     inits: dict[str, Y | None] = {}
+    mains: dict[str, Y] = {}
     if isinstance(y.value, list):
         for item in y.value:
             name = _checked_name(loader, item, "workers", "worker")
@@ -125,9 +129,12 @@ def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None]
                 if k not in WORKER_KEYS:
                     loader.error(spec.key_lines[k], key, f"unknown key '{k}'"
                                                          f"{suggest(k, WORKER_KEYS)}; a worker "
-                                                         "may only have 'init'")
+                                                         "may only have 'init' and 'main'")
             init = spec.value.get("init")
             inits[name] = None if init is None or init.value is None else init
+            main = spec.value.get("main")
+            if main is not None and main.value is not None:
+                mains[name] = main
     else:
         loader.error(y.line, "workers", "expected a list of worker names like [worker0, "
                                         "worker1] or a mapping name -> {init: ...}, found "
@@ -137,7 +144,7 @@ def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None]
     if len(workers) > MAX_WORKERS:
         loader.error(y.line, "workers", f"{len(workers)} workers declared; at most "
                                         f"{MAX_WORKERS} are allowed")
-    return workers, inits
+    return workers, inits, mains
 
 
 _PARAM_TYPES = (bool, int, float, str)
@@ -329,11 +336,15 @@ def _guarded(path: str, read: Callable[[], str],
 
 @dataclass
 class _Parsed:
-    """Every program of a scenario, parsed (``(source, first line, tree)``), not yet checked."""
+    """Every program of a scenario, parsed (``(source, first line, tree)``), not yet checked.
+
+    ``mains`` maps each worker that runs a main to its key (``main`` for the top-level one,
+    which belongs to the first worker; ``workers.NAME.main`` otherwise) and its program.
+    """
 
     code: tuple[str, int, ast.Module] | None
     inits: dict[str, tuple[str, int, ast.Module]]
-    main: tuple[str, int, ast.Module]
+    mains: dict[str, tuple[str, tuple[str, int, ast.Module]]]
 
 
 def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
@@ -342,39 +353,73 @@ def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
     # Every part is checked even after a problem (Problems.attempt gives a stand-in value),
     # except where later problems would only follow from an earlier one.
     problems = Problems()
-    top = _top_keys(loader, YamlReader(path).read(text), problems)
+    top, root_line = _top_keys(loader, YamlReader(path).read(text), problems)
     name = problems.attempt(lambda: loader.string(top["name"], "name"), "")
     description = problems.attempt(lambda: _description(loader, top.get("description")), "")
     seed = problems.attempt(lambda: _load_seed(loader, top.get("seed")), 0)
     declared = problems.attempt(lambda: _load_params(loader, top.get("params")),
                                 _param_names(top.get("params")))
     params = problems.attempt(lambda: _apply_overrides(path, declared, overrides), declared)
-    no_workers: tuple[list[str], dict[str, Y | None]] = ([], {})
-    workers, init_ys = problems.attempt(lambda: _load_workers(loader, top["workers"]),
-                                        no_workers)
+    no_workers: tuple[list[str], dict[str, Y | None], dict[str, Y]] = ([], {}, {})
+    workers, init_ys, main_ys = problems.attempt(lambda: _load_workers(loader, top["workers"]),
+                                                 no_workers)
     if not workers:
         problems.raise_found()
+    training = "backward" not in top
+    mains = _main_sources(loader, top, main_ys, workers, root_line, training)
 
     # Parse every program first: checking needs the functions and worker state names.
-    parsed = _parse_programs(loader, top, init_ys, problems)
+    parsed = _parse_programs(loader, top, init_ys, mains, problems)
     functions = problems.attempt(lambda: _functions(loader, parsed.code, params),
                                  _def_names(parsed.code))
-    worker_state, main_names = _check_programs(path, parsed, params, functions, workers,
-                                               problems)
+    classes = problems.attempt(lambda: _classes(loader, parsed.code, params, functions), {})
+    checked = _check_programs(path, parsed, params, functions, workers, classes, training,
+                              problems)
+    initiator = next(iter(parsed.mains))
+    if training and checked.backward_calls == 0:
+        problems.add(ScenarioError(
+            "missing required key 'backward'; a scenario needs name, workers, main, backward "
+            "(or a main that calls dist_autograd.backward(context_id, [loss]) itself)",
+            path=path, line=root_line))
     no_passes: list[PassSpec] = []
-    passes = problems.attempt(lambda: _load_backward(loader, top["backward"], main_names),
-                              no_passes)
+    passes = no_passes if training else problems.attempt(
+        lambda: _load_backward(loader, top["backward"], checked.main_names[initiator]),
+        no_passes)
     problems.raise_found()
 
     code = loader.program(*parsed.code[:2], "code", parsed.code[2]) if parsed.code else None
     worker_init: dict[str, Program | None] = {w: None for w in workers}
     for worker, (source, first, tree) in parsed.inits.items():
         worker_init[worker] = loader.program(source, first, f"workers.{worker}.init", tree)
-    main = loader.program(parsed.main[0], parsed.main[1], "main", parsed.main[2])
+    programs = {w: loader.program(src, first, key, tree)
+                for w, (key, (src, first, tree)) in parsed.mains.items()}
     return Scenario(path=path, name=name, description=description, workers=workers,
-                    initiator=workers[0], worker_init=worker_init, code=code, main=main,
-                    passes=passes, params=params, seed=seed, functions=functions,
-                    raw_text=text, worker_state=worker_state)
+                    initiator=initiator, worker_init=worker_init, code=code,
+                    main=programs[initiator], passes=passes, params=params, seed=seed,
+                    functions=functions, raw_text=text, worker_state=checked.worker_state,
+                    training=training, mains=programs if training else {}, classes=classes)
+
+
+def _main_sources(loader: _Loader, top: dict[str, Y], main_ys: dict[str, Y], workers: list[str],
+                  root_line: int, training: bool) -> dict[str, tuple[str, Y]]:
+    """Each worker that runs a main, in worker order, with its key and YAML value."""
+    first = workers[0]
+    if "main" in top and first in main_ys:
+        loader.error(main_ys[first].line, f"workers.{first}.main", "the top-level main is the "
+                                                                   f"main of {first}, the first "
+                                                                   "worker; give only one")
+    if main_ys and not training:
+        worker = next(iter(main_ys))
+        loader.error(main_ys[worker].line, f"workers.{worker}.main",
+                     "workers have their own main only without a backward: key (each main "
+                     "then calls dist_autograd.backward itself); with backward:, write one "
+                     "top-level main")
+    if "main" not in top and not main_ys:
+        loader.error(root_line, None, f"missing required key 'main'; a scenario needs "
+                                      f"{', '.join(REQUIRED_KEYS)}")
+    found = {first: ("main", top["main"])} if "main" in top else {}
+    found.update({w: (f"workers.{w}.main", y) for w, y in main_ys.items()})
+    return {w: found[w] for w in workers if w in found}
 
 
 def _description(loader: _Loader, y: Y | None) -> str:
@@ -391,7 +436,7 @@ def _param_names(y: Y | None) -> dict[str, int | float | bool | str]:
 
 
 def _parse_programs(loader: _Loader, top: dict[str, Y], init_ys: dict[str, Y | None],
-                    problems: Problems) -> _Parsed:
+                    mains: dict[str, tuple[str, Y]], problems: Problems) -> _Parsed:
     """Parse every program; raises every problem found so far when one does not parse (the
     others cannot be checked without its names)."""
     def parse(y: Y, key: str) -> tuple[str, int, ast.Module] | None:
@@ -399,13 +444,14 @@ def _parse_programs(loader: _Loader, top: dict[str, Y], init_ys: dict[str, Y | N
     code = parse(top["code"], "code") if top.get("code") and top["code"].value is not None \
         else None
     inits = {w: parse(y, f"workers.{w}.init") for w, y in init_ys.items() if y is not None}
-    main = parse(top["main"], "main")
-    failed = (main is None or any(v is None for v in inits.values())
+    parsed_mains = {w: (key, parse(y, key)) for w, (key, y) in mains.items()}
+    failed = (any(v is None for _, v in parsed_mains.values())
+              or any(v is None for v in inits.values())
               or (code is None and top.get("code") is not None and top["code"].value is not None))
     if failed:
         problems.raise_found()
-    assert main is not None
-    return _Parsed(code=code, inits={w: v for w, v in inits.items() if v is not None}, main=main)
+    return _Parsed(code=code, inits={w: v for w, v in inits.items() if v is not None},
+                   mains={w: (key, v) for w, (key, v) in parsed_mains.items() if v is not None})
 
 
 def _def_names(code: tuple[str, int, ast.Module] | None) -> list[str]:
@@ -414,8 +460,9 @@ def _def_names(code: tuple[str, int, ast.Module] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> dict[str, Y]:
-    """The top-level mapping: only known keys, every required key."""
+def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> tuple[dict[str, Y], int]:
+    """The top-level mapping and its line: only known keys, and ``name`` and ``workers``
+    (``main`` and ``backward`` are checked with the workers' own mains)."""
     if root is None:
         loader.error(1, None, "the scenario file is empty; expected the keys name, workers, "
                               "main and backward")
@@ -431,14 +478,15 @@ def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> dict[str, 
             problems.add(ScenarioError(f"unknown key '{key}'{hint}; keys: "
                                        f"{', '.join(TOP_KEYS)}", path=loader.path,
                                        line=root.key_lines[key], key=key))
-    for key in REQUIRED_KEYS:
+    required = ("name", "workers")
+    for key in required:
         if key not in top and f"'{key}'" not in hints:  # not already named as a typo's fix
             problems.add(ScenarioError(f"missing required key '{key}'; a scenario needs "
                                        f"{', '.join(REQUIRED_KEYS)}", path=loader.path,
                                        line=root.line))
-    if any(key not in top for key in REQUIRED_KEYS):
+    if any(key not in top for key in required) or hints:
         problems.raise_found()
-    return top
+    return top, root.line
 
 
 def _load_seed(loader: _Loader, y: Y | None) -> int:
@@ -460,8 +508,6 @@ def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
             if stmt.name in functions:
                 loader.error(stmt.lineno, "code", f"function '{stmt.name}' is defined twice")
             reason = reserved_reason(stmt.name)
-            if reason is None and stmt.name.startswith("_"):
-                reason = "function names may not start with '_'"
             if reason is None and stmt.name in params:
                 reason = "it is the name of a param"
             if reason is not None:
@@ -472,16 +518,37 @@ def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
     return functions
 
 
-def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], functions: list[str],
-                    workers: list[str],
-                    problems: Problems) -> tuple[dict[str, list[str]], list[str]]:
-    """Check every program, keeping each one's problems in ``problems``; return the names
-    each worker's init sets and those main sets.
+def _classes(loader: _Loader, code: tuple[str, int, ast.Module] | None,
+             params: Mapping[str, Any], functions: list[str]) -> dict[str, ClassInfo]:
+    """The classes of ``code``, their shape checked (``distviz.scenario.classes``)."""
+    if code is None:
+        return {}
 
-    Order: each ``init`` (it sees params and functions), then ``code`` (it also sees every
-    worker's state), then ``main`` (it sees the initiator's state).
+    def fail(node: ast.AST, message: str) -> NoReturn:
+        loader.error(getattr(node, "lineno", None), "code", message)
+    return class_rules.collect_classes(fail, code[2], set(functions) | set(params))
+
+
+@dataclass
+class _Checked:
+    """What checking every program found: the names each worker's init sets, the names each
+    main assigns at its top level, and how many ``dist_autograd.backward`` calls there are."""
+
+    worker_state: dict[str, list[str]]
+    main_names: dict[str, list[str]]
+    backward_calls: int
+
+
+def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], functions: list[str],
+                    workers: list[str], classes: dict[str, ClassInfo], training: bool,
+                    problems: Problems) -> _Checked:
+    """Check every program, keeping each one's problems in ``problems``.
+
+    Order: each ``init`` (it sees params, functions and classes), then ``code`` (it also sees
+    every worker's state), then each ``main`` (it sees its own worker's state).
     """
-    common: dict[str, Any] = {"params": params, "functions": functions, "workers": workers}
+    common: dict[str, Any] = {"params": params, "functions": functions, "workers": workers,
+                              "classes": classes, "training": training}
     worker_state: dict[str, list[str]] = {w: [] for w in workers}
     for worker, (_, _, tree) in parsed.inits.items():
         checker = Checker(path, f"workers.{worker}.init", "init", state=(), elsewhere={},
@@ -489,14 +556,18 @@ def _check_programs(path: str, parsed: _Parsed, params: dict[str, Any], function
         problems.attempt(functools.partial(checker.check_module, tree), None)
         worker_state[worker] = checker.assigned
     all_state = {n for names in worker_state.values() for n in names}
+    calls = 0
     if parsed.code is not None:
         code_checker = Checker(path, "code", "code", state=all_state, elsewhere={}, **common)
-        code_tree = parsed.code[2]
-        problems.attempt(lambda: code_checker.check_module(code_tree), None)
-    initiator = workers[0]
-    elsewhere = {n: w for w in workers[1:] for n in worker_state[w]
-                 if n not in worker_state[initiator]}
-    main_checker = Checker(path, "main", "main", state=worker_state[initiator],
-                           elsewhere=elsewhere, **common)
-    problems.attempt(lambda: main_checker.check_module(parsed.main[2]), None)
-    return worker_state, main_checker.assigned
+        problems.attempt(functools.partial(code_checker.check_module, parsed.code[2]), None)
+        calls += code_checker.backward_calls
+    main_names: dict[str, list[str]] = {}
+    for worker, (key, (_, _, tree)) in parsed.mains.items():
+        elsewhere = {n: w for w in workers if w != worker for n in worker_state[w]
+                     if n not in worker_state[worker]}
+        main_checker = Checker(path, key, "main", state=worker_state[worker],
+                               elsewhere=elsewhere, **common)
+        problems.attempt(functools.partial(main_checker.check_module, tree), None)
+        main_names[worker] = main_checker.assigned
+        calls += main_checker.backward_calls
+    return _Checked(worker_state, main_names, calls)

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from distviz import lang
+from distviz import lang, lang_nn
 
 __all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message",
            "suggest"]
@@ -62,6 +62,8 @@ def reserved_reason(name: str) -> str | None:
         return "it is a builtin of the scenario language"
     if name in lang.RESERVED_NAMES:
         return "it is a Python constant"
+    if name in lang_nn.PREDEFINED:
+        return "it is a name the tutorials' imports bring (nn, optim, F, dist_autograd, RRef, ...)"
     return None
 
 
