@@ -78,6 +78,27 @@ def clear_names() -> None:
     _AUTO.clear()
 
 
+_NAMERS: list[Callable[[], list[tuple[Any, str]]]] = []
+
+
+def add_namer(namer: Callable[[], list[tuple[Any, str]]]) -> None:
+    """Add a source of names (``(tensor, label)`` pairs), asked at each recording after the
+    names given with ``name`` and before the fallback names (the runner names module
+    parameters this way: ``ps.EmbeddingTable#0.encoder.weight``)."""
+    _NAMERS.append(namer)
+
+
+def named_here(fallback: bool = True) -> list[tuple[Any, str]]:
+    """Every name this worker knows, first name first: ``name``, the namers, and (with
+    ``fallback``) ``auto_name``."""
+    out: list[tuple[Any, str]] = list(_NAMES)
+    for namer in _NAMERS:
+        out.extend(namer())
+    if fallback:
+        out.extend(_AUTO)
+    return out
+
+
 def log_call(context_id: int, call: RpcCall) -> None:
     """Remember an RPC made on this worker inside ``context_id`` (used by the scenario runtime)."""
     _CALLS.setdefault(context_id, []).append(call)
@@ -130,7 +151,7 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     sends = ctx._send_functions()
     recvs = ctx._recv_functions()
     msg_of: dict[Any, int] = {fn: int(mid) for mid, fn in list(sends.items()) + list(recvs.items())}
-    leaf_names, var_of_fn = _names_here(list(names) + list(_NAMES) + list(_AUTO))
+    leaf_names, var_of_fn = _names_here(list(names) + named_here())
     order = _walk(list(roots) + [sends[k] for k in sorted(sends)]
                   + [recvs[k] for k in sorted(recvs)] + list(var_of_fn))
     rec = _WorkerRecord(worker=worker)

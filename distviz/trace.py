@@ -386,6 +386,10 @@ def _parse_trace(obj: Any, source: str) -> Trace:
     if version is None:
         raise TraceError("missing 'schema_version'; not a distviz trace", path=source,
                          key="schema_version")
+    if version == 2 and type(version) is int:
+        raise TraceError("this file records several contexts (schema_version 2); read it with "
+                         "distviz.load_recording(path), or pick one with --context N",
+                         path=source, key="schema_version")
     if version != SCHEMA_VERSION:
         raise TraceError(f"schema_version {version!r} is not supported (this distviz reads "
                          f"version {SCHEMA_VERSION}); record the scenario again with this version",

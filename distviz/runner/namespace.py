@@ -8,10 +8,13 @@ functions of ``code``, then what the worker's ``init`` sets. ``state_names`` lis
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from distviz import recorder
-from distviz.runner import sandbox
+from distviz.runner import modules, nn_sandbox, sandbox
 from distviz.runner.protocol import WorkerOptions
 from distviz.runner.rpc_proxy import SCENARIO_MODULE
 from distviz.scenario import Scenario
@@ -21,15 +24,20 @@ __all__ = ["build_namespace", "state_names"]
 
 def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
                     options: WorkerOptions, reference: bool = False,
-                    target: dict[str, Any] | None = None) -> dict[str, Any]:
+                    target: dict[str, Any] | None = None,
+                    extras: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Make the module namespace of one worker: base names, ``rpc``, ``code`` functions, ``init``.
 
     Returns ``target`` (or a new dict) filled in. Real runs pass the ``__dict__`` of the module
     registered as ``distviz_scenario``, so functions pickle by reference. ``reference=True``
     makes ``crash_backward`` raise instead of ending the process, and gives run-time leaves no
     fallback names (the reference names them itself from ``_dv_made``). Raises whatever the
-    ``code`` or ``init`` program raises.
+    ``code`` or ``init`` program raises. ``extras`` are the training names (``dist_autograd``,
+    ``DistributedOptimizer``, ``RRef``, ``RemoteModule``) of the real run or the reference.
+    The worker's global generator (``nn`` layers, dropout) is seeded here.
     """
+    torch.manual_seed(nn_sandbox.worker_rng_seed(scenario.seed, rank))
+    modules.install()
     gen = sandbox.make_generator(scenario.seed, rank)
     proxy = sandbox.TorchProxy(gen, options.max_numel)
     made: list[tuple[Any, str]] = []
@@ -45,6 +53,8 @@ def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
     budget = sandbox.Budget(options.max_steps)
     ns = target if target is not None else {}
     ns.update(sandbox.base_namespace(proxy, budget, dict(scenario.params)))
+    nn_sandbox.install(ns, proxy)
+    ns.update(extras or {})
     if reference:
         # the reference runs inside the initiator: a crash must not kill it
         ns["crash_backward"] = lambda x: ns["fail_backward"](

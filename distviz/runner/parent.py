@@ -24,14 +24,21 @@ from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
+from distviz.recording import Recording
+from distviz.runner.collate import TrainingRun
+from distviz.runner.procs import no_main_import
 from distviz.runner.protocol import (
     Backward,
+    ContextDone,
     Exited,
+    FinalState,
+    Finish,
     ForwardDone,
     Message,
     Ready,
     Recorded,
     Result,
+    TrainerDone,
     WorkerFailed,
     WorkerOptions,
     WorkerSpec,
@@ -45,7 +52,9 @@ from distviz.trace import Trace
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
            "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
-           "distviz.scenario"]
+           "distviz.runner.training", "distviz.runner.train_worker",
+           "distviz.runner.reference_training", "distviz.replay", "torch.distributed.optim",
+           "torch.distributed.nn", "distviz.scenario"]
 
 #: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
 Decide = Callable[[Trace], tuple[bool, str | None]]
@@ -73,6 +82,7 @@ class RunOptions:
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
     # "slow": {worker: factor}}; see ``distviz.recorder.install_hooks``
     inject: dict[str, Any] = field(default_factory=dict)
+    contexts: str = "all"
 
     def worker_options(self) -> WorkerOptions:
         """The part of the options every worker needs."""
@@ -81,12 +91,17 @@ class RunOptions:
                              max_numel=self.max_numel, max_steps=self.max_steps,
                              max_rpc_depth=self.max_rpc_depth, max_memory=self.max_memory,
                              reference=self.reference, observe=self.observe,
-                             inject=self.inject)
+                             inject=self.inject, confirm_hang=self.confirm_hang,
+                             contexts=self.contexts)
 
 
 @dataclass
 class RunResult:
-    """What a run produced. ``trace`` may be partial (no real results) when ``error`` is set."""
+    """What a run produced. ``trace`` may be partial (no real results) when ``error`` is set.
+
+    A training scenario gives a ``recording`` (every recorded context) instead of a ``trace``;
+    ``stopped`` then says why distviz stopped the training early (a predicted or observed
+    hang, a backward that raised), if it did."""
 
     trace: Trace | None
     error: Exception | None = None
@@ -97,35 +112,14 @@ class RunResult:
     deaths: list[dict[str, Any]] = field(default_factory=list)
     abort_workers: bool = False
     tmpdir: str | None = None
+    recording: Recording | None = None
+    stopped: str | None = None
 
 
 def _context() -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
-
-
-class _NoMainImport:
-    """Start workers without re-importing the caller's ``__main__`` in them.
-
-    multiprocessing normally re-runs the parent's main script in each child (``__mp_main__``);
-    workers need nothing from it, and for a REPL, a notebook or ``python -`` it does not exist.
-    """
-
-    def __enter__(self) -> None:
-        from multiprocessing import spawn
-        self._orig = spawn.get_preparation_data
-
-        def prep(name: str) -> dict[str, Any]:
-            data = dict(self._orig(name))
-            data.pop("init_main_from_path", None)
-            data.pop("init_main_from_name", None)
-            return data
-        spawn.get_preparation_data = prep
-
-    def __exit__(self, *exc: object) -> None:
-        from multiprocessing import spawn
-        spawn.get_preparation_data = self._orig
 
 
 def stop_server() -> None:
@@ -154,10 +148,14 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     result = RunResult(trace=None, tmpdir=tmp)
     run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
     aborted = False
+    ctx = _context()
     try:
-        run.start(_context(), "file://" + os.path.join(tmp, "rendezvous"))
+        run.start(ctx, "file://" + os.path.join(tmp, "rendezvous"))
         run.drive()
         _note_deaths(run.procs, run.workers, result)
+        if run.training is not None:
+            from distviz.runner.parent_training import finish_training
+            finish_training(ctx, scenario, options, run.training, result, run.say)
     except KeyboardInterrupt:
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
     except BaseException:
@@ -197,6 +195,8 @@ class _Run:
         self.ready: set[int] = set()
         self.exited: set[int] = set()
         self.dead: set[int] = set()
+        self.training: TrainingRun | None = (
+            TrainingRun(trainers=scenario.trainers) if scenario.training else None)
 
     def start(self, ctx: Any, init_method: str) -> None:
         """Start one process per worker, each with its own pipe and lifeline."""
@@ -211,7 +211,7 @@ class _Run:
                               options=worker_options)
             p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
                             name=f"distviz-{name}", daemon=False)
-            with _NoMainImport():
+            with no_main_import():
                 p.start()
             self.result.pids[name] = int(p.pid)
             child_conn.close()
@@ -298,6 +298,41 @@ class _Run:
             self.on_recorded(msg)
         elif isinstance(msg, Result):
             return self.on_result(msg)
+        elif isinstance(msg, (ContextDone, TrainerDone, FinalState)):
+            return self.on_training(msg)
+        return False
+
+    def on_training(self, msg: ContextDone | TrainerDone | FinalState) -> bool:
+        """A training run's messages; True when the run must stop now (a trainer stopped)."""
+        tr = self.training
+        assert tr is not None
+        if isinstance(msg, FinalState):
+            tr.final[msg.worker] = msg.params
+            return False
+        if isinstance(msg, ContextDone):
+            tr.contexts.append((msg.trace, msg.info, msg.values))
+            self.deadline = time.monotonic() + self.options.forward_timeout
+            self.say(f"recorded context {len(tr.contexts)} ({msg.worker}, its context "
+                     f"{msg.index})")
+            return False
+        tr.windows[msg.worker] = msg.windows
+        tr.counts[msg.worker] = msg.contexts
+        if msg.stopped:
+            self.result.stopped = msg.error or f"{msg.worker} stopped"
+            self.result.abort_workers = True
+            self.phase = "done"
+            return True  # a hung backward never returns: tear down now
+        if msg.error is not None and self.result.error is None:
+            self.result.error = RunError(f"{msg.worker} failed: {msg.error}",
+                                         path=self.scenario.path)
+            return True
+        if len(tr.windows) == len(tr.trainers):
+            self.phase = "done"
+            self.deadline = time.monotonic() + self.options.shutdown_timeout
+            self.say("every trainer is done; collecting the final parameters")
+            for rank, conn in enumerate(self.conns):
+                if rank not in self.dead:
+                    send(conn, Finish())
         return False
 
     def on_ready(self, rank: int, msg: Ready) -> None:

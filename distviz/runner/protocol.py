@@ -9,6 +9,12 @@ message type, tagged with its ``kind``.
 Worker -> parent: ``Ready`` (RPC is up), ``ForwardDone``, ``Recorded`` (the trace),
 ``Result`` (the real backward and the reference), ``Exited`` (clean end), ``WorkerFailed``.
 Parent -> initiator: ``Backward`` (whether to run the real backward).
+
+The training form (no ``backward:`` key) has its own: each trainer sends ``ContextDone`` for
+every recorded context as it closes and ``TrainerDone`` when its main returns; the parent then
+sends ``Finish`` to every worker, which answers ``FinalState`` (its parameters) before it shuts
+RPC down. The reference then runs in a process of its own (``ReferenceSpec`` in,
+``ReferenceDone`` out).
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from distviz import limits
 from distviz.scenario import Scenario
 
 __all__ = [
-    "Backward", "Exited", "ForwardDone", "Message", "Ready", "Recorded", "Result",
-    "WorkerFailed", "WorkerOptions", "WorkerSpec", "recv", "send",
+    "Backward", "ContextDone", "Exited", "FinalState", "Finish", "ForwardDone", "Message",
+    "Ready", "Recorded", "ReferenceDone", "ReferenceSpec", "Result", "TrainerDone", "WorkerFailed",
+    "WorkerOptions", "WorkerSpec", "recv", "send",
 ]
 
 
@@ -42,6 +49,8 @@ class WorkerOptions:
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
     # "slow": {worker: factor}}; see ``distviz.recorder.install_hooks``
     inject: dict[str, Any] = field(default_factory=dict)
+    confirm_hang: bool = False
+    contexts: str = "all"
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,16 @@ class WorkerSpec:
     def worker(self) -> str:
         """This worker's name."""
         return self.workers[self.rank]
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    """What the reference process of a training run is started with: the scenario, the
+    options, and the order the real run opened its contexts in (``(trainer, number)``)."""
+
+    scenario: Scenario
+    options: WorkerOptions
+    schedule: list[tuple[str, int]]
 
 
 @dataclass(frozen=True)
@@ -139,9 +158,62 @@ class Result(Message):
     graceful: bool
 
 
+@dataclass(frozen=True)
+class ContextDone(Message):
+    """A recorded context closed on a trainer: ``trace`` (``Trace.to_json()`` with its
+    ``real`` section), ``info`` (the iteration: loss, gradients per worker, optimizer steps,
+    times) and ``values`` (gradient values by leaf id, for the reference; not saved)."""
+
+    kind: ClassVar[str] = "context"
+    worker: str
+    index: int
+    trace: dict[str, Any]
+    info: dict[str, Any]
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrainerDone(Message):
+    """A trainer's main ended: ``windows`` are ``[context number, enter ns, exit ns]``;
+    ``error`` is set when it ended by an exception (``stopped``: distviz stopped it, on a
+    predicted or observed hang or a backward error)."""
+
+    kind: ClassVar[str] = "trainer_done"
+    worker: str
+    contexts: int
+    windows: list[list[int]]
+    error: str | None = None
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class Finish(Message):
+    """Parent -> worker (training form): every trainer is done; report and shut down."""
+
+    kind: ClassVar[str] = "finish"
+
+
+@dataclass(frozen=True)
+class FinalState(Message):
+    """A worker's parameters after training, by name (summaries, and values when small)."""
+
+    kind: ClassVar[str] = "final_state"
+    worker: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReferenceDone(Message):
+    """The single-process reference of a training run (``distviz.runner.reference_training``)."""
+
+    kind: ClassVar[str] = "reference_done"
+    result: dict[str, Any]
+
+
 _TYPES: dict[str, type[Message]] = {
     cls.kind: cls for cls in (Ready, Exited, WorkerFailed, ForwardDone, Recorded, Backward,
-                              Result)}
+                              Result, ContextDone, TrainerDone, Finish, FinalState,
+                              ReferenceDone)}
 
 
 def encode(msg: Message) -> bytes:

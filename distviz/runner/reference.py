@@ -11,9 +11,10 @@ from typing import Any
 import torch
 
 from distviz import recorder as rec
+from distviz.runner import modules
 from distviz.runner.namespace import build_namespace, state_names
 from distviz.runner.protocol import WorkerOptions
-from distviz.runner.rpc_proxy import LocalRpc
+from distviz.runner.rpc_proxy import LocalRpc, LocalWorld
 from distviz.scenario import Scenario
 
 
@@ -23,21 +24,25 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
     Each worker keeps its own namespace and random generator (seeded as in the real run), so
     leaves get the same values as on the real workers.
     """
-    namespaces: dict[str, dict[str, Any]] = {}
-    local = LocalRpc(namespaces)
+    world = LocalWorld()
+    namespaces = world.namespaces
+    local = LocalRpc(world)
     state: dict[str, list[tuple[Any, str]]] = {}
     named: list[tuple[Any, str]] = []
     initiator = scenario.workers[0]
+    modules.use_scope("reference")
     try:
         with torch.enable_grad():
             for rank, w in enumerate(scenario.workers):
-                ns = build_namespace(scenario, w, rank, local, options, reference=True)
+                ns = world.run(w, build_namespace, scenario, w, rank, local, options,
+                               reference=True)
                 namespaces[w] = ns
                 state[w] = [pair for label, value in state_names(scenario, w, ns)
                             for pair in rec._expand(label, value)]
             base = namespaces[initiator]
             main_ns = dict(base)
-            exec(scenario.main.compile(), main_ns)  # validated and instrumented syntax tree
+            # validated and instrumented syntax tree
+            world.run(initiator, exec, scenario.main.compile(), main_ns)
             # In the real run an RPC result is a new tensor on the caller; here a local call can
             # hand back another worker's own leaf, which must keep that worker's name.
             foreign = {id(t) for w, ns in namespaces.items() if w != initiator
@@ -56,8 +61,10 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
                 roots = [main_ns[r] for r in p.roots]
                 torch.autograd.backward(roots, retain_graph=p.retain_graph)
     except Exception as exc:  # noqa: BLE001 - reported, never raised
+        modules.use_scope("run")
         return {"outcome": "error", "error": str(exc).strip().splitlines()[0] if str(exc).strip()
                 else type(exc).__name__, "grads": {}}
+    modules.use_scope("run")
     grads: dict[str, Any] = {}
     seen: set[int] = set()
     for t, label in named:  # one name per leaf: the first, as the recorder does

@@ -75,10 +75,17 @@ def _depth_message(frames: list[tuple[str, str]], limit: int) -> str:
 
 
 def _func_name(func: Any) -> tuple[str, bool]:
+    """``(name, builtin)`` of an RPC's function: a scenario function or class by its name
+    (``my_add``, ``EmbeddingTable``), a method of one by its qualified name, an ``nn`` class
+    as ``nn.Linear``, a torch function as ``torch.add`` (a builtin RPC)."""
     mod = getattr(func, "__module__", None) or ""
     name = getattr(func, "__name__", repr(func))
     if mod == SCENARIO_MODULE:
-        return name, False
+        return str(getattr(func, "__qualname__", name)), False
+    if func is invoke_method:
+        return "rref method", False
+    if isinstance(func, type):
+        return (f"nn.{name}" if mod.startswith("torch.nn") else name), False
     return f"torch.{name}", True
 
 
@@ -120,14 +127,53 @@ class FutureProxy:
         return value
 
 
+def worker_name(to: Any) -> str:
+    """The worker name of an RPC destination: a name, or a ``WorkerInfo`` (``rref.owner()``)."""
+    return str(getattr(to, "name", to))
+
+
+def invoke_method(rref: Any, name: str, args: Any, kwargs: Any) -> Any:
+    """Run ``rref``'s value's method ``name`` on its owner (``rref.rpc_sync().name(...)``).
+
+    ``name`` comes from a checked scenario (a whitelisted or declared method name), never
+    private."""
+    if name.startswith("_"):
+        raise AttributeError(f"method {name!r} is not available in scenarios")
+    return getattr(rref.local_value(), name)(*args, **kwargs)
+
+
+class MethodCaller:
+    """``rref.rpc_sync()``, ``rref.rpc_async()`` or ``rref.remote()``: ``.method(...)`` runs
+    the method of the RRef's value on its owner, through the scenario's ``rpc``."""
+
+    def __init__(self, rref: Any, api: str, rpc_obj: Any, timeout: float = -1.0) -> None:
+        self._rref = rref
+        self._api = api
+        self._rpc = rpc_obj
+        self._timeout = timeout
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            fn = getattr(self._rpc, self._api)
+            return fn(self._rref.owner(), invoke_method,
+                      args=(self._rref, name, args, kwargs), timeout=self._timeout)
+        return call
+
+
 class RRefProxy:
-    """What ``rpc.remote`` returns in a scenario: ``to_here()`` and ``local_value()``."""
+    """What ``rpc.remote`` returns in a scenario: PyTorch's RRef methods, with ``to_here()``
+    and ``rpc_sync()/rpc_async()/remote()`` going through the scenario's ``rpc``."""
 
     def __init__(self, rref: Any, owner: Any, log: Callable[[str, _Snapshot, int | None,
-                                                             str | None], None]) -> None:
+                                                             str | None], None],
+                 rpc_obj: Any = None) -> None:
         self._rref = rref
         self._owner = owner
         self._log = log
+        self._rpc = rpc_obj
 
     def to_here(self, *args: Any, _dv_line: int | None = None,
                 _dv_target: str | None = None) -> Any:
@@ -139,8 +185,26 @@ class RRefProxy:
     def local_value(self) -> Any:
         return self._rref.local_value()
 
+    def owner(self) -> Any:
+        return self._rref.owner()
+
     def owner_name(self) -> str:
         return str(self._rref.owner_name())
+
+    def is_owner(self) -> bool:
+        return bool(self._rref.is_owner())
+
+    def confirmed_by_owner(self) -> bool:
+        return bool(self._rref.confirmed_by_owner())
+
+    def rpc_sync(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_sync", self._rpc, timeout)
+
+    def rpc_async(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_async", self._rpc, timeout)
+
+    def remote(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "remote", self._rpc, timeout)
 
 
 def _unwrap(args: Any) -> Any:
@@ -181,11 +245,11 @@ class ScenarioRpc:
         A scenario function runs on the callee through ``run_nested`` with the chain of calls;
         raises ``RpcDepthError`` when that chain would nest deeper than the limit.
         """
-        log = self._logger(str(to), func)
+        log = self._logger(worker_name(to), func)
         fname, builtin = _func_name(func)
         call_args = tuple(_unwrap(args))
         if not builtin:
-            frames = [*(_chain() or [("main", self._worker)]), (fname, str(to))]
+            frames = [*(_chain() or [("main", self._worker)]), (fname, worker_name(to))]
             if len(frames) - 1 > self._max_depth:
                 raise RpcDepthError(_depth_message(frames, self._max_depth))
             func, call_args = run_nested, (frames, func, *call_args)
@@ -213,13 +277,83 @@ class ScenarioRpc:
                _dv_target: str | None = None) -> RRefProxy:
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
         log("remote", snap, _dv_line, _dv_target)
-        return RRefProxy(rref, to, log)
+        return RRefProxy(rref, to, log, self)
 
     def get_worker_info(self, name: str | None = None) -> Any:
         return rpc.get_worker_info(name) if name else rpc.get_worker_info()
 
 
 # -- the single-process reference ---------------------------------------------------------------
+
+class LocalWorld:
+    """The workers of the reference run, in one process: their namespaces, which one's code is
+    running (per thread, a stack: an RPC runs on its destination; ``trainer`` is the thread's
+    trainer), and each one's global random generator state, swapped in while its code runs
+    (``nn`` layers draw initial weights and dropout masks from it, as each real worker does
+    from its own). ``suspend``/``resume`` save and restore around a switch of threads."""
+
+    def __init__(self) -> None:
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.rng: dict[str, torch.Tensor] = {}
+        self._local = threading.local()
+
+    @property
+    def stack(self) -> list[str]:
+        found: list[str] | None = getattr(self._local, "stack", None)
+        if found is None:
+            found = []
+            self._local.stack = found
+        return found
+
+    @property
+    def trainer(self) -> str:
+        return str(getattr(self._local, "trainer", ""))
+
+    @trainer.setter
+    def trainer(self, name: str) -> None:
+        self._local.trainer = name
+
+    @property
+    def current(self) -> str:
+        stack = self.stack
+        return stack[-1] if stack else ""
+
+    def suspend(self) -> None:
+        """This thread stops running: keep its worker's generator state."""
+        if self.stack:
+            self.rng[self.stack[-1]] = torch.get_rng_state()
+
+    def resume(self) -> None:
+        """This thread runs again: its worker's generator state and module registry."""
+        from distviz.runner import modules
+        if self.stack and self.stack[-1] in self.rng:
+            torch.set_rng_state(self.rng[self.stack[-1]])
+        modules.set_worker(self.current)
+
+    def enter(self, worker: str) -> None:
+        from distviz.runner import modules
+        self.suspend()
+        if worker in self.rng:
+            torch.set_rng_state(self.rng[worker])
+        self.stack.append(worker)
+        modules.set_worker(worker)
+
+    def leave(self) -> None:
+        from distviz.runner import modules
+        worker = self.stack.pop()
+        self.rng[worker] = torch.get_rng_state()
+        if self.stack and self.stack[-1] in self.rng:
+            torch.set_rng_state(self.rng[self.stack[-1]])
+        modules.set_worker(self.current)
+
+    def run(self, worker: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` as code of ``worker``."""
+        self.enter(worker)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.leave()
+
 
 class _LocalFuture:
     def __init__(self, value: Any) -> None:
@@ -229,9 +363,23 @@ class _LocalFuture:
         return self._value
 
 
-class _LocalRRef:
-    def __init__(self, value: Any) -> None:
+class LocalWorkerInfo:
+    """What ``rref.owner()`` returns in the reference run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LocalRRef:
+    """An RRef in the reference run: the value itself and the worker that owns it."""
+
+    def __init__(self, value: Any, owner: str, rpc_obj: Any = None) -> None:
         self._value = value
+        self._owner = owner
+        self._rpc = rpc_obj
 
     def to_here(self, *args: Any, **kwargs: Any) -> Any:
         return self._value
@@ -239,18 +387,57 @@ class _LocalRRef:
     def local_value(self) -> Any:
         return self._value
 
+    def owner(self) -> LocalWorkerInfo:
+        return LocalWorkerInfo(self._owner)
+
+    def owner_name(self) -> str:
+        return self._owner
+
+    def is_owner(self) -> bool:
+        return self._rpc is None or self._rpc.world.current == self._owner
+
+    def confirmed_by_owner(self) -> bool:
+        return True
+
+    def rpc_sync(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_sync", self._rpc, timeout)
+
+    def rpc_async(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_async", self._rpc, timeout)
+
+    def remote(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "remote", self._rpc, timeout)
+
 
 class LocalRpc:
-    """``rpc`` for the reference run: each call runs in-process in the target worker's namespace."""
+    """``rpc`` for the reference run: each call runs in-process as code of its destination,
+    with the destination's own functions and classes (a function or class of ``code`` passed
+    along is that worker's, as unpickling it there would give)."""
 
-    def __init__(self, namespaces: Mapping[str, dict[str, Any]]) -> None:
-        self._ns = namespaces
+    def __init__(self, world: LocalWorld) -> None:
+        self.world = world
+
+    def _translate(self, value: Any, ns: dict[str, Any]) -> Any:
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._translate(v, ns) for v in value)
+        if isinstance(value, dict):
+            return {k: self._translate(v, ns) for k, v in value.items()}
+        if getattr(value, "__module__", None) == SCENARIO_MODULE and callable(value):
+            found: Any = ns
+            for part in str(getattr(value, "__qualname__", "")).split("."):
+                found = found.get(part) if isinstance(found, dict) else getattr(found, part, None)
+                if found is None:
+                    return value
+            return found
+        return value
 
     def _call(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
-        target = func
-        if getattr(func, "__module__", None) == SCENARIO_MODULE:
-            target = self._ns[str(to)][func.__name__]
-        return target(*tuple(args or ()), **dict(kwargs or {}))
+        name = worker_name(to)
+        ns = self.world.namespaces[name]
+        target = self._translate(func, ns)
+        args = self._translate(tuple(args or ()), ns)
+        kw = self._translate(dict(kwargs or {}), ns)
+        return self.world.run(name, target, *args, **kw)
 
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float = -1.0, **_: Any) -> Any:
@@ -261,5 +448,5 @@ class LocalRpc:
         return _LocalFuture(self._call(to, func, args, kwargs))
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
-               timeout: float = -1.0, **_: Any) -> _LocalRRef:
-        return _LocalRRef(self._call(to, func, args, kwargs))
+               timeout: float = -1.0, **_: Any) -> LocalRRef:
+        return LocalRRef(self._call(to, func, args, kwargs), worker_name(to), self)

@@ -134,6 +134,13 @@ def out_of_memory(kind: str, message: str, max_bytes: int) -> str | None:
             "(raise the limit with --max-memory)")
 
 
+def reference_entry(conn: Any, lifeline: Any, spec: Any) -> None:
+    """Process target of a training run's reference (torch is imported here, not in the
+    parent): ``distviz.runner.reference_training.reference_main``."""
+    from distviz.runner.reference_training import reference_main
+    reference_main(conn, lifeline, spec)
+
+
 def _redirect_stderr(worker: str) -> None:
     """Send this process's stderr to ``$DISTVIZ_WORKER_LOG.<worker>.log``, or discard it:
     PyTorch's C++ warnings (TensorPipe EOFs after a crash) stay out of the UI."""
@@ -164,24 +171,43 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     import torch.distributed.rpc as rpc
 
     from distviz import recorder
+    from distviz.runner import modules
     from distviz.runner.namespace import build_namespace, state_names
     from distviz.runner.rpc_proxy import SCENARIO_MODULE, ScenarioRpc
+    from distviz.runner.training import TrainingSession, install_namers
 
     scenario, options, worker, rank = spec.scenario, spec.options, spec.worker, spec.rank
     state["phase"] = "init"
     module = types.ModuleType(SCENARIO_MODULE)
     sys.modules[SCENARIO_MODULE] = module
+    modules.set_worker(worker)
+    lock = threading.Lock()
+
+    def tell(msg: Any) -> None:
+        with lock:
+            send(conn, msg)
+    session = TrainingSession(worker, options, tell)
     ns = build_namespace(scenario, worker, rank, ScenarioRpc(worker, options.max_rpc_depth),
-                         options, target=module.__dict__)
-    for label, value in state_names(scenario, worker, ns):
+                         options, target=module.__dict__, extras=session.names())
+    state_pairs = state_names(scenario, worker, ns)
+    for label, value in state_pairs:
         for t, lab in recorder._expand(label, value):
             recorder.name(t, lab)
+    install_namers(worker, state_pairs, lambda: session.main_ns)
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
         init_method=spec.init_method, rpc_timeout=options.rpc_timeout, _transports=["uv"],
         num_worker_threads=options.rpc_threads)
     rpc.init_rpc(worker, rank=rank, world_size=len(spec.workers), rpc_backend_options=opts)
     send(conn, Ready(rank=rank, worker=worker))
+    if scenario.training:
+        from distviz.runner.train_worker import run_training
+        state["phase"] = "training"
+        graceful = run_training(conn, tell, scenario, worker, ns, session, state)
+        state["phase"] = "shutdown"
+        rpc.shutdown(graceful=graceful)
+        send(conn, Exited(rank=rank))
+        return
     if rank != 0:
         state["phase"] = "serving"
         rpc.shutdown()  # serves requests until every worker has joined the shutdown

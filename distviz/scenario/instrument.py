@@ -22,6 +22,8 @@ from __future__ import annotations
 import ast
 
 from distviz import lang
+from distviz.scenario.rules import dotted
+from distviz.scenario.rules_nn import NAMESPACE_ROOTS, is_static_member
 
 __all__ = ["instrument"]
 
@@ -32,6 +34,22 @@ def instrument(tree: ast.Module) -> ast.Module:
     ast.fix_missing_locations(out)
     assert isinstance(out, ast.Module)
     return out
+
+
+def _is_guarded_self(node: ast.Attribute, self_name: str) -> bool:
+    """``self.NAME`` in a store, after ``visit_Attribute`` wrapped it (``_dv_self(self).NAME``)
+    or before."""
+    value = node.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+            and value.func.id == "_dv_self" and value.args:
+        value = value.args[0]
+    return isinstance(value, ast.Name) and value.id == self_name
+
+
+def _is_super(node: ast.Attribute) -> bool:
+    """``super(...).__init__``: the checker allows it only as ``super().__init__(...)``."""
+    return (node.attr == "__init__" and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "super")
 
 
 def _tick(at: ast.AST) -> ast.Call:
@@ -60,6 +78,40 @@ class _Instrument(ast.NodeTransformer):
         self.generic_visit(node)
         node.body.insert(0, ast.copy_location(ast.Expr(_tick(node)), node))
         return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> list[ast.stmt]:
+        self.generic_visit(node)
+        methods = [m.name for m in node.body if isinstance(m, ast.FunctionDef)]
+        attributes: list[str] = []
+        for method in node.body:
+            if isinstance(method, ast.FunctionDef) and method.args.args:
+                me = method.args.args[0].arg
+                for sub in ast.walk(method):
+                    if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store)
+                            and _is_guarded_self(sub, me) and sub.attr not in attributes):
+                        attributes.append(sub.attr)
+        register = ast.Call(func=ast.Name(id="_dv_class", ctx=ast.Load()),
+                            args=[ast.Name(id=node.name, ctx=ast.Load()),
+                                  ast.Tuple([ast.Constant(m) for m in methods], ast.Load()),
+                                  ast.Tuple([ast.Constant(a) for a in attributes], ast.Load())],
+                            keywords=[])
+        return [node, ast.copy_location(ast.Expr(register), node)]
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Store):
+            # self.NAME = v: the checker allows it only on a method's own self
+            node.value = ast.copy_location(
+                ast.Call(func=ast.Name(id="_dv_self", ctx=ast.Load()), args=[node.value],
+                         keywords=[]), node.value)
+            return node
+        path = dotted(node)
+        if (path is not None and path[0] in NAMESPACE_ROOTS) or is_static_member(node.attr) \
+                or not isinstance(node.ctx, ast.Load) or _is_super(node):
+            return node
+        call = ast.Call(func=ast.Name(id="_dv_attr", ctx=ast.Load()),
+                        args=[node.value, ast.Constant(node.attr)], keywords=[])
+        return ast.copy_location(call, node)
 
     def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
         self.generic_visit(node)

@@ -1,0 +1,182 @@
+"""A recording of several contexts (trace ``schema_version`` 2) and the reader of both versions.
+
+A training scenario opens one context per iteration, on one or several trainers; each
+recorded context is one ``Trace`` (the graph, its passes, the real backward, the reference
+gradients) plus its ``Iteration`` (loss, gradients per worker, optimizer steps). A
+``Recording`` holds them with what they share (scenario, workers, torch version) and the
+run-level ``TrainingSummary``. ``load_recording`` reads version 2 files and version 1 files
+(one context, no training); ``Recording.save`` writes version 2, one node per line as in
+version 1. ``docs/trace-format.md`` documents both.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distviz.errors import TraceError
+from distviz.trace import SCHEMA_VERSION, Trace, _parse_trace, write_atomic
+from distviz.training import Iteration, TrainingSummary
+
+__all__ = ["RECORDING_VERSION", "Recording", "load_recording", "loads_recording"]
+
+#: The schema version of a recording of several contexts.
+RECORDING_VERSION = 2
+
+#: Keys a version 2 file keeps once at the top; every context shares them.
+_SHARED = ("scenario", "torch_version", "interop_threads", "workers", "meta")
+
+
+@dataclass
+class Recording:
+    """Several recorded contexts of one run, in the order they were recorded.
+
+    ``contexts[i]`` is a complete ``Trace`` (the replay and the pictures take it as it is) and
+    ``iterations[i]`` what that context did in training (``None`` for a version 1 file).
+    """
+
+    contexts: list[Trace]
+    iterations: list[Iteration | None]
+    workers: list[str]
+    scenario: dict[str, Any] | None = None
+    torch_version: str | None = None
+    interop_threads: int | None = 1
+    meta: dict[str, Any] = field(default_factory=dict)
+    training: TrainingSummary | None = None
+    version: int = RECORDING_VERSION
+
+    @classmethod
+    def single(cls, trace: Trace) -> Recording:
+        """A recording of one context (what a version 1 file holds)."""
+        return cls(contexts=[trace], iterations=[None], workers=list(trace.workers),
+                   scenario=trace.scenario, torch_version=trace.torch_version,
+                   interop_threads=trace.interop_threads, meta=trace.meta, version=SCHEMA_VERSION)
+
+    def pick(self, number: int | None) -> Trace:
+        """The context numbered ``number`` (from 1, in recording order); ``None``: the first.
+
+        Raises ``TraceError`` naming the range when there is no such context."""
+        if not self.contexts:
+            raise TraceError("the recording holds no context")
+        index = 1 if number is None else number
+        if not 1 <= index <= len(self.contexts):
+            raise TraceError(f"--context {index}: the recording holds contexts 1.."
+                             f"{len(self.contexts)}", key="--context")
+        return self.contexts[index - 1]
+
+    def label(self, index: int) -> str:
+        """``context 3 (trainer 3)``: a context's number and its trainer's context number."""
+        it = self.iterations[index] if index < len(self.iterations) else None
+        head = f"context {index + 1}"
+        return head if it is None else f"{head} ({it.trainer} {it.index})"
+
+    # -- JSON ---------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The version 2 object (contexts without the shared keys)."""
+        contexts = []
+        for trace, it in zip(self.contexts, self.iterations, strict=True):
+            obj = trace.to_json()
+            for key in ("schema_version", "format", *_SHARED):
+                obj.pop(key, None)
+            obj["iteration"] = it.to_json() if it is not None else None
+            contexts.append(obj)
+        return {"schema_version": RECORDING_VERSION, "format": "distviz-trace",
+                "scenario": self.scenario, "torch_version": self.torch_version,
+                "interop_threads": self.interop_threads, "workers": self.workers,
+                "training": self.training.to_json() if self.training else None,
+                "meta": self.meta, "contexts": contexts}
+
+    def dumps(self) -> str:
+        """The JSON text: shared keys on the first line, then per context its keys on one line
+        and its nodes one per line, so two recordings diff node by node."""
+        obj = self.to_json()
+        contexts = obj.pop("contexts")
+        head = json.dumps(obj, separators=(",", ":"))
+        parts = []
+        for c in contexts:
+            nodes = c.pop("nodes")
+            body = ",\n".join(json.dumps(n, separators=(",", ":")) for n in nodes)
+            parts.append(json.dumps(c, separators=(",", ":"))[:-1] + ',"nodes":[\n' + body
+                         + "\n]}")
+        return head[:-1] + ',"contexts":[\n' + ",\n".join(parts) + "\n]}\n"
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the recording atomically; a single context without training is written as a
+        version 1 trace, as before."""
+        if self.version == SCHEMA_VERSION and len(self.contexts) == 1 and self.training is None:
+            return self.contexts[0].save(path)
+        return write_atomic(Path(path), self.dumps())
+
+
+def load_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read a trace file of either version. Raises ``TraceError`` (one line, naming the file
+    and key) as ``distviz.trace.load`` does."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceError("no such trace file; run `distviz run SCENARIO -o FILE` to make one",
+                         path=str(p)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceError(f"cannot read the trace: {exc}", path=str(p)) from None
+    return loads_recording(text, source=str(p))
+
+
+def loads_recording(text: str, source: str = "<trace>") -> Recording:
+    """Parse trace JSON text of either version (see ``load_recording``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"not valid JSON ({exc.msg} at column {exc.colno}); the file is "
+                             "truncated or is not a distviz trace", path=source,
+                             line=exc.lineno) from None
+        except RecursionError:
+            raise TraceError("JSON nested too deeply; not a distviz trace",
+                             path=source) from None
+        return from_json(obj, source)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def from_json(obj: Any, source: str = "<trace>") -> Recording:
+    """A ``Recording`` from parsed JSON of either version."""
+    if isinstance(obj, dict) and obj.get("schema_version") == RECORDING_VERSION:
+        return _parse_v2(obj, source)
+    return Recording.single(_parse_trace(obj, source))
+
+
+def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
+    raw = obj.get("contexts")
+    if not isinstance(raw, list):
+        raise TraceError("expected a list of contexts", path=source, key="contexts")
+    shared = {k: obj.get(k) for k in _SHARED}
+    contexts: list[Trace] = []
+    iterations: list[Iteration | None] = []
+    for i, c in enumerate(raw):
+        if not isinstance(c, dict):
+            raise TraceError("expected an object", path=source, key=f"contexts[{i}]")
+        one = dict(c, schema_version=SCHEMA_VERSION, **shared)
+        try:
+            contexts.append(_parse_trace(one, f"{source} contexts[{i}]"))
+            it = c.get("iteration")
+            iterations.append(Iteration.from_json(it) if isinstance(it, dict) else None)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TraceError(f"bad iteration: {exc}", path=source,
+                             key=f"contexts[{i}].iteration") from None
+    training = obj.get("training")
+    workers = obj.get("workers")
+    if not isinstance(workers, list):
+        raise TraceError("expected a list of worker names", path=source, key="workers")
+    return Recording(contexts=contexts, iterations=iterations, workers=[str(w) for w in workers],
+                     scenario=obj.get("scenario"), torch_version=obj.get("torch_version"),
+                     interop_threads=obj.get("interop_threads", 1), meta=obj.get("meta") or {},
+                     training=TrainingSummary.from_json(training)
+                     if isinstance(training, dict) else None)

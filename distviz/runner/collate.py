@@ -1,0 +1,202 @@
+"""A training run's messages -> a ``Recording`` (pure: the parent imports it).
+
+The trainers send each recorded context as it closes (``ContextDone``: the trace with its
+real backward, the iteration, the gradient values), every worker its final parameters
+(``FinalState``) and the reference process its own run (``ReferenceDone``). ``collate`` puts
+them together: each context gets its trace's ``reference`` section (gradients by leaf, as in a
+single-context run) and its ``Iteration`` (with the reference's loss and updates compared),
+and the recording gets the ``TrainingSummary`` (schedule, overlap, final parameters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distviz.recording import Recording
+from distviz.trace import Trace
+from distviz.training import (
+    Iteration,
+    IterationCheck,
+    TrainingSummary,
+    ValueCheck,
+    compare_values,
+)
+
+__all__ = ["TrainingRun", "collate", "schedule"]
+
+
+@dataclass
+class TrainingRun:
+    """What the parent received during a training run, as plain JSON values."""
+
+    trainers: list[str]
+    contexts: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = field(
+        default_factory=list)        # (trace JSON, iteration info, gradient values by leaf id)
+    windows: dict[str, list[list[int]]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    final: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker -> name -> entry
+    reference: dict[str, Any] | None = None
+
+
+def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple[str, int]],
+                                                                    bool]:
+    """The contexts of every trainer in the order they opened, and whether contexts of
+    different trainers were open at the same time."""
+    spans = sorted((enter, exit_, trainer, index) for trainer, ws in windows.items()
+                   for index, enter, exit_ in ws)
+    overlapped = False
+    latest: dict[str, int] = {}
+    for enter, exit_, trainer, _ in spans:
+        if any(t != trainer and end > enter for t, end in latest.items()):
+            overlapped = True
+        latest[trainer] = max(latest.get(trainer, 0), exit_)
+    return [(trainer, index) for _, _, trainer, index in spans], overlapped
+
+
+def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
+    """The recording of a training run (see the module docstring)."""
+    order, overlapped = schedule(run.windows)
+    ref = run.reference or {}
+    ref_contexts = {(c["trainer"], int(c["index"])): c for c in ref.get("contexts", [])}
+    t0 = min((int(info["enter_ns"]) for _, info, _ in run.contexts), default=0)
+    traces: list[Trace] = []
+    iterations: list[Iteration | None] = []
+    for trace_json, info, values in run.contexts:
+        trace = Trace.from_json(trace_json, source="<trainer>")
+        trace.scenario = scenario
+        key = (str(info["trainer"]), int(info["index"]))
+        want = ref_contexts.get(key)
+        reason = _not_comparable(trace, ref, want, overlapped)
+        trace.reference = _gradients_section(trace, values, want, reason)
+        iteration = dict(info, enter_us=(int(info["enter_ns"]) - t0) / 1000.0,
+                         exit_us=(int(info["exit_ns"]) - t0) / 1000.0, reference=None)
+        it = Iteration.from_json(iteration)
+        iterations.append(_with_check(it, want, reason))
+        traces.append(trace)
+    traces, iterations = _in_order(traces, iterations)
+    workers = traces[0].workers if traces else []
+    summary = TrainingSummary(
+        trainers=tuple(run.trainers), schedule=tuple(order), overlapped=overlapped,
+        contexts_total=sum(run.counts.values()),
+        reference_outcome=ref.get("outcome") if run.reference is not None else None,
+        reference_error=ref.get("error"),
+        final=tuple(_final_checks(run.final, ref, overlapped)))
+    first = traces[0] if traces else None
+    return Recording(contexts=traces, iterations=iterations, workers=list(workers),
+                     scenario=scenario, torch_version=first.torch_version if first else None,
+                     interop_threads=first.interop_threads if first else 1, training=summary)
+
+
+def _in_order(traces: list[Trace], iterations: list[Iteration | None]
+              ) -> tuple[list[Trace], list[Iteration | None]]:
+    """Contexts in the order they opened (trainers send them as they close)."""
+    pairs = sorted(zip(traces, iterations, strict=True),
+                   key=lambda p: (p[1].enter_us if p[1] else 0.0))
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _not_comparable(trace: Trace, ref: Mapping[str, Any], want: Mapping[str, Any] | None,
+                    overlapped: bool) -> str | None:
+    if not ref:
+        return "no reference run"
+    if ref.get("outcome") != "completed":
+        return f"the reference run failed: {ref.get('error')}"
+    if overlapped:
+        return ("contexts of several trainers were open at the same time; the reference runs "
+                "them one at a time, so values that depend on the interleaving are not compared")
+    if want is None:
+        return "the reference has no such context"
+    if trace.real is None or trace.real.get("outcome") != "completed":
+        return "the real backward did not complete"
+    return None
+
+
+def _gradients_section(trace: Trace, values: Mapping[str, Any], want: Mapping[str, Any] | None,
+                       reason: str | None) -> dict[str, Any]:
+    """The trace's ``reference`` section: each leaf's gradient against the reference's."""
+    rows: list[dict[str, Any]] = []
+    ref_grads: Mapping[str, Any] = (want or {}).get("gradients", {})
+    real_grads = (trace.real or {}).get("gradients", {})
+    ok = reason is None
+    for n in trace.nodes:
+        if n.kind != "accumulate_grad" or not n.var:
+            continue
+        row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
+        expected = ref_grads.get(n.var)
+        summary = real_grads.get(n.id)
+        if reason is not None:
+            row["status"] = "not_compared"
+        elif expected is None and summary is None:
+            row["status"] = "no_gradient"
+        elif expected is None:
+            row["status"] = "zero_unused" if summary.get("zero") else "extra"
+        elif summary is None:
+            row["status"] = "missing"
+        else:
+            check = compare_values(n.var, n.worker, values.get(n.id), expected.get("all"),
+                                   str(expected.get("dtype", "")))
+            row.update(status=check.status, max_abs_diff=check.max_abs_diff,
+                       tolerance=check.tolerance)
+        if expected is not None:
+            row["reference"] = {k: v for k, v in expected.items() if k != "all"}
+        if row["status"] not in ("match", "zero_unused", "no_gradient", "not_compared"):
+            ok = False
+        rows.append(row)
+    comparable = reason is None
+    return {"outcome": "completed" if want else "error", "error": reason,
+            "comparable": comparable, "ok": bool(ok) if comparable else None,
+            "comparison": rows,
+            "gradients": {k: {kk: vv for kk, vv in v.items() if kk != "all"}
+                          for k, v in sorted(ref_grads.items())}}
+
+
+def _with_check(it: Iteration, want: Mapping[str, Any] | None, reason: str | None) -> Iteration:
+    """The iteration with its loss and updates compared with the reference's."""
+    if reason is not None or want is None:
+        check = IterationCheck(comparable=False, reason=reason)
+    else:
+        loss = tuple(float(x) for x in want.get("loss", []))
+        loss_match = len(loss) == len(it.loss) and all(
+            abs(a - b) <= 1e-6 + 1e-4 * abs(b) for a, b in zip(it.loss, loss, strict=True))
+        ref_updates = {(u["name"]): float(u["norm"]) for step in want.get("steps", [])
+                       for u in step.get("updates", [])}
+        rows = []
+        for step in it.steps:
+            for u in step.updates:
+                expected = ref_updates.get(u.name)
+                if expected is None:
+                    rows.append(ValueCheck(u.name, u.worker, "extra"))
+                    continue
+                rows.append(compare_values(u.name, u.worker, [u.norm], [expected], "float32"))
+        check = IterationCheck(comparable=True, loss=loss, loss_match=loss_match,
+                               updates=tuple(rows))
+    return Iteration(trainer=it.trainer, index=it.index, context_id=it.context_id, loss=it.loss,
+                     gradients=it.gradients, steps=it.steps, enter_us=it.enter_us,
+                     exit_us=it.exit_us, reference=check)
+
+
+def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any],
+                  overlapped: bool) -> list[ValueCheck]:
+    """Each parameter after training against the reference's."""
+    want: Mapping[str, Any] = ref.get("final", {}) if ref else {}
+    rows: list[ValueCheck] = []
+    for worker in sorted(final):
+        for name, entry in final[worker].items():
+            expected = want.get(name)
+            if not ref or ref.get("outcome") != "completed":
+                rows.append(ValueCheck(name, worker, "not_compared", reason="no reference"))
+            elif overlapped:
+                rows.append(ValueCheck(name, worker, "not_compared",
+                                       reason="trainers overlapped"))
+            elif expected is None:
+                rows.append(ValueCheck(name, worker, "extra"))
+            else:
+                rows.append(compare_values(name, worker, entry.get("all"), expected.get("all"),
+                                           str(entry.get("dtype", ""))))
+    seen = {r.name for r in rows}
+    for name, entry in want.items():
+        if name not in seen and ref.get("outcome") == "completed" and not overlapped:
+            rows.append(ValueCheck(name, str(entry.get("worker", "")), "missing"))
+    return rows

@@ -1,0 +1,432 @@
+"""Training programs on real workers: contexts opened by the program itself (torch side).
+
+In the training form a scenario's ``main`` opens its own contexts (``with
+dist_autograd.context() as context_id:``), calls ``dist_autograd.backward(context_id,
+[loss])`` and steps a ``DistributedOptimizer``, as PyTorch's tutorials do. The names a program
+sees for that (``dist_autograd``, ``DistributedOptimizer``, ``RRef``, ``RemoteModule``) come
+from this worker's ``TrainingSession``:
+
+* every context the worker opens is numbered (from 1, per worker); the selected ones
+  (``--contexts``) are recorded at their first ``dist_autograd.backward``: the graph on every
+  worker, named after the caller's variables (``loss``) and the modules' parameters
+  (``ps.EmbeddingTable#0.encoder.weight``); the replay then predicts the pass (a predicted hang
+  stops the run unless ``--confirm-hang``), hooks go on every recorded node, and the real
+  backward runs under the hang time-out;
+* ``DistributedOptimizer.step(context_id)`` also measures, on each owner, how far each
+  parameter moved (the norm of the change);
+* when the context closes, the observed events and what ``get_gradients`` holds on every
+  worker are collected, and the context goes to the parent (``ContextDone``).
+
+Contexts that are not selected run exactly as without distviz.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed.autograd as real_autograd
+import torch.distributed.rpc as rpc
+from torch.distributed.optim import DistributedOptimizer as RealDistributedOptimizer
+
+from distviz import limits
+from distviz import recorder as rec
+from distviz.runner import modules
+from distviz.runner.gradients import summarize
+from distviz.runner.initiator import (
+    _first_line,
+    _on_all,
+    _pair_events,
+    check_root,
+)
+from distviz.runner.protocol import ContextDone, WorkerOptions
+from distviz.runner.rpc_proxy import _unwrap
+from distviz.runner.sandbox import _Namespace
+from distviz.trace import BackwardPass, Trace
+from distviz.training import ContextSelection
+
+__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters", "tensor_values"]
+
+#: Most elements of one worker's tensors sent to the parent with their values (the rest are
+#: compared by their summaries).
+MAX_VALUES = 200_000
+
+
+class HangPredicted(Exception):
+    """The replay predicts that this backward hangs; the real one was not run."""
+
+    phase = "backward"
+
+
+class BackwardHung(Exception):
+    """The real backward did not return within the hang time-out."""
+
+    phase = "backward"
+
+
+@dataclass
+class ContextRun:
+    """One context a worker opened: its number, whether it is recorded, and what happened."""
+
+    cid: int
+    index: int
+    selected: bool
+    enter_ns: int
+    exit_ns: int | None = None
+    trace: Trace | None = None
+    roots: list[list[torch.Tensor]] = field(default_factory=list)
+    windows: list[tuple[int, int]] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+    outcome: str = "completed"
+    error: str | None = None
+    reason: str | None = None
+    losses: list[float] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    t0: int = 0
+
+
+def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
+    """The values of ``t`` as floats, while ``budget[0]`` elements are left (then ``None``)."""
+    if t.numel() > budget[0]:
+        return None
+    budget[0] -= t.numel()
+    return [float(x) for x in t.detach().double().flatten().tolist()]
+
+
+def _labels() -> dict[int, str]:
+    """``{id(tensor): name}`` of this worker's named leaves: worker state, module parameters,
+    run-time leaves (the recorder's order without a program's variables)."""
+    out: dict[int, str] = {}
+    for tensor, label in rec.named_here():
+        out.setdefault(id(tensor), label)
+    return out
+
+
+def snapshot(token: str, rrefs: list[Any]) -> int:
+    """On an owner, before an optimizer step: keep a copy of the parameters behind ``rrefs``."""
+    _SNAPSHOTS[token] = [r.local_value().detach().clone() for r in rrefs]
+    return len(rrefs)
+
+
+def updates(token: str, rrefs: list[Any]) -> list[list[Any]]:
+    """On an owner, after the step: ``[name, norm of the change]`` per parameter."""
+    before = _SNAPSHOTS.pop(token, [])
+    labels = _labels()
+    out: list[list[Any]] = []
+    for r, old in zip(rrefs, before, strict=False):
+        p = r.local_value()
+        name = labels.get(id(p), f"{rpc.get_worker_info().name}.parameter")
+        out.append([name, float((p.detach().double() - old.double()).norm())])
+    return out
+
+
+_SNAPSHOTS: dict[str, list[torch.Tensor]] = {}
+_TOKENS = itertools.count()
+
+
+def final_parameters(worker: str) -> dict[str, Any]:
+    """This worker's named leaves and module parameters now: ``{name: {summary, values}}``."""
+    budget = [MAX_VALUES]
+    out: dict[str, Any] = {}
+    for tensor, label in rec.named_here(fallback=False):
+        if label in out or not isinstance(tensor, torch.Tensor) or not tensor.requires_grad \
+                or tensor.grad_fn is not None:
+            continue
+        entry = summarize(tensor.detach())
+        entry["all"] = tensor_values(tensor, budget)
+        entry["worker"] = worker
+        out[label] = entry
+    return out
+
+
+class _Context:
+    """``with dist_autograd.context() as context_id:`` on a worker with a session."""
+
+    def __init__(self, session: TrainingSession) -> None:
+        self.session = session
+        self.real = real_autograd.context()
+        self.cid = -1
+
+    def __enter__(self) -> int:
+        self.cid = int(self.real.__enter__())
+        self.session.begin(self.cid)
+        return self.cid
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.session.end(self.cid)
+        finally:
+            self.real.__exit__(*exc)
+
+
+class OptimizerProxy:
+    """``DistributedOptimizer(optim.SGD, param_rrefs, lr=...)``: PyTorch's, with each step in a
+    recorded context measured on the parameters' owners."""
+
+    def __init__(self, session: TrainingSession, optimizer_class: Any, params: Any,
+                 *args: Any, **kwargs: Any) -> None:
+        self._session = session
+        self._rrefs = [_unwrap(p) for p in params]
+        self._name = getattr(optimizer_class, "__name__", "optimizer")
+        self._real = RealDistributedOptimizer(optimizer_class, self._rrefs, *args, **kwargs)
+
+    def step(self, context_id: int) -> None:
+        run = self._session.runs.get(int(context_id))
+        if run is None or not run.selected or run.trace is None:
+            self._real.step(context_id)
+            return
+        owners: dict[str, list[Any]] = {}
+        for r in self._rrefs:
+            owners.setdefault(str(r.owner_name()), []).append(r)
+        token = f"{self._session.worker}/{next(_TOKENS)}"
+        me = self._session.worker
+        for w, rs in owners.items():
+            _on_all([w], me, snapshot, token, rs)
+        self._real.step(context_id)
+        moved: list[dict[str, Any]] = []
+        for w, rs in owners.items():
+            got = _on_all([w], me, updates, token, rs)[w]
+            if isinstance(got, BaseException):
+                continue
+            moved.extend({"worker": w, "name": n, "norm": norm} for n, norm in got)
+        run.steps.append({"optimizer": self._name, "updates": moved})
+
+
+class TrainingSession:
+    """One worker's side of the training form (see the module docstring).
+
+    ``send(message)`` reaches the parent; ``main_ns`` (set when the worker runs a ``main``)
+    names module variables of the main's top level (``trainer.model``).
+    """
+
+    def __init__(self, worker: str, options: WorkerOptions,
+                 send: Callable[[Any], None]) -> None:
+        self.worker = worker
+        self.options = options
+        self.send = send
+        self.selection = ContextSelection.parse(options.contexts)
+        self.runs: dict[int, ContextRun] = {}
+        self.done: list[ContextRun] = []
+        self.count = 0
+        self.main_ns: dict[str, Any] = {}
+        self.lock = threading.Lock()
+        self.failed: str | None = None  # the first backward that raised, in words
+
+    def names(self) -> dict[str, Any]:
+        """The names a program sees: ``dist_autograd``, ``DistributedOptimizer``, ``RRef``,
+        ``RemoteModule``."""
+        from torch.distributed.nn import RemoteModule
+        autograd = _Namespace("dist_autograd", {
+            "context": lambda: _Context(self), "backward": self.backward,
+            "get_gradients": real_autograd.get_gradients})
+
+        def optimizer(cls: Any, params: Any, *args: Any, **kwargs: Any) -> OptimizerProxy:
+            return OptimizerProxy(self, cls, params, *args, **kwargs)
+        return {"dist_autograd": autograd, "DistributedOptimizer": optimizer,
+                "RRef": rpc.RRef, "RemoteModule": RemoteModule}
+
+    # -- contexts ---------------------------------------------------------------------------
+
+    def begin(self, cid: int) -> None:
+        with self.lock:
+            self.count += 1
+            index = self.count
+        self.runs[cid] = ContextRun(cid=cid, index=index, selected=self.selection.selects(index),
+                                    enter_ns=time.time_ns())
+
+    def end(self, cid: int) -> None:
+        run = self.runs.pop(cid, None)
+        if run is None:
+            return
+        run.exit_ns = time.time_ns()
+        self.done.append(run)
+        if run.trace is not None:
+            self.finish(run)
+
+    def windows(self) -> list[list[int]]:
+        """``[context index, enter ns, exit ns]`` of every context this worker closed."""
+        return [[r.index, r.enter_ns, r.exit_ns or r.enter_ns] for r in self.done]
+
+    # -- backward ---------------------------------------------------------------------------
+
+    def backward(self, context_id: int, roots: Any, retain_graph: bool = False) -> None:
+        run = self.runs.get(int(context_id))
+        if run is None or not run.selected:
+            try:
+                real_autograd.backward(context_id, roots, retain_graph=retain_graph)
+            except Exception as exc:
+                self.failed = self.failed or f"{self.worker}: the backward raised: " \
+                                             f"{_first_line(exc)}"
+                raise
+            return
+        frame = sys._getframe(1)
+        line = frame.f_lineno
+        variables = dict(self.main_ns)
+        variables.update(frame.f_locals)
+        roots = list(roots) if isinstance(roots, (list, tuple)) else [roots]
+        names = [_name_of(r, variables) for r in roots]
+        checked = [check_root(n or f"roots[{i}]", r, line) for i, (n, r) in
+                   enumerate(zip(names, roots, strict=True))]
+        self.record(run, checked, names, retain_graph, variables)
+        run.losses.extend(float(r.detach().double().sum()) for r in checked)
+        self.predict(run)
+        self.run_pass(run, checked, retain_graph)
+
+    def record(self, run: ContextRun, roots: list[torch.Tensor], names: list[str | None],
+               retain_graph: bool, variables: dict[str, Any]) -> None:
+        """Record the graph at the context's first backward; later passes add a pass."""
+        cid = run.cid
+        if run.trace is None:
+            named: list[tuple[Any, str]] = []
+            for label, value in variables.items():
+                if not label.startswith("_"):
+                    named.extend(rec._expand(label, value))
+            workers, pieces = rec.gather(cid, roots, named, inspect_saved=True)
+            run.trace = rec.build_trace(workers, self.worker, cid, pieces, [])
+            run.t0 = time.time_ns()
+            if self.options.observe:
+                _on_all(_context_workers(run.trace), self.worker, rec.install_hooks, cid)
+        ids = rec.root_ids(cid, roots)
+        run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
+                                             root_vars=[n for n in names if n]))
+        run.roots.append(roots)
+
+    def predict(self, run: ContextRun) -> None:
+        """Replay the recorded passes; a predicted hang stops here unless ``--confirm-hang``."""
+        from distviz.replay import replay
+        assert run.trace is not None
+        if self.options.confirm_hang:
+            return
+        predicted = replay(run.trace)
+        if predicted.outcome == "hang":
+            run.outcome = "skipped"
+            run.reason = ("the replay predicts a FAST-mode hang; the real backward was skipped "
+                          "(use --confirm-hang to run it anyway)")
+            self.finish(run)
+            raise HangPredicted(f"context {run.index} of {self.worker}: the replay predicts "
+                                "that this backward hangs")
+
+    def run_pass(self, run: ContextRun, roots: list[torch.Tensor], retain_graph: bool) -> None:
+        """The real ``dist_autograd.backward`` under the hang time-out."""
+        box: dict[str, BaseException] = {}
+
+        def go() -> None:
+            try:
+                real_autograd.backward(run.cid, roots, retain_graph=retain_graph)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                box["exc"] = exc
+        start = time.time_ns()
+        thread = threading.Thread(target=go, name=f"distviz-backward-{run.cid}", daemon=True)
+        thread.start()
+        thread.join(self.options.hang_timeout)
+        end = time.time_ns()
+        run.windows.append((start, end))
+        run.durations.append((end - start) / 1e9)
+        if thread.is_alive():
+            run.outcome = "hang"
+            run.error = (f"pass {len(run.windows)}: dist_autograd.backward did not return "
+                         f"within {self.options.hang_timeout:g} s")
+            self.finish(run, gradients=False)
+            raise BackwardHung(f"context {run.index} of {self.worker}: {run.error}")
+        if "exc" in box:
+            run.outcome = "error"
+            run.error = _first_line(box["exc"])
+            self.failed = f"context {run.index} of {self.worker}: the backward raised: {run.error}"
+            self.finish(run)
+            raise box["exc"]
+
+    # -- the end of a recorded context --------------------------------------------------------
+
+    def finish(self, run: ContextRun, gradients: bool = True) -> None:
+        """Collect the observed events and gradients, forget the context on every worker and
+        send it to the parent (once)."""
+        trace = run.trace
+        if trace is None or getattr(run, "_sent", False):
+            return
+        run._sent = True  # type: ignore[attr-defined]
+        workers = _context_workers(trace)
+        real: dict[str, Any] | None = None
+        values: dict[str, Any] = {}
+        per_worker: dict[str, list[dict[str, Any]]] = {}
+        if run.outcome != "skipped":
+            real, values, per_worker = self.collect(run, workers, gradients)
+        else:
+            real = {"outcome": "skipped", "reason": run.reason, "error": None, "events": [],
+                    "gradients": {}}
+        _on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
+        trace.real = real
+        info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
+                "loss": run.losses, "gradients": per_worker, "steps": run.steps,
+                "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.time_ns()}
+        self.send(ContextDone(worker=self.worker, index=run.index, trace=trace.to_json(),
+                              info=info, values=values))
+
+    def collect(self, run: ContextRun, workers: list[str], gradients: bool
+                ) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[dict[str, Any]]]]:
+        """The context's ``real`` section, the gradient values by leaf name (for the
+        reference) and what ``get_gradients`` holds on each worker, by parameter name."""
+        assert run.trace is not None
+        got = _on_all(workers, self.worker, rec.collect, run.cid, gradients,
+                      timeout=limits.COLLECT_TIMEOUT)
+        sends = {n.id for n in run.trace.nodes if n.kind == "send"}
+        var_of = {n.id: n.var for n in run.trace.nodes if n.kind == "accumulate_grad"}
+        real: dict[str, Any] = {
+            "outcome": run.outcome, "error": run.error, "passes_run": len(run.windows),
+            "pass_seconds": run.durations, "interop_threads": torch.get_num_interop_threads(),
+            "events": [], "gradients": {}, "unreachable": [],
+            "hang_timeout_s": self.options.hang_timeout}
+        values: dict[str, Any] = {}
+        per_worker: dict[str, list[dict[str, Any]]] = {}
+        budget = [MAX_VALUES]
+        for w in workers:
+            piece = got.get(w)
+            if isinstance(piece, BaseException) or piece is None:
+                real["unreachable"].append({"worker": w, "error": _first_line(piece)
+                                            if isinstance(piece, BaseException) else "no answer"})
+                continue
+            real["events"].extend(_pair_events(w, piece["events"], run.windows, run.t0, sends))
+            for nid, g in sorted(piece["grads"].items()):
+                summary = summarize(g)
+                real["gradients"][nid] = summary
+                name = var_of.get(nid) or nid
+                per_worker.setdefault(w, []).append(dict(summary, name=name))
+                values[nid] = tensor_values(g, budget)
+        real["events"].sort(key=lambda e: (e["t_us"], e["worker"]))
+        return real, values, per_worker
+
+
+def _context_workers(trace: Trace) -> list[str]:
+    """The workers that hold nodes of the recorded context, in rank order."""
+    present = {n.worker for n in trace.nodes} | {trace.initiator}
+    return [w for w in trace.workers if w in present]
+
+
+def _name_of(value: Any, variables: dict[str, Any]) -> str | None:
+    """The first variable holding ``value`` (a root's name, ``loss``)."""
+    for label, v in variables.items():
+        if v is value and not label.startswith("_"):
+            return label
+    return None
+
+
+def module_labels(worker: str, variables: list[tuple[str, Any]]) -> dict[int, str]:
+    """Labels for modules held by a worker's variables (``ps.model``)."""
+    return modules.module_variables(worker, variables, worker)
+
+
+def install_namers(worker: str, state: list[tuple[str, Any]],
+                   main_ns: Callable[[], dict[str, Any]]) -> None:
+    """Name this worker's module parameters in recordings: by the variable that holds the
+    module (worker state, then the main's top level), else by class (``modules.names``)."""
+    def namer() -> list[tuple[Any, str]]:
+        labels = module_labels(worker, [(n.split(".", 1)[-1], v) for n, v in state])
+        for k, v in module_labels(worker, list(main_ns().items())).items():
+            labels.setdefault(k, v)
+        return modules.names(worker, labels)
+    rec.add_namer(namer)
