@@ -14,6 +14,8 @@ from distviz.cli.app import app, guard, stdout_console, unbounded_console
 from distviz.cli.options import (
     DEFAULT_MAX_MEMORY,
     ConfirmHang,
+    ContextOpt,
+    ContextsOpt,
     Dot,
     ForwardTimeout,
     FromOpt,
@@ -63,6 +65,7 @@ from distviz.cli.running import finish_run, run_trace, run_with_progress
 from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace import write_atomic
+from distviz.training import ContextSelection
 
 
 @app.command()
@@ -96,6 +99,8 @@ def run(
     perfetto: Perfetto = None,
     verbose: Verbose = False,
     inject_delay: InjectDelay = None,
+    contexts: ContextsOpt = "all",
+    context: ContextOpt = None,
 ) -> None:
     """Run a scenario on real RPC workers, record the graph, replay it and compare with PyTorch.
 
@@ -118,15 +123,19 @@ def run(
                       max_steps=max_steps, max_rpc_depth=max_rpc_depth,
                       max_memory=memory_size(max_memory), run_backward=not no_backward,
                       reference=not no_reference,
-                      inject=parse_inject_delay(inject_delay or [], list(sc.workers)))
+                      inject=parse_inject_delay(inject_delay or [], list(sc.workers)),
+                      contexts=ContextSelection.parse(contexts).text())
     check_run_options(opts)
     check_steps(start, end, None)
     result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
-    trace = run_trace(sc, result, mode, out_path)
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
                            "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
+    if sc.training:
+        from distviz.cli.training import finish_training_run
+        raise typer.Exit(finish_training_run(sc, result, mode, out_path, context, view))
+    trace = run_trace(sc, result, mode, out_path)
     raise typer.Exit(finish_run(trace, mode, out_path, view))
 
 
@@ -194,6 +203,7 @@ def replay(
     end: ToOpt = None,
     graph: Annotated[bool, typer.Option("--graph", help="Show each worker's graph as a tree first.")] = False,
     what_if: WhatIfOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Replay a saved trace (no torch, no workers) and print the step log, then where the real
     backward spent its time (or, with --what-if, how long it would take with the changes).
@@ -202,8 +212,15 @@ def replay(
 
       distviz replay design-note.trace.json --worker worker1
     """
+    from distviz.recording import load_recording
     from distviz.render import terminal
-    trace = load_trace(trace_file)
+    recording = load_recording(trace_file)
+    if len(recording.contexts) > 1 or recording.training is not None:
+        from distviz.cli.training import replay_recording
+        view = View(as_json=as_json, step=step, log=True, worker=worker, start=start, end=end,
+                    pictures={})
+        raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
+    trace = recording.pick(context)
     if not trace.passes:
         error = (trace.real or {}).get("error") or "no backward pass was recorded"
         if as_json:
@@ -239,6 +256,7 @@ def export(
     frames: Annotated[Path | None, typer.Option("--frames", help="Write one picture per step into this folder.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Draw every node even above the node budget.")] = False,
     mode: Mode = "fast",
+    context: ContextOpt = None,
 ) -> None:
     """Export a trace as a picture, an HTML step viewer or a Perfetto trace.
 
@@ -247,7 +265,7 @@ def export(
       distviz export design-note.trace.json --format html -o design.html
     """
     check_export_flags(fmt, step=step, frames=frames, output=output, full=full)
-    trace = load_trace(trace_file)
+    trace = load_trace(trace_file, context)
     rp = replay_of(trace, mode)
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
@@ -283,6 +301,7 @@ def export(
 def graph(
     trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
     max_nodes: Annotated[int, typer.Option("--max-nodes", help="Above this, show a summary.")] = 200,
+    context: ContextOpt = None,
 ) -> None:
     """Show each worker's graph as a tree with dependency counts and send/recv pairs.
 
@@ -291,5 +310,5 @@ def graph(
       distviz graph design-note.trace.json
     """
     from distviz.render import terminal
-    trace = load_trace(trace_file)
+    trace = load_trace(trace_file, context)
     unbounded_console().print(terminal.render_graph(trace, max_nodes=max_nodes))

@@ -47,6 +47,8 @@ Html = Annotated[Path | None, typer.Option("--html", help="Also write the HTML s
 Perfetto = Annotated[Path | None, typer.Option("--perfetto", help="Also write a Perfetto/Chrome trace.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print each phase of the run on stderr.")]
 InjectDelay = Annotated[list[str] | None, typer.Option("--inject-delay", help="Slow the real backward down on purpose: recv=2ms (each RecvRpcBackward waits before it sends) or WORKER=3x (its nodes take 3 times as long).")]
+ContextsOpt = Annotated[str, typer.Option("--contexts", help="Training scenarios: the contexts to record per trainer: all, first, N,M or every:K.")]
+ContextOpt = Annotated[int | None, typer.Option("--context", help="A recording of several contexts: show context N (from 1).")]
 WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the backward's wall time with changes: latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms.")]
 
 

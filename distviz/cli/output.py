@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from distviz.replay.model import Agreement
 
 
-def load_trace(path: Path) -> Trace:
-    from distviz.trace import load
-    return load(path)
+def load_trace(path: Path, context: int | None = None) -> Trace:
+    """The trace in ``path``; in a recording of several contexts, context ``context`` (from 1;
+    default: the first)."""
+    from distviz.recording import load_recording
+    return load_recording(path).pick(context)
 
 
 def replay_of(trace: Trace, mode: str) -> Any:

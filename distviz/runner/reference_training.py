@@ -389,6 +389,9 @@ def reference_main(conn: Any, lifeline: Any, spec: ReferenceSpec) -> None:
     from distviz.runner.worker import _redirect_stderr, _watch_lifeline
     _redirect_stderr("reference")
     _watch_lifeline(lifeline)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the program's print output was shown once, by the real run
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     try:
         import warnings
         warnings.filterwarnings("ignore", category=UserWarning)

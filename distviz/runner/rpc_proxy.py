@@ -282,6 +282,10 @@ class ScenarioRpc:
     def get_worker_info(self, name: str | None = None) -> Any:
         return rpc.get_worker_info(name) if name else rpc.get_worker_info()
 
+    def RRef(self, value: Any, type_hint: Any = None) -> Any:  # noqa: N802 - PyTorch's name
+        """``rpc.RRef(x)``: an RRef owned by this worker."""
+        return rpc.RRef(value) if type_hint is None else rpc.RRef(value, type_hint)
+
 
 # -- the single-process reference ---------------------------------------------------------------
 
@@ -450,3 +454,7 @@ class LocalRpc:
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, **_: Any) -> LocalRRef:
         return LocalRRef(self._call(to, func, args, kwargs), worker_name(to), self)
+
+    def RRef(self, value: Any, type_hint: Any = None) -> LocalRRef:  # noqa: N802
+        """``rpc.RRef(x)``: an RRef owned by the running worker."""
+        return LocalRRef(value, self.world.current, self)

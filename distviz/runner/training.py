@@ -43,6 +43,7 @@ from distviz.runner.initiator import (
     _first_line,
     _on_all,
     _pair_events,
+    _side,
     check_root,
 )
 from distviz.runner.protocol import ContextDone, WorkerOptions
@@ -145,6 +146,13 @@ def final_parameters(worker: str) -> dict[str, Any]:
     return out
 
 
+def make_rref(value: Any, type_hint: Any = None) -> Any:
+    """``RRef(x)``: PyTorch's ``rpc.RRef``, called from a frame with the full builtins (its
+    C++ constructor imports modules through the calling frame's ``__import__``, which a
+    scenario's frame does not have)."""
+    return rpc.RRef(value) if type_hint is None else rpc.RRef(value, type_hint)
+
+
 class _Context:
     """``with dist_autograd.context() as context_id:`` on a worker with a session."""
 
@@ -187,15 +195,21 @@ class OptimizerProxy:
         token = f"{self._session.worker}/{next(_TOKENS)}"
         me = self._session.worker
         for w, rs in owners.items():
-            _on_all([w], me, snapshot, token, rs)
+            _call_on(w, me, snapshot, token, rs)
         self._real.step(context_id)
         moved: list[dict[str, Any]] = []
         for w, rs in owners.items():
-            got = _on_all([w], me, updates, token, rs)[w]
-            if isinstance(got, BaseException):
-                continue
+            got = _call_on(w, me, updates, token, rs)
             moved.extend({"worker": w, "name": n, "norm": norm} for n, norm in got)
         run.steps.append({"optimizer": self._name, "updates": moved})
+
+
+def _call_on(worker: str, me: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on ``worker``: here, or over RPC from a helper thread (outside the
+    program's context, so it adds nothing to its graph)."""
+    if worker == me:
+        return fn(*args)
+    return _side(lambda: rpc.rpc_sync(worker, fn, args=args, timeout=limits.COLLECT_TIMEOUT))
 
 
 class TrainingSession:
@@ -229,7 +243,7 @@ class TrainingSession:
         def optimizer(cls: Any, params: Any, *args: Any, **kwargs: Any) -> OptimizerProxy:
             return OptimizerProxy(self, cls, params, *args, **kwargs)
         return {"dist_autograd": autograd, "DistributedOptimizer": optimizer,
-                "RRef": rpc.RRef, "RemoteModule": RemoteModule}
+                "RRef": make_rref, "RemoteModule": RemoteModule}
 
     # -- contexts ---------------------------------------------------------------------------
 

@@ -107,7 +107,8 @@ class _Instrument(ast.NodeTransformer):
             return node
         path = dotted(node)
         if (path is not None and path[0] in NAMESPACE_ROOTS) or is_static_member(node.attr) \
-                or not isinstance(node.ctx, ast.Load) or _is_super(node):
+                or not isinstance(node.ctx, ast.Load) or _is_super(node) or (
+                    node.attr == "format" and isinstance(node.value, ast.Constant)):
             return node
         call = ast.Call(func=ast.Name(id="_dv_attr", ctx=ast.Load()),
                         args=[node.value, ast.Constant(node.attr)], keywords=[])

@@ -1,0 +1,195 @@
+"""Recordings of several contexts (training scenarios): what ``distviz run`` and ``replay``
+show and write for them, and the exit code they stand for."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from distviz.cli.app import unbounded_console
+from distviz.cli.options import View
+from distviz.cli.output import (
+    agreement_of,
+    real_lines,
+    replay_of,
+    show,
+    write_pictures,
+)
+from distviz.cli.output import exit_code as trace_exit_code
+from distviz.errors import DistvizError, RunError
+from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.recording import Recording
+
+__all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
+           "show_recording"]
+
+#: Exit codes from least to most severe (the run's code is the most severe of its contexts').
+_SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
+
+Reports = list[tuple[Any, dict[str, Any]]]
+
+
+def context_reports(recording: Recording, mode: str) -> Reports:
+    """The replay and the agreement of every context (``(None, {})`` for one without a
+    recorded pass)."""
+    out: Reports = []
+    for trace in recording.contexts:
+        if not trace.passes:
+            out.append((None, {}))
+            continue
+        rp = replay_of(trace, mode)
+        out.append((rp, agreement_of(trace, rp)))
+    return out
+
+
+def exit_code(recording: Recording, reports: Reports, stopped: str | None = None) -> int:
+    """The most severe code of any context; a final parameter that differs from the reference
+    counts as a disagreement, a stopped training as what stopped it."""
+    codes = [trace_exit_code(t, rp, ag) for t, (rp, ag)
+             in zip(recording.contexts, reports, strict=True) if rp is not None]
+    if stopped is not None:
+        codes.append(EXIT_HANG if "hang" in stopped else EXIT_BACKWARD_ERROR)
+    summary = recording.training
+    if summary is not None and summary.ok is False:
+        codes.append(EXIT_DISAGREE)
+    return max(codes, key=_SEVERITY.index, default=EXIT_OK)
+
+
+def _shared(recording: Recording) -> list[Any]:
+    """The workers where contexts of several trainers met (``replay.contexts``)."""
+    from distviz.replay.contexts import shared_workers
+    its = [it for it in recording.iterations if it is not None]
+    if len(its) != len(recording.contexts):
+        return []
+    return shared_workers(recording.contexts, [it.label for it in its],
+                          [it.trainer for it in its])
+
+
+def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
+    """The ``--json`` report of a recording (docs/trace-format.md)."""
+    contexts = []
+    for i, (trace, (rp, agreement)) in enumerate(zip(recording.contexts, reports, strict=True)):
+        real = dict(trace.real or {"outcome": "skipped"})
+        real["events_count"] = len(real.pop("events", []) or [])
+        it = recording.iterations[i]
+        contexts.append({"context": i + 1, "context_id": trace.context_id,
+                         "iteration": it.to_json() if it else None, "nodes": len(trace.nodes),
+                         "replay": ({"outcome": rp.outcome, "summary": rp.summary()}
+                                    if rp else None),
+                         "real": real, "reference": trace.reference, "agreement": agreement})
+    shared = [{"worker": s.worker, "contexts": list(s.contexts), "overlaps": s.overlaps,
+               "calls": [{"context": c.context, "label": c.label, "first": c.first,
+                          "nodes": c.nodes, "start_us": round(c.start_us, 3),
+                          "end_us": round(c.end_us, 3)} for c in s.calls]}
+              for s in _shared(recording)]
+    return {"trace": path, "scenario": recording.scenario, "workers": recording.workers,
+            "training": recording.training.to_json() if recording.training else None,
+            "shared_workers": shared, "contexts": contexts}
+
+
+def show_recording(recording: Recording, reports: Reports) -> None:
+    """The iteration table, what went wrong in a context, the shared workers and the final
+    parameters."""
+    from distviz.render import training as render_training
+    out = unbounded_console()
+    n = len(recording.contexts)
+    summary = recording.training
+    total = f" of {summary.contexts_total}" if summary and summary.contexts_total else ""
+    name = (recording.scenario or {}).get("name", "")
+    out.print(f"{name}: {n} context{'s' if n != 1 else ''} recorded{total} on "
+              f"{len(recording.workers)} workers ({', '.join(recording.workers)})",
+              markup=False)
+    out.print(render_training.iteration_table(recording, [ag for _, ag in reports]))
+    for i, (rp, _) in enumerate(reports):
+        if rp is not None and rp.outcome != "completed":
+            out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)
+    for shared in _shared(recording):
+        out.print(shared.sentence, markup=False)
+    for line in render_training.final_lines(summary):
+        out.print(line, markup=False)
+
+
+def show_context(recording: Recording, number: int, report_: tuple[Any, dict[str, Any]],
+                 view: View) -> None:
+    """One context as a single trace is shown: its summary, its step log ending with the
+    iteration's events, and what PyTorch did."""
+    from distviz.render import terminal
+    from distviz.render import training as render_training
+    trace = recording.pick(number)
+    rp, agreement = report_
+    out = unbounded_console()
+    out.print(f"-- {recording.label(number - 1)}", markup=False)
+    out.print(terminal.render_summary(trace))
+    if rp is not None:
+        show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
+             end=view.end, log=True)
+    it = recording.iterations[number - 1]
+    if it is not None:
+        for line in render_training.iteration_events(it):
+            out.print(line, markup=False)
+    for line in real_lines(trace):
+        out.print(line, markup=False)
+
+
+def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context: int | None,
+                        view: View) -> int:
+    """The end of ``distviz run`` for a training scenario: save the recording, replay every
+    context, print the table (and ``--context N``'s log), write pictures of one context;
+    returns the exit code. Raises the run's failure after saving what was recorded."""
+    from distviz import __version__
+    recording: Recording = result.recording or Recording(contexts=[], iterations=[],
+                                                         workers=list(sc.workers))
+    recording.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
+                      "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
+                      "mode": mode}
+    if recording.contexts:
+        recording.save(out_path)
+    if result.error is not None:
+        failure = result.error
+        if isinstance(failure, DistvizError) and recording.contexts:
+            failure.message += (f" (the {len(recording.contexts)} contexts recorded before "
+                                f"were saved to {out_path})")
+        raise failure
+    if not recording.contexts:
+        raise RunError("no context was recorded: the program never called "
+                       "dist_autograd.backward in a chosen context", path=sc.path)
+    recording.pick(context)
+    reports = context_reports(recording, mode)
+    number = context or 1
+    rp, agreement = reports[number - 1]
+    if rp is not None:
+        write_pictures(recording.pick(number), rp, agreement, view.pictures)
+    if view.as_json:
+        print(json.dumps(report(recording, reports, str(out_path)), indent=1))
+        return exit_code(recording, reports, result.stopped)
+    with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
+        show_recording(recording, reports)
+        if context is not None:
+            show_context(recording, context, reports[context - 1], view)
+        out = unbounded_console()
+        if result.stopped:
+            out.print(f"training stopped: {result.stopped}", markup=False)
+        hint = "" if context is not None else \
+            f"; see one context with: distviz replay {out_path} --context N"
+        out.print(f"recording written to {out_path}{hint}", markup=False)
+    return exit_code(recording, reports, result.stopped)
+
+
+def replay_recording(recording: Recording, path: str, context: int | None, mode: str,
+                     view: View) -> int:
+    """``distviz replay`` of a recording of several contexts: the table of every context, or
+    with ``--context N`` that context's step log; returns the exit code."""
+    if context is not None:
+        recording.pick(context)
+    reports = context_reports(recording, mode)
+    if view.as_json:
+        full = report(recording, reports, path)
+        print(json.dumps(full if context is None else full["contexts"][context - 1], indent=1))
+    elif context is None:
+        show_recording(recording, reports)
+    else:
+        show_context(recording, context, reports[context - 1], view)
+    return exit_code(recording, reports)

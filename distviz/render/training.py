@@ -1,0 +1,137 @@
+"""Training in the terminal: one row per recorded context, the end of each iteration's log, and
+the final parameters against the reference (pure; values, never printed here).
+
+``iteration_table`` is a rich ``Table``; ``iteration_events`` the lines that end an
+iteration's step log (what ``get_gradients`` holds on each worker, each optimizer step);
+``final_lines`` the comparison of the parameters after training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+
+from distviz.recording import Recording
+from distviz.training import Iteration, TrainingSummary
+
+__all__ = ["final_lines", "iteration_events", "iteration_table", "yes_no"]
+
+
+def yes_no(value: bool | None) -> str:
+    """``yes``, ``NO`` or ``-`` (not compared)."""
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _loss(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:.6g}" for v in values) if values else "-"
+
+
+def _grads(it: Iteration) -> str:
+    return " · ".join(f"{w} {len(es)}" for w, es in sorted(it.gradients.items())) or "-"
+
+
+def _largest(it: Iteration) -> str:
+    moved = [u for s in it.steps for u in s.updates]
+    if not moved:
+        return "-"
+    top = max(moved, key=lambda u: u.norm)
+    return f"{top.norm:.3g} ({_short(top.name)})"
+
+
+def _short(name: str, limit: int = 32) -> str:
+    return name if len(name) <= limit else "…" + name[-(limit - 1):]
+
+
+def iteration_table(recording: Recording, agreements: Sequence[Mapping[str, Any] | None]
+                    ) -> Table:
+    """One row per recorded context: its number, trainer and context number, nodes, loss (and
+    the reference's), what ``get_gradients`` held per worker, the largest update, whether the
+    replay matches PyTorch and whether the gradients equal the reference."""
+    table = Table(box=None, pad_edge=False, title_justify="left")
+    for name, justify in (("ctx", "right"), ("trainer", "left"), ("nodes", "right"),
+                          ("loss", "right"), ("reference loss", "right"),
+                          ("get_gradients", "left"), ("largest update", "left"),
+                          ("replay = PyTorch", "left"), ("grads = reference", "left")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for i, (trace, it) in enumerate(zip(recording.contexts, recording.iterations, strict=True)):
+        agreement = agreements[i] if i < len(agreements) else None
+        ref = trace.reference or {}
+        same = _agrees(agreement)
+        if it is None:
+            table.add_row(str(i + 1), "-", str(len(trace.nodes)), "-", "-", "-", "-",
+                          yes_no(same), yes_no(ref.get("ok")))
+            continue
+        check = it.reference
+        table.add_row(str(i + 1), it.label, str(len(trace.nodes)), _loss(it.loss),
+                      _loss(check.loss) if check and check.comparable else "-", _grads(it),
+                      _largest(it), yes_no(same), yes_no(ref.get("ok")))
+    return table
+
+
+def _agrees(agreement: Mapping[str, Any] | None) -> bool | None:
+    if not agreement or agreement.get("compared") is False:
+        return None
+    checks = [agreement.get(k) for k in ("outcome", "executed", "order")]
+    if any(c is False for c in checks):
+        return False
+    return True if any(c is True for c in checks) else None
+
+
+def iteration_events(it: Iteration) -> list[str]:
+    """The lines that end an iteration's step log: ``get_gradients`` on each worker (by
+    parameter name, with shape and norm), then each optimizer step and how far it moved the
+    parameters."""
+    lines: list[str] = []
+    for worker in sorted(it.gradients):
+        entries = it.gradients[worker]
+        listed = ", ".join(f"{e.name} {list(e.shape)} norm {e.norm:.4g}" for e in entries[:6])
+        more = f", and {len(entries) - 6} more" if len(entries) > 6 else ""
+        lines.append(f"{worker}  gradients  get_gradients(context) on {worker} returns "
+                     f"{len(entries)} tensor{'s' if len(entries) != 1 else ''}: {listed}{more} "
+                     "(in the context, not in .grad)")
+    for step in it.steps:
+        moved = sorted(step.updates, key=lambda u: -u.norm)
+        listed = ", ".join(f"{u.name} by {u.norm:.4g}" for u in moved[:6])
+        more = f", and {len(moved) - 6} more" if len(moved) > 6 else ""
+        owners = sorted({u.worker for u in moved})
+        lines.append(f"{it.trainer}  optimizer  {step.optimizer}.step(context) through "
+                     f"DistributedOptimizer updates {len(moved)} parameter"
+                     f"{'s' if len(moved) != 1 else ''} on {', '.join(owners) or 'no worker'}"
+                     f"{': ' + listed if listed else ''}{more}")
+    if it.reference is not None and it.reference.comparable:
+        lines.append(f"{it.trainer}  reference  loss {_loss(it.loss)} (reference "
+                     f"{_loss(it.reference.loss)}); updates equal the reference: "
+                     f"{yes_no(it.reference.ok)}")
+    return lines
+
+
+def final_lines(summary: TrainingSummary | None) -> list[str]:
+    """The run-level lines: contexts recorded of how many, the order trainers met in, and the
+    parameters after training against the single-process reference."""
+    if summary is None:
+        return []
+    lines = []
+    if len(summary.trainers) > 1:
+        overlap = ("their contexts overlapped in time" if summary.overlapped
+                   else "their contexts did not overlap")
+        lines.append(f"trainers: {', '.join(summary.trainers)}; {overlap}")
+    if summary.reference_outcome is None:
+        lines.append("final parameters: no reference run")
+        return lines
+    if summary.reference_outcome != "completed":
+        lines.append(f"final parameters: the reference run failed: {summary.reference_error}")
+        return lines
+    compared = [c for c in summary.final if c.status != "not_compared"]
+    if not compared:
+        why = next((c.reason for c in summary.final if c.reason), "nothing to compare")
+        lines.append(f"final parameters: not compared ({why})")
+        return lines
+    bad = [c for c in compared if c.status != "match"]
+    text = (f"final parameters: {len(compared) - len(bad)}/{len(compared)} equal the "
+            "single-process reference training")
+    if bad:
+        text += "; differ: " + ", ".join(f"{c.name} ({c.status})" for c in bad[:5])
+    lines.append(text)
+    return lines
