@@ -271,22 +271,34 @@ def _thread_label(tid: int) -> str:
     return label
 
 
-def make_prehook(nid: str, events: list[Any], delay_ns: int = 0) -> Callable[[Any], None]:
+def make_prehook(nid: str, events: list[Any], delay_ns: int = 0,
+                 tagged: bool = False) -> Callable[[Any], None]:
     """The pre-hook distviz puts on a node: one tuple append, nothing else (it runs on every
     node of the real backward, so it must be cheap). Records ``(node id, native thread id,
     CLOCK_MONOTONIC ns)``; thread names and gradient shapes (the node's input metadata, recorded
     with the graph) are added later, in ``collect``. ``delay_ns > 0`` (``--inject-delay recv=``)
-    then waits that long, so a ``RecvRpcBackward`` sends its gradient later."""
+    then waits that long, so a ``RecvRpcBackward`` sends its gradient later. ``tagged`` adds
+    the running graph task (PyTorch's ``_current_graph_task_id``), which tells concurrent
+    contexts apart on the nodes they share (a parameter's ``AccumulateGrad``)."""
     append = events.append
     now = time.monotonic_ns
     tid = threading.get_native_id
     pinned = _PINNED
+    task = torch._C._current_graph_task_id
 
     def pre(grads: Any) -> None:
         t = tid()
         if t not in pinned:
             _pin_thread_state(t)
         append((nid, t, now()))
+
+    def pre_tagged(grads: Any) -> None:
+        t = tid()
+        if t not in pinned:
+            _pin_thread_state(t)
+        append((nid, t, now(), task()))
+    if tagged:
+        return pre_tagged
 
     def pre_delay(grads: Any) -> None:
         pre(grads)
@@ -308,7 +320,8 @@ def wait_until(t_ns: int) -> None:
         pass
 
 
-def make_posthook(nid: str, ends: list[Any], slow: float = 1.0) -> Callable[[Any, Any], None]:
+def make_posthook(nid: str, ends: list[Any], slow: float = 1.0,
+                  tagged: bool = False) -> Callable[[Any, Any], None]:
     """The post-hook: ``(node id, native thread id, CLOCK_MONOTONIC ns)`` when the node returns.
 
     ``slow > 1`` (``--inject-delay worker1=3x``) first waits until the node has taken ``slow``
@@ -319,6 +332,12 @@ def make_posthook(nid: str, ends: list[Any], slow: float = 1.0) -> Callable[[Any
     append = ends.append
     now = time.monotonic_ns
     tid = threading.get_native_id
+    if tagged:
+        task = torch._C._current_graph_task_id
+
+        def post_tagged(grad_inputs: Any, grad_outputs: Any) -> None:
+            append((nid, tid(), now(), task()))
+        return post_tagged
     if slow <= 1.0:
         def post(grad_inputs: Any, grad_outputs: Any) -> None:
             append((nid, tid(), now()))
@@ -367,19 +386,27 @@ def _pin_thread_state(tid: int) -> None:
         pass
 
 
-def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None) -> int:
+def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None,
+                  concurrent: bool = False) -> int:
     """Put a pre-hook and a post-hook on every recorded node of ``context_id`` on this worker.
 
     Returns the number of nodes hooked. Events are read back with ``collect``. ``inject``
     slows the backward down on purpose (``distviz run --inject-delay``): ``{"recv_s": 0.002}``
     waits 2 ms in every ``RecvRpcBackward`` before it sends its gradient; ``{"slow":
-    {"worker1": 3.0}}`` makes every node of worker1 take 3 times as long.
+    {"worker1": 3.0}}`` makes every node of worker1 take 3 times as long. ``concurrent``:
+    other contexts may run backward passes at the same time through nodes this one shares
+    (a parameter's ``AccumulateGrad``); the events are then tagged with their graph task and
+    ``collect`` keeps this context's only (``inject`` is not applied then).
     """
     rec = _RECORDS[context_id]
     inject = inject or {}
     recv_ns = int(float(inject.get("recv_s") or 0.0) * 1e9)
     slow = float((inject.get("slow") or {}).get(rec.worker, 1.0))
     for nid, fn in rec.nodes.items():
+        if concurrent:
+            rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, tagged=True)))
+            rec.handles.append(fn.register_hook(make_posthook(nid, rec.ends, tagged=True)))
+            continue
         delay = recv_ns if fn.name().endswith("RecvRpcBackward") else 0
         rec.handles.append(fn.register_prehook(make_prehook(nid, rec.events, delay)))
         if slow > 1.0:   # after the recv delay: only the node's own time is multiplied
@@ -396,6 +423,21 @@ def remove_hooks(context_id: int) -> None:
     for h in rec.handles:
         h.remove()
     rec.handles.clear()
+
+
+def _own_events(rec: _WorkerRecord, events: list[tuple[Any, ...]], ends: list[tuple[Any, ...]]
+                ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+    """Events tagged with their graph task (``install_hooks(concurrent=True)``): keep this
+    context's. Every node but a leaf's ``AccumulateGrad`` belongs to this context's graph only,
+    so the graph tasks its events ran in are this context's on this worker."""
+    def plain(e: tuple[Any, ...]) -> tuple[str, int, int]:
+        return (str(e[0]), int(e[1]), int(e[2]))
+    if not events or len(events[0]) < 4:
+        return [plain(e) for e in events], [plain(e) for e in ends]
+    shared = {nid for nid, fn in rec.nodes.items() if _kind(fn.name()) == "accumulate_grad"}
+    own = {e[3] for e in events if e[0] not in shared}
+    return ([plain(e) for e in events if not own or e[3] in own],
+            [plain(e) for e in ends if not own or e[3] in own])
 
 
 def _pair_ends(events: list[tuple[str, int, int]],
@@ -443,8 +485,8 @@ def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
     if rec is None:
         return out
-    events = list(rec.events)
-    ends = _pair_ends(events, list(rec.ends))
+    events, raw_ends = _own_events(rec, list(rec.events), list(rec.ends))
+    ends = _pair_ends(events, raw_ends)
     out["events"] = [[nid, _thread_label(tid), t, rec.shapes.get(nid), end]
                      for (nid, tid, t), end in zip(events, ends, strict=True)]
     if with_gradients:

@@ -24,37 +24,37 @@ def yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
-def _loss(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:.6g}" for v in values) if values else "-"
+def _loss(values: Sequence[float], digits: int = 6) -> str:
+    return ", ".join(f"{v:.{digits}g}" for v in values) if values else "-"
 
 
 def _grads(it: Iteration) -> str:
-    return " · ".join(f"{w} {len(es)}" for w, es in sorted(it.gradients.items())) or "-"
+    return " ".join(f"{w}:{len(es)}" for w, es in sorted(it.gradients.items())) or "-"
 
 
 def _largest(it: Iteration) -> str:
     moved = [u for s in it.steps for u in s.updates]
     if not moved:
         return "-"
-    top = max(moved, key=lambda u: u.norm)
-    return f"{top.norm:.3g} ({_short(top.name)})"
-
-
-def _short(name: str, limit: int = 32) -> str:
-    return name if len(name) <= limit else "…" + name[-(limit - 1):]
+    return f"{max(u.norm for u in moved):.3g}"
 
 
 def iteration_table(recording: Recording, agreements: Sequence[Mapping[str, Any] | None]
                     ) -> Table:
-    """One row per recorded context: its number, trainer and context number, nodes, loss (and
-    the reference's), what ``get_gradients`` held per worker, the largest update, whether the
-    replay matches PyTorch and whether the gradients equal the reference."""
+    """One row per recorded context: its number (``ctx``), trainer and context number, nodes,
+    loss (and the reference's), how many tensors ``get_gradients`` held per worker, the norm
+    of the largest parameter update (``update``), whether the replay matches PyTorch's real backward
+    (``replay``) and whether the gradients equal the reference (``grads``): ``yes``, ``NO``
+    or ``-`` (not compared)."""
     table = Table(box=None, pad_edge=False, title_justify="left")
-    for name, justify in (("ctx", "right"), ("trainer", "left"), ("nodes", "right"),
-                          ("loss", "right"), ("reference loss", "right"),
-                          ("get_gradients", "left"), ("largest update", "left"),
-                          ("replay = PyTorch", "left"), ("grads = reference", "left")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    labels = [it.label for it in recording.iterations if it is not None] or ["-"]
+    for name, justify, width in (("ctx", "right", 3), ("trainer", "left", max(map(len, labels))),
+                                 ("nodes", "right", 5), ("loss", "right", 8),
+                                 ("ref loss", "right", 8), ("get_gradients", "left", 13),
+                                 ("update", "right", 7), ("replay", "left", 6),
+                                 ("grads", "left", 5)):
+        table.add_column(name, justify=justify, no_wrap=True,  # type: ignore[arg-type]
+                         min_width=width)
     for i, (trace, it) in enumerate(zip(recording.contexts, recording.iterations, strict=True)):
         agreement = agreements[i] if i < len(agreements) else None
         ref = trace.reference or {}
@@ -64,8 +64,8 @@ def iteration_table(recording: Recording, agreements: Sequence[Mapping[str, Any]
                           yes_no(same), yes_no(ref.get("ok")))
             continue
         check = it.reference
-        table.add_row(str(i + 1), it.label, str(len(trace.nodes)), _loss(it.loss),
-                      _loss(check.loss) if check and check.comparable else "-", _grads(it),
+        table.add_row(str(i + 1), it.label, str(len(trace.nodes)), _loss(it.loss, 5),
+                      _loss(check.loss, 5) if check and check.comparable else "-", _grads(it),
                       _largest(it), yes_no(same), yes_no(ref.get("ok")))
     return table
 

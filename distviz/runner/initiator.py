@@ -140,10 +140,20 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
             outcome = "error"
             error = _first_line(box["exc"])
             break
+    return observed(cid, workers, me, options, outcome, error, windows, durations, t0, send_ids)
+
+
+def observed(cid: int, workers: list[str], me: str, options: WorkerOptions, outcome: str,
+             error: str | None, windows: list[tuple[int, int]], durations: list[float], t0: int,
+             send_ids: list[str]) -> dict[str, Any]:
+    """The ``real`` section after the passes ran (``windows`` in ``CLOCK_MONOTONIC`` ns from
+    ``t0``): collect every worker's observed events and gradients, estimate clock offsets, pair
+    pre- and post-hooks. Under ``"_grads"``, the gradient tensors by leaf id."""
+    inject = dict(options.inject)
     real: dict[str, Any] = {"outcome": outcome, "error": error, "passes_run": len(windows),
                             "pass_seconds": durations, "interop_threads":
                             torch.get_num_interop_threads(), "events": [], "gradients": {},
-                            "unreachable": [], "hang_timeout_s": hang_timeout,
+                            "unreachable": [], "hang_timeout_s": options.hang_timeout,
                             "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows]}
     if options.observe:
         real["durations"] = "measured"

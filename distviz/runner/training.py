@@ -42,9 +42,9 @@ from distviz.runner.gradients import summarize
 from distviz.runner.initiator import (
     _first_line,
     _on_all,
-    _pair_events,
     _side,
     check_root,
+    observed,
 )
 from distviz.runner.protocol import ContextDone, WorkerOptions
 from distviz.runner.rpc_proxy import _unwrap
@@ -110,13 +110,25 @@ def _labels() -> dict[int, str]:
 
 
 def snapshot(token: str, rrefs: list[Any]) -> int:
-    """On an owner, before an optimizer step: keep a copy of the parameters behind ``rrefs``."""
+    """On an owner, before an optimizer step: keep a copy of the parameters behind ``rrefs``.
+
+    Measured steps on one owner take turns (``_STEP_LOCK``, held until ``updates``), so a
+    change is one trainer's step, not also another's made at the same time."""
+    _LOCKED[token] = _STEP_LOCK.acquire(timeout=limits.COLLECT_TIMEOUT)
     _SNAPSHOTS[token] = [r.local_value().detach().clone() for r in rrefs]
     return len(rrefs)
 
 
 def updates(token: str, rrefs: list[Any]) -> list[list[Any]]:
     """On an owner, after the step: ``[name, norm of the change]`` per parameter."""
+    try:
+        return _updates(token, rrefs)
+    finally:
+        if _LOCKED.pop(token, False):
+            _STEP_LOCK.release()
+
+
+def _updates(token: str, rrefs: list[Any]) -> list[list[Any]]:
     before = _SNAPSHOTS.pop(token, [])
     labels = _labels()
     out: list[list[Any]] = []
@@ -128,6 +140,8 @@ def updates(token: str, rrefs: list[Any]) -> list[list[Any]]:
 
 
 _SNAPSHOTS: dict[str, list[torch.Tensor]] = {}
+_STEP_LOCK = threading.Lock()
+_LOCKED: dict[str, bool] = {}
 _TOKENS = itertools.count()
 
 
@@ -194,7 +208,7 @@ class OptimizerProxy:
             owners.setdefault(str(r.owner_name()), []).append(r)
         token = f"{self._session.worker}/{next(_TOKENS)}"
         me = self._session.worker
-        for w, rs in owners.items():
+        for w, rs in sorted(owners.items()):  # one order everywhere: no deadlock
             _call_on(w, me, snapshot, token, rs)
         self._real.step(context_id)
         moved: list[dict[str, Any]] = []
@@ -252,13 +266,13 @@ class TrainingSession:
             self.count += 1
             index = self.count
         self.runs[cid] = ContextRun(cid=cid, index=index, selected=self.selection.selects(index),
-                                    enter_ns=time.time_ns())
+                                    enter_ns=time.monotonic_ns())
 
     def end(self, cid: int) -> None:
         run = self.runs.pop(cid, None)
         if run is None:
             return
-        run.exit_ns = time.time_ns()
+        run.exit_ns = time.monotonic_ns()
         self.done.append(run)
         if run.trace is not None:
             self.finish(run)
@@ -303,9 +317,10 @@ class TrainingSession:
                     named.extend(rec._expand(label, value))
             workers, pieces = rec.gather(cid, roots, named, inspect_saved=True)
             run.trace = rec.build_trace(workers, self.worker, cid, pieces, [])
-            run.t0 = time.time_ns()
+            run.t0 = time.monotonic_ns()
             if self.options.observe:
-                _on_all(_context_workers(run.trace), self.worker, rec.install_hooks, cid)
+                _on_all(_context_workers(run.trace), self.worker, rec.install_hooks, cid,
+                        None, True)
         ids = rec.root_ids(cid, roots)
         run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
                                              root_vars=[n for n in names if n]))
@@ -335,11 +350,11 @@ class TrainingSession:
                 real_autograd.backward(run.cid, roots, retain_graph=retain_graph)
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 box["exc"] = exc
-        start = time.time_ns()
+        start = time.monotonic_ns()
         thread = threading.Thread(target=go, name=f"distviz-backward-{run.cid}", daemon=True)
         thread.start()
         thread.join(self.options.hang_timeout)
-        end = time.time_ns()
+        end = time.monotonic_ns()
         run.windows.append((start, end))
         run.durations.append((end - start) / 1e9)
         if thread.is_alive():
@@ -377,41 +392,31 @@ class TrainingSession:
         trace.real = real
         info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
                 "loss": run.losses, "gradients": per_worker, "steps": run.steps,
-                "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.time_ns()}
+                "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.monotonic_ns()}
         self.send(ContextDone(worker=self.worker, index=run.index, trace=trace.to_json(),
                               info=info, values=values))
 
     def collect(self, run: ContextRun, workers: list[str], gradients: bool
                 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        """The context's ``real`` section, the gradient values by leaf name (for the
-        reference) and what ``get_gradients`` holds on each worker, by parameter name."""
+        """The context's ``real`` section, the gradient values by leaf id (for the reference)
+        and what ``get_gradients`` holds on each worker, by parameter name."""
         assert run.trace is not None
-        got = _on_all(workers, self.worker, rec.collect, run.cid, gradients,
-                      timeout=limits.COLLECT_TIMEOUT)
-        sends = {n.id for n in run.trace.nodes if n.kind == "send"}
+        outcome = run.outcome if gradients else "hang"
+        real = observed(run.cid, workers, self.worker, self.options, outcome, run.error,
+                        run.windows, run.durations, run.t0,
+                        [n.id for n in run.trace.nodes if n.kind == "send"])
+        grads: dict[str, torch.Tensor] = real.pop("_grads", {})
+        real["t0_ns"] = run.t0
         var_of = {n.id: n.var for n in run.trace.nodes if n.kind == "accumulate_grad"}
-        real: dict[str, Any] = {
-            "outcome": run.outcome, "error": run.error, "passes_run": len(run.windows),
-            "pass_seconds": run.durations, "interop_threads": torch.get_num_interop_threads(),
-            "events": [], "gradients": {}, "unreachable": [],
-            "hang_timeout_s": self.options.hang_timeout}
+        worker_of = {n.id: n.worker for n in run.trace.nodes}
         values: dict[str, Any] = {}
         per_worker: dict[str, list[dict[str, Any]]] = {}
         budget = [MAX_VALUES]
-        for w in workers:
-            piece = got.get(w)
-            if isinstance(piece, BaseException) or piece is None:
-                real["unreachable"].append({"worker": w, "error": _first_line(piece)
-                                            if isinstance(piece, BaseException) else "no answer"})
-                continue
-            real["events"].extend(_pair_events(w, piece["events"], run.windows, run.t0, sends))
-            for nid, g in sorted(piece["grads"].items()):
-                summary = summarize(g)
-                real["gradients"][nid] = summary
-                name = var_of.get(nid) or nid
-                per_worker.setdefault(w, []).append(dict(summary, name=name))
-                values[nid] = tensor_values(g, budget)
-        real["events"].sort(key=lambda e: (e["t_us"], e["worker"]))
+        for nid, g in sorted(grads.items()):
+            name = var_of.get(nid) or nid
+            per_worker.setdefault(worker_of.get(nid, "?"), []).append(
+                dict(real["gradients"][nid], name=name))
+            values[nid] = tensor_values(g, budget)
         return real, values, per_worker
 
 
