@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from distviz.errors import TraceError
-from distviz.trace import SCHEMA_VERSION, Trace, _parse_trace, write_atomic
+from distviz.trace import (
+    SCHEMA_VERSION,
+    Trace,
+    _parse_trace,
+    parse_json,
+    read_trace_text,
+    write_atomic,
+)
 from distviz.training import Iteration, TrainingSummary
 
 __all__ = ["RECORDING_VERSION", "Recording", "load_recording", "loads_recording"]
@@ -115,15 +122,7 @@ class Recording:
 def load_recording(path: str | os.PathLike[str]) -> Recording:
     """Read a trace file of either version. Raises ``TraceError`` (one line, naming the file
     and key) as ``distviz.trace.load`` does."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceError("no such trace file; run `distviz run SCENARIO -o FILE` to make one",
-                         path=str(p)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read the trace: {exc}", path=str(p)) from None
-    return loads_recording(text, source=str(p))
+    return loads_recording(read_trace_text(path), source=str(Path(path)))
 
 
 def loads_recording(text: str, source: str = "<trace>") -> Recording:
@@ -131,16 +130,7 @@ def loads_recording(text: str, source: str = "<trace>") -> Recording:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"not valid JSON ({exc.msg} at column {exc.colno}); the file is "
-                             "truncated or is not a distviz trace", path=source,
-                             line=exc.lineno) from None
-        except RecursionError:
-            raise TraceError("JSON nested too deeply; not a distviz trace",
-                             path=source) from None
-        return from_json(obj, source)
+        return from_json(parse_json(text, source), source)
     finally:
         if was_enabled:
             gc.enable()

@@ -292,15 +292,19 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
 def load(path: str | os.PathLike[str]) -> Trace:
     """Load a trace file. Raises ``TraceError`` (one line, naming the file and key) when the file
     is missing, not JSON, of another schema version, or has missing or mistyped fields."""
+    return loads(read_trace_text(path), source=str(Path(path)))
+
+
+def read_trace_text(path: str | os.PathLike[str]) -> str:
+    """The text of a trace file; ``TraceError`` when it is missing or unreadable."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TraceError("no such trace file; run `distviz run SCENARIO -o FILE` to make one",
                          path=str(p)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read the trace: {exc}", path=str(p)) from None
-    return loads(text, source=str(p))
 
 
 def loads(text: str, source: str = "<trace>") -> Trace:
@@ -319,6 +323,12 @@ def loads(text: str, source: str = "<trace>") -> Trace:
 
 
 def _loads(text: str, source: str) -> Trace:
+    return _parse_trace(parse_json(text, source), source)
+
+
+def parse_json(text: str, source: str) -> Any:
+    """The JSON value of a trace file's text; ``TraceError`` naming the problem (an empty
+    file, a scenario given instead of a trace, bad JSON)."""
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -331,7 +341,7 @@ def _loads(text: str, source: str) -> Trace:
                          path=source, line=exc.lineno) from None
     except RecursionError:
         raise TraceError("JSON nested too deeply; not a distviz trace", path=source) from None
-    return _parse_trace(obj, source)
+    return obj
 
 
 def _json_problem(msg: str) -> str:

@@ -386,9 +386,9 @@ def _run_mains(scenario: Scenario, world: LocalWorld, ref: _Reference,
 
 def reference_main(conn: Any, lifeline: Any, spec: ReferenceSpec) -> None:
     """Process target: run the reference and send ``ReferenceDone``; always ends the process."""
-    from distviz.runner.worker import _redirect_stderr, _watch_lifeline
-    _redirect_stderr("reference")
-    _watch_lifeline(lifeline)
+    from distviz.runner.procs import redirect_stderr, watch_lifeline
+    redirect_stderr("reference")
+    watch_lifeline(lifeline)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # the program's print output was shown once, by the real run
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115

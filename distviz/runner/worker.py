@@ -22,20 +22,9 @@ import types
 from typing import Any
 
 from distviz import limits
+from distviz.runner.procs import redirect_stderr as _redirect_stderr
+from distviz.runner.procs import watch_lifeline as _watch_lifeline
 from distviz.runner.protocol import Exited, Ready, WorkerFailed, WorkerSpec, send
-
-
-def _watch_lifeline(lifeline: Any) -> None:
-    def watch() -> None:
-        try:
-            lifeline.recv_bytes()
-            why = "lifeline: unexpected data"
-        except (EOFError, OSError) as exc:
-            why = f"lifeline closed: {exc!r}"
-        print(f"distviz worker {os.getpid()}: {why}; the parent is gone, exiting", file=sys.stderr,
-              flush=True)
-        os._exit(limits.PARENT_GONE_EXIT)
-    threading.Thread(target=watch, name="distviz-lifeline", daemon=True).start()
 
 
 def scenario_line(text: str, path: str) -> int | None:
@@ -139,24 +128,6 @@ def reference_entry(conn: Any, lifeline: Any, spec: Any) -> None:
     parent): ``distviz.runner.reference_training.reference_main``."""
     from distviz.runner.reference_training import reference_main
     reference_main(conn, lifeline, spec)
-
-
-def _redirect_stderr(worker: str) -> None:
-    """Send this process's stderr to ``$DISTVIZ_WORKER_LOG.<worker>.log``, or discard it:
-    PyTorch's C++ warnings (TensorPipe EOFs after a crash) stay out of the UI."""
-    log = os.environ.get("DISTVIZ_WORKER_LOG")  # a path prefix: <prefix>.<worker>.log
-    target = f"{log}.{worker}.log" if log else os.devnull
-    try:
-        if log:
-            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    except OSError:
-        fd = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(fd, 2)
-    os.close(fd)
-    if log:
-        import faulthandler
-        faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks on demand
 
 
 def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:

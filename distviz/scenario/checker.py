@@ -122,7 +122,9 @@ class Checker:
         checked like ``def``s."""
         if isinstance(stmt, ast.FunctionDef):
             self.function(stmt, Scope(set()))
-        elif isinstance(stmt, ast.ClassDef) and stmt.name in self.classes:
+        elif isinstance(stmt, ast.ClassDef):
+            if stmt.name not in self.classes:
+                return  # its shape's problem is the loader's (distviz.scenario.classes)
             for method in stmt.body:
                 if isinstance(method, ast.FunctionDef):
                     self.function(method, Scope(set()), cls=stmt.name)

@@ -372,7 +372,9 @@ def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
     parsed = _parse_programs(loader, top, init_ys, mains, problems)
     functions = problems.attempt(lambda: _functions(loader, parsed.code, params),
                                  _def_names(parsed.code))
-    classes = problems.attempt(lambda: _classes(loader, parsed.code, params, functions), {})
+    no_classes: dict[str, ClassInfo] = {}
+    classes = problems.attempt(lambda: _classes(loader, parsed.code, params, functions),
+                               no_classes)
     checked = _check_programs(path, parsed, params, functions, workers, classes, training,
                               problems)
     initiator = next(iter(parsed.mains))
@@ -484,7 +486,7 @@ def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> tuple[dict
             problems.add(ScenarioError(f"missing required key '{key}'; a scenario needs "
                                        f"{', '.join(REQUIRED_KEYS)}", path=loader.path,
                                        line=root.line))
-    if any(key not in top for key in required) or hints:
+    if any(key not in top for key in required):
         problems.raise_found()
     return top, root.line
 
