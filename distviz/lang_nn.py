@@ -81,7 +81,7 @@ DEVICE_QUERIES: Final[dict[str, frozenset[str]]] = {
 MODULE_METHODS: Final[frozenset[str]] = frozenset({
     "forward", "parameters", "named_parameters", "buffers", "named_buffers", "children",
     "named_children", "modules", "named_modules", "train", "eval", "zero_grad", "state_dict",
-    "cpu", "step", "remote_parameters", "get_module_rref",
+    "cpu", "step", "remote_parameters", "get_module_rref", "forward_async",
 })
 
 #: Methods on RRefs (``rpc.remote`` results, ``RRef(x)``, RRefs received over RPC).

@@ -224,14 +224,17 @@ class TrainingSummary:
     """The run-level part of a training recording.
 
     ``schedule`` lists ``(trainer, context number)`` in the order the contexts opened;
-    ``overlapped`` says whether contexts of different trainers were open at the same time
-    (the reference then runs them one at a time, in that order, so values that depend on
-    the interleaving are not compared). ``final`` compares each parameter after training.
+    ``overlapped`` says whether contexts of different trainers were open at the same time;
+    ``shared_updates`` lists the parameters one trainer's steps updated while another's
+    contexts used them. The reference runs the contexts one at a time, in that order, so with
+    shared updates the values depend on the interleaving and are not compared. ``final``
+    compares each parameter after training.
     """
 
     trainers: tuple[str, ...]
     schedule: tuple[tuple[str, int], ...] = ()
     overlapped: bool = False
+    shared_updates: tuple[str, ...] = ()
     contexts_total: int = 0
     reference_outcome: str | None = None
     reference_error: str | None = None
@@ -250,6 +253,7 @@ class TrainingSummary:
         return cls(trainers=tuple(str(t) for t in obj.get("trainers", [])),
                    schedule=tuple((str(t), int(i)) for t, i in obj.get("schedule", [])),
                    overlapped=bool(obj.get("overlapped")),
+                   shared_updates=tuple(str(n) for n in obj.get("shared_updates", [])),
                    contexts_total=int(obj.get("contexts_total", 0)),
                    reference_outcome=obj.get("reference_outcome"),
                    reference_error=obj.get("reference_error"),
@@ -257,7 +261,8 @@ class TrainingSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {"trainers": list(self.trainers), "schedule": [list(s) for s in self.schedule],
-                "overlapped": self.overlapped, "contexts_total": self.contexts_total,
+                "overlapped": self.overlapped, "shared_updates": list(self.shared_updates),
+                "contexts_total": self.contexts_total,
                 "reference_outcome": self.reference_outcome,
                 "reference_error": self.reference_error,
                 "final": [c.to_json() for c in self.final]}

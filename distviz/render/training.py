@@ -116,6 +116,9 @@ def final_lines(summary: TrainingSummary | None) -> list[str]:
     if len(summary.trainers) > 1:
         overlap = ("their contexts overlapped in time" if summary.overlapped
                    else "their contexts did not overlap")
+        if summary.shared_updates:
+            overlap += (", and each updated parameters the others' contexts used ("
+                        f"{', '.join(summary.shared_updates[:4])})")
         lines.append(f"trainers: {', '.join(summary.trainers)}; {overlap}")
     if summary.reference_outcome is None:
         lines.append("final parameters: no reference run")

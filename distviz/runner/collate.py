@@ -24,7 +24,7 @@ from distviz.training import (
     compare_values,
 )
 
-__all__ = ["TrainingRun", "collate", "schedule"]
+__all__ = ["TrainingRun", "collate", "schedule", "shared_updates"]
 
 
 @dataclass
@@ -55,9 +55,31 @@ def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple
     return [(trainer, index) for _, _, trainer, index in spans], overlapped
 
 
+def shared_updates(run: TrainingRun) -> list[str]:
+    """Parameters one trainer's optimizer steps update while another trainer's contexts use
+    them (as leaves of their graphs): with contexts open at the same time, their values then
+    depend on the interleaving. With not every context recorded this cannot be known, and
+    every stepped parameter counts."""
+    updated: dict[str, set[str]] = {}
+    used: dict[str, set[str]] = {}
+    for trace_json, info, _ in run.contexts:
+        trainer = str(info["trainer"])
+        for step in info.get("steps", []):
+            for u in step.get("updates", []):
+                updated.setdefault(str(u["name"]), set()).add(trainer)
+        for node in trace_json.get("nodes", []):
+            if node.get("kind") == "accumulate_grad" and node.get("var"):
+                used.setdefault(str(node["var"]), set()).add(trainer)
+    if len(run.contexts) < sum(run.counts.values()):
+        return sorted(updated)
+    return sorted(name for name, by in updated.items() if used.get(name, set()) - by)
+
+
 def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
     """The recording of a training run (see the module docstring)."""
     order, overlapped = schedule(run.windows)
+    conflicts = shared_updates(run) if overlapped and len(run.trainers) > 1 else []
+    interleaved = bool(conflicts)
     ref = run.reference or {}
     ref_contexts = {(c["trainer"], int(c["index"])): c for c in ref.get("contexts", [])}
     t0 = min((int(info["enter_ns"]) for _, info, _ in run.contexts), default=0)
@@ -68,7 +90,7 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
         trace.scenario = scenario
         key = (str(info["trainer"]), int(info["index"]))
         want = ref_contexts.get(key)
-        reason = _not_comparable(trace, ref, want, overlapped)
+        reason = _not_comparable(trace, ref, want, conflicts)
         trace.reference = _gradients_section(trace, values, want, reason)
         iteration = dict(info, enter_us=(int(info["enter_ns"]) - t0) / 1000.0,
                          exit_us=(int(info["exit_ns"]) - t0) / 1000.0, reference=None)
@@ -79,10 +101,10 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
     workers = traces[0].workers if traces else []
     summary = TrainingSummary(
         trainers=tuple(run.trainers), schedule=tuple(order), overlapped=overlapped,
-        contexts_total=sum(run.counts.values()),
+        shared_updates=tuple(conflicts), contexts_total=sum(run.counts.values()),
         reference_outcome=ref.get("outcome") if run.reference is not None else None,
         reference_error=ref.get("error"),
-        final=tuple(_final_checks(run.final, ref, overlapped)))
+        final=tuple(_final_checks(run.final, ref, interleaved)))
     first = traces[0] if traces else None
     return Recording(contexts=traces, iterations=iterations, workers=list(workers),
                      scenario=scenario, torch_version=first.torch_version if first else None,
@@ -98,14 +120,15 @@ def _in_order(traces: list[Trace], iterations: list[Iteration | None]
 
 
 def _not_comparable(trace: Trace, ref: Mapping[str, Any], want: Mapping[str, Any] | None,
-                    overlapped: bool) -> str | None:
+                    conflicts: Sequence[str]) -> str | None:
     if not ref:
         return "no reference run"
     if ref.get("outcome") != "completed":
         return f"the reference run failed: {ref.get('error')}"
-    if overlapped:
-        return ("contexts of several trainers were open at the same time; the reference runs "
-                "them one at a time, so values that depend on the interleaving are not compared")
+    if conflicts:
+        return (f"trainers updated parameters the others' contexts use ({', '.join(conflicts)}) "
+                "while their contexts overlapped, so the values depend on the interleaving; "
+                "the reference runs the contexts one at a time")
     if want is None:
         return "the reference has no such context"
     if trace.real is None or trace.real.get("outcome") != "completed":
@@ -178,7 +201,7 @@ def _with_check(it: Iteration, want: Mapping[str, Any] | None, reason: str | Non
 
 
 def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any],
-                  overlapped: bool) -> list[ValueCheck]:
+                  interleaved: bool) -> list[ValueCheck]:
     """Each parameter after training against the reference's."""
     want: Mapping[str, Any] = ref.get("final", {}) if ref else {}
     rows: list[ValueCheck] = []
@@ -187,9 +210,9 @@ def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any]
             expected = want.get(name)
             if not ref or ref.get("outcome") != "completed":
                 rows.append(ValueCheck(name, worker, "not_compared", reason="no reference"))
-            elif overlapped:
+            elif interleaved:
                 rows.append(ValueCheck(name, worker, "not_compared",
-                                       reason="trainers overlapped"))
+                                       reason="trainers updated shared parameters concurrently"))
             elif expected is None:
                 rows.append(ValueCheck(name, worker, "extra"))
             else:
@@ -197,6 +220,6 @@ def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any]
                                            str(entry.get("dtype", ""))))
     seen = {r.name for r in rows}
     for name, entry in want.items():
-        if name not in seen and ref.get("outcome") == "completed" and not overlapped:
+        if name not in seen and ref.get("outcome") == "completed" and not interleaved:
             rows.append(ValueCheck(name, str(entry.get("worker", "")), "missing"))
     return rows

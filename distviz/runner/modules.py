@@ -93,7 +93,7 @@ def names(worker: str, labels: dict[int, str] | None = None) -> list[tuple[torch
     modules = _REGISTRY.get((_SCOPE[0], worker), [])
     inner: set[int] = set()
     for m in modules:
-        for sub in m.modules():
+        for _, sub in _walk(m):
             if sub is not m:
                 inner.add(id(sub))
     counts: dict[str, int] = {}
@@ -108,8 +108,27 @@ def names(worker: str, labels: dict[int, str] | None = None) -> list[tuple[torch
             k = counts.get(cls, 0)
             counts[cls] = k + 1
             label = f"{worker}.{cls}#{k}"
-        for pname, p in m.named_parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                out.append((p, f"{label}.{pname}"))
+        for prefix, sub in _walk(m):
+            for pname, p in sub._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    out.append((p, f"{label}.{prefix}{pname}"))
+    return out
+
+
+def _walk(module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """``(prefix, submodule)`` for ``module`` and everything inside it, in
+    ``named_modules()`` order, with an explicit stack; unlike ``named_modules`` it also walks
+    a module that holds a ``RemoteModule`` (whose own parameters live on another worker)."""
+    out: list[tuple[str, nn.Module]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, nn.Module]] = [("", module)]
+    while stack:
+        prefix, m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        out.append((prefix, m))
+        children = [(f"{prefix}{name}.", c) for name, c in m._modules.items() if c is not None]
+        stack.extend(reversed(children))
     return out

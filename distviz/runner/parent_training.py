@@ -35,6 +35,8 @@ def finish_training(ctx: Any, scenario: Scenario, options: Any, training: Traini
     sc = {"name": scenario.name, "description": scenario.description, "path": scenario.path,
           "params": dict(scenario.params), "seed": scenario.seed}
     result.recording = collate(training, sc)
+    # the first context stands for the run where one trace is expected
+    result.trace = result.recording.contexts[0] if result.recording.contexts else None
 
 
 def run_reference_process(ctx: Any, spec: ReferenceSpec, timeout: float) -> dict[str, Any]:

@@ -319,6 +319,10 @@ class _LocalRemoteModule:
 
     __call__ = forward
 
+    def forward_async(self, *args: Any, **kwargs: Any) -> Any:
+        from distviz.runner.rpc_proxy import _LocalFuture
+        return _LocalFuture(self.forward(*args, **kwargs))
+
     def remote_parameters(self, recurse: bool = True) -> list[LocalRRef]:
         return [LocalRRef(p, self.owner, self.ref.local) for p in self.module.parameters(recurse)]
 

@@ -175,6 +175,10 @@ class RRefProxy:
         self._log = log
         self._rpc = rpc_obj
 
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        # sent over RPC by PyTorch's own calls (a RemoteModule's forward), it is the RRef
+        return _as_is, (self._rref,)
+
     def to_here(self, *args: Any, _dv_line: int | None = None,
                 _dv_target: str | None = None) -> Any:
         snap = _Snapshot()
@@ -205,6 +209,10 @@ class RRefProxy:
 
     def remote(self, timeout: float = -1.0) -> MethodCaller:
         return MethodCaller(self, "remote", self._rpc, timeout)
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _unwrap(args: Any) -> Any:

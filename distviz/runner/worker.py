@@ -76,6 +76,8 @@ def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     ``limits.WORKER_ERROR_EXIT``.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
+    os.dup2(2, 1)  # print() in a scenario reaches the terminal, never the report on stdout
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     _redirect_stderr(spec.worker)
     _watch_lifeline(lifeline)
     state = {"phase": "start-up"}
