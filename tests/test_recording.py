@@ -1,0 +1,161 @@
+"""Recordings of several contexts (trace schema_version 2) and what reads them: the file format
+and its reader of version 1, the collation of a training run, several contexts on one worker,
+and the commands with --context (pure, milliseconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import replay_fixtures as F
+from typer.testing import CliRunner
+
+from distviz.cli import app
+from distviz.errors import TraceError
+from distviz.recording import Recording, load_recording
+from distviz.replay.contexts import shared_workers
+from distviz.runner.collate import TrainingRun, collate, schedule, shared_updates
+from distviz.trace import Trace, load
+from distviz.training import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
+
+
+def _iteration(trainer: str, index: int) -> Iteration:
+    return Iteration(trainer=trainer, index=index, context_id=index, loss=(1.5 / index,),
+                     steps=(OptimizerStep("SGD", (ParamUpdate("worker1", "w", 0.25),)),),
+                     enter_us=10.0 * index, exit_us=10.0 * index + 5)
+
+
+def _recording() -> Recording:
+    traces = [F.design_note(), F.nested()]
+    traces[0].workers = list(traces[1].workers)   # a run's contexts share its workers
+    return Recording(contexts=traces, iterations=[_iteration("worker0", 1),
+                                                  _iteration("worker0", 2)],
+                     workers=list(traces[0].workers),
+                     training=TrainingSummary(trainers=("worker0",),
+                                              schedule=(("worker0", 1), ("worker0", 2)),
+                                              contexts_total=2))
+
+
+def test_a_recording_round_trips_and_keeps_one_node_per_line(tmp_path: Path) -> None:
+    rec = _recording()
+    path = rec.save(tmp_path / "r.json")
+    text = path.read_text()
+    assert json.loads(text)["schema_version"] == 2
+    nodes = sum(len(t.nodes) for t in rec.contexts)
+    assert text.count('{"id":') == nodes and text.count("\n") >= nodes
+    back = load_recording(path)
+    assert [len(t.nodes) for t in back.contexts] == [len(t.nodes) for t in rec.contexts]
+    assert back.iterations == rec.iterations and back.training == rec.training
+    assert back.pick(2).nodes == rec.contexts[1].nodes
+    assert back.label(1) == "context 2 (worker0 2)"
+
+
+def test_version_1_files_read_as_one_context(tmp_path: Path) -> None:
+    path = F.design_note().save(tmp_path / "one.json")
+    rec = load_recording(path)
+    assert len(rec.contexts) == 1 and rec.iterations == [None] and rec.training is None
+    rec.save(tmp_path / "again.json")   # one context, no training: still version 1
+    assert json.loads((tmp_path / "again.json").read_text())["schema_version"] == 1
+
+
+def test_load_names_the_way_to_read_version_2(tmp_path: Path) -> None:
+    path = _recording().save(tmp_path / "r.json")
+    with pytest.raises(TraceError, match="several contexts .* --context N"):
+        load(path)
+
+
+def test_pick_names_the_range() -> None:
+    with pytest.raises(TraceError, match="--context 3: the recording holds contexts 1..2"):
+        _recording().pick(3)
+
+
+def _training_run(windows: dict[str, list[list[int]]], steps: dict[str, list[str]]) -> TrainingRun:
+    run = TrainingRun(trainers=sorted(windows))
+    for trainer, ws in windows.items():
+        run.windows[trainer] = ws
+        run.counts[trainer] = len(ws)
+        for index, enter, exit_ in ws:
+            trace = F.design_note().to_json()
+            info = {"trainer": trainer, "index": index, "context_id": index, "loss": [1.0],
+                    "gradients": {}, "enter_ns": enter, "exit_ns": exit_,
+                    "steps": [{"optimizer": "SGD", "updates": [
+                        {"worker": "worker0", "name": n, "norm": 0.1} for n in steps[trainer]]}]}
+            run.contexts.append((trace, info, {}))
+    return run
+
+
+def test_schedule_orders_contexts_and_sees_overlap() -> None:
+    order, overlapped = schedule({"a": [[1, 0, 10], [2, 20, 30]], "b": [[1, 12, 18]]})
+    assert order == [("a", 1), ("b", 1), ("a", 2)] and overlapped is False
+    assert schedule({"a": [[1, 0, 10]], "b": [[1, 5, 15]]})[1] is True
+
+
+def test_updates_of_parameters_another_trainer_uses_are_found() -> None:
+    windows = {"a": [[1, 0, 10]], "b": [[1, 5, 15]]}
+    # design_note's leaves are t1, t2, t4 on worker0: a steps t1, which b's context uses
+    assert shared_updates(_training_run(windows, {"a": ["t1"], "b": ["other"]})) == ["t1"]
+    assert shared_updates(_training_run(windows, {"a": ["mine"], "b": ["yours"]})) == []
+
+
+def test_collate_compares_nothing_when_shared_updates_overlap() -> None:
+    run = _training_run({"a": [[1, 0, 10]], "b": [[1, 5, 15]]}, {"a": ["t1"], "b": []})
+    run.reference = {"outcome": "completed", "contexts": [], "final": {}}
+    rec = collate(run, None)
+    assert rec.training is not None and rec.training.shared_updates == ("t1",)
+    assert all(t.reference and t.reference["comparable"] is False for t in rec.contexts)
+    assert all(it and it.reference and it.reference.ok is None for it in rec.iterations)
+    assert "overlapped" in (rec.contexts[0].reference or {})["error"]
+
+
+def _with_calls(trace: Trace, worker: str, t0: float, nodes: list[str]) -> Trace:
+    events = [{"pass": 0, "worker": worker, "node": n, "t_us": 10.0 * i, "dur_us": 5.0,
+               "thread": "t/1", "grad_shapes": None} for i, n in enumerate(nodes)]
+    trace.real = {"outcome": "completed", "t0_ns": int(t0 * 1000), "events": events}
+    return trace
+
+
+def test_calls_of_several_trainers_share_a_workers_engine_thread() -> None:
+    dn = F.design_note()
+    send = next(n.id for n in dn.nodes if n.kind == "send" and n.worker == "worker1")
+    other = [n.id for n in dn.nodes if n.worker == "worker1" and n.kind != "send"]
+    a = _with_calls(F.design_note(), "worker1", 0.0, [send, *other])
+    b = _with_calls(F.design_note(), "worker1", 100.0, [send, *other])
+    shared = shared_workers([a, b], ["t1 1", "t2 1"], ["t1", "t2"])
+    assert len(shared) == 1 and shared[0].worker == "worker1" and shared[0].overlaps == 0
+    assert [c.label for c in shared[0].calls] == ["t1 1", "t2 1"]
+    assert "2 backward calls of 2 contexts" in shared[0].sentence
+    late = _with_calls(F.design_note(), "worker1", 10.0, [send, *other])   # starts inside a
+    assert shared_workers([a, late], ["t1 1", "t2 1"], ["t1", "t2"])[0].overlaps == 1
+    assert shared_workers([a, b], ["t1 1", "t1 2"], ["t1", "t1"]) == []   # one trainer
+
+
+def _invoke(*args: Any) -> Any:
+    return CliRunner().invoke(app, [str(a) for a in args], env={"NO_COLOR": "1",
+                                                                "COLUMNS": "120"})
+
+
+def test_replay_shows_every_context_and_one_with_context(tmp_path: Path) -> None:
+    path = _recording().save(tmp_path / "r.json")
+    table = _invoke("replay", path)
+    assert table.exit_code in (0, 8), table.output
+    assert "2 contexts recorded of 2" in table.output and "worker0 2" in table.output
+    one = _invoke("replay", path, "--context", 2)
+    assert "-- context 2 (worker0 2)" in one.output
+    assert "SGD.step(context) through DistributedOptimizer updates 1 parameter" in one.output
+    report = json.loads(_invoke("replay", path, "--json").stdout)
+    assert [c["context"] for c in report["contexts"]] == [1, 2]
+    assert report["training"]["trainers"] == ["worker0"]
+    bad = _invoke("replay", path, "--context", 5)
+    assert bad.exit_code == 2 and "holds contexts 1..2" in bad.output
+
+
+def test_graph_and_export_take_a_context(tmp_path: Path) -> None:
+    path = _recording().save(tmp_path / "r.json")
+    g = _invoke("graph", path, "--context", 2)
+    assert g.exit_code == 0 and "worker2" in g.output   # nested() has a third worker
+    out = tmp_path / "c2.dot"
+    e = _invoke("export", path, "--context", 2, "--format", "dot", "-o", out)
+    assert e.exit_code == 0, e.output
+    assert "worker2" in out.read_text()

@@ -1,0 +1,110 @@
+"""Training scenarios on real workers: every recorded context's replay agrees with PyTorch's
+real backward, the graph is PyTorch's own (an LSTM is one node per layer), get_gradients and
+the optimizer steps are reported per worker, and the training equals the single-process
+reference's. The runs are shared with ``test_rpc_agreement.py`` (``run_cached``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from conftest import ROOT, run_cached
+
+from distviz.replay.agreement import compare
+from distviz.replay.contexts import shared_workers
+from distviz.replay.fast import replay
+
+pytestmark = pytest.mark.rpc
+
+
+def _agrees(trace: Any) -> dict[str, Any]:
+    a = compare(trace, replay(trace))
+    assert (a["outcome"], a["executed"], a["order"]) == (True, True, True), a["text"]
+    assert a["exact"] is True
+    return a
+
+
+def test_rnn_tutorial_every_iteration_agrees_and_training_equals_the_reference() -> None:
+    result = run_cached("rnn_tutorial")
+    assert result.error is None and result.stopped is None, result.error
+    rec = result.recording
+    assert len(rec.contexts) == 50 and rec.training.contexts_total == 50
+    for trace, it in zip(rec.contexts, rec.iterations, strict=True):
+        a = _agrees(trace)
+        assert a["gradients"] is True, trace.reference["comparison"]
+        assert it.reference.ok is True and it.reference.loss_match is True
+        assert {w: len(es) for w, es in it.gradients.items()} == {"ps": 3, "trainer": 16}
+        assert len(it.steps) == 1 and len(it.steps[0].updates) == 19
+    assert rec.training.ok is True and len(rec.training.final) == 19
+    assert [it.index for it in rec.iterations] == list(range(1, 51))
+
+
+def _local_rnn_graph() -> Counter[str]:
+    """The node names of the tutorial's model run in one process with plain PyTorch (the loss
+    and the LSTM's hidden state outputs, as the recording names both)."""
+    import torch
+    from torch import nn
+    emb, drop, lstm, dec = nn.Embedding(7, 2), nn.Dropout(0.5), nn.LSTM(2, 3, 4, dropout=0.5), \
+        nn.Linear(3, 7)
+    data = torch.randint(0, 7, (5, 6))
+    out, hidden = lstm(drop(emb(data)), (torch.randn(4, 6, 3), torch.randn(4, 6, 3)))
+    loss = nn.CrossEntropyLoss()(dec(drop(out)), torch.randint(0, 6, (5, 7)))
+    names: Counter[str] = Counter()
+    seen: set[Any] = set()
+    stack = [loss.grad_fn, hidden[0].grad_fn, hidden[1].grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names[fn.name().rsplit("::", 1)[-1]] += 1
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return names
+
+
+def test_rnn_tutorial_graph_is_pytorchs_own() -> None:
+    trace = run_cached("rnn_tutorial").recording.contexts[1]
+    names = Counter(n.name.rsplit("::", 1)[-1] for n in trace.nodes)
+    assert names["MkldnnRnnLayerBackward0"] == 4   # nn.LSTM(..., nlayers=4): one per layer
+    rpc_nodes = Counter({k: names.pop(k) for k in ("SendRpcBackward", "RecvRpcBackward")})
+    assert rpc_nodes == Counter({"SendRpcBackward": 3, "RecvRpcBackward": 3})
+    assert names == _local_rnn_graph()
+
+
+def test_two_trainers_meet_on_the_parameter_server() -> None:
+    result = run_cached("ps_two_trainers")
+    assert result.error is None, result.error
+    rec = result.recording
+    assert sorted((it.trainer, it.index) for it in rec.iterations) == [
+        (t, i) for t in ("trainer1", "trainer2") for i in (1, 2, 3)]
+    for trace, it in zip(rec.contexts, rec.iterations, strict=True):
+        assert _agrees(trace)["gradients"] is True
+        # on ps, each context holds its own gradients for the shared layer and its head
+        names = {e.name for e in it.gradients["ps"]}
+        head = "ps.head1" if it.trainer == "trainer1" else "ps.head2"
+        assert names == {"ps.features.weight", "ps.features.bias", f"{head}.weight",
+                         f"{head}.bias"}
+        assert {u.name for s in it.steps for u in s.updates} == {f"{head}.weight",
+                                                               f"{head}.bias"}
+    shared = shared_workers(rec.contexts, [it.label for it in rec.iterations],
+                            [it.trainer for it in rec.iterations])
+    assert [s.worker for s in shared] == ["ps"]
+    assert len(shared[0].contexts) == 6 and shared[0].overlaps == 0
+    assert rec.training.ok is True
+
+
+def test_get_gradients_returns_each_workers_own_leaves() -> None:
+    it = run_cached("get_gradients").recording.iterations[0]
+    assert {w: sorted(e.name for e in es) for w, es in it.gradients.items()} == {
+        "worker0": ["t1", "t2", "t4"], "worker1": ["worker1.w"]}
+
+
+def test_a_predicted_hang_stops_the_training_at_that_context() -> None:
+    result = run_cached(str(ROOT / "tests" / "fault_scenarios" / "training_hang.yaml"))
+    assert result.stopped and "replay predicts that this backward hangs" in result.stopped
+    rec = result.recording
+    assert [it.index for it in rec.iterations] == [1, 2]
+    assert rec.contexts[0].real["outcome"] == "completed"
+    assert rec.contexts[1].real["outcome"] == "skipped"
+    assert replay(rec.contexts[1]).outcome == "hang"

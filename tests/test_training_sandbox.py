@@ -1,0 +1,134 @@
+"""The run-time side of the training names, in one process (torch, no RPC): the checks behind a
+class's declared names, the legacy constructors and device queries, module parameter names,
+and the single-process reference of a training run with several trainers."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+from conftest import SCENARIOS
+
+torch = pytest.importorskip("torch")
+
+from distviz.runner import modules  # noqa: E402
+from distviz.runner.namespace import build_namespace  # noqa: E402
+from distviz.runner.protocol import WorkerOptions  # noqa: E402
+from distviz.runner.reference_training import run_training_reference  # noqa: E402
+from distviz.runner.rpc_proxy import LocalRpc, LocalWorld  # noqa: E402
+from distviz.runner.sandbox import SandboxError  # noqa: E402
+from distviz.scenario import load_scenario, load_scenario_text  # noqa: E402
+
+CODE = """\
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.count = 0
+
+    def forward(self, x):
+        self.count = self.count + 1
+        return self.lin(x)
+
+def attribute_of(obj):
+    return obj.lin
+
+def set_on(obj):
+    obj.poke(1)
+
+class Poker(nn.Module):
+    def poke(self, v):
+        self.lin = v
+"""
+
+
+def _namespace(code: str = CODE, **extra: str) -> dict[str, Any]:
+    text = ("name: t\nworkers: [w0]\ncode: |\n" + textwrap.indent(code, "  ")
+            + "main: |\n  loss = torch.rand(3, requires_grad=True).sum()\nbackward: [loss]\n")
+    sc = load_scenario_text(text, path="s.yaml")
+    world = LocalWorld()
+    ns = world.run("w0", build_namespace, sc, "w0", 0, LocalRpc(world), WorkerOptions(),
+                   reference=True)
+    world.namespaces["w0"] = ns
+    return ns
+
+
+def test_declared_names_work_on_the_scenarios_own_objects() -> None:
+    ns = _namespace()
+    enc = ns["Encoder"]()
+    out = enc(torch.rand(4, 3))
+    assert out.shape == (4, 2) and enc.count == 1
+    assert ns["attribute_of"](enc) is enc.lin
+    assert ns["Encoder"].forward is type(enc).forward
+
+
+def test_declared_names_are_refused_on_anything_else() -> None:
+    ns = _namespace()
+    with pytest.raises(SandboxError, match=r"\.lin is only available on the scenario's own"):
+        ns["attribute_of"](torch.rand(2))
+    with pytest.raises(SandboxError, match="only available on the scenario's own"):
+        ns["attribute_of"](torch.nn.Linear(2, 2))   # a torch module, not a scenario class
+
+
+def test_self_attributes_are_set_only_on_the_scenarios_own_objects() -> None:
+    ns = _namespace()
+    poker = ns["Poker"]
+    with pytest.raises(SandboxError, match="sets attributes only on objects of the scenario"):
+        poker.poke(torch.nn.Linear(2, 2), 3)   # a method called on a foreign object
+    p = poker()
+    p.poke(5)
+    assert p.lin == 5
+
+
+def test_a_declared_attribute_never_reaches_torchs_own_members() -> None:
+    ns = _namespace("class A(nn.Module):\n    def set(self):\n        self.apply = 1\n\n"
+                    "def get(a):\n    return a.apply\n")
+    with pytest.raises(SandboxError, match="has no attribute .apply yet"):
+        ns["get"](ns["A"]())   # nn.Module.apply exists, but A never set it
+
+
+def test_legacy_constructors_draw_from_the_workers_generator() -> None:
+    a = _namespace()["torch"].LongTensor(5, 6)
+    b = _namespace()["torch"].LongTensor(5, 6)
+    assert a.dtype == torch.int64 and a.shape == (5, 6) and torch.equal(a, b)
+    assert (a >= 0).all() and (a < 2**31).all()
+    assert _namespace()["torch"].FloatTensor([1, 2]).tolist() == [1.0, 2.0]
+    with pytest.raises(SandboxError, match="--max-numel"):
+        _namespace()["torch"].LongTensor(100_000, 100_000)
+
+
+def test_scenarios_run_on_cpu() -> None:
+    t = _namespace()["torch"]
+    assert t.accelerator.is_available() is False and t.cuda.is_available() is False
+    assert t.accelerator.current_accelerator() is None
+
+
+def test_module_parameters_are_named_after_the_outermost_module() -> None:
+    ns = _namespace()
+    modules.use_scope("reference")
+    world = LocalWorld()
+    try:
+        outer = world.run("w0", ns["Encoder"])
+        names = dict((label, p) for p, label in modules.names("w0"))
+        assert names["w0.Encoder#0.lin.weight"] is outer.lin.weight
+        labelled = modules.names("w0", {id(outer): "w0.model"})
+        assert ("w0.model.lin.bias", outer.lin.bias) in [(n, p) for p, n in labelled]
+    finally:
+        modules.use_scope("run")
+
+
+def test_reference_runs_several_trainers_in_the_real_runs_order() -> None:
+    sc = load_scenario(SCENARIOS / "ps_two_trainers.yaml", {"iterations": "2"})
+    order = [("trainer2", 1), ("trainer1", 1), ("trainer1", 2), ("trainer2", 2)]
+    result = run_training_reference(sc, WorkerOptions(), order)
+    assert result["outcome"] == "completed", result["error"]
+    assert [(c["trainer"], c["index"]) for c in result["contexts"]] == order
+    # each context keeps its own gradients of the shared layer on ps
+    for c in result["contexts"]:
+        assert {"ps.features.weight", "ps.features.bias"} <= set(c["gradients"])
+    heads = {name for c in result["contexts"] for step in c["steps"] for name in
+             (u["name"] for u in step["updates"])}
+    assert heads == {"ps.head1.weight", "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
+    assert set(result["final"]) == {"ps.features.weight", "ps.features.bias", "ps.head1.weight",
+                                    "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
