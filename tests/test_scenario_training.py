@@ -16,7 +16,7 @@ from distviz.errors import ScenarioError, UsageError
 from distviz.scenario import load_scenario, load_scenario_text
 from distviz.training import ContextSelection
 
-TRAINING = ["rnn_tutorial", "ps_two_trainers", "module_pipeline", "seed_training",
+TRAINING = ["rnn_tutorial", "ps_two_trainers", "module_shards", "seed_training",
             "get_gradients"]
 
 
