@@ -11,17 +11,16 @@ from typing import Any
 import pytest
 from conftest import ROOT, run_cached
 
-from distviz.replay.agreement import compare
+from distviz.replay import compare, replay
 from distviz.replay.contexts import shared_workers
-from distviz.replay.fast import replay
 
 pytestmark = pytest.mark.rpc
 
 
-def _agrees(trace: Any) -> dict[str, Any]:
+def _agrees(trace: Any) -> Any:
     a = compare(trace, replay(trace))
-    assert (a["outcome"], a["executed"], a["order"]) == (True, True, True), a["text"]
-    assert a["exact"] is True
+    assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
+    assert a.exact is True
     return a
 
 
@@ -32,7 +31,7 @@ def test_rnn_tutorial_every_iteration_agrees_and_training_equals_the_reference()
     assert len(rec.contexts) == 50 and rec.training.contexts_total == 50
     for trace, it in zip(rec.contexts, rec.iterations, strict=True):
         a = _agrees(trace)
-        assert a["gradients"] is True, trace.reference["comparison"]
+        assert a.gradients is True, trace.reference["comparison"]
         assert it.reference.ok is True and it.reference.loss_match is True
         assert {w: len(es) for w, es in it.gradients.items()} == {"ps": 3, "trainer": 16}
         assert len(it.steps) == 1 and len(it.steps[0].updates) == 19
@@ -79,7 +78,7 @@ def test_two_trainers_meet_on_the_parameter_server() -> None:
     assert sorted((it.trainer, it.index) for it in rec.iterations) == [
         (t, i) for t in ("trainer1", "trainer2") for i in (1, 2, 3)]
     for trace, it in zip(rec.contexts, rec.iterations, strict=True):
-        assert _agrees(trace)["gradients"] is True
+        assert _agrees(trace).gradients is True
         # on ps, each context holds its own gradients for the shared layer and its head
         names = {e.name for e in it.gradients["ps"]}
         head = "ps.head1" if it.trainer == "trainer1" else "ps.head2"

@@ -22,6 +22,7 @@ from distviz.cli.output import exit_code as trace_exit_code
 from distviz.errors import DistvizError, RunError
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.recording import Recording
+from distviz.replay.model import Agreement
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
            "show_recording"]
@@ -29,16 +30,16 @@ __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_record
 #: Exit codes from least to most severe (the run's code is the most severe of its contexts').
 _SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
 
-Reports = list[tuple[Any, dict[str, Any]]]
+Reports = list[tuple[Any, "Agreement | None"]]
 
 
 def context_reports(recording: Recording, mode: str) -> Reports:
-    """The replay and the agreement of every context (``(None, {})`` for one without a
+    """The replay and the agreement of every context (``(None, None)`` for one without a
     recorded pass)."""
     out: Reports = []
     for trace in recording.contexts:
         if not trace.passes:
-            out.append((None, {}))
+            out.append((None, None))
             continue
         rp = replay_of(trace, mode)
         out.append((rp, agreement_of(trace, rp)))
@@ -79,7 +80,8 @@ def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
                          "iteration": it.to_json() if it else None, "nodes": len(trace.nodes),
                          "replay": ({"outcome": rp.outcome, "summary": rp.summary()}
                                     if rp else None),
-                         "real": real, "reference": trace.reference, "agreement": agreement})
+                         "real": real, "reference": trace.reference,
+                         "agreement": agreement.to_json() if agreement else None})
     shared = [{"worker": s.worker, "contexts": list(s.contexts), "overlaps": s.overlaps,
                "calls": [{"context": c.context, "label": c.label, "first": c.first,
                           "nodes": c.nodes, "start_us": round(c.start_us, 3),
@@ -112,7 +114,7 @@ def show_recording(recording: Recording, reports: Reports) -> None:
         out.print(line, markup=False)
 
 
-def show_context(recording: Recording, number: int, report_: tuple[Any, dict[str, Any]],
+def show_context(recording: Recording, number: int, report_: tuple[Any, Agreement | None],
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""

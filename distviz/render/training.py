@@ -8,12 +8,12 @@ iteration's step log (what ``get_gradients`` holds on each worker, each optimize
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rich.table import Table
 
 from distviz.recording import Recording
+from distviz.replay.model import Agreement
 from distviz.training import Iteration, TrainingSummary
 
 __all__ = ["final_lines", "iteration_events", "iteration_table", "yes_no"]
@@ -39,8 +39,7 @@ def _largest(it: Iteration) -> str:
     return f"{max(u.norm for u in moved):.3g}"
 
 
-def iteration_table(recording: Recording, agreements: Sequence[Mapping[str, Any] | None]
-                    ) -> Table:
+def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]) -> Table:
     """One row per recorded context: its number (``ctx``), trainer and context number, nodes,
     loss (and the reference's), how many tensors ``get_gradients`` held per worker, the norm
     of the largest parameter update (``update``), whether the replay matches PyTorch's real backward
@@ -70,10 +69,10 @@ def iteration_table(recording: Recording, agreements: Sequence[Mapping[str, Any]
     return table
 
 
-def _agrees(agreement: Mapping[str, Any] | None) -> bool | None:
-    if not agreement or agreement.get("compared") is False:
+def _agrees(agreement: Agreement | None) -> bool | None:
+    if agreement is None:
         return None
-    checks = [agreement.get(k) for k in ("outcome", "executed", "order")]
+    checks = [agreement.outcome, agreement.executed, agreement.order]
     if any(c is False for c in checks):
         return False
     return True if any(c is True for c in checks) else None
