@@ -53,8 +53,7 @@ PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "dist
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
            "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
            "distviz.runner.training", "distviz.runner.train_worker",
-           "distviz.runner.reference_training", "distviz.replay", "torch.distributed.optim",
-           "torch.distributed.nn", "distviz.scenario"]
+           "distviz.runner.reference_training", "distviz.replay", "distviz.scenario"]
 
 #: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
 Decide = Callable[[Trace], tuple[bool, str | None]]

@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.distributed.autograd as real_autograd
 import torch.distributed.rpc as rpc
-from torch.distributed.optim import DistributedOptimizer as RealDistributedOptimizer
 
 from distviz import limits
 from distviz import recorder as rec
@@ -160,6 +159,14 @@ def final_parameters(worker: str) -> dict[str, Any]:
     return out
 
 
+def remote_module(remote_device: str, module_cls: Any, args: Any = None,
+                  kwargs: Any = None) -> Any:
+    """``RemoteModule(...)``: PyTorch's (``torch.distributed.nn`` is imported on first use: it
+    takes seconds to import, which every worker would pay at start-up)."""
+    from torch.distributed.nn import RemoteModule
+    return RemoteModule(remote_device, module_cls, args=tuple(args or ()), kwargs=kwargs)
+
+
 def make_rref(value: Any, type_hint: Any = None) -> Any:
     """``RRef(x)``: PyTorch's ``rpc.RRef``, called from a frame with the full builtins (its
     C++ constructor imports modules through the calling frame's ``__import__``, which a
@@ -196,7 +203,10 @@ class OptimizerProxy:
         self._session = session
         self._rrefs = [_unwrap(p) for p in params]
         self._name = getattr(optimizer_class, "__name__", "optimizer")
-        self._real = RealDistributedOptimizer(optimizer_class, self._rrefs, *args, **kwargs)
+        # imported here: torch.distributed.optim takes seconds to import, which every worker
+        # would pay at start-up
+        from torch.distributed.optim import DistributedOptimizer
+        self._real = DistributedOptimizer(optimizer_class, self._rrefs, *args, **kwargs)
 
     def step(self, context_id: int) -> None:
         run = self._session.runs.get(int(context_id))
@@ -249,7 +259,6 @@ class TrainingSession:
     def names(self) -> dict[str, Any]:
         """The names a program sees: ``dist_autograd``, ``DistributedOptimizer``, ``RRef``,
         ``RemoteModule``."""
-        from torch.distributed.nn import RemoteModule
         autograd = _Namespace("dist_autograd", {
             "context": lambda: _Context(self), "backward": self.backward,
             "get_gradients": real_autograd.get_gradients})
@@ -257,7 +266,7 @@ class TrainingSession:
         def optimizer(cls: Any, params: Any, *args: Any, **kwargs: Any) -> OptimizerProxy:
             return OptimizerProxy(self, cls, params, *args, **kwargs)
         return {"dist_autograd": autograd, "DistributedOptimizer": optimizer,
-                "RRef": make_rref, "RemoteModule": RemoteModule}
+                "RRef": make_rref, "RemoteModule": remote_module}
 
     # -- contexts ---------------------------------------------------------------------------
 
