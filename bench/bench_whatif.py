@@ -28,7 +28,7 @@ from typing import Any
 
 from common import SCENARIOS
 
-from distviz.replay.changes import parse_inject_delay, what_if_for_injection
+from distviz.replay.changes import WhatIf, parse_inject_delay, what_if_for_injection
 from distviz.replay.whatif import predict
 from distviz.runner.parent import RunOptions, run_scenario, stop_server
 from distviz.scenario import load_scenario
@@ -85,13 +85,43 @@ def scenario_rows(name: str, repeat: int) -> list[dict[str, Any]]:
             _row(name, "next run", walls[repeat:], preds[:repeat], target=False)]
 
 
+def _durations(traces: list[Trace]) -> dict[str, list[float]]:
+    """Each node's measured durations (µs) over ``traces``."""
+    out: dict[str, list[float]] = {}
+    for t in traces:
+        for ev in (t.real or {}).get("events") or []:
+            if ev.get("dur_us") is not None:
+                out.setdefault(str(ev["node"]), []).append(float(ev["dur_us"]))
+    return out
+
+
+def realized(wi: WhatIf, base: list[Trace], delayed: list[Trace]) -> WhatIf:
+    """The delay the machine really gave: a recv's extra time, or a worker's factor, as the
+    median over nodes of the delayed runs' durations against the undelayed runs' medians (a
+    sleep can wake up late on a busy machine)."""
+    b, d = _durations(base), _durations(delayed)
+    med = {n: statistics.median(v) for n, v in b.items() if v}
+    recv_us = wi.recv_us
+    if wi.recv_us:
+        extra = [x - med[n] for n, xs in d.items() if "RecvRpcBackward" in n and n in med
+                 for x in xs]
+        recv_us = statistics.median(extra) if extra else wi.recv_us
+    slow = []
+    for w, _f in wi.slow:
+        ratios = [x / med[n] for n, xs in d.items() if n.startswith(f"{w}/") and med.get(n)
+                  for x in xs]
+        slow.append((w, statistics.median(ratios) if ratios else _f))
+    return WhatIf(wi.latency_us, wi.bandwidth_bits, tuple(slow), recv_us)
+
+
 def injected_rows(repeat: int, settings: tuple[str, ...],
                   params: dict[str, str]) -> list[dict[str, Any]]:
-    """One row per injected delay on the pipeline scenario with ``params``."""
+    """One row per injected delay on the pipeline scenario with ``params``; each row also has
+    the prediction with the delay the machine really gave (``realized``)."""
     scenario = load_scenario(str(SCENARIOS / "pipeline.yaml"), params)
     sets = "".join(f" --set {k}={v}" for k, v in sorted(params.items()))
     base: list[Trace] = []
-    delayed: dict[str, list[float]] = {s: [] for s in settings}
+    delayed: dict[str, list[Trace]] = {s: [] for s in settings}
     for _ in range(repeat):
         t = _run(scenario, {})
         if t is not None:
@@ -99,14 +129,21 @@ def injected_rows(repeat: int, settings: tuple[str, ...],
         for s in settings:
             d = _run(scenario, parse_inject_delay([s], list(scenario.workers)))
             if d is not None:
-                delayed[s].append(_wall_ms(d))
+                delayed[s].append(d)
     rows = []
     for s in settings:
         wi = what_if_for_injection(parse_inject_delay([s], list(scenario.workers)))
         preds = [predict(t, wi).predicted_us / 1000.0 for t in base]
-        if preds and delayed[s]:
-            rows.append(_row(f"pipeline{sets} --inject-delay {s} (what-if {wi.describe()})",
-                             "injected", delayed[s], preds))
+        if not preds or not delayed[s]:
+            continue
+        row = _row(f"pipeline{sets} --inject-delay {s} (what-if {wi.describe()})",
+                   "injected", [_wall_ms(d) for d in delayed[s]], preds)
+        real_wi = realized(wi, base, delayed[s])
+        real_preds = [predict(t, real_wi).predicted_us / 1000.0 for t in base]
+        m = statistics.median(row["measured_ms"])
+        row["realized"] = {"what_if": real_wi.describe(), "predicted_ms": real_preds,
+                           "error": (statistics.median(real_preds) - m) / m}
+        rows.append(row)
     return rows
 
 
@@ -114,6 +151,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
     out = ["| scenario | compared | measured ms | predicted ms | error | target | met? |",
            "|---|---|---|---|---|---|---|"]
+    notes = []
     for r in rows:
         err = f"{100 * r['error']:+.0f} %" if r["kind"] != "same run" else \
             f"{100 * r['error']:.2g} % (largest)"
@@ -121,7 +159,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             if r["met"] is not None else ("-", "-")
         out.append(f"| {r['what']} | {r['kind']} | {_spread(r['measured_ms'])} | "
                    f"{_spread(r['predicted_ms'])} | {err} | {target} | {met} |")
-    return "\n".join(out)
+        if "realized" in r:
+            x = r["realized"]
+            notes.append(f"- {r['what'].split(' (what-if')[0]}: the machine gave "
+                         f"{x['what_if']}; predicted with that: "
+                         f"{_spread(x['predicted_ms'])} ms ({100 * x['error']:+.0f} %)")
+    return "\n".join(out + ([""] + notes if notes else []))
 
 
 def main() -> None:

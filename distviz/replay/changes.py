@@ -45,7 +45,7 @@ class WhatIf:
             parts.append(f"latency +{fmt_us(self.latency_us)}")
         if self.bandwidth_bits:
             parts.append(f"bandwidth {_fmt_rate(self.bandwidth_bits)}")
-        parts.extend(f"{w} {f:g}x slower" for w, f in self.slow)
+        parts.extend(f"{w} {f:.3g}x slower" for w, f in self.slow)
         if self.recv_us:
             parts.append(f"recv +{fmt_us(self.recv_us)}")
         return ", ".join(parts) or "as measured"
