@@ -36,6 +36,17 @@ def message_label(msg_id: int) -> str:
     return f"{msg_id >> 48}:{msg_id & ((1 << 48) - 1)}"
 
 
+def has_seq(seq: int) -> bool:
+    """Return False for ``ACCUMULATE_GRAD_SEQ``: PyTorch gives AccumulateGrad no sequence number
+    (it stores ``UINT64_MAX`` so that leaves run first); views show ``-`` or leave it out."""
+    return seq != ACCUMULATE_GRAD_SEQ
+
+
+def seq_text(seq: int) -> str:
+    """Return a node's sequence number for people: the number, or ``-`` when it has none."""
+    return str(seq) if has_seq(seq) else "-"
+
+
 def short_name(name: str) -> str:
     """Return the last ``::`` part of a node name (``torch::distributed::autograd::SendRpcBackward``)."""
     return name.rsplit("::", 1)[-1]

@@ -147,3 +147,16 @@ def test_critical_path_track_and_marks() -> None:
     assert marked == set(path.nodes)
     critical_flows = [e for e in evs if e["ph"] in "sf" and e["cat"] == "real.critical_path"]
     assert sorted({e["name"] for e in critical_flows}) == ["gradient 0:0", "gradient 1:0"]
+
+
+def test_accumulate_grad_slices_carry_no_sequence_number() -> None:
+    # PyTorch stores UINT64_MAX for AccumulateGrad ("no sequence number"): never shown raw
+    tr = design_trace()
+    tr.real = _real(tr)
+    evs = _check_format(to_perfetto(tr, replay_of(tr)))
+    leaves = [e for e in evs if e["ph"] == "X" and e["name"].startswith("AccumulateGrad")]
+    assert {e["cat"] for e in leaves} == {"real", "replay"}
+    assert all("seq" not in e["args"] for e in leaves)
+    ops = [e for e in evs if e["ph"] == "X" and not e["name"].startswith("AccumulateGrad")]
+    assert ops and all(isinstance(e["args"]["seq"], int) for e in ops)
+    assert str(2**64 - 1) not in json.dumps(evs)

@@ -13,8 +13,10 @@ Layout:
 * **Gradient messages** are flow arrows (``s`` on the ``RecvRpcBackward`` slice of the sender,
   ``f`` with ``"bp": "e"`` on the ``SendRpcBackward`` slice of the receiver), in both sets.
 * Hangs, errors and crashes in the replay are instant (``i``) events on the worker's process.
-* Each replay slice's ``args`` carry the node's ``seq`` and its initial dependency count in the
-  pass (``deps``: ``distviz.replay.graph.initial_dependencies``, the count every view shows).
+* Each replay slice's ``args`` carry the node's ``seq`` (none for AccumulateGrad, which has no
+  sequence number) and its initial dependency count in the pass (``deps``:
+  ``distviz.replay.graph.initial_dependencies``, the count every view shows); real slices carry
+  ``seq`` the same way.
 * **Critical path** (with ``timing``, the analysis of the real run): a process of its own,
   ``critical path · real`` (``distviz.render.timing_tracks``), whose one track holds the path's
   segments in time order; the real slices on the path carry ``args.critical_path: true`` and
@@ -30,7 +32,7 @@ from typing import Any
 from distviz.render.timing_tracks import critical_path_events
 from distviz.replay.model import ReplayLike
 from distviz.replay.timing import Timing
-from distviz.trace import Node, Trace, message_label, short_name
+from distviz.trace import Node, Trace, has_seq, message_label, short_name
 
 REAL_PID_BASE = 1
 REPLAY_PID_BASE = 1000
@@ -155,7 +157,8 @@ def _real_events(trace: Trace, nodes: Mapping[str, Node], real: Mapping[str, Any
         pass_index = int(e.get("pass") or 0)
         args: dict[str, Any] = {"node": nid, "pass": pass_index}
         if node is not None:
-            args["seq"] = node.seq
+            if has_seq(node.seq):
+                args["seq"] = node.seq
             if node.msg_id is not None:
                 args["message"] = message_label(node.msg_id)
         if e.get("grad_shapes") is not None:
@@ -232,7 +235,7 @@ def _replay_events(trace: Trace, nodes: Mapping[str, Node], replay: ReplayLike,
         ts = ev.step * STEP_US
         args: dict[str, Any] = {"node": ev.node, "step": ev.step, "pass": ev.pass_index,
                                 "text": ev.text}
-        if node is not None:
+        if node is not None and has_seq(node.seq):
             args["seq"] = node.seq
         deps = replay.initial_dependencies(ev.pass_index).get(ev.node)
         if deps is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from distviz.replay.graph import RECV, SEND, IndexedGraph
 from distviz.replay.model import Event, Message
-from distviz.trace import message_label
+from distviz.trace import message_label, seq_text
 
 __all__ = ["FORMAT", "LazyEvent", "clip", "ordinal"]
 
@@ -195,14 +195,14 @@ def _fmt_execute(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
     if k == RECV:
         to = g.msg[i] >> 48
         dest = g.workers[to] if 0 <= to < len(g.workers) else f"rank {to}"
-        text = (f"{e.worker} runs {names[i]} (seq {key[i]}) in call {e.call}; it sends its "
+        text = (f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in call {e.call}; it sends its "
                 f"gradient to {dest} (message {message_label(g.msg[i])})")
         return text, {"seq": key[i], "decrements": [], "pushed": [], "queue": [ids[x] for x in q],
                       "queue_len": qlen}
     if k == SEND:
         text = f"{e.worker} runs {names[i]} (message {message_label(g.msg[i])}) in call {e.call}"
     else:
-        text = f"{e.worker} runs {names[i]} (seq {key[i]}) in call {e.call}"
+        text = f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in call {e.call}"
     if pushed:
         text += _ready_text(g, pushed)
     elif decs:
@@ -300,7 +300,7 @@ def _fmt_error(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str, 
     how = a[0]
     if how == "node":       # a node raised on this worker
         _, i, origin, err, skipped = a
-        text = (f"{e.worker} raises in {g.disp(i)} (seq {g.key[i]}): {clip(origin)}; "
+        text = (f"{e.worker} raises in {g.disp(i)} (seq {seq_text(g.key[i])}): {clip(origin)}; "
                 "its backward aborts")
         return text, {"error": err, "origin": origin, "skipped": [g.ids[x] for x in skipped]}
     if how == "reject":     # the receiver has no send function for the message
