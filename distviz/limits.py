@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from distviz.words import plural
+
 # -- scenario files (checked before anything runs) -------------------------------------------------
 
 #: Largest scenario file read, in bytes.
@@ -138,4 +140,4 @@ def format_size(n: int) -> str:
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} bytes"
+    return plural(n, "byte")

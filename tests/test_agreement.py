@@ -68,7 +68,10 @@ def test_more_interop_threads_says_agreement_is_not_guaranteed() -> None:
     assert "inter-op threads" in a.text and "not a replay bug" in a.text
     t.real = _real_from_replay(t, interop=2)
     a = compare(t, replay(t))
-    assert a.order is True and "not guaranteed by nature" in a.text
+    assert a.order is True
+    assert a.text.endswith("; the real run used 2 inter-op threads, which run one worker's calls "
+                           "at the same time, so PyTorch's order can change from run to run: "
+                           "this match shows one valid order, not that every run will match")
 
 
 def test_real_hang_compares_what_ran_before_it() -> None:

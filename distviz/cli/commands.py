@@ -66,6 +66,7 @@ from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace import write_atomic
 from distviz.training import ContextSelection
+from distviz.words import plural
 
 
 @app.command()
@@ -154,9 +155,9 @@ def check(
     from distviz.scenario import load_scenario
     from distviz.shipped import resolve_scenario
     sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
-    stdout_console().print(f"{scenario}: ok ({sc.name}: {len(sc.workers)} workers, "
-                 f"{len(sc.passes)} backward pass{'es' if len(sc.passes) != 1 else ''})",
-                 markup=False)
+    stdout_console().print(f"{scenario}: ok ({sc.name}: {plural(len(sc.workers), 'worker')}, "
+                           f"{plural(len(sc.passes), 'backward pass', 'backward passes')})",
+                           markup=False)
 
 
 @app.command()
@@ -284,7 +285,7 @@ def export(
             else:
                 write_atomic(target, graphviz_backend.render(source, fmt))
             n += 1
-        stdout_console().print(f"wrote {n} frames to {frames}", markup=False)
+        stdout_console().print(f"wrote {plural(n, 'frame')} to {frames}", markup=False)
         return
     ext = {"perfetto": "json"}.get(fmt, fmt)
     target = output or trace_file.with_suffix("").with_suffix(f".{ext}")

@@ -13,6 +13,7 @@ from distviz.cli.options import check_steps
 from distviz.errors import UsageError
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.trace import Trace, is_stream, write_atomic
+from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.replay.model import Agreement
@@ -48,7 +49,8 @@ def exit_code(trace: Trace, rp: Any, agreement: Agreement | None) -> int:
     if rp.outcome == "error" or real == "error":
         return EXIT_BACKWARD_ERROR
     if agreement is not None:
-        # with more than one inter-op thread calls overlap: the order may differ by nature
+        # with more than one inter-op thread one worker's calls run at the same time, so
+        # PyTorch's order can differ from run to run: an order difference is no disagreement
         checks = ["outcome", "executed", "gradients", "leaves"]
         if agreement.exact is not False:
             checks.append("order")
@@ -155,8 +157,8 @@ def real_lines(trace: Trace) -> list[str]:
         rows = ref.get("comparison") or []
         bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
         zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
-        text = (f"gradients: {len(rows) - len(bad)}/{len(rows)} leaves equal the single-process "
-                "reference")
+        text = (f"gradients: {len(rows) - len(bad)}/{plural(len(rows), 'leaf', 'leaves')} "
+                f"{word_for(len(rows), 'equals', 'equal')} the single-process reference")
         if zero:
             text += f" (zeros from unused RPC outputs, as FAST mode gives: {', '.join(zero)})"
         if bad:

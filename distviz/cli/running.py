@@ -22,6 +22,7 @@ from distviz.cli.output import (
 )
 from distviz.errors import DistvizError
 from distviz.trace import Trace
+from distviz.words import plural
 
 
 def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
@@ -94,7 +95,8 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
               end=view.end, log=show_log or view.step)
         if not show_log and not view.step:
-            out.print(f"{len(rp.events)} replay steps; see them with: distviz replay {out_path}",
+            out.print(f"{plural(len(rp.events), 'replay step')}; see them with: distviz replay "
+                      f"{out_path}",
                       markup=False)
             out.print(rp.summary(), markup=False)
             out.print(agreement.text, markup=False)

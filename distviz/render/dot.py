@@ -19,6 +19,7 @@ from distviz.render.dot_text import attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import initial_dependencies
 from distviz.replay.model import Event, ReplayLike
 from distviz.trace import Node, Trace, message_label
+from distviz.words import plural
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DotGraph", "build_dot", "dot_quote", "frames",
            "initial_deps", "node_states", "node_title", "to_dot"]
@@ -155,7 +156,8 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
     if step is not None:
         out.extend(_legend())
     if collapsed != "none":
-        note = (f"collapsed: {len(trace.nodes):,} nodes shown as {len(boxes):,}"
+        note = (f"collapsed: {plural(len(trace.nodes), 'node', grouped=True)} shown as "
+                f"{len(boxes):,}"
                 f" ({'chains folded' if collapsed == 'chains' else 'grouped per RPC call'});"
                 " use --full")
         out.append("  " + dot_quote("collapsed_note") + " " + attrs({

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from distviz.render.dot_text import display_name, sanitize_id
 from distviz.trace import Node, Trace, message_label
+from distviz.words import plural
 
 __all__ = ["Box", "plan_boxes"]
 
@@ -95,7 +96,8 @@ def _fold_chains(trace: Trace, rep: dict[str, str], boxes: dict[str, Box]) -> No
         first, last = nodes[chain[0]], nodes[chain[-1]]
         key = "chain_" + sanitize_id(first.id)
         boxes[key] = Box(key=key, worker=first.worker, kind="chain", members=chain,
-                          lines=[f"{len(chain)} ops: {display_name(first)} … {display_name(last)}"])
+                          lines=[f"{plural(len(chain), 'op')}: {display_name(first)} … "
+                                 f"{display_name(last)}"])
         for nid in chain:
             rep[nid] = key
 
@@ -142,14 +144,14 @@ def _summary_lines(nodes: Mapping[str, Node], title: str, members: list[str]) ->
     counts = {"op": 0, "send": 0, "recv": 0, "accumulate_grad": 0}
     for m in members:
         counts[nodes[m].kind] = counts.get(nodes[m].kind, 0) + 1
-    parts = [f"{counts['op']} ops"]
+    parts = [plural(counts["op"], "op")]
     if counts["send"]:
-        parts.append(f"{counts['send']} send")
+        parts.append(plural(counts["send"], "send"))
     if counts["recv"]:
-        parts.append(f"{counts['recv']} recv")
+        parts.append(plural(counts["recv"], "recv"))
     if counts["accumulate_grad"]:
-        parts.append(f"{counts['accumulate_grad']} leaves")
-    return [title, f"{len(members)} nodes: " + ", ".join(parts)]
+        parts.append(plural(counts["accumulate_grad"], "leaf", "leaves"))
+    return [title, f"{plural(len(members), 'node')}: " + ", ".join(parts)]
 
 
 def _call_title(trace: Trace, key: str) -> str:

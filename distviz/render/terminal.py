@@ -40,6 +40,7 @@ from distviz.render.text import leaf_name, more, node_label, wrap, wrapped_lines
 from distviz.render.tree import render_graph, render_summary
 from distviz.replay.model import Agreement, Event, ReplayLike, ReplayState, WorkerState
 from distviz.trace import Node, Trace, message_label
+from distviz.words import plural
 
 __all__ = [
     "ACTION_TAGS",
@@ -162,9 +163,10 @@ def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
 
 def _log_title(trace: Trace, n_events: int, worker: str | None, start: int | None,
                end: int | None, lo: int, hi: int) -> Text:
-    title = Text(f"FAST-mode replay: {len(trace.workers)} workers, {len(trace.nodes)} nodes, "
-                 f"{len(trace.passes)} pass{'es' if len(trace.passes) != 1 else ''}, "
-                 f"{n_events} steps", style="bold")
+    title = Text(f"FAST-mode replay: {plural(len(trace.workers), 'worker')}, "
+                 f"{plural(len(trace.nodes), 'node')}, "
+                 f"{plural(len(trace.passes), 'pass', 'passes')}, {plural(n_events, 'step')}",
+                 style="bold")
     if worker is not None or start is not None or end is not None:
         shown = [f"worker {worker}"] if worker is not None else []
         if start is not None or end is not None:

@@ -20,6 +20,7 @@ from rich.tree import Tree
 from distviz.render.text import more, node_label
 from distviz.replay.graph import initial_dependencies
 from distviz.trace import Node, Trace, message_label, short_name
+from distviz.words import plural
 
 __all__ = ["render_graph", "render_summary"]
 
@@ -70,14 +71,14 @@ def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None]) -> T
 
 
 def _counts_by_kind(trace: Trace, max_nodes: int) -> RenderableType:
-    table = Table(title=f"graph: {len(trace.nodes)} nodes", title_justify="left")
+    table = Table(title=f"graph: {plural(len(trace.nodes), 'node')}", title_justify="left")
     table.add_column("worker")
     for k in _KINDS:
         table.add_column(k, justify="right")
     for w in trace.workers:
         counts = Counter(n.kind for n in trace.nodes if n.worker == w)
         table.add_row(w, *(str(counts.get(k, 0)) for k in _KINDS))
-    note = Text(f"{len(trace.nodes)} nodes is more than max_nodes={max_nodes}; showing counts "
+    note = Text(f"{plural(len(trace.nodes), 'node')} is more than max_nodes={max_nodes}; showing counts "
                 "by kind. Use `distviz export TRACE --format svg|html` for the whole graph.",
                 style="dim")
     return Group(table, note)
@@ -106,7 +107,7 @@ def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str])
     nodes = trace.node_map()
     ends = _pair_ends(trace)
     mine = [n for n in trace.nodes if n.worker == w]
-    tree = Tree(Text(f"{w} ({len(mine)} nodes)", style="bold"), guide_style="dim")
+    tree = Tree(Text(f"{w} ({plural(len(mine), 'node')})", style="bold"), guide_style="dim")
     starts = [n.id for n in mine if n.id in roots]
     starts += [n.id for n in sorted((n for n in mine if n.kind == "send"),
                                     key=lambda n: n.msg_id or 0)]
@@ -142,9 +143,10 @@ def render_summary(trace: Trace, *, max_items: int = 20) -> RenderableType:
     """Return a summary of a recorded trace: per worker its nodes by kind and its leaves
     (variable, shape, dtype), then every send/recv pair with both ends. Lists longer than
     ``max_items`` end with ``… N more``."""
-    head = Text(f"{len(trace.nodes)} nodes on {len(trace.workers)} workers", style="bold")
+    head = Text(f"{plural(len(trace.nodes), 'node')} on {plural(len(trace.workers), 'worker')}",
+                style="bold")
     head.append(f" · initiator {trace.initiator} · context {trace.context_id}"
-                f" · {len(trace.passes)} backward pass{'es' if len(trace.passes) != 1 else ''}")
+                f" · {plural(len(trace.passes), 'backward pass', 'backward passes')}")
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     table.add_column("worker")
     table.add_column("nodes by kind")

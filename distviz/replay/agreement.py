@@ -21,6 +21,7 @@ from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartRepor
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
+from distviz.words import plural, word_for
 
 __all__ = ["agreement_for", "compare", "observed_arrival", "smart_report"]
 
@@ -171,8 +172,9 @@ def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, co
           and a.leaves is not False)
     if ok:
         workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
-        text = (f"replay matches PyTorch on all {len(workers)} workers ({compared} nodes, "
-                f"{replay.messages} messages)")
+        on = "its one worker" if len(workers) == 1 else f"all {len(workers)} workers"
+        text = (f"replay matches PyTorch on {on} ({plural(compared, 'node')}, "
+                f"{plural(replay.messages, 'message')})")
         if a.arrival_differs:
             text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
                      "order than the replay's FIFO guess (messages in flight to one worker race "
@@ -181,8 +183,9 @@ def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, co
         if a.gradients:
             text += "; gradients equal the single-process reference"
         if not a.exact:
-            text += (f"; the real run used {interop} inter-op threads, so this order is one "
-                     "legal schedule and agreement is not guaranteed by nature")
+            text += (f"; the real run used {interop} inter-op threads, which run one worker's "
+                     "calls at the same time, so PyTorch's order can change from run to run: "
+                     "this match shows one valid order, not that every run will match")
         return replace(a, status="match", text=text)
     parts: list[str] = []
     if not a.outcome:
@@ -194,8 +197,9 @@ def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, co
         parts.append(f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
                      f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
         if len(a.mismatches) > 1:
-            parts.append(f"{len(a.mismatches) - 1} more worker order"
-                         f"{'s differ' if len(a.mismatches) > 2 else ' differs'}")
+            more = len(a.mismatches) - 1
+            parts.append(f"{plural(more, 'more worker order')} "
+                         f"{word_for(more, 'differs', 'differ')}")
     if a.leaves is False:
         parts.append("the set of leaves with gradients differs")
     if a.gradients is False:
@@ -231,7 +235,7 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
     excluded = tuple(s for per in smart.excluded for s in per)
     parts = [f"FAST mode {fast.outcome}", f"SMART mode {smart.outcome}"]
     if excluded:
-        parts.append(f"SMART leaves out {len(excluded)} send{'s' if len(excluded) != 1 else ''} "
+        parts.append(f"SMART leaves out {plural(len(excluded), 'send')} "
                      f"outside the roots' lineage ({', '.join(excluded[:3])}"
                      f"{', …' if len(excluded) > 3 else ''})")
     got = ", ".join(

@@ -15,6 +15,7 @@ from typing import Any
 from distviz.replay.graph import RECV, SEND, IndexedGraph
 from distviz.replay.model import Event, Message
 from distviz.trace import message_label, seq_text
+from distviz.words import plural, word_for
 
 __all__ = ["FORMAT", "LazyEvent", "clip", "ordinal"]
 
@@ -148,12 +149,11 @@ def _fmt_compute_dependencies(g: IndexedGraph, e: LazyEvent,
     roots, sends, order, counts, outstanding, keep, excluded = a
     ids = g.ids
     nsend = len(sends)
-    send_word = "send" if nsend == 1 else "sends"
-    src = f"the roots and its {nsend} {send_word}" if roots else f"its {nsend} {send_word}"
+    src = f"the roots and its {plural(nsend, 'send')}" if roots else f"its {plural(nsend, 'send')}"
     if nsend and nsend <= 3:
         src += " (" + ", ".join(f"message {message_label(g.msg[s])}" for s in sends) + ")"
-    text = (f"{e.worker} computes dependencies from {src}: {len(order)} nodes to wait for, "
-            f"{outstanding} task{'s' if outstanding != 1 else ''} outstanding")
+    text = (f"{e.worker} computes dependencies from {src}: {plural(len(order), 'node')} to wait "
+            f"for, {plural(outstanding, 'task')} outstanding")
     detail: dict[str, Any] = {
         "roots": [ids[r] for r in roots] + [ids[s] for s in sends],
         "deps": {ids[i]: c for i, c in zip(order, counts, strict=True)},
@@ -235,7 +235,7 @@ def _fmt_call_end(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[st
     outstanding, left = a
     text = f"{e.worker} ends call {e.call}: its queue is empty"
     if left:
-        text += (f"; {left} send{'s' if left > 1 else ''} still wait{'s' if left == 1 else ''} "
+        text += (f"; {plural(left, 'send')} still {word_for(left, 'waits', 'wait')} "
                  "for a gradient")
     return text, {"outstanding": outstanding}
 
@@ -246,7 +246,7 @@ def _fmt_worker_done(g: IndexedGraph, e: LazyEvent,
     sends = "its only send" if nsends == 1 else f"all {nsends} sends"
     text = f"{e.worker} is done: {sends} ran and its queues are empty"
     if unacked:
-        text += f"; it still waits for {unacked} acknowledgement(s)"
+        text += f"; it still waits for {plural(unacked, 'acknowledgement')}"
     return text, {"unacked": unacked}
 
 
@@ -266,7 +266,7 @@ def _fmt_send_gradient(g: IndexedGraph, e: LazyEvent,
     if zs and len(zs) == nslots:
         text += " (all zeros)"
     elif zs:
-        text += (f" (zeros for unused output{'s' if len(zs) > 1 else ''} "
+        text += (f" (zeros for unused {word_for(len(zs), 'output')} "
                  + ", ".join(str(j) for j in zs) + ")")
     return text, {"slots": nslots}
 

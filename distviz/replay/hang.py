@@ -23,6 +23,7 @@ from distviz.replay.graph import RECV, IndexedGraph, reachable_nodes
 from distviz.replay.model import BlockedSend, BlockedWorker, Hang, ReplayState, UnreachableRecv
 from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
+from distviz.words import plural, word_for
 
 __all__ = ["diagnose"]
 
@@ -182,8 +183,8 @@ def _held_up(h: _Hung, r: int, recv_worker: str | None) -> str:
     if rws is None or not rws.initialized:
         return f"{name} on {recv_worker} is needed by {h.loss}, but {recv_worker} never started this pass"
     left = rws.deps.get(h.g.ids[r], 0)
-    return (f"{name} on {recv_worker} is needed by {h.loss} but still waits for {left} "
-            f"gradient{'s' if left != 1 else ''} that depend{'s' if left == 1 else ''} on other "
+    return (f"{name} on {recv_worker} is needed by {h.loss} but still waits for "
+            f"{plural(left, 'gradient')} that {word_for(left, 'depends', 'depend')} on other "
             "blocked sends")
 
 
@@ -224,12 +225,12 @@ def _blocked_workers(h: _Hung, blocked: list[BlockedSend]) -> list[BlockedWorker
             more = f" and {len(sends) - 4} more" if len(sends) > 4 else ""
             out.append(BlockedWorker(
                 worker=w, sends=tuple(b.node for b in sends), acks=acks,
-                waiting_for=(f"gradients for {len(sends)} send{'s' if len(sends) != 1 else ''} "
+                waiting_for=(f"gradients for {plural(len(sends), 'send')} "
                              f"({what}{more})")))
         elif ws.unacked and not ws.acked_first:
             out.append(BlockedWorker(
                 worker=w, sends=(), acks=acks,
-                waiting_for=(f"the acknowledgement of message{'s' if len(acks) > 1 else ''} "
+                waiting_for=(f"the acknowledgement of {word_for(len(acks), 'message')} "
                              + ", ".join(acks))))
         elif not ws.done:
             out.append(BlockedWorker(worker=w, sends=(), acks=acks,
@@ -255,7 +256,7 @@ def _chain(h: _Hung, blocked: list[BlockedSend], workers: list[BlockedWorker]) -
             text = (f"{w} also waits for a gradient for {name} (message {first.label}), held up "
                     "behind the sends above")
         if len(bw.sends) > 1:
-            text += f" (and {len(bw.sends) - 1} more send{'s' if len(bw.sends) > 2 else ''})"
+            text += f" (and {plural(len(bw.sends) - 1, 'more send')})"
         for line in [text, *_first_message_hops(h, w)]:
             if line not in chain:
                 chain.append(line)
@@ -324,5 +325,5 @@ def _summary(g: IndexedGraph, blocked: list[BlockedSend]) -> str:
     summary = (f"{head.worker}'s {g.disp(g.index[head.node])} for message {head.label} never "
                f"gets a gradient: {head.reason}")
     if len(primary) > 1:
-        summary += f" ({len(primary) - 1} more such send{'s' if len(primary) > 2 else ''})"
+        summary += f" ({plural(len(primary) - 1, 'more such send')})"
     return summary

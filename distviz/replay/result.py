@@ -17,6 +17,7 @@ from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.model import Accumulation, Event, Hang, PassError, ReplayState
 from distviz.trace import Trace
+from distviz.words import plural
 
 __all__ = ["Replay", "replay"]
 
@@ -125,12 +126,12 @@ class Replay:
     def summary(self) -> str:
         """Return one sentence: the outcome and where it went wrong."""
         n_pass = len(self.trace.passes)
-        what = f"{self.mode.upper()} replay of {n_pass} pass{'es' if n_pass != 1 else ''} on " \
-               f"{len(self.trace.workers)} workers"
+        what = (f"{self.mode.upper()} replay of {plural(n_pass, 'pass', 'passes')} on "
+                f"{plural(len(self.trace.workers), 'worker')}")
         if self.outcome == "completed":
             ran = sum(len(v) for per in self.order for v in per.values())
-            return (f"{what} completes in {len(self.events)} steps ({ran} node runs, "
-                    f"{self.messages} gradient messages).")
+            return (f"{what} completes in {plural(len(self.events), 'step')} "
+                    f"({plural(ran, 'node run')}, {plural(self.messages, 'gradient message')}).")
         if self.outcome == "hang" and self.hang is not None:
             return f"{what} hangs in pass {self.passes_run}: {self.hang.summary}"
         if self.error is not None:

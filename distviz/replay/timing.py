@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distviz.trace import Node, Trace, message_label
+from distviz.words import plural
 
 __all__ = ["Execution", "Message", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
            "PassTiming", "Timing", "analyze", "analyze_pass", "measured_timelines",
@@ -234,8 +235,8 @@ class Timing:
                         sorted(compute.items(), key=lambda kv: (-kv[1], kv[0]))[:4])
         hops = sum(len(cp.messages) for cp in path)
         nodes = sum(len(cp.nodes) for cp in path)
-        line1 = (f"time: backward {fmt_us(wall)} ({self.source}); critical path {nodes} nodes, "
-                 f"{hops} message{'s' if hops != 1 else ''}: compute {fmt_us(comp)}"
+        line1 = (f"time: backward {fmt_us(wall)} ({self.source}); critical path "
+                 f"{plural(nodes, 'node')}, {plural(hops, 'message')}: compute {fmt_us(comp)}"
                  + (f" ({top})" if top else "")
                  + f", messages {fmt_us(sum(cp.total('message') for cp in path))}"
                  f", engine {fmt_us(sum(cp.total('engine') for cp in path))}"

@@ -48,6 +48,7 @@ from distviz.runner.protocol import (
 from distviz.runner.worker import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
+from distviz.words import plural
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
@@ -199,7 +200,7 @@ class _Run:
 
     def start(self, ctx: Any, init_method: str) -> None:
         """Start one process per worker, each with its own pipe and lifeline."""
-        self.say(f"starting {len(self.workers)} workers")
+        self.say(f"starting {plural(len(self.workers), 'worker')}")
         worker_options = self.options.worker_options()
         for rank, name in enumerate(self.workers):
             parent_conn, child_conn = ctx.Pipe(duplex=True)

@@ -14,6 +14,7 @@ from typing import NoReturn
 
 from distviz import lang
 from distviz.scenario.messages import short, suggest
+from distviz.words import plural
 
 __all__ = [
     "BINOPS", "Fail", "check_attribute_parts", "check_binop", "check_helper_call",
@@ -145,7 +146,7 @@ def check_helper_call(fail: Fail, node: ast.Call, name: str) -> None:
     if len(node.args) != arity or node.keywords:
         usage = "fail_backward(x, \"message\")" if name == "fail_backward" \
             else "crash_backward(x)"
-        fail(node, f"{name} takes {arity} argument{'s' if arity > 1 else ''}: {usage}")
+        fail(node, f"{name} takes {plural(arity, 'argument')}: {usage}")
 
 
 def check_rpc_shape(fail: Fail, node: ast.Call, fn: str, workers: list[str]) -> None:
