@@ -343,7 +343,8 @@ def to_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = No
     * **Clusters**: one rounded grey box per worker, labelled ``worker1 (rank 1)``.
     * **Nodes** are labelled with the PyTorch name without its C++ namespace and the
       sequence number (``MulBackward0 #2``); leaves with the variable name and shape
-      (``t1 [3,3]``). Every node shows its initial FAST-mode dependency count in the pass
+      (``t1 [3,3]``); a ``RecvRpcBackward`` also with the variables its RPC result was assigned
+      to (``RecvRpcBackward #0 = t3``). Every node shows its initial FAST-mode dependency count in the pass
       (``deps 2``; ``distviz.replay.graph.initial_dependencies``, the count every view shows:
       a root counts the ``GraphRoot``'s edge, so it starts at 1), or ``not reached`` when no
       root or send leads to it; send/recv nodes show their message (``msg 1:0`` = sender rank

@@ -63,9 +63,13 @@ def shape_text(shape: Sequence[int] | None) -> str:
 
 
 def node_title(node: Node) -> str:
-    """Return the first label line of a node: ``MulBackward0 #2``, ``t1 [3,3]``."""
+    """Return the first label line of a node: ``MulBackward0 #2``, ``t1 [3,3]``, and for a
+    recv the variables its RPC result was assigned to: ``RecvRpcBackward #0 = t3``."""
     if node.kind == "accumulate_grad":
         name = node.var if node.var else "AccumulateGrad"
         shp = shape_text(node.shape)
         return f"{name} {shp}" if shp else name
-    return f"{display_name(node)} #{node.seq}"
+    title = f"{display_name(node)} #{node.seq}"
+    if node.kind == "recv" and node.vars:
+        title += f" = {', '.join(node.vars)}"
+    return title

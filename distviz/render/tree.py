@@ -50,6 +50,8 @@ def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None]) -> T
             t.append(f" {node.dtype}", style="dim")
     elif node.kind in ("send", "recv"):
         t.append(node_label(node.id), style="magenta")
+        if node.vars:  # a recv: the variables its RPC result was assigned to
+            t.append(f" = {', '.join(node.vars)}", style="dim")
         label = message_label(node.msg_id) if node.msg_id is not None else "?"
         other = ends.get(node.id)
         arrow = "←" if node.kind == "send" else "→"
@@ -92,8 +94,9 @@ def render_graph(trace: Trace, max_nodes: int = 200, *, pass_index: int = 0,
     reaches. Children follow next edges in PyTorch's order; a node reached again is shown as a
     ``↺`` reference, not expanded. Labels carry the initial ``deps`` count of pass
     ``pass_index`` in ``mode`` (see the module docstring), send/recv pairs with both ends
-    (``SendRpcBackward#2 1:0 ← worker0/RecvRpcBackward#0``) and leaves with their variable,
-    shape and dtype. Walks with an explicit stack (no recursion), so deep graphs are fine. Above
+    (``SendRpcBackward#2 1:0 ← worker0/RecvRpcBackward#0``), leaves with their variable,
+    shape and dtype, and ops and recvs with the variables they produced (``MulBackward0#1 =
+    t5``, ``RecvRpcBackward#0 = t3``: an RPC result). Walks with an explicit stack (no recursion), so deep graphs are fine. Above
     ``max_nodes`` nodes it returns per-worker counts by kind and a note.
     """
     if len(trace.nodes) > max_nodes:

@@ -69,7 +69,7 @@ class IndexedGraph:
         targets: list[tuple[int, ...]] = []
         nrs: list[tuple[int, ...]] = []
         msg: list[int] = []
-        names: list[str] = []     # display names: MulBackward0, AccumulateGrad(t4)
+        names: list[str] = []     # MulBackward0, AccumulateGrad(t4), RecvRpcBackward(t3)
         short: dict[str, str] = {}
         zeros: dict[int, tuple[int, ...]] = {0: (), 1: (0,), 2: (0, 0)}
         nodes_of: list[list[int]] = [[] for _ in self.workers]
@@ -87,7 +87,7 @@ class IndexedGraph:
                 d = short.get(nd.name)
                 if d is None:
                     d = short[nd.name] = short_name(nd.name)
-                names.append(d)
+                names.append(f"{d}({', '.join(nd.vars)})" if k == RECV and nd.vars else d)
             nx = nd.next
             if len(nx) == 1 and nx[0] is not None:
                 e = nx[0]
@@ -154,7 +154,8 @@ class IndexedGraph:
         return list(zip(self.targets[i], self.nrs[i], strict=True))
 
     def disp(self, i: int) -> str:
-        """Return a short display name: ``MulBackward0`` or ``AccumulateGrad(t4)``."""
+        """Return a short display name: ``MulBackward0``, ``AccumulateGrad(t4)``, or
+        ``RecvRpcBackward(t3)`` (a recv with the variables its RPC result was assigned to)."""
         return self.names[i]
 
     def target_send(self, msg_id: int) -> tuple[int, int]:

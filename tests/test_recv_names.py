@@ -1,0 +1,62 @@
+"""A RecvRpcBackward carries the variables its RPC result was assigned to (``t3`` in
+``t3 = rpc.rpc_sync(...)``), and every view shows them where it shows other nodes' names: the
+graph tree, the step log, the DOT labels and the HTML viewer."""
+
+from __future__ import annotations
+
+import pytest
+import replay_fixtures as F
+from conftest import run_cached
+from rich.console import Console
+
+from distviz.render.dot import to_dot
+from distviz.render.html import to_html
+from distviz.render.terminal import render_log
+from distviz.render.tree import render_graph
+from distviz.replay import replay
+from distviz.trace import Trace
+
+
+def named_design_note() -> Trace:
+    """The design note with ``t3``, the RPC result, on worker0's recv (as the recorder does)."""
+    trace = F.design_note()
+    recv = next(n for n in trace.nodes if n.kind == "recv" and n.worker == "worker0")
+    recv.vars = ["t3"]
+    return trace
+
+
+def _text(renderable: object) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_graph_tree_shows_the_recv_name() -> None:
+    text = _text(render_graph(named_design_note()))
+    assert "RecvRpcBackward#0 = t3 1:0 → worker1/SendRpcBackward#2" in text
+
+
+def test_step_log_names_the_recv_like_a_leaf() -> None:
+    trace = named_design_note()
+    log = [line.plain for line in render_log(trace, replay(trace))]
+    assert any("worker0 runs RecvRpcBackward(t3) (seq 0) in call 0; it sends its gradient to "
+               "worker1 (message 1:0)" in line for line in log)
+    assert any("RecvRpcBackward(t3) and AccumulateGrad(t4) become ready" in line for line in log)
+    # worker1's recv has no name: it stays plain
+    assert any("worker1 runs RecvRpcBackward (seq 0)" in line for line in log)
+
+
+def test_dot_label_and_html_show_the_recv_name() -> None:
+    trace = named_design_note()
+    rp = replay(trace)
+    assert 'label="RecvRpcBackward #0 = t3\\nmsg 1:0' in to_dot(trace, rp)
+    page = to_html(trace, rp, svg=None)
+    assert "RecvRpcBackward #0 = t3" in page  # the list view and the side panel's titles
+
+
+@pytest.mark.rpc
+def test_recorded_recv_names_reach_the_graph() -> None:
+    trace = run_cached("design_note").trace
+    recv = next(n for n in trace.nodes if n.kind == "recv" and n.worker == "worker0")
+    assert recv.vars == ["t3"]
+    assert "RecvRpcBackward#0 = t3 1:0" in _text(render_graph(trace))
