@@ -154,7 +154,7 @@ def test_initial_dependencies_unreached_recv_is_none() -> None:
 def test_graph_tree_shows_pairs_both_ends_and_references() -> None:
     out = text_of(render_graph(local_design_note()))
     assert "SendRpcBackward#2 1:0 ← worker0/RecvRpcBackward#0  deps 0" in out
-    assert "RecvRpcBackward#0 1:0 → worker1/SendRpcBackward#2  deps 1" in out
+    assert "RecvRpcBackward#0 = t3 1:0 → worker1/SendRpcBackward#2  deps 1" in out
     assert "RecvRpcBackward#0 0:0 → worker0/SendRpcBackward#0  deps 2" in out
     assert "[in 1] ↺ RecvRpcBackward#0 (shown above)" in out
     assert "AccumulateGrad t4 [3, 3] float32  deps 1" in out
@@ -163,7 +163,7 @@ def test_graph_tree_shows_pairs_both_ends_and_references() -> None:
 
 def test_graph_marks_unreached_nodes() -> None:
     out = text_of(render_graph(local_unused_send()))
-    assert "RecvRpcBackward#0 1:0 → worker1/SendRpcBackward#2  not reached" in out
+    assert "RecvRpcBackward#0 = t3 1:0 → worker1/SendRpcBackward#2  not reached" in out
 
 
 def test_graph_deep_chain_needs_no_recursion() -> None:
