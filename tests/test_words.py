@@ -83,3 +83,15 @@ def test_one_worker_reads_naturally(tmp_path: Path) -> None:
     t.real = _real_from_replay(t)
     assert compare(t, replay(t)).text == ("replay matches PyTorch on its one worker (2 nodes, "
                                           "0 messages)")
+
+
+def test_check_counts_workers_and_backward_calls() -> None:
+    from typer.testing import CliRunner
+
+    from distviz.cli import app
+    runner = CliRunner()
+    out = runner.invoke(app, ["check", "design_note"]).output
+    assert out.strip() == "design_note: ok (design-note: 2 workers, 1 backward pass)"
+    out = runner.invoke(app, ["check", "rnn_tutorial"]).output  # main calls backward itself
+    assert out.strip() == ("rnn_tutorial: ok (rnn-tutorial: 2 workers, 1 main calling "
+                           "dist_autograd.backward)")

@@ -155,9 +155,10 @@ def check(
     from distviz.scenario import load_scenario
     from distviz.shipped import resolve_scenario
     sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
+    passes = (f"{plural(len(sc.mains), 'main')} calling dist_autograd.backward" if sc.training
+              else plural(len(sc.passes), "backward pass", "backward passes"))
     stdout_console().print(f"{scenario}: ok ({sc.name}: {plural(len(sc.workers), 'worker')}, "
-                           f"{plural(len(sc.passes), 'backward pass', 'backward passes')})",
-                           markup=False)
+                           f"{passes})", markup=False)
 
 
 @app.command()

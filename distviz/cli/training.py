@@ -23,6 +23,7 @@ from distviz.errors import DistvizError, RunError
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.recording import Recording
 from distviz.replay.model import Agreement
+from distviz.words import plural
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
            "show_recording"]
@@ -101,8 +102,8 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     summary = recording.training
     total = f" of {summary.contexts_total}" if summary and summary.contexts_total else ""
     name = (recording.scenario or {}).get("name", "")
-    out.print(f"{name}: {n} context{'s' if n != 1 else ''} recorded{total} on "
-              f"{len(recording.workers)} workers ({', '.join(recording.workers)})",
+    out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
+              f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
     out.print(render_training.iteration_table(recording, [ag for _, ag in reports]))
     for i, (rp, _) in enumerate(reports):
@@ -152,8 +153,8 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
     if result.error is not None:
         failure = result.error
         if isinstance(failure, DistvizError) and recording.contexts:
-            failure.message += (f" (the {len(recording.contexts)} contexts recorded before "
-                                f"were saved to {out_path})")
+            failure.message += (f" (the {plural(len(recording.contexts), 'context')} recorded "
+                                f"before were saved to {out_path})")
         raise failure
     if not recording.contexts:
         raise RunError("no context was recorded: the program never called "

@@ -15,6 +15,7 @@ from rich.table import Table
 from distviz.recording import Recording
 from distviz.replay.model import Agreement
 from distviz.training import Iteration, TrainingSummary
+from distviz.words import plural
 
 __all__ = ["final_lines", "iteration_events", "iteration_table", "yes_no"]
 
@@ -88,7 +89,7 @@ def iteration_events(it: Iteration) -> list[str]:
         listed = ", ".join(f"{e.name} {list(e.shape)} norm {e.norm:.4g}" for e in entries[:6])
         more = f", and {len(entries) - 6} more" if len(entries) > 6 else ""
         lines.append(f"{worker}  gradients  get_gradients(context) on {worker} returns "
-                     f"{len(entries)} tensor{'s' if len(entries) != 1 else ''}: {listed}{more} "
+                     f"{plural(len(entries), 'tensor')}: {listed}{more} "
                      "(in the context, not in .grad)")
     for step in it.steps:
         moved = sorted(step.updates, key=lambda u: -u.norm)
@@ -96,8 +97,8 @@ def iteration_events(it: Iteration) -> list[str]:
         more = f", and {len(moved) - 6} more" if len(moved) > 6 else ""
         owners = sorted({u.worker for u in moved})
         lines.append(f"{it.trainer}  optimizer  {step.optimizer}.step(context) through "
-                     f"DistributedOptimizer updates {len(moved)} parameter"
-                     f"{'s' if len(moved) != 1 else ''} on {', '.join(owners) or 'no worker'}"
+                     f"DistributedOptimizer updates {plural(len(moved), 'parameter')} on "
+                     f"{', '.join(owners) or 'no worker'}"
                      f"{': ' + listed if listed else ''}{more}")
     if it.reference is not None and it.reference.comparable:
         lines.append(f"{it.trainer}  reference  loss {_loss(it.loss)} (reference "
