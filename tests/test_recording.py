@@ -159,3 +159,46 @@ def test_graph_and_export_take_a_context(tmp_path: Path) -> None:
     e = _invoke("export", path, "--context", 2, "--format", "dot", "-o", out)
     assert e.exit_code == 0, e.output
     assert "worker2" in out.read_text()
+
+
+# -- the HTML viewer of a recording --------------------------------------------------------------
+
+def _chromium_dom(tmp_path: Path, url: str) -> str:
+    import shutil
+    import subprocess
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium not installed")
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False).stdout
+
+
+def _html(tmp_path: Path) -> tuple[Path, Recording]:
+    rec = _recording()
+    path = rec.save(tmp_path / "r.json")
+    out = tmp_path / "r.html"
+    result = _invoke("export", path, "--format", "html", "-o", out)
+    assert result.exit_code == 0 and "2 contexts" in result.output, result.output
+    return out, rec
+
+
+def test_the_html_viewer_of_a_recording_holds_every_context(tmp_path: Path) -> None:
+    out, rec = _html(tmp_path)
+    text = out.read_text()
+    assert 'id="context"' in text and "context 2 (worker0 2)" in text
+    assert "SGD.step(context) through DistributedOptimizer" in text
+
+
+@pytest.mark.browser
+def test_the_context_picker_shows_the_chosen_context_to_its_last_event(tmp_path: Path) -> None:
+    import html as html_mod
+    import re
+    out, rec = _html(tmp_path)
+    dom = _chromium_dom(tmp_path, out.as_uri() + "?ctx=2#keys=G")
+    body = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom)[1]))
+    assert body["context"] == "2"
+    assert body["action"] == "optimizer"   # the iteration's events end the log
+    assert "updates 1 parameter on worker1" in html_mod.unescape(body["text"])
+    assert 'id="workers"' in dom and "worker2" in dom   # context 2 is nested(): 3 workers

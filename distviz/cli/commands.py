@@ -267,6 +267,16 @@ def export(
       distviz export design-note.trace.json --format html -o design.html
     """
     check_export_flags(fmt, step=step, frames=frames, output=output, full=full)
+    if fmt == "html" and context is None and frames is None:
+        from distviz.recording import load_recording
+        recording = load_recording(trace_file)
+        if len(recording.contexts) > 1:
+            from distviz.cli.training import context_reports, write_html
+            target = output or trace_file.with_suffix("").with_suffix(".html")
+            write_html(recording, context_reports(recording, mode), target)
+            stdout_console().print(f"wrote {target} ({len(recording.contexts)} contexts)",
+                                   markup=False)
+            return
     trace = load_trace(trace_file, context)
     rp = replay_of(trace, mode)
     if step is not None and not (-1 <= step < len(rp.events)):

@@ -131,8 +131,9 @@ def show_context(recording: Recording, number: int, report_: tuple[Any, Agreemen
              end=view.end, log=True)
     it = recording.iterations[number - 1]
     if it is not None:
-        for line in render_training.iteration_events(it):
-            out.print(line, markup=False)
+        first = len(rp.events) if rp is not None else 0
+        for log_line in render_training.iteration_log(it, first, trace.workers):
+            out.print(log_line)
     for line in real_lines(trace):
         out.print(line, markup=False)
 
@@ -163,8 +164,12 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
     reports = context_reports(recording, mode)
     number = context or 1
     rp, agreement = reports[number - 1]
+    pictures = dict(view.pictures)
+    html_path = pictures.pop("html", None)
+    if html_path is not None:
+        write_html(recording, reports, html_path, None if context is None else [context])
     if rp is not None:
-        write_pictures(recording.pick(number), rp, agreement, view.pictures)
+        write_pictures(recording.pick(number), rp, agreement, pictures)
     if view.as_json:
         print(json.dumps(report(recording, reports, str(out_path)), indent=1))
         return exit_code(recording, reports, result.stopped)
@@ -179,6 +184,34 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
             f"; see one context with: distviz replay {out_path} --context N"
         out.print(f"recording written to {out_path}{hint}", markup=False)
     return exit_code(recording, reports, result.stopped)
+
+
+def write_html(recording: Recording, reports: Reports, path: Path,
+               numbers: list[int] | None = None) -> None:
+    """The HTML step viewer of the contexts ``numbers`` (default: all), with a context picker
+    (``distviz.render.html_contexts``)."""
+    from distviz.errors import RenderError
+    from distviz.render import dot as dotmod
+    from distviz.render import graphviz_backend
+    from distviz.render.html_contexts import ContextPage, to_html_contexts
+    from distviz.replay.timing import analyze
+    from distviz.trace import write_atomic
+    pages = []
+    for number in numbers or range(1, len(recording.contexts) + 1):
+        trace = recording.pick(number)
+        rp, agreement = reports[number - 1]
+        if rp is None:
+            continue
+        svg: str | None
+        try:
+            svg = graphviz_backend.render(dotmod.to_dot(trace, rp), "svg").decode("utf-8")
+        except RenderError:
+            svg = None
+        pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,
+                                 svg=svg, agreement=agreement, timing=analyze(trace),
+                                 iteration=recording.iterations[number - 1]))
+    name = str((recording.scenario or {}).get("name") or "training")
+    write_atomic(path, to_html_contexts(pages, name))
 
 
 def replay_recording(recording: Recording, path: str, context: int | None, mode: str,

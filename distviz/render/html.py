@@ -19,6 +19,7 @@ import html
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from distviz.render.dot import DEFAULT_NODE_BUDGET, build_dot, initial_deps, node_title
@@ -290,6 +291,79 @@ _JS = r"""
 """
 
 
+@dataclass(frozen=True)
+class PageParts:
+    """What one context's viewer is made of: the picture (or the list view) and whether it
+    starts fitted, the script's data, the side panel's boxes, the title and the outcome."""
+
+    body: str
+    fit: bool
+    data: dict[str, Any]
+    time_box: str
+    agree: str
+    name: str
+    outcome: str
+
+
+def page_parts(trace: Trace, replay: ReplayLike, svg: str | None = None,
+               agreement: Agreement | None = None, title: str | None = None,
+               full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET,
+               timing: Timing | None = None) -> PageParts:
+    """The parts of ``to_html``'s page for one trace (the same arguments)."""
+    node_ids: dict[str, str] | None = None
+    message_edges: dict[int, str] | None = None
+    fit = False
+    if svg is not None:
+        g = build_dot(trace, full=full, node_budget=node_budget)
+        node_ids, message_edges = g.node_ids, g.message_edges
+        body = inline_svg(svg)
+        fit = g.drawn_nodes <= FIT_BELOW
+    else:
+        body = _list_view(trace)
+    data = viewer_data(trace, replay, node_ids, message_edges, agreement, timing)
+    name = title or (str(trace.scenario.get("name")) if trace.scenario and trace.scenario.get("name")
+                     else "distributed backward")
+    agree = time_box = ""
+    if agreement is not None:
+        marks = {True: "yes", False: "NO", None: "not compared"}
+        rows = "".join(f"<li>{html.escape(k)}: {marks[agreement.check(k)]}</li>"
+                       for k in Agreement.CHECKS)
+        text = html.escape(agreement.text)
+        agree = f"<h4>replay vs real run</h4><p>{text}</p><ul>{rows}</ul>"
+    if timing is not None and timing.passes:
+        lines = "".join(f"<p>{html.escape(x)}</p>" for x in timing.summary())
+        time_box = (f'<div id="time"><h4>time (real run; the critical path is outlined in '
+                    f"violet)</h4>{lines}</div>")
+    return PageParts(body=body, fit=fit, data=data, time_box=time_box, agree=agree, name=name,
+                     outcome=str(replay.outcome or "?"))
+
+
+def page(name: str, outcome: str, header_extra: str, graph: str, fit: bool, side: str,
+         data_script: str) -> str:
+    """The viewer's page around its parts (``to_html``; ``html_contexts`` adds a context
+    picker to the header and fills the graph and the data from the chosen context)."""
+    fit_attr = ' class="fit"' if fit else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>distviz: {html.escape(name)}</title>
+<style>{_CSS}</style></head>
+<body>
+<header><b>distviz</b> <span>{html.escape(name)} · outcome: {html.escape(outcome)}</span>{header_extra}
+<button id="first" title="first (Home)">« first</button><button id="prev" title="previous (p, ←)">‹ prev</button>
+<input id="slider" type="range" min="0" max="0" value="0" aria-label="step">
+<button id="next" title="next (n, →)">next ›</button><button id="last" title="last (End)">last »</button>
+<button id="fit" title="fit the picture to the window">fit</button></header>
+<div id="text"></div>
+<main><div id="graph"{fit_attr}>{graph}</div>
+<aside id="side">{side}</aside></main>
+{data_script}
+<script>{_JS}</script>
+</body></html>
+"""
+
+
 def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
             agreement: Agreement | None = None, title: str | None = None,
             full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET,
@@ -305,48 +379,9 @@ def to_html(trace: Trace, replay: ReplayLike, svg: str | None = None,
     escaped: HTML text with ``html.escape``, the JSON with ``json_for_script``, and the script
     inserts names with ``textContent`` only.
     """
-    node_ids: dict[str, str] | None = None
-    message_edges: dict[int, str] | None = None
-    fit = ""
-    if svg is not None:
-        g = build_dot(trace, full=full, node_budget=node_budget)
-        node_ids, message_edges = g.node_ids, g.message_edges
-        body = inline_svg(svg)
-        fit = ' class="fit"' if g.drawn_nodes <= FIT_BELOW else ""
-    else:
-        body = _list_view(trace)
-    data = viewer_data(trace, replay, node_ids, message_edges, agreement, timing)
-    name = title or (str(trace.scenario.get("name")) if trace.scenario and trace.scenario.get("name")
-                     else "distributed backward")
-    outcome = replay.outcome or "?"
-    agree = time_box = ""
-    if agreement is not None:
-        marks = {True: "yes", False: "NO", None: "not compared"}
-        rows = "".join(f"<li>{html.escape(k)}: {marks[agreement.check(k)]}</li>"
-                       for k in Agreement.CHECKS)
-        text = html.escape(agreement.text)
-        agree = f"<h4>replay vs real run</h4><p>{text}</p><ul>{rows}</ul>"
-    if timing is not None and timing.passes:
-        lines = "".join(f"<p>{html.escape(x)}</p>" for x in timing.summary())
-        time_box = (f'<div id="time"><h4>time (real run; the critical path is outlined in '
-                    f"violet)</h4>{lines}</div>")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>distviz: {html.escape(name)}</title>
-<style>{_CSS}</style></head>
-<body>
-<header><b>distviz</b> <span>{html.escape(name)} · outcome: {html.escape(str(outcome))}</span>
-<button id="first" title="first (Home)">« first</button><button id="prev" title="previous (p, ←)">‹ prev</button>
-<input id="slider" type="range" min="0" max="0" value="0" aria-label="step">
-<button id="next" title="next (n, →)">next ›</button><button id="last" title="last (End)">last »</button>
-<button id="fit" title="fit the picture to the window">fit</button></header>
-<div id="text"></div>
-<main><div id="graph"{fit}>{body}</div>
-<aside id="side"><div id="hang"></div>{time_box}<h4>pending per worker</h4><div id="workers"></div>{agree}</aside></main>
-<script type="application/json" id="distviz-data">{json_for_script(data)}</script>
-<script>{_JS}</script>
-</body></html>
-"""
-
+    p = page_parts(trace, replay, svg, agreement, title, full, node_budget, timing)
+    side = (f'<div id="hang"></div>{p.time_box}<h4>pending per worker</h4>'
+            f'<div id="workers"></div>{p.agree}')
+    data_script = (f'<script type="application/json" id="distviz-data">'
+                   f'{json_for_script(p.data)}</script>')
+    return page(p.name, p.outcome, "", p.body, p.fit, side, data_script)

@@ -1,23 +1,27 @@
 """Training in the terminal: one row per recorded context, the end of each iteration's log, and
 the final parameters against the reference (pure; values, never printed here).
 
-``iteration_table`` is a rich ``Table``; ``iteration_events`` the lines that end an
-iteration's step log (what ``get_gradients`` holds on each worker, each optimizer step);
-``final_lines`` the comparison of the parameters after training.
+``iteration_table`` is a rich ``Table``; ``iteration_events`` the events that end an
+iteration's step log (what ``get_gradients`` holds on each worker, each optimizer step), as
+log lines with ``iteration_log``; ``final_lines`` the comparison of the parameters after
+training.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.table import Table
+from rich.text import Text
 
 from distviz.recording import Recording
 from distviz.replay.model import Agreement
 from distviz.training import Iteration, TrainingSummary
 from distviz.words import plural
 
-__all__ = ["final_lines", "iteration_events", "iteration_table", "yes_no"]
+__all__ = ["IterationEvent", "final_lines", "iteration_events", "iteration_log",
+           "iteration_table", "yes_no"]
 
 
 def yes_no(value: bool | None) -> str:
@@ -79,31 +83,58 @@ def _agrees(agreement: Agreement | None) -> bool | None:
     return True if any(c is True for c in checks) else None
 
 
-def iteration_events(it: Iteration) -> list[str]:
-    """The lines that end an iteration's step log: ``get_gradients`` on each worker (by
-    parameter name, with shape and norm), then each optimizer step and how far it moved the
-    parameters."""
-    lines: list[str] = []
+@dataclass(frozen=True)
+class IterationEvent:
+    """One event at the end of an iteration's step log, after the replay's own: ``action`` is
+    ``gradients`` (what ``get_gradients`` holds on ``worker``), ``optimizer`` (a step) or
+    ``reference`` (the iteration against the reference)."""
+
+    worker: str
+    action: str
+    text: str
+
+
+def iteration_events(it: Iteration) -> list[IterationEvent]:
+    """The events that end an iteration's step log: ``get_gradients`` on each worker (by
+    parameter name, with shape and norm), each optimizer step and how far it moved the
+    parameters, and the comparison with the reference."""
+    out: list[IterationEvent] = []
     for worker in sorted(it.gradients):
         entries = it.gradients[worker]
         listed = ", ".join(f"{e.name} {list(e.shape)} norm {e.norm:.4g}" for e in entries[:6])
         more = f", and {len(entries) - 6} more" if len(entries) > 6 else ""
-        lines.append(f"{worker}  gradients  get_gradients(context) on {worker} returns "
-                     f"{plural(len(entries), 'tensor')}: {listed}{more} "
-                     "(in the context, not in .grad)")
+        out.append(IterationEvent(worker, "gradients", (
+            f"get_gradients(context) on {worker} returns {plural(len(entries), 'tensor')}: "
+            f"{listed}{more} (in the context, not in .grad)")))
     for step in it.steps:
         moved = sorted(step.updates, key=lambda u: -u.norm)
         listed = ", ".join(f"{u.name} by {u.norm:.4g}" for u in moved[:6])
         more = f", and {len(moved) - 6} more" if len(moved) > 6 else ""
         owners = sorted({u.worker for u in moved})
-        lines.append(f"{it.trainer}  optimizer  {step.optimizer}.step(context) through "
-                     f"DistributedOptimizer updates {plural(len(moved), 'parameter')} on "
-                     f"{', '.join(owners) or 'no worker'}"
-                     f"{': ' + listed if listed else ''}{more}")
+        out.append(IterationEvent(it.trainer, "optimizer", (
+            f"{step.optimizer}.step(context) through DistributedOptimizer updates "
+            f"{plural(len(moved), 'parameter')} on {', '.join(owners) or 'no worker'}"
+            f"{': ' + listed if listed else ''}{more}")))
     if it.reference is not None and it.reference.comparable:
-        lines.append(f"{it.trainer}  reference  loss {_loss(it.loss)} (reference "
-                     f"{_loss(it.reference.loss)}); updates equal the reference: "
-                     f"{yes_no(it.reference.ok)}")
+        out.append(IterationEvent(it.trainer, "reference", (
+            f"loss {_loss(it.loss)} (reference {_loss(it.reference.loss)}); the updates equal "
+            f"the reference's: {yes_no(it.reference.ok)}")))
+    return out
+
+
+def iteration_log(it: Iteration, first_step: int, workers: Sequence[str]) -> list[Text]:
+    """The iteration's events as more lines of the step log (``distviz.render.terminal
+    .render_log``), numbered from ``first_step``."""
+    step_w = max(4, len(str(first_step + 8)))
+    worker_w = max((len(w) for w in workers), default=6)
+    tag_w = max(len(a) for a in ("gradients", "optimizer", "reference"))
+    lines = [Text(""), Text(f"after the backward ({it.label})", style="bold")]
+    for k, ev in enumerate(iteration_events(it)):
+        line = Text(f"{first_step + k:>{step_w}} ", style="dim")
+        line.append(f"{ev.worker:<{worker_w}}", style="bold")
+        line.append(f"  {ev.action:<{tag_w}}  ", style="magenta")
+        line.append(ev.text)
+        lines.append(line)
     return lines
 
 
