@@ -202,3 +202,15 @@ def test_the_context_picker_shows_the_chosen_context_to_its_last_event(tmp_path:
     assert body["action"] == "optimizer"   # the iteration's events end the log
     assert "updates 1 parameter on worker1" in html_mod.unescape(body["text"])
     assert 'id="workers"' in dom and "worker2" in dom   # context 2 is nested(): 3 workers
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ps_two_trainers", "--no-backward"], "--no-backward does not apply to a training scenario"),
+    (["ps_two_trainers", "--inject-delay", "recv=2ms"], "--inject-delay does not apply"),
+    (["ps_two_trainers", "--contexts", "every:0"], "every:K needs a whole number K >= 1"),
+    (["design_note", "--contexts", "first"], "has a backward: key and one context"),
+])
+def test_run_options_a_training_scenario_cannot_honour_start_nothing(
+        args: list[str], message: str) -> None:
+    result = _invoke("run", *args)
+    assert result.exit_code == 2 and message in result.output, result.output

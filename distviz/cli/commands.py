@@ -48,6 +48,7 @@ from distviz.cli.options import (
     check_export_flags,
     check_run_options,
     check_steps,
+    check_training_options,
     memory_size,
     parse_sets,
     stdout_flags,
@@ -128,6 +129,13 @@ def run(
                       contexts=ContextSelection.parse(contexts).text())
     check_run_options(opts)
     check_steps(start, end, None)
+    if sc.training:
+        check_training_options(no_backward=no_backward, inject=bool(inject_delay),
+                               context=context)
+    elif contexts != "all":
+        raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
+                         "context; --contexts chooses among the contexts a training program "
+                         "opens")
     result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,

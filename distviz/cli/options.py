@@ -88,6 +88,19 @@ def check_run_options(opts: Any) -> None:
             raise UsageError(f"{flag} {value}: expected a positive number")
 
 
+def check_training_options(*, no_backward: bool, inject: bool, context: int | None) -> None:
+    """``UsageError`` for a ``run`` option a training scenario cannot honour (its program runs
+    the backward passes itself)."""
+    if no_backward:
+        raise UsageError("--no-backward does not apply to a training scenario: its program "
+                         "runs each backward itself (choose contexts to record with --contexts)")
+    if inject:
+        raise UsageError("--inject-delay does not apply to a training scenario; use it with a "
+                         "scenario that has a backward: key")
+    if context is not None and context < 1:
+        raise UsageError(f"--context {context}: contexts are numbered from 1")
+
+
 def memory_size(text: str) -> int:
     """``--max-memory``: bytes, at least what torch and RPC need (``UsageError`` otherwise)."""
     try:
