@@ -15,6 +15,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz import recorder as rec
+from distviz import recorder_hooks as hooks
 from distviz.runner.gradients import compare, summarize
 from distviz.runner.protocol import (
     Backward,
@@ -109,7 +110,7 @@ def run_real_backward(cid: int, workers: list[str], me: str, passes: list[Backwa
     """
     inject = dict(options.inject)
     if options.observe:
-        _on_all(workers, me, rec.install_hooks, cid, inject)
+        _on_all(workers, me, hooks.install_hooks, cid, inject)
     hang_timeout = options.hang_timeout
     outcome, error = "completed", None
     windows: list[tuple[int, int]] = []
@@ -159,7 +160,7 @@ def observed(cid: int, workers: list[str], me: str, options: WorkerOptions, outc
         real["durations"] = "measured"
     if inject:
         real["injected"] = dict(inject)
-    got = _on_all(workers, me, rec.collect, cid, outcome != "hang",
+    got = _on_all(workers, me, hooks.collect, cid, outcome != "hang",
                   timeout=limits.COLLECT_TIMEOUT)
     offsets = _clock_offsets(workers, me, got) if outcome != "hang" else {}
     real["clock"] = {"source": "CLOCK_MONOTONIC", "offsets_us": {
@@ -193,7 +194,7 @@ def _clock_offsets(workers: list[str], me: str,
     others, the best of a few RPC round trips (NTP's estimate): the remote clock read halfway,
     ``offset = remote - (sent + answered) / 2``, correct to half the round trip.
     """
-    mine, _ = rec.clock_sample()
+    mine, _ = hooks.clock_sample()
 
     def measure() -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
@@ -203,7 +204,7 @@ def _clock_offsets(workers: list[str], me: str,
             best: tuple[int, int] | None = None
             for _ in range(5):
                 sent = time.monotonic_ns()
-                boot, remote = rpc.rpc_sync(w, rec.clock_sample, timeout=10.0)
+                boot, remote = rpc.rpc_sync(w, hooks.clock_sample, timeout=10.0)
                 answered = time.monotonic_ns()
                 if boot == mine and mine:
                     break

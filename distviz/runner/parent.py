@@ -80,7 +80,7 @@ class RunOptions:
     observe: bool = True
     keep_server: bool = False
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
-    # "slow": {worker: factor}}; see ``distviz.recorder.install_hooks``
+    # "slow": {worker: factor}}; see ``distviz.recorder_hooks.install_hooks``
     inject: dict[str, Any] = field(default_factory=dict)
     contexts: str = "all"
 

@@ -36,6 +36,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz import recorder as rec
+from distviz import recorder_hooks as hooks
 from distviz.runner import modules
 from distviz.runner.gradients import summarize
 from distviz.runner.initiator import (
@@ -328,7 +329,7 @@ class TrainingSession:
             run.trace = rec.build_trace(workers, self.worker, cid, pieces, [])
             run.t0 = time.monotonic_ns()
             if self.options.observe:
-                _on_all(_context_workers(run.trace), self.worker, rec.install_hooks, cid,
+                _on_all(_context_workers(run.trace), self.worker, hooks.install_hooks, cid,
                         None, True)
         ids = rec.root_ids(cid, roots)
         run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
