@@ -367,6 +367,24 @@ class LocalWorld:
             self.leave()
 
 
+def _received(value: Any, grad_enabled: bool) -> Any:
+    """What a caller gets back over RPC: new tensors, never the callee's own objects.
+
+    With grad enabled on the caller, a result that requires grad comes back as a new tensor
+    attached to the callee's graph (a ``clone``, as a ``RecvRpcBackward`` would be), so a leaf
+    made or held by the callee keeps its own name. Under ``torch.no_grad()`` nothing attaches
+    it: the result comes back as a new leaf that keeps the callee's ``requires_grad`` (PyTorch
+    sends the flag with the tensor), and it gets a gradient of its own.
+    """
+    if isinstance(value, torch.Tensor):
+        if not grad_enabled:
+            return value.detach().requires_grad_(value.requires_grad)
+        return value.clone() if value.requires_grad else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_received(v, grad_enabled) for v in value)
+    return value
+
+
 class _LocalFuture:
     def __init__(self, value: Any) -> None:
         self._value = value
@@ -394,7 +412,7 @@ class LocalRRef:
         self._rpc = rpc_obj
 
     def to_here(self, *args: Any, **kwargs: Any) -> Any:
-        return self._value
+        return _received(self._value, torch.is_grad_enabled())
 
     def local_value(self) -> Any:
         return self._value
@@ -424,7 +442,8 @@ class LocalRRef:
 class LocalRpc:
     """``rpc`` for the reference run: each call runs in-process as code of its destination,
     with the destination's own functions and classes (a function or class of ``code`` passed
-    along is that worker's, as unpickling it there would give)."""
+    along is that worker's, as unpickling it there would give), with grad enabled (as on an RPC
+    server thread); results come back as ``_received`` makes them."""
 
     def __init__(self, world: LocalWorld) -> None:
         self.world = world
@@ -443,13 +462,18 @@ class LocalRpc:
             return found
         return value
 
-    def _call(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
+    def _run(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
         name = worker_name(to)
         ns = self.world.namespaces[name]
         target = self._translate(func, ns)
         args = self._translate(tuple(args or ()), ns)
         kw = self._translate(dict(kwargs or {}), ns)
-        return self.world.run(name, target, *args, **kw)
+        with torch.enable_grad():
+            return self.world.run(name, target, *args, **kw)
+
+    def _call(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
+        grad_enabled = torch.is_grad_enabled()
+        return _received(self._run(to, func, args, kwargs), grad_enabled)
 
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float = -1.0, **_: Any) -> Any:
@@ -461,7 +485,7 @@ class LocalRpc:
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, **_: Any) -> LocalRRef:
-        return LocalRRef(self._call(to, func, args, kwargs), worker_name(to), self)
+        return LocalRRef(self._run(to, func, args, kwargs), worker_name(to), self)
 
     def RRef(self, value: Any, type_hint: Any = None) -> LocalRRef:  # noqa: N802
         """``rpc.RRef(x)``: an RRef owned by the running worker."""

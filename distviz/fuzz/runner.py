@@ -1,0 +1,348 @@
+"""Run generated programs on real RPC workers and judge the replay against PyTorch.
+
+``fuzz(options)`` generates ``options.count`` programs (``distviz.fuzz.generate``), runs each
+one as ``distviz run --confirm-hang`` would (the real backward runs even when the replay
+predicts a hang, and counts as hung after ``hang_timeout`` seconds), replays the trace and
+judges the agreement. A program that disagrees is run again (does it reproduce?) and shrunk
+(``distviz.fuzz.shrink``) while it still disagrees on the same checks; the result carries the
+minimal program as scenario text. One fork server (which imports torch once) serves every run.
+
+The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is the product's
+rule (``distviz.replay.agreement.compare``); tests pass a double with a planted wrong rule to
+check that the shrinker finds the smallest program that shows it.
+
+This module never imports torch (the runner's parent side does not either); it writes
+scenario files only into a private temporary folder that it removes again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from distviz.errors import DistvizError, Interrupted
+from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
+from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
+from distviz.fuzz.shrink import shrink
+from distviz.replay.fast import Replay
+from distviz.trace import Trace, write_atomic
+
+__all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
+           "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
+           "verdict"]
+
+#: what is compared, in the order a disagreement is named
+CHECKS = ("outcome", "order", "executed", "leaves", "gradients")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one run's replay agrees with PyTorch. ``predicted`` and ``real`` are outcomes
+    (``completed``, ``hang``, ``error``); each check is ``True``/``False``, or ``None`` when
+    there was nothing to compare (no gradients after a hang, for example). ``order`` is per
+    worker order with the observed arrival order; ``fifo_order`` the replay's FIFO guess alone.
+    """
+
+    predicted: str
+    real: str
+    outcome: bool
+    order: bool | None
+    fifo_order: bool | None
+    executed: bool | None
+    leaves: bool | None
+    gradients: bool | None
+    text: str
+
+    @property
+    def disagreements(self) -> tuple[str, ...]:
+        return tuple(k for k in CHECKS if getattr(self, k) is False)
+
+    @property
+    def agrees(self) -> bool:
+        return not self.disagreements
+
+
+Judge = Callable[[Trace, Replay], Verdict]
+
+
+def verdict(trace: Trace, replay: Replay) -> Verdict:
+    """The product's judgement: ``distviz.replay.agreement.compare`` of ``replay`` with the
+    real run in ``trace`` (one inter-op thread, so the order must be exact)."""
+    from distviz.replay.agreement import compare
+    a = compare(trace, replay)
+    real = str((trace.real or {}).get("outcome"))
+    return Verdict(predicted=replay.outcome, real=real, outcome=bool(a["outcome"]),
+                   order=a["order"], fifo_order=a["fifo_order"], executed=a["executed"],
+                   leaves=a["leaves"], gradients=a["gradients"], text=str(a["text"]))
+
+
+@dataclass(frozen=True)
+class FuzzOptions:
+    """What ``fuzz`` generates and how it runs each program. Times are seconds."""
+
+    count: int = 20
+    seed: int = 0
+    min_workers: int = MIN_WORKERS
+    max_workers: int = MAX_WORKERS
+    hang_timeout: float = 2.0
+    shrink: bool = True
+    max_shrink_tries: int = 80
+    startup_timeout: float = 60.0
+    forward_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A program that disagreed (or whose run failed), kept as scenario text: ``minimal`` is
+    the shrunk program, ``original`` the generated one; ``reproduced`` says whether a second
+    run of the original showed the same disagreement."""
+
+    minimal: str
+    original: str
+    minimal_verdict: Verdict | None
+    error: str | None
+    reproduced: bool
+    shrink_tries: int
+    original_size: int
+    minimal_size: int
+    trace: Trace | None = None
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """One generated program and what happened to it."""
+
+    index: int
+    name: str
+    features: tuple[str, ...]
+    verdict: Verdict | None
+    error: str | None
+    seconds: float
+    finding: Finding | None = None
+
+    @property
+    def agrees(self) -> bool:
+        return self.error is None and self.verdict is not None and self.verdict.agrees
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.verdict
+        out: dict[str, Any] = {"index": self.index, "name": self.name,
+                               "features": list(self.features), "agrees": self.agrees,
+                               "seconds": round(self.seconds, 3), "error": self.error}
+        if v is not None:
+            out.update(predicted=v.predicted, real=v.real, disagreements=list(v.disagreements),
+                       checks={k: getattr(v, k) for k in (*CHECKS, "fifo_order")},
+                       text=v.text)
+        if self.finding is not None:
+            out["reproduced"] = self.finding.reproduced
+            out["shrink_tries"] = self.finding.shrink_tries
+        return out
+
+
+class Progress(NamedTuple):
+    """A progress report: ``done`` of ``total`` programs, the result just finished (or
+    ``None`` while a program is being re-run or shrunk), and a short text."""
+
+    done: int
+    total: int
+    result: ProgramResult | None
+    text: str
+
+
+@dataclass
+class FuzzReport:
+    """Every program's result, and the numbers over them (``summary``)."""
+
+    options: FuzzOptions
+    results: list[ProgramResult] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """The numbers: counts, per-check agreement in percent of the programs where the
+        check applied, outcomes predicted and real, and how often each feature came up."""
+        judged = [r.verdict for r in self.results if r.verdict is not None]
+
+        def pct(check: str) -> float | None:
+            vals = [getattr(v, check) for v in judged if getattr(v, check) is not None]
+            return round(100.0 * sum(map(bool, vals)) / len(vals), 2) if vals else None
+
+        feats: Counter[str] = Counter(f for r in self.results for f in r.features)
+        return {
+            "count": len(self.results), "seed": self.options.seed,
+            "workers": [self.options.min_workers, self.options.max_workers],
+            "agree": sum(r.agrees for r in self.results),
+            "disagree": sum(1 for r in self.results if r.verdict and not r.verdict.agrees),
+            "failed": sum(1 for r in self.results if r.error is not None),
+            "outcome_agreement_pct": pct("outcome"), "order_agreement_pct": pct("order"),
+            "fifo_exact_pct": pct("fifo_order"), "executed_pct": pct("executed"),
+            "leaves_pct": pct("leaves"), "gradients_equal_pct": pct("gradients"),
+            "gradients_compared": sum(1 for v in judged if v.gradients is not None),
+            "predicted": dict(Counter(v.predicted for v in judged)),
+            "real": dict(Counter(v.real for v in judged)),
+            "features": {f: feats[f] for f in FEATURES},
+            "wall_s": round(self.wall_s, 2),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "programs": [r.to_json() for r in self.results]}
+
+
+class _Runs:
+    """Runs programs as scenario files in a private folder, with one kept fork server."""
+
+    def __init__(self, options: FuzzOptions, judge: Judge) -> None:
+        self.options = options
+        self.judge = judge
+        self.folder = Path(tempfile.mkdtemp(prefix="distviz-fuzz-"))
+        self.last_trace: Trace | None = None
+
+    def close(self) -> None:
+        from distviz.runner.parent import stop_server
+        shutil.rmtree(self.folder, ignore_errors=True)
+        stop_server()
+
+    def run(self, program: Program) -> tuple[Verdict | None, str | None]:
+        verdict_, error, trace = run_program(program, self.folder / f"{program.name}.yaml",
+                                             self.options, self.judge)
+        self.last_trace = trace
+        return verdict_, error
+
+
+def run_program(program: Program, path: Path, options: FuzzOptions, judge: Judge = verdict
+                ) -> tuple[Verdict | None, str | None, Trace | None]:
+    """Write ``program`` to ``path``, run it on real workers and judge the replay.
+
+    Returns ``(verdict, None, trace)``, or ``(None, error, trace or None)`` when the scenario
+    does not load or the run fails (a generator or runner problem, not a disagreement).
+    Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
+    """
+    from distviz.replay.fast import replay
+    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.scenario import load_scenario
+
+    write_atomic(path, to_yaml(program))
+    try:
+        scenario = load_scenario(path)
+    except DistvizError as exc:
+        return None, exc.one_line(), None
+    opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
+                      startup_timeout=options.startup_timeout,
+                      forward_timeout=options.forward_timeout, keep_server=True)
+    result = run_scenario(scenario, opts)
+    if isinstance(result.error, Interrupted):
+        raise result.error
+    if result.error is not None or result.trace is None:
+        err = result.error
+        text = err.one_line() if isinstance(err, DistvizError) else str(err or "no trace")
+        return None, text, result.trace
+    return judge(result.trace, replay(result.trace)), None, result.trace
+
+
+def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,
+             say: Callable[[str], None]) -> Finding:
+    """Run a disagreeing (or failing) program again, and shrink it while it still shows the
+    same problem."""
+    checks = set(first.disagreements) if first is not None else set()
+
+    def same(v: Verdict | None, e: str | None) -> bool:
+        return e is not None if error is not None else (
+            v is not None and bool(checks & set(v.disagreements)))
+
+    say(f"{program.name}: running it again")
+    again = runs.run(program)
+    reproduced = same(*again)
+    best_trace = runs.last_trace
+    minimal, tries, minimal_verdict = program, 0, again[0] if reproduced else first
+    if reproduced and runs.options.shrink:
+        found: dict[str, Any] = {"verdict": minimal_verdict, "trace": best_trace}
+
+        def still_fails(candidate: Program) -> bool:
+            v, e = runs.run(candidate)
+            if same(v, e):
+                found.update(verdict=v, trace=runs.last_trace)
+                return True
+            return False
+
+        def on_try(candidate: Program, failed: bool) -> None:
+            say(f"{program.name}: shrinking, size {size(candidate)} "
+                f"{'still disagrees' if failed else 'agrees'}")
+
+        res = shrink(program, still_fails, runs.options.max_shrink_tries, on_try)
+        minimal, tries = res.program, res.tries
+        minimal_verdict, best_trace = found["verdict"], found["trace"]
+    what = ", ".join(sorted(checks)) if error is None else f"the run failed: {error}"
+    note = (f"minimal program shrunk from {program.name} ({size(program)} -> {size(minimal)}); "
+            f"disagrees on: {what}")
+    return Finding(minimal=to_yaml(replace(minimal, description=note)),
+                   original=to_yaml(program), minimal_verdict=minimal_verdict, error=error,
+                   reproduced=reproduced, shrink_tries=tries, original_size=size(program),
+                   minimal_size=size(minimal), trace=best_trace)
+
+
+def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = None,
+         judge: Judge | None = None) -> FuzzReport:
+    """Generate, run and judge ``options.count`` programs; see the module docstring.
+
+    ``judge`` defaults to ``verdict``. ``progress`` is called while programs are re-run or
+    shrunk and once per finished program.
+    Raises ``Interrupted`` on Ctrl-C (every worker is gone by then) and ``ValueError`` for a
+    bad worker range.
+    """
+    report = FuzzReport(options)
+    tell = progress or (lambda _p: None)
+    runs = _Runs(options, judge or verdict)
+    t0 = time.monotonic()
+    try:
+        for index in range(options.count):
+            program = generate(options.seed, index, options.min_workers, options.max_workers)
+            start = time.monotonic()
+            first, error = runs.run(program)
+            finding = None
+            if error is not None or (first is not None and not first.agrees):
+                def say(text: str, done: int = index) -> None:
+                    tell(Progress(done, options.count, None, text))
+                finding = _examine(runs, program, first, error, say)
+            result = ProgramResult(index, program.name, tuple(sorted(features(program))),
+                                   first, error, time.monotonic() - start, finding)
+            report.results.append(result)
+            report.wall_s = time.monotonic() - t0
+            tell(Progress(index + 1, options.count, result, program.name))
+    finally:
+        runs.close()
+        report.wall_s = time.monotonic() - t0
+    return report
+
+
+def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:
+    """The command that runs a saved program as ``distviz fuzz`` did."""
+    return f"distviz run {os.fspath(path)} --confirm-hang --hang-timeout {options.hang_timeout:g}"
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary as a few sentences for a person (``FuzzReport.summary()``)."""
+    def pct(key: str) -> str:
+        v = summary.get(key)
+        return "n/a" if v is None else f"{v:.2f}%"
+
+    outcomes = ", ".join(f"{k} {summary['predicted'].get(k, 0)}"
+                         for k in ("completed", "hang", "error"))
+    return [
+        f"{summary['count']} programs (seed {summary['seed']}, {summary['workers'][0]}-"
+        f"{summary['workers'][1]} workers) in {summary['wall_s']:.1f} s: {summary['agree']} "
+        f"agree, {summary['disagree']} disagree, {summary['failed']} failed to run",
+        f"outcome: the replay predicts PyTorch's outcome in {pct('outcome_agreement_pct')} "
+        f"(predicted {outcomes})",
+        f"order: each worker's order is exact in {pct('order_agreement_pct')} with the observed "
+        f"arrival order; the FIFO guess alone is exact in {pct('fifo_exact_pct')}",
+        f"executed: the same nodes run in {pct('executed_pct')}; the same leaves get gradients "
+        f"in {pct('leaves_pct')}",
+        f"gradients: equal the single-process reference in {pct('gradients_equal_pct')} of "
+        f"{summary['gradients_compared']} completed runs",
+    ]
