@@ -13,7 +13,7 @@ the machine). What it draws, with the rough rates that keep every feature common
 * each RPC: ``rpc_sync``, ``rpc_async(...).wait()`` (the wait sometimes deferred to the first
   use), or ``rpc.remote`` with one to three ``to_here()``; sometimes a builtin
   (``torch.add``, ``torch.mul``, ``torch.matmul``); sometimes under ``torch.no_grad()``;
-  functions return one to three values;
+  functions return one to three values; now and then an RPC goes to the worker itself;
 * one to three losses over most of the values nobody used yet (some stay unused: in FAST mode
   an unused RPC result hangs the backward, a valid outcome to predict), one backward pass over
   all losses or a few passes with ``retain_graph``; now and then a ``fail_backward``.
@@ -133,6 +133,8 @@ class _Gen:
 
     def target(self, worker: str, caller: str | None) -> str:
         rng = self.rng
+        if rng.random() < 0.05:
+            return worker
         if caller is not None and rng.random() < 0.35:
             return caller
         if self.ps is not None and self.ps != worker and rng.random() < 0.4:

@@ -30,7 +30,7 @@ BUILTINS = ("add", "mul", "matmul")
 LEAF, CONST, SCALE, FAIL, REMOTE_LEAF = "leaf", "const", "scale", "fail", "remote_leaf"
 
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
-            "callback", "builtin", "multi_output", "unused_value", "no_grad", "leaf_no_grad",
+            "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad", "leaf_no_grad",
             "remote_leaf", "ps_param", "shared_param", "multi_root", "retain_graph",
             "fail_backward")
 
@@ -277,6 +277,7 @@ def features(program: Program) -> frozenset[str]:
                                       ("builtin", s.body is None), ("no_grad", s.no_grad),
                                       ("multi_output", len(s.fetches[0]) > 1),
                                       ("callback", s.to == caller),
+                                      ("self_call", s.to == block.worker),
                                       ("nested", caller is not None)) if on}
             uses_param |= bool(set(s.args) & set(program.ps_params))
         if uses_param and block.worker == program.ps:

@@ -124,10 +124,7 @@ def _simpler_calls(program: Program, path: Path, block: Block, i: int,
                              mapping)
     busy = [w for w in program.workers if any(c.to == w for c in calls(program))]
     for w in busy:
-        if w in (s.to, block.worker, caller) or (w == program.ps) != (s.to == program.ps):
-            continue
-        inner = s.body.stmts if s.body is not None else ()
-        if any(isinstance(t, Call) and t.to == w for t in inner):
+        if w == s.to or (w == program.ps) != (s.to == program.ps):
             continue
         moved = replace(s.body, worker=w) if s.body is not None else None
         yield _with_call(program, path, block, i, replace(s, to=w, body=moved), {})
@@ -150,8 +147,6 @@ def _hoisted(program: Program, path: Path, block: Block, i: int) -> Iterator[Pro
             args = tuple(scope.get(a, s.args[0]) for a in d.args)
             if d.body is not None:
                 stack.append((d.body, dict(zip(d.body.params, args, strict=True))))
-            if d.to == block.worker:
-                continue
             arity = len(s.fetches[0])
             inner = d.body
             if inner is not None and len(inner.returns) > arity:
