@@ -72,6 +72,20 @@ COLLECT_TIMEOUT: Final = 10.0
 #: when ``--max-rpc-depth`` needs them (``rpc_threads``).
 RPC_THREADS: Final = 16
 
+# -- distviz fuzz -----------------------------------------------------------------------------------
+
+#: How long a fuzz program's real backward may take before it counts as hung: generated graphs
+#: are tiny (a backward takes milliseconds), and every predicted hang waits this long.
+FUZZ_HANG_TIMEOUT: Final = 2.0
+#: Start-up and forward-pass limits for one fuzz program.
+FUZZ_RUN_TIMEOUT: Final = 60.0
+#: Runs the shrinker may spend on one disagreement (``--max-shrink-tries``).
+FUZZ_MAX_SHRINK_TRIES: Final = 80
+#: Workers per generated program (``--workers``), and the deepest chain of nested RPCs.
+FUZZ_MIN_WORKERS: Final = 2
+FUZZ_MAX_WORKERS: Final = 6
+FUZZ_MAX_DEPTH: Final = 3
+
 # -- exit status of a worker process ----------------------------------------------------------------
 
 #: A worker reported an error to the parent and ended.
@@ -105,7 +119,7 @@ EXIT_CODES: Final[dict[int, str]] = {
     EXIT_HANG: "the FAST-mode backward hangs (predicted by the replay, or observed)",
     EXIT_BACKWARD_ERROR: "the backward pass raised (fail_backward, crash_backward, second pass)",
     EXIT_DISAGREE: "the replay and PyTorch's real backward disagree (an order difference "
-                   "counts only with one inter-op thread)",
+                   "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
 }
 

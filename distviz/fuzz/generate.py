@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 
+from distviz import limits
 from distviz.fuzz.program import (
     BINARY,
     BUILTINS,
@@ -49,9 +50,9 @@ from distviz.fuzz.program import (
 
 __all__ = ["MAX_DEPTH", "MAX_WORKERS", "MIN_WORKERS", "generate"]
 
-MIN_WORKERS = 2
-MAX_WORKERS = 6
-MAX_DEPTH = 3          # main is depth 0; a function at depth 3 makes no RPC
+MIN_WORKERS = limits.FUZZ_MIN_WORKERS
+MAX_WORKERS = limits.FUZZ_MAX_WORKERS
+MAX_DEPTH = limits.FUZZ_MAX_DEPTH      # main is depth 0; a function at MAX_DEPTH makes no RPC
 
 
 class _Pool:
@@ -256,9 +257,10 @@ def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
     """The ``index``-th program of the fuzz run ``seed``, with ``min_workers`` to
     ``max_workers`` workers. Deterministic: the same arguments give the same program.
 
-    Raises ``ValueError`` when the worker range is not within 2..32 or is empty.
+    Raises ``ValueError`` when the worker range is not within 2..``limits.MAX_WORKERS`` or
+    is empty.
     """
-    if not 2 <= min_workers <= max_workers <= 32:
+    if not 2 <= min_workers <= max_workers <= limits.MAX_WORKERS:
         raise ValueError(f"workers {min_workers}-{max_workers}: expected 2 <= min <= max <= 32")
     rng = random.Random(f"distviz-fuzz/{seed}/{index}")
     workers = tuple(f"worker{i}" for i in range(rng.randint(min_workers, max_workers)))

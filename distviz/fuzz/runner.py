@@ -11,28 +11,26 @@ The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is th
 rule (``distviz.replay.agreement.compare``); tests pass a double with a planted wrong rule to
 check that the shrinker finds the smallest program that shows it.
 
-This module never imports torch (the runner's parent side does not either); it writes
-scenario files only into a private temporary folder that it removes again.
+This module never imports torch (the runner's parent side does not either) and writes no
+files: the workers get each scenario as a value, and saving findings is the caller's business.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, NamedTuple
 
+from distviz import limits
 from distviz.errors import DistvizError, Interrupted
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
 from distviz.replay.fast import Replay
-from distviz.trace import Trace, write_atomic
+from distviz.trace import Trace
 
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
            "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
@@ -91,11 +89,11 @@ class FuzzOptions:
     seed: int = 0
     min_workers: int = MIN_WORKERS
     max_workers: int = MAX_WORKERS
-    hang_timeout: float = 2.0
+    hang_timeout: float = limits.FUZZ_HANG_TIMEOUT
     shrink: bool = True
-    max_shrink_tries: int = 80
-    startup_timeout: float = 60.0
-    forward_timeout: float = 60.0
+    max_shrink_tries: int = limits.FUZZ_MAX_SHRINK_TRIES
+    startup_timeout: float = limits.FUZZ_RUN_TIMEOUT
+    forward_timeout: float = limits.FUZZ_RUN_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -195,29 +193,26 @@ class FuzzReport:
 
 
 class _Runs:
-    """Runs programs as scenario files in a private folder, with one kept fork server."""
+    """Runs programs one after the other with one kept fork server; remembers the last trace."""
 
     def __init__(self, options: FuzzOptions, judge: Judge) -> None:
         self.options = options
         self.judge = judge
-        self.folder = Path(tempfile.mkdtemp(prefix="distviz-fuzz-"))
         self.last_trace: Trace | None = None
 
     def close(self) -> None:
         from distviz.runner.parent import stop_server
-        shutil.rmtree(self.folder, ignore_errors=True)
         stop_server()
 
     def run(self, program: Program) -> tuple[Verdict | None, str | None]:
-        verdict_, error, trace = run_program(program, self.folder / f"{program.name}.yaml",
-                                             self.options, self.judge)
+        verdict_, error, trace = run_program(program, self.options, self.judge)
         self.last_trace = trace
         return verdict_, error
 
 
-def run_program(program: Program, path: Path, options: FuzzOptions, judge: Judge = verdict
+def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
                 ) -> tuple[Verdict | None, str | None, Trace | None]:
-    """Write ``program`` to ``path``, run it on real workers and judge the replay.
+    """Run ``program`` on real workers and judge the replay.
 
     Returns ``(verdict, None, trace)``, or ``(None, error, trace or None)`` when the scenario
     does not load or the run fails (a generator or runner problem, not a disagreement).
@@ -225,11 +220,10 @@ def run_program(program: Program, path: Path, options: FuzzOptions, judge: Judge
     """
     from distviz.replay.fast import replay
     from distviz.runner.parent import RunOptions, run_scenario
-    from distviz.scenario import load_scenario
+    from distviz.scenario import load_scenario_text
 
-    write_atomic(path, to_yaml(program))
     try:
-        scenario = load_scenario(path)
+        scenario = load_scenario_text(to_yaml(program), f"{program.name}.yaml")
     except DistvizError as exc:
         return None, exc.one_line(), None
     opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
