@@ -61,3 +61,15 @@ def test_bench_whatif_runs_on_one_scenario() -> None:
     rows = json.loads(proc.stdout.splitlines()[-1])["rows"]
     assert [r["kind"] for r in rows] == ["same run", "next run"]
     assert rows[0]["error"] < 1e-6          # without changes the simulation reproduces the run
+
+
+@pytest.mark.rpc
+def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_fuzz.py"), "--count", "2",
+                           "--seed", "5"], cwd=REPO, capture_output=True, text=True, timeout=180,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "| what | value |"
+    assert any(ln.startswith("| outcome agreement (predicted = real) | ") for ln in lines)
+    assert any(ln.startswith("| programs (seed, workers) | 2 (seed 5, 2-6) |") for ln in lines)

@@ -11,7 +11,19 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import FEATURES, Call, blocks, calls, features, problems, to_yaml
+from distviz.fuzz.program import (
+    CONST,
+    FEATURES,
+    LEAF,
+    REMOTE_LEAF,
+    Call,
+    Op,
+    blocks,
+    calls,
+    features,
+    problems,
+    to_yaml,
+)
 from distviz.scenario import load_scenario, load_scenario_text
 
 SEEDS = range(200)
@@ -89,3 +101,18 @@ def test_deferred_waits_come_before_the_first_use() -> None:
     for name in call.outs:
         uses = [k for k, ln in enumerate(lines) if re.search(rf"\b{name}\b", ln) and k != wait]
         assert all(k > wait for k in uses), (name, uses, wait)
+
+
+def test_nothing_that_runs_at_the_same_time_depends_on_thread_timing() -> None:
+    """Functions never draw random numbers, and programs with deferred waits make no leaves
+    in functions (their names would follow the threads' order)."""
+    concurrent = 0
+    for index in SEEDS:
+        program = generate(6, index)
+        bodies = [b for _p, b, caller in blocks(program) if caller is not None]
+        made = {s.fn for b in bodies for s in b.stmts if isinstance(s, Op)}
+        assert not made & {LEAF, CONST}, index
+        if any(c.deferred for c in calls(program)):
+            concurrent += 1
+            assert REMOTE_LEAF not in made, index
+    assert concurrent >= len(SEEDS) // 5

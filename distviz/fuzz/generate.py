@@ -8,15 +8,21 @@ the machine). What it draws, with the rough rates that keep every feature common
   ``init`` makes one or two shared parameters that functions running there use;
 * in ``main``: leaves with and without ``requires_grad``, elementwise ops and ``matmul``, and
   RPCs; in each called function: ops on its arguments (and the shared parameters on the
-  parameter server), constant leaves, and further RPCs, to other workers or back to the caller,
-  down to depth 3;
-* each RPC: ``rpc_sync``, ``rpc_async(...).wait()`` (the wait sometimes deferred to the first
-  use), or ``rpc.remote`` with one to three ``to_here()``; sometimes a builtin
-  (``torch.add``, ``torch.mul``, ``torch.matmul``); sometimes under ``torch.no_grad()``;
-  functions return one to three values; now and then an RPC goes to the worker itself;
+  parameter server), constant leaves, and further RPCs, to other workers, back to the caller
+  or (now and then) to the worker itself, down to depth 3;
+* each RPC: ``rpc_sync``, ``rpc_async(...).wait()`` or ``rpc.remote`` with one to three
+  ``to_here()``; sometimes a builtin (``torch.add``, ``torch.mul``, ``torch.matmul``);
+  sometimes under ``torch.no_grad()``; functions return one to three values;
 * one to three losses over most of the values nobody used yet (some stay unused: in FAST mode
   an unused RPC result hangs the backward, a valid outcome to predict), one backward pass over
   all losses or a few passes with ``retain_graph``; now and then a ``fail_backward``.
+
+In about half the programs the waits and fetches are mostly deferred to the first use, so
+several calls run at the same time. Whatever runs at the same time must not depend on thread
+timing, so functions never draw random numbers (they would race for their worker's generator:
+the values would change from run to run and differ from the single-process reference), and in
+those programs functions make no leaves that require grad (a leaf made in a function is named
+in the order its worker made it).
 
 Arguments are drawn mostly from values nobody used yet, so programs are chains and joins
 rather than unrelated statements. ``problems(program)`` is empty for every generated program.
@@ -25,6 +31,7 @@ rather than unrelated statements. ``problems(program)`` is empty for every gener
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from distviz import limits
 from distviz.fuzz.program import (
@@ -33,6 +40,7 @@ from distviz.fuzz.program import (
     CONST,
     FAIL,
     LEAF,
+    REMOTE_CONST,
     REMOTE_LEAF,
     SCALE,
     UNARY,
@@ -89,9 +97,10 @@ class _Pool:
 
 class _Gen:
     def __init__(self, rng: random.Random, workers: tuple[str, ...], ps: str | None,
-                 ps_params: tuple[str, ...], faults: int, tidy: bool) -> None:
+                 ps_params: tuple[str, ...], faults: int, tidy: bool, concurrent: bool) -> None:
         self.rng = rng
         self.tidy = tidy
+        self.concurrent = concurrent
         self.workers = workers
         self.ps = ps
         self.ps_params = ps_params
@@ -103,7 +112,7 @@ class _Gen:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def op(self, pool: _Pool, worker: str, in_main: bool) -> Op | None:
+    def op(self, pool: _Pool, worker: str) -> Op | None:
         rng = self.rng
         if self.faults and rng.random() < 0.2:
             arg = pool.pick(need_grad=True)
@@ -129,7 +138,8 @@ class _Gen:
 
     def leaf(self, in_main: bool) -> Op:
         if not in_main:
-            return Op(self.fresh("v"), REMOTE_LEAF if self.rng.random() < 0.5 else CONST)
+            grad = not self.concurrent and self.rng.random() < 0.5
+            return Op(self.fresh("v"), REMOTE_LEAF if grad else REMOTE_CONST)
         return Op(self.fresh("v"), LEAF if self.rng.random() < 0.75 else CONST)
 
     def target(self, worker: str, caller: str | None) -> str:
@@ -148,7 +158,7 @@ class _Gen:
         ident = self.calls
         to = self.target(worker, caller)
         style = rng.choices(("sync", "async", "remote"), (5, 3, 2))[0]
-        deferred = style != "sync" and rng.random() < 0.4
+        deferred = self.concurrent and style != "sync" and rng.random() < 0.8
         n_fetch = rng.choices((1, 2, 3), (14, 5, 1))[0] if style == "remote" else 1
         no_grad = not deferred and style != "remote" and rng.random() < 0.06
         body: Block | None = None
@@ -195,7 +205,7 @@ class _Gen:
             elif kind == "leaf":
                 stmt = self.leaf(in_main)
             else:
-                stmt = self.op(pool, worker, in_main)
+                stmt = self.op(pool, worker)
             if stmt is None:
                 continue
             stmts.append(stmt)
@@ -261,7 +271,8 @@ def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
     is empty.
     """
     if not 2 <= min_workers <= max_workers <= limits.MAX_WORKERS:
-        raise ValueError(f"workers {min_workers}-{max_workers}: expected 2 <= min <= max <= 32")
+        raise ValueError(f"workers {min_workers}-{max_workers}: expected 2 <= min <= max <= "
+                         f"{limits.MAX_WORKERS}")
     rng = random.Random(f"distviz-fuzz/{seed}/{index}")
     workers = tuple(f"worker{i}" for i in range(rng.randint(min_workers, max_workers)))
     ps: str | None = None
@@ -270,12 +281,12 @@ def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
         ps = rng.choice(workers[1:])
         ps_params = ("p0", "p1")[:rng.choice((1, 2))]
     gen = _Gen(rng, workers, ps, ps_params, faults=int(rng.random() < 0.12),
-               tidy=rng.random() < 0.6)
+               tidy=rng.random() < 0.6, concurrent=rng.random() < 0.5)
     main = gen.block(workers[0], (), None, 0, rng.randint(3, 9))
     pool = _Pool(rng)
     for name, grad in scan(main, ps, ps_params, ())[0].items():
         pool.add(name, grad)
-    used = {a for s in _all_stmts(main) for a in s.args}
+    used = {a for s in main.stmts for a in s.args}
     pool.unused = [n for n in pool.values if n not in used]
     losses = _losses(rng, pool, gen)
     passes = _passes(rng, losses)
@@ -283,14 +294,5 @@ def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
                       workers=workers, ps=ps, ps_params=ps_params, main=main, losses=losses,
                       passes=passes)
     found = ", ".join(sorted(features(program))) or "none"
-    return _described(program, f"generated by distviz fuzz --seed {seed} (program {index}); "
-                               f"features: {found}")
-
-
-def _all_stmts(block: Block) -> list[Stmt]:
-    return list(block.stmts)
-
-
-def _described(program: Program, text: str) -> Program:
-    from dataclasses import replace
-    return replace(program, description=text)
+    return replace(program, description=f"generated by distviz fuzz --seed {seed} (program "
+                                        f"{index}); features: {found}")

@@ -25,9 +25,13 @@ DIM = 2
 UNARY = ("tanh", "sigmoid", "sin")
 BINARY = ("add", "mul", "sub", "matmul")
 BUILTINS = ("add", "mul", "matmul")
-#: op kinds besides UNARY and BINARY: a leaf that requires grad, a leaf that does not, a scaled
-#: copy, ``fail_backward``, and (in bodies) a constant leaf made on the callee
-LEAF, CONST, SCALE, FAIL, REMOTE_LEAF = "leaf", "const", "scale", "fail", "remote_leaf"
+#: op kinds besides UNARY and BINARY: a random leaf that requires grad, a random leaf that does
+#: not, a scaled copy, ``fail_backward``, and (in called functions) constant leaves with and
+#: without grad. Functions never draw random numbers: two functions running on one worker at
+#: the same time would draw from its generator in whatever order their threads run, and the
+#: run and its single-process reference would get different values (see docs/fuzz.md).
+LEAF, CONST, SCALE, FAIL = "leaf", "const", "scale", "fail"
+REMOTE_LEAF, REMOTE_CONST = "remote_leaf", "remote_const"
 
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
             "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad", "leaf_no_grad",
@@ -181,7 +185,7 @@ def op_grad(op: Op, grad: Mapping[str, bool]) -> bool:
     """Whether ``op``'s result surely requires grad, given its arguments' flags."""
     if op.fn in (LEAF, REMOTE_LEAF, FAIL):
         return True
-    return op.fn != CONST and any(grad.get(a, False) for a in op.args)
+    return op.fn not in (CONST, REMOTE_CONST) and any(grad.get(a, False) for a in op.args)
 
 
 def scan(block: Block, ps: str | None, ps_params: tuple[str, ...],
@@ -267,8 +271,8 @@ def features(program: Program) -> frozenset[str]:
         for s in block.stmts:
             used.update(s.args)
             if isinstance(s, Op):
-                found |= {CONST: {"leaf_no_grad"}, FAIL: {"fail_backward"},
-                          REMOTE_LEAF: {"remote_leaf"}}.get(s.fn, set())
+                found |= {CONST: {"leaf_no_grad"}, REMOTE_CONST: {"leaf_no_grad"},
+                          FAIL: {"fail_backward"}, REMOTE_LEAF: {"remote_leaf"}}.get(s.fn, set())
                 uses_param |= bool(set(s.args) & set(program.ps_params))
                 continue
             found.add({"sync": "rpc_sync", "async": "rpc_async", "remote": "remote"}[s.style])
@@ -314,6 +318,8 @@ def _op_line(s: Op) -> str:
         return f"{s.out} = torch.rand({shape})"
     if s.fn == REMOTE_LEAF:
         return f"{s.out} = torch.full({shape}, 0.5, requires_grad=True)"
+    if s.fn == REMOTE_CONST:
+        return f"{s.out} = torch.full({shape}, 0.25)"
     if s.fn == SCALE:
         return f"{s.out} = torch.mul({s.args[0]}, 0.5)"
     if s.fn == FAIL:
