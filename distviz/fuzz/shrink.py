@@ -65,29 +65,30 @@ def _substituted(program: Program, path: Path, block: Block, stmts: list[Stmt], 
     return out
 
 
-def _stand_in(program: Program, block: Block, i: int) -> str | None:
-    """A value to use instead of statement ``i``'s results: its first own argument, else the
+def _stand_ins(program: Program, block: Block, i: int) -> list[str]:
+    """Values to use instead of statement ``i``'s results: each of its own arguments, else the
     last value defined before it in ``block``."""
-    own = [a for a in block.stmts[i].args if a not in program.ps_params]
+    own = [a for a in dict.fromkeys(block.stmts[i].args) if a not in program.ps_params]
     if own:
-        return own[0]
+        return own
     if i:
-        return block.stmts[i - 1].outs[0]
-    return block.params[0] if block.params else None
+        return [block.stmts[i - 1].outs[0]]
+    return list(block.params[:1])
 
 
-def _drop_stmt(program: Program, path: Path, block: Block, i: int) -> Program | None:
+def _drop_stmt(program: Program, path: Path, block: Block, i: int) -> Iterator[Program]:
+    """``block`` without statement ``i``, once per stand-in for the values it defined."""
     s = block.stmts[i]
     later = {a for t in block.stmts[i + 1:] for a in t.args} | set(block.returns)
     if not path:
         later |= {a for x in program.losses for a in x.args}
-    sub = _stand_in(program, block, i)
-    if sub is None and later & set(s.outs):
-        return None
-    mapping = {o: sub for o in s.outs if sub is not None}
     stmts = list(block.stmts)
     del stmts[i]
-    return _substituted(program, path, block, stmts, i, mapping)
+    if not later & set(s.outs):
+        yield _substituted(program, path, block, stmts, i, {})
+        return
+    for sub in _stand_ins(program, block, i):
+        yield _substituted(program, path, block, stmts, i, {o: sub for o in s.outs})
 
 
 def _with_call(program: Program, path: Path, block: Block, i: int, call: Call,
@@ -189,9 +190,7 @@ def candidates(program: Program) -> Iterator[Program]:
     found = list(blocks(program))
     for path, block, _caller in found:
         for i in reversed(range(len(block.stmts))):
-            cand = _drop_stmt(program, path, block, i)
-            if cand is not None:
-                yield cand
+            yield from _drop_stmt(program, path, block, i)
     for k, x in enumerate(program.losses):
         for a in x.args if len(x.args) > 1 else ():
             losses = list(program.losses)
