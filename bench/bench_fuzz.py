@@ -1,6 +1,7 @@
 """F1: fidelity at scale: random programs on real workers, the replay against PyTorch.
 
     python bench/bench_fuzz.py [--count 500] [--seed 0] [--workers 2-6] [--json]
+    python bench/bench_fuzz.py --from-json REPORT     # the table of a `distviz fuzz --json` report
 
 Runs ``distviz.fuzz.runner.fuzz`` (what ``distviz fuzz`` runs; one fork server serves every
 program) and prints the table for ``bench/README.md``: outcome agreement, per-worker order
@@ -13,6 +14,7 @@ nothing is written to disk.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 from typing import Any
 
@@ -61,7 +63,15 @@ def main() -> None:
     parser.add_argument("--workers", default="2-6")
     parser.add_argument("--hang-timeout", type=float, default=2.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--from-json", metavar="REPORT",
+                        help="print the table of a saved `distviz fuzz --json` report")
     args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as fh:
+            saved = json.load(fh)
+        per = [p["seconds"] for p in saved["programs"] if "reproduced" not in p]
+        print(table(saved["summary"], per))
+        return
     lo, _, hi = args.workers.partition("-")
     options = FuzzOptions(count=args.count, seed=args.seed, min_workers=int(lo),
                           max_workers=int(hi or lo), hang_timeout=args.hang_timeout)

@@ -34,9 +34,9 @@ LEAF, CONST, SCALE, FAIL = "leaf", "const", "scale", "fail"
 REMOTE_LEAF, REMOTE_CONST = "remote_leaf", "remote_const"
 
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
-            "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad", "leaf_no_grad",
-            "remote_leaf", "ps_param", "shared_param", "multi_root", "retain_graph",
-            "fail_backward")
+            "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad",
+            "leaf_no_grad", "remote_leaf", "ps_param", "shared_param", "multi_root",
+            "retain_graph", "fail_backward")
 
 
 @dataclass(frozen=True)

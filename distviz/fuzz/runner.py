@@ -242,27 +242,26 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
 def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,
              say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) program again, and shrink it while it still shows the
-    same problem."""
+    same problem (a failed run, or a disagreement on one of the same checks)."""
     checks = set(first.disagreements) if first is not None else set()
 
     def same(v: Verdict | None, e: str | None) -> bool:
         return e is not None if error is not None else (
             v is not None and bool(checks & set(v.disagreements)))
 
+    best: list[tuple[Verdict | None, Trace | None]] = [(first, runs.last_trace)]
     say(f"{program.name}: running it again")
-    again = runs.run(program)
-    reproduced = same(*again)
-    best_trace = runs.last_trace
-    minimal, tries, minimal_verdict = program, 0, again[0] if reproduced else first
+    again, again_error = runs.run(program)
+    reproduced = same(again, again_error)
+    minimal, tries = program, 0
+    if reproduced:
+        best.append((again, runs.last_trace))
     if reproduced and runs.options.shrink:
-        found: dict[str, Any] = {"verdict": minimal_verdict, "trace": best_trace}
-
         def still_fails(candidate: Program) -> bool:
             v, e = runs.run(candidate)
             if same(v, e):
-                found.update(verdict=v, trace=runs.last_trace)
-                return True
-            return False
+                best.append((v, runs.last_trace))
+            return same(v, e)
 
         def on_try(candidate: Program, failed: bool) -> None:
             say(f"{program.name}: shrinking, size {size(candidate)} "
@@ -270,14 +269,17 @@ def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | 
 
         res = shrink(program, still_fails, runs.options.max_shrink_tries, on_try)
         minimal, tries = res.program, res.tries
-        minimal_verdict, best_trace = found["verdict"], found["trace"]
-    what = ", ".join(sorted(checks)) if error is None else f"the run failed: {error}"
-    note = (f"minimal program shrunk from {program.name} ({size(program)} -> {size(minimal)}); "
-            f"disagrees on: {what}")
+    what = (f"the run fails: {error}" if error is not None
+            else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
+    if not reproduced:
+        note = f"{program.name} as generated; {what} (not again on a second run)"
+    else:
+        note = (f"minimal program shrunk from {program.name} ({size(program)} -> "
+                f"{size(minimal)}); {what}")
     return Finding(minimal=to_yaml(replace(minimal, description=note)),
-                   original=to_yaml(program), minimal_verdict=minimal_verdict, error=error,
+                   original=to_yaml(program), minimal_verdict=best[-1][0], error=error,
                    reproduced=reproduced, shrink_tries=tries, original_size=size(program),
-                   minimal_size=size(minimal), trace=best_trace)
+                   minimal_size=size(minimal), trace=best[-1][1])
 
 
 def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = None,
