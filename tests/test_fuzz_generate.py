@@ -116,3 +116,15 @@ def test_nothing_that_runs_at_the_same_time_depends_on_thread_timing() -> None:
             concurrent += 1
             assert REMOTE_LEAF not in made, index
     assert concurrent >= len(SEEDS) // 5
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workers", "1-3"], "--workers 1-3: expected 2 <= MIN <= MAX <= 32"),
+    (["--workers", "x"], "--workers x: expected a count or a range, e.g. 2-6"),
+    (["--count", "0"], "--count 0: expected a positive number"),
+])
+def test_fuzz_command_refuses_bad_options_before_running_anything(args: list[str],
+                                                                  message: str) -> None:
+    result = CliRunner().invoke(app, ["fuzz", *args])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {message}"
