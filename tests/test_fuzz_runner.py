@@ -18,7 +18,7 @@ from distviz.cli import app
 from distviz.fuzz import runner as fuzz_runner
 from distviz.fuzz.generate import generate
 from distviz.fuzz.program import Op, blocks, calls, features, size
-from distviz.replay.fast import Replay
+from distviz.replay.result import Replay
 from distviz.scenario import load_scenario
 from distviz.trace import Trace
 
@@ -98,7 +98,7 @@ EXPECTED = {"no_grad_builtin_result": "completed", "leaf_made_by_callback": "com
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in FUZZ_FOUND.glob("*.yaml")))
 def test_programs_found_by_fuzzing_agree(name: str, tmp_path: Path) -> None:
-    from distviz.replay.fast import replay
+    from distviz.replay.result import replay
     from distviz.runner.parent import RunOptions, run_scenario
 
     scenario = load_scenario(FUZZ_FOUND / f"{name}.yaml")

@@ -10,6 +10,7 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
 * ``commands``: the command bodies (``run``, ``check``, ``scenarios``, ``replay``, ``export``,
   ``graph``), registered on ``app`` in that order when this package is imported; a new command
   goes in a module of its own, imported below;
+* ``fuzz``: ``distviz fuzz`` (random programs checked against PyTorch), registered last;
 * ``running``: a run from start to report (progress, partial trace, exit code);
 * ``output``: what commands show and write (the replay, agreement, the JSON report, the step
   log, pictures, exit codes).
@@ -17,7 +18,10 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
 
 from __future__ import annotations
 
-from distviz.cli import commands  # noqa: F401  (registers the commands on app)
+from distviz.cli import (
+    commands,  # noqa: F401  (registers the commands on app)
+    fuzz,  # noqa: F401  (registers distviz fuzz)
+)
 from distviz.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -29,7 +29,7 @@ from distviz.errors import DistvizError, Interrupted
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
-from distviz.replay.fast import Replay
+from distviz.replay.result import Replay
 from distviz.trace import Trace
 
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
@@ -76,9 +76,9 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     from distviz.replay.agreement import compare
     a = compare(trace, replay)
     real = str((trace.real or {}).get("outcome"))
-    return Verdict(predicted=replay.outcome, real=real, outcome=bool(a["outcome"]),
-                   order=a["order"], fifo_order=a["fifo_order"], executed=a["executed"],
-                   leaves=a["leaves"], gradients=a["gradients"], text=str(a["text"]))
+    return Verdict(predicted=replay.outcome, real=real, outcome=bool(a.outcome), order=a.order,
+                   fifo_order=a.fifo_order, executed=a.executed, leaves=a.leaves,
+                   gradients=a.gradients, text=a.text)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
     does not load or the run fails (a generator or runner problem, not a disagreement).
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
     """
-    from distviz.replay.fast import replay
+    from distviz.replay.result import replay
     from distviz.runner.parent import RunOptions, run_scenario
     from distviz.scenario import load_scenario_text
 
