@@ -24,10 +24,8 @@ with the sequential policy that PyTorch follows when every worker has one inter-
 ``mode="smart"`` replays the never-implemented SMART mode of RFC #23110: only sends in the
 roots' lineage (whose paired recv is reachable from the roots, across workers) take part.
 
-The engine's state is two dataclasses (``state.py``): ``RunState`` (what lasts across passes)
-and ``PassState`` (what a new ``GraphTask`` and empty queues mean: made afresh for every pass).
-Both copy themselves field by field, so a snapshot can never share mutable state with the
-engine. Pending work is a queue of typed steps, each run by its handler from ``_STEPS``.
+The engine's state is two dataclasses that copy themselves field by field (``state.py``);
+pending work is a queue of typed steps, each run by its handler from ``_STEPS``.
 
 Scope and caveats: with more than one inter-op thread per worker, real calls on one worker
 overlap and this replay is one legal schedule among several.
@@ -52,6 +50,7 @@ from distviz.replay.graph import (
 from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import Event, Message, PassError, ReplayState
 from distviz.replay.state import (
+    QUEUE_CAP,
     Ack,
     ComputeDeps,
     ErrorHop,
@@ -64,13 +63,16 @@ from distviz.replay.state import (
     RunState,
     SendGradient,
     WorkerDone,
+    queue_payload,
     replay_state,
+    unnotified,
+    waiting_sends,
 )
 from distviz.trace import message_label
 
-__all__ = ["FREED_MESSAGE", "QUEUE_CAP", "Engine"]
+__all__ = ["FREED_MESSAGE", "Engine"]
 
-QUEUE_CAP = 20          # execute detail.queue holds at most this many entries
+_step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Python-level __new__
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
     "they have already been freed). Saved intermediate values of the graph are freed when you "
@@ -172,18 +174,6 @@ class Engine:
                          None if worker is None or worker < 0 else g.workers[worker],
                          None if node is None else g.ids[node], call, message, g, payload)
 
-    def _queue_payload(self) -> tuple[tuple[int, ...], int]:
-        """The current call's queue for an event: the first ``QUEUE_CAP`` in pop order, length."""
-        heap = self.p.heap
-        if heap is None:
-            return (), 0
-        n = len(heap)
-        if n == 0:
-            return (), 0
-        if n == 1:
-            return (heap.top(),), 1
-        return tuple(heap.pop_order(QUEUE_CAP)), n
-
     def _check_complete(self, w: int) -> None:
         """Worker ``w`` is done and owes no ack: answer its first message or end the pass."""
         p = self.p
@@ -193,7 +183,7 @@ class Engine:
             self.s.agenda.appendleft(PassEnd("completed"))
         elif p.w_first[w] >= 0 and not p.w_acked_first[w]:
             p.w_acked_first[w] = True
-            self.s.agenda.appendleft(Ack(p.w_first[w]))
+            self.s.agenda.appendleft(_step(Ack, (p.w_first[w],)))
 
     # -- 1. the pass starts on the initiator ------------------------------------------------------
     def _pass_start(self, _item: PassStart) -> Event | None:
@@ -254,7 +244,7 @@ class Engine:
         p.w_out[w] += len(pushed) - 1
         if not self.emit:
             return None
-        q, qlen = self._queue_payload()
+        q, qlen = queue_payload(self.p.heap)
         return self._event("call_start", w, (tuple(decs), tuple(pushed), q, qlen), call=call)
 
     # -- 4. pop and run one node of the current call ----------------------------------------------
@@ -277,43 +267,17 @@ class Engine:
             if not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
         if k == RECV:
-            # RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step
-            self.s.agenda.append(SendGradient(i, call))
-            if not self.emit:
-                return None
-            s = self.s
-            return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i],
-                             call, None, g, (i, False, (), (), (), 0))
+            return self._run_recv(i, w, call)
         # evaluate_function: decrement each next edge in order; push the ready ones
-        s = self.s
-        deps, key = s.deps, g.key
         heap = p.heap
         assert heap is not None
-        nonzero, kinds = p.nonzero, g.kind
         emit = self.emit
-        pushed: list[int] = []
-        decs: list[int] = []
         if k == SEND:
-            p.w_left[w] -= 1
-            mask = p.send_mask.get(i, 0)
-            zero_in = mask == 0
-            j = 0
-            for t, nr in zip(targets, nrs, strict=False):
-                if t >= 0:
-                    d = deps[t] - 1
-                    deps[t] = d
-                    if (mask >> j) & 1:
-                        nonzero[t] = 1
-                        if kinds[t] == RECV:
-                            p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
-                    if d == 0:
-                        heap.push(t, key[t])
-                        pushed.append(t)
-                    if emit:
-                        decs.append(t)
-                        decs.append(d)
-                j += 1
+            pushed, decs, zero_in = self._run_send(i, w, heap)
         else:
+            deps, key, nonzero, kinds = self.s.deps, g.key, p.nonzero, g.kind
+            pushed = []
+            decs = []
             nz = nonzero[i]
             zero_in = not nz
             for t, nr in zip(targets, nrs, strict=False):
@@ -334,9 +298,50 @@ class Engine:
         p.w_out[w] += len(pushed)
         if not emit:
             return None
-        q, qlen = self._queue_payload()
+        n = len(heap)            # queue_payload(heap), inline: once per node
+        q = tuple(heap.pop_order(QUEUE_CAP)) if n > 1 else (heap.top(),) if n else ()
+        s = self.s
         return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i],
-                         call, None, g, (i, zero_in, tuple(decs), tuple(pushed), q, qlen))
+                         call, None, g, (i, zero_in, tuple(decs), tuple(pushed), q, n))
+
+    def _run_recv(self, i: int, w: int, call: int | None) -> Event | None:
+        """RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step."""
+        s = self.s
+        s.agenda.append(_step(SendGradient, (i, call)))
+        if not self.emit:
+            return None
+        g = self.g
+        return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i], call, None, g,
+                         (i, False, (), (), (), 0))
+
+    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]
+                  ) -> tuple[list[int], list[int], bool]:
+        """A send's next edges get the message's gradients (zeros in unused slots):
+        ``(pushed, decrements, all zero)``."""
+        g, p = self.g, self.p
+        _k, _w, targets, nrs, _f = g.info[i]
+        deps, key, nonzero, kinds, emit = self.s.deps, g.key, p.nonzero, g.kind, self.emit
+        p.w_left[w] -= 1
+        mask = p.send_mask.get(i, 0)
+        pushed: list[int] = []
+        decs: list[int] = []
+        j = 0
+        for t, nr in zip(targets, nrs, strict=False):
+            if t >= 0:
+                d = deps[t] - 1
+                deps[t] = d
+                if (mask >> j) & 1:
+                    nonzero[t] = 1
+                    if kinds[t] == RECV:
+                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                if d == 0:
+                    heap.push(t, key[t])
+                    pushed.append(t)
+                if emit:
+                    decs.append(t)
+                    decs.append(d)
+            j += 1
+        return pushed, decs, mask == 0
 
     def _accumulate(self, i: int, w: int, call: int | None) -> Event | None:
         """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""
@@ -347,7 +352,7 @@ class Engine:
         s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or not zero
         if not self.emit:
             return None
-        q, qlen = self._queue_payload()
+        q, qlen = queue_payload(self.p.heap)
         return LazyEvent(s.step, s.pass_index, "accumulate", self.g.workers[w], self.g.ids[i],
                          call, None, self.g, (i, zero, count, q, qlen))
 
@@ -413,11 +418,11 @@ class Engine:
             # first message for the context here: computeDependencies, answer when done
             p.w_first[to] = mi
             p.w_keep[to] = bool(message.retain_graph)
-            self.s.agenda.append(ComputeDeps(to))
+            self.s.agenda.append(_step(ComputeDeps, (to,)))
         else:
             # later message: launch a call and answer at once
-            self.s.agenda.append(Ack(mi))
-        self.s.agenda.append(MessageCall(mi))
+            self.s.agenda.append(_step(Ack, (mi,)))
+        self.s.agenda.append(_step(MessageCall, (mi,)))
         if not self.emit:
             return None
         return LazyEvent(self.s.step, self.s.pass_index, "receive_gradient", g.workers[to],
@@ -560,24 +565,14 @@ class Engine:
         self.s.agenda.append(PassEnd("hang"))
         if not self.emit:
             return None
-        g, p = self.g, self.p
-        waiting = {g.workers[w]: [g.ids[x] for x in p.part[w] if not p.ran[x]]
-                   for w in range(len(g.workers))
-                   if p.w_init[w] and any(not p.ran[x] for x in p.part[w])}
-        return self._event("hang", g.initiator, (waiting, ""))
+        return self._event("hang", self.g.initiator, (waiting_sends(self.g, self.p), ""))
 
     def _pass_end(self, item: PassEnd) -> Event | None:
         g, p, s = self.g, self.p, self.s
         outcome = item.outcome
         if outcome == "error" and s.error is not None:
-            # started (or about to start: a gradient message is in flight to it), not finished,
-            # and off the chain: nobody tells it (PyTorch has no failure notification)
-            inflight = {p.m_to[mi] for mi in p.fifo}
             s.error = replace(s.error, chain=tuple(g.workers[w] for w in s.err_chain),
-                              unnotified=tuple(
-                                  g.workers[w] for w in range(len(g.workers))
-                                  if ((p.w_init[w] and not p.w_done[w]) or w in inflight)
-                                  and w not in s.err_chain))
+                              unnotified=unnotified(g, p, s.err_chain))
         ev = self._event("pass_end", g.initiator, (outcome, s.err_text)) if self.emit else None
         s.orders.append(p.order)
         if outcome != "completed":

@@ -16,9 +16,11 @@ from distviz.replay.graph import IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import Event, Message, PassError, ReplayState, WorkerState
 
-__all__ = ["Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart", "PassState", "PerWorker",
-           "RaiseError", "RootCall", "RunState", "SendGradient", "Step", "WorkerDone",
-           "replay_state"]
+__all__ = ["QUEUE_CAP", "Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart",
+           "PassState", "PerWorker", "RaiseError", "RootCall", "RunState", "SendGradient", "Step",
+           "WorkerDone", "queue_payload", "replay_state", "unnotified", "waiting_sends"]
+
+QUEUE_CAP = 20          # an event's detail.queue holds at most this many entries
 
 
 # -- the state: every field is copied by copy() ---------------------------------------------------
@@ -204,3 +206,28 @@ def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
         workers[name] = ws
     return ReplayState(step=step, pass_index=s.pass_index, workers=workers,
                        in_flight=[p.msgs[mi] for mi in p.fifo], event=event)
+
+
+def waiting_sends(g: IndexedGraph, p: PassState) -> dict[str, list[str]]:
+    """Per started worker with some left, the participating sends that have not run."""
+    return {g.workers[w]: [g.ids[x] for x in p.part[w] if not p.ran[x]]
+            for w in range(len(g.workers))
+            if p.w_init[w] and any(not p.ran[x] for x in p.part[w])}
+
+
+def unnotified(g: IndexedGraph, p: PassState, chain: list[int]) -> tuple[str, ...]:
+    """The workers an error never reaches: started (or a gradient message is in flight to them),
+    not finished, and off the error's chain (PyTorch has no failure notification)."""
+    inflight = {p.m_to[mi] for mi in p.fifo}
+    return tuple(g.workers[w] for w in range(len(g.workers))
+                 if ((p.w_init[w] and not p.w_done[w]) or w in inflight) and w not in chain)
+
+
+def queue_payload(heap: StdPriorityQueue[int] | None) -> tuple[tuple[int, ...], int]:
+    """The current call's queue for an event: the first ``QUEUE_CAP`` in pop order, length."""
+    if heap is None:
+        return (), 0
+    n = len(heap)
+    if n <= 1:
+        return ((heap.top(),), 1) if n else ((), 0)
+    return tuple(heap.pop_order(QUEUE_CAP)), n
