@@ -20,7 +20,13 @@ from distviz import lang, lang_nn
 from distviz.errors import ScenarioError
 from distviz.scenario import classes as class_rules
 from distviz.scenario import rules, rules_nn
-from distviz.scenario.messages import expression_message, short, statement_message, suggest
+from distviz.scenario.messages import (
+    expression_message,
+    reserved_reason,
+    short,
+    statement_message,
+    suggest,
+)
 from distviz.scenario.model import ClassInfo
 from distviz.scenario.problems import Problems
 
@@ -333,7 +339,8 @@ class Checker:
                             "are not allowed")
         if name in _NOT_SHADOWABLE or name in lang.RESERVED_NAMES \
                 or name in lang_nn.PREDEFINED:
-            self.fail(node, f"cannot assign to '{name}': it is a reserved name; choose another")
+            reason = reserved_reason(name) or "it is a reserved name"
+            self.fail(node, f"cannot assign to '{name}': {reason}; choose another name")
         if name in self.classes:
             self.fail(node, f"cannot assign to '{name}': it is a class defined in code")
         if name in self.functions:

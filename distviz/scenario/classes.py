@@ -21,6 +21,7 @@ import ast
 from collections.abc import Iterable
 
 from distviz import lang, lang_nn
+from distviz.scenario.messages import reserved_reason
 from distviz.scenario.model import ClassInfo
 from distviz.scenario.rules import Fail, dotted
 
@@ -131,7 +132,8 @@ def check_declared_name(fail: Fail, node: ast.AST, name: str, what: str) -> None
                    "internal")
     if name in lang.RESERVED_NAMES or name in lang.FORBIDDEN_NAMES \
             or name in lang_nn.PREDEFINED:
-        fail(node, f"'{name}' cannot be the name of {what}: it is a reserved name")
+        fail(node, f"'{name}' cannot be the name of {what}: "
+                   f"{reserved_reason(name) or 'it is a reserved name'}")
 
 
 def declared_names(classes: Iterable[ClassInfo]) -> frozenset[str]:

@@ -163,8 +163,8 @@ def _load_params(loader: _Loader, y: Y | None) -> dict[str, int | float | bool |
         _checked_name(loader, Y(name, line), key, "param")
         reason = reserved_reason(name)
         if reason is not None:
-            loader.error(line, key, f"'{name}' is a reserved name ({reason}); choose another "
-                                    "param name")
+            loader.error(line, key, f"cannot name a param '{name}': {reason}; choose another "
+                                    "name")
         if not isinstance(value.value, _PARAM_TYPES):
             loader.error(value.line, key, f"a param default must be an integer, number, "
                                           f"true/false or string, found {kind(value.value)}")

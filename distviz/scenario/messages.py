@@ -52,18 +52,20 @@ def reserved_reason(name: str) -> str | None:
     reserved for distviz"``, ``"it is a builtin of the scenario language"``), or ``None``."""
     if name.startswith("__") or name.startswith("_dv"):
         return "names starting with '__' or '_dv' are reserved for distviz"
-    if name in lang.FORBIDDEN_NAMES:
-        return "it is a Python builtin that scenarios may not use"
     if name in ("torch", "rpc"):
         return f"it is the {name} module"
+    if name in lang_nn.PREDEFINED:
+        return "it is a name the tutorials' imports bring (nn, optim, F, dist_autograd, RRef, ...)"
     if name in lang.HELPERS:
         return "it is a distviz helper"
     if name in lang.BUILTINS:
         return "it is a builtin of the scenario language"
     if name in lang.RESERVED_NAMES:
         return "it is a Python constant"
-    if name in lang_nn.PREDEFINED:
-        return "it is a name the tutorials' imports bring (nn, optim, F, dist_autograd, RRef, ...)"
+    if name == "super":
+        return "it is Python's super(), which methods of classes call"
+    if name in lang.FORBIDDEN_NAMES:
+        return "it is a Python builtin that scenarios may not use"
     return None
 
 
