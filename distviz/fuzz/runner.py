@@ -31,6 +31,7 @@ from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
 from distviz.replay.result import Replay
 from distviz.trace import Trace
+from distviz.words import plural
 
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
            "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
@@ -330,7 +331,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     outcomes = ", ".join(f"{k} {summary['predicted'].get(k, 0)}"
                          for k in ("completed", "hang", "error"))
     return [
-        f"{summary['count']} programs (seed {summary['seed']}, {summary['workers'][0]}-"
+        f"{plural(summary['count'], 'program')} (seed {summary['seed']}, {summary['workers'][0]}-"
         f"{summary['workers'][1]} workers) in {summary['wall_s']:.1f} s: {summary['agree']} "
         f"agree, {summary['disagree']} disagree, {summary['failed']} failed to run",
         f"outcome: the replay predicts PyTorch's outcome in {pct('outcome_agreement_pct')} "
@@ -340,5 +341,5 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"executed: the same nodes run in {pct('executed_pct')}; the same leaves get gradients "
         f"in {pct('leaves_pct')}",
         f"gradients: equal the single-process reference in {pct('gradients_equal_pct')} of "
-        f"{summary['gradients_compared']} completed runs",
+        f"{plural(summary['gradients_compared'], 'completed run')}",
     ]
