@@ -132,3 +132,31 @@ def test_reference_runs_several_trainers_in_the_real_runs_order() -> None:
     assert heads == {"ps.head1.weight", "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
     assert set(result["final"]) == {"ps.features.weight", "ps.features.bias", "ps.head1.weight",
                                     "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
+
+
+def test_the_backward_form_reference_names_module_parameters_as_the_recorder_does() -> None:
+    from distviz.runner.reference import run_reference
+    text = textwrap.dedent("""\
+        name: t
+        workers:
+          worker0: {}
+          worker1: {init: "net = Net()"}
+        code: |
+          class Net(nn.Module):
+              def __init__(self):
+                  super().__init__()
+                  self.lin = nn.Linear(3, 2)
+
+              def forward(self, x):
+                  return self.lin(x)
+
+          def run_net(x):
+              return net(x)
+        main: |
+          x = torch.rand((4, 3), requires_grad=True)
+          loss = rpc.rpc_sync("worker1", run_net, args=(x,)).sum()
+        backward: [loss]
+        """)
+    ref = run_reference(load_scenario_text(text, path="s.yaml"), WorkerOptions())
+    assert ref["outcome"] == "completed", ref["error"]
+    assert set(ref["grads"]) == {"x", "worker1.net.lin.weight", "worker1.net.lin.bias"}

@@ -45,9 +45,11 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
             world.run(initiator, exec, scenario.main.compile(), main_ns)
             # In the real run an RPC result is a new tensor on the caller; here a local call can
             # hand back another worker's own leaf, which must keep that worker's name.
+            params = {w: _module_names(scenario, w, namespaces[w]) for w in scenario.workers}
             foreign = {id(t) for w, ns in namespaces.items() if w != initiator
-                       for t, _ in state[w] + ns["_dv_made"]}
-            # the recorder's priority: main's variables, then worker state, then run-time leaves
+                       for t, _ in state[w] + params[w] + ns["_dv_made"]}
+            # the recorder's priority: main's variables, then worker state, module parameters,
+            # then run-time leaves
             for label, value in main_ns.items():
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
@@ -55,6 +57,8 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
                              if id(pair[0]) not in foreign)
             for w in scenario.workers:
                 named.extend(state[w])
+            for w in scenario.workers:
+                named.extend(params[w])
             for ns in namespaces.values():
                 named.extend(ns["_dv_made"])
             for p in scenario.passes:
@@ -73,3 +77,11 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
             seen.add(id(t))
             grads.setdefault(label, t.grad)
     return {"outcome": "completed", "error": None, "grads": grads}
+
+
+def _module_names(scenario: Scenario, worker: str, ns: dict[str, Any]) -> list[tuple[Any, str]]:
+    """A worker's module parameters named as the real run's recorder names them: after the
+    variable of its ``init`` that holds the module, else after its class
+    (``distviz.runner.modules``)."""
+    held = [(label.split(".", 1)[-1], value) for label, value in state_names(scenario, worker, ns)]
+    return modules.names(worker, modules.module_variables(worker, held, worker))
