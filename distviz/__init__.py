@@ -1,23 +1,27 @@
 """distviz: record, replay and visualize PyTorch distributed autograd.
 
 The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
-``distviz.recorder`` (imported lazily by ``record`` and ``name``) and ``distviz.runner`` do.
+``distviz.recorder`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
+torch side of ``distviz.tracing`` (imported lazily by ``backward`` and ``record(observe=True)``) do.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
+from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.trace import Trace, load
 
 __version__ = "0.1.0"
-__all__ = ["Trace", "load", "name", "record", "__version__"]
+__all__ = ["HangPredicted", "Trace", "backward", "load", "name", "record", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 
-def record(context_id: int, roots: Any, names: Any = None) -> Trace:
+def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = False,
+           path: str | os.PathLike[str] | None = None) -> Trace:
     """Record the distributed autograd graph of ``context_id`` on every worker that took part.
 
     Call it on the initiator, inside ``dist_autograd.context()``, after the forward pass and
@@ -28,10 +32,54 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
     expected, what was found, what to do) when the context does not exist here (it ended with
     its ``with`` block), when its backward pass has already run, or when the roots' graph was
     not built in it (the forward pass ran outside the context, or in another one).
+
+    With ``observe=True`` leaves are also named from the modules that own them on every worker
+    (``named_parameters()``) and roots from your variables, and the next
+    ``dist_autograd.backward(context_id, ...)`` is observed: hooks on every node of every
+    worker, ``get_gradients`` from every worker, the comparison with the replay. It fills the
+    returned trace's ``real`` when that backward returns (and saves it to ``path``, if given);
+    when the replay predicts a hang that backward raises ``distviz.HangPredicted`` instead of
+    hanging.
     """
+    if observe:
+        import sys
+
+        from distviz.tracing.api import record as _observed
+        return _observed(context_id, roots, names, path=path, frame=sys._getframe(1))
     from distviz.recorder import record as _record
 
-    return _record(context_id, roots, names)
+    trace = _record(context_id, roots, names)
+    if path is not None:
+        trace.save(path)
+    return trace
+
+
+def backward(context_id: int, roots: Any, retain_graph: bool = False, *, names: Any = None,
+             path: str | os.PathLike[str] | None = None, out_dir: str = "distviz-traces",
+             hang_timeout: float = TRACE_HANG_TIMEOUT) -> Trace:
+    """A drop-in ``dist_autograd.backward`` that records, observes and saves.
+
+    Records the whole graph of ``context_id`` on every worker (leaves named from the modules
+    that own them, roots from your variables, RPC call sites from your files), replays FAST
+    mode on it, then runs PyTorch's backward with hooks on every worker and compares. Saves
+    the trace to ``path`` (default ``<out_dir>/<worker>.ctx<N>.trace.json``) and returns it.
+    Raises what PyTorch's backward raises (after saving), and ``distviz.HangPredicted`` (a
+    ``RuntimeError``, with the explanation) instead of running a backward the replay predicts
+    to hang; a real backward that does not return within ``hang_timeout`` seconds is saved as
+    hung and left running. Under ``distviz trace`` its options apply instead.
+    """
+    import sys
+
+    from distviz.tracing.api import backward as _backward
+    return _backward(context_id, roots, retain_graph, names=names, path=path,
+                     out_dir=out_dir, hang_timeout=hang_timeout, frame=sys._getframe(1))
+
+
+def __getattr__(attr: str) -> Any:
+    if attr == "HangPredicted":   # torch side: imported only when asked for
+        from distviz.tracing.observe import HangPredicted
+        return HangPredicted
+    raise AttributeError(f"module 'distviz' has no attribute {attr!r}")
 
 
 def name(tensor: torch.Tensor, label: str) -> torch.Tensor:

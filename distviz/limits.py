@@ -86,6 +86,17 @@ FUZZ_MIN_WORKERS: Final = 2
 FUZZ_MAX_WORKERS: Final = 6
 FUZZ_MAX_DEPTH: Final = 3
 
+# -- distviz trace (your own program) ----------------------------------------------------------------
+
+#: How long a traced program's real backward may take before it counts as hung (``--hang-timeout``).
+TRACE_HANG_TIMEOUT: Final = 30.0
+#: After Ctrl-C or SIGTERM, how long the program may take to end before it is killed.
+TRACE_INTERRUPT_GRACE: Final = 5.0
+#: After a hang stops the program (SIGTERM to its processes), before SIGKILL.
+TRACE_STOP_GRACE: Final = 2.0
+#: After the command ends, how long its helper processes may take to leave by themselves.
+TRACE_SETTLE: Final = 2.0
+
 # -- exit status of a worker process ----------------------------------------------------------------
 
 #: A worker reported an error to the parent and ended.
@@ -106,6 +117,8 @@ EXIT_RENDER: Final = 5
 EXIT_HANG: Final = 6
 EXIT_BACKWARD_ERROR: Final = 7
 EXIT_DISAGREE: Final = 8
+EXIT_NOT_EXECUTABLE: Final = 126
+EXIT_NOT_FOUND: Final = 127
 EXIT_INTERRUPTED: Final = 130
 
 EXIT_CODES: Final[dict[int, str]] = {
@@ -120,6 +133,8 @@ EXIT_CODES: Final[dict[int, str]] = {
     EXIT_BACKWARD_ERROR: "the backward pass raised (fail_backward, crash_backward, second pass)",
     EXIT_DISAGREE: "the replay and PyTorch's real backward disagree (an order difference "
                    "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
+    EXIT_NOT_EXECUTABLE: "distviz trace: the command exists but is not executable",
+    EXIT_NOT_FOUND: "distviz trace: the command was not found",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
 }
 

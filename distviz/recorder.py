@@ -253,6 +253,13 @@ def _node(rec: _WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[
 
 # -- forgetting a context (its hooks are ``distviz.recorder_hooks``') ----------------------------------------
 
+def nodes_of(context_id: int) -> dict[str, Any]:
+    """The node objects recorded on this worker for ``context_id``, by node id (empty when
+    nothing is recorded)."""
+    rec = _RECORDS.get(context_id)
+    return dict(rec.nodes) if rec is not None else {}
+
+
 def forget(context_id: int) -> None:
     """Drop this worker's registry entries for ``context_id``, and the hooks
     ``distviz.recorder_hooks.install_hooks`` put on its nodes."""
@@ -308,16 +315,20 @@ def _expand(label: str, value: Any) -> list[tuple[Any, str]]:
 
 
 def gather(context_id: int, roots: Iterable[Any], names: Any = None,
-           inspect_saved: bool = True) -> tuple[list[str], list[dict[str, Any]]]:
+           inspect_saved: bool = True, record_fn: Callable[..., dict[str, Any]] | None = None
+           ) -> tuple[list[str], list[dict[str, Any]]]:
     """Record this worker and every worker reachable through known worker ids.
 
-    Returns ``(worker names by rank, pieces)``.
+    ``record_fn`` records one worker (default ``record_local``; it is called over RPC on the
+    others, so it must be a module-level function they can import). Returns ``(worker names by
+    rank, pieces)``.
     """
+    local = record_fn or record_local
     root_fns = []
     for r in roots:
         if isinstance(r, torch.Tensor):
             root_fns.append(r.grad_fn)
-    pieces = [record_local(context_id, root_fns, _names_list(names), inspect_saved)]
+    pieces = [local(context_id, root_fns, _names_list(names), inspect_saved)]
     infos = rpc._get_current_rpc_agent().get_worker_infos()
     by_id = {int(i.id): i.name for i in infos}
     workers = [by_id[k] for k in sorted(by_id)]
@@ -326,7 +337,7 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
     frontier = [w for w in pieces[0]["known"] if w not in seen]
 
     def fetch(wid: int) -> dict[str, Any]:
-        return rpc.rpc_sync(by_id[wid], record_local, args=(context_id, (), (), inspect_saved))
+        return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved))
 
     while frontier:
         batch = sorted(set(frontier) - seen)

@@ -115,11 +115,16 @@ class RpcCall:
     line: int | None = None  # line in the scenario file, when known
     result_var: str | None = None
     msg_ids: list[int] = field(default_factory=list)  # message ids this call created (both ends)
+    site: str | None = None  # where a traced program made it: ``rnn.py:19 in f <- main.py:5 in g``
 
     def to_json(self) -> dict[str, Any]:
-        return {"caller": self.caller, "callee": self.callee, "api": self.api, "func": self.func,
-                "builtin": self.builtin, "grad_enabled": self.grad_enabled, "line": self.line,
-                "result_var": self.result_var, "msg_ids": self.msg_ids}
+        out: dict[str, Any] = {
+            "caller": self.caller, "callee": self.callee, "api": self.api, "func": self.func,
+            "builtin": self.builtin, "grad_enabled": self.grad_enabled, "line": self.line,
+            "result_var": self.result_var, "msg_ids": self.msg_ids}
+        if self.site is not None:
+            out["site"] = self.site
+        return out
 
 
 @dataclass(slots=True)
@@ -155,11 +160,17 @@ class Trace:
     real: dict[str, Any] | None = None
     reference: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    ranks: list[int] | None = None     # RPC rank of each worker when not its position in workers
 
     # -- lookups -------------------------------------------------------------------------
     def node_map(self) -> dict[str, Node]:
         """Return ``{node id: Node}``."""
         return {n.id: n for n in self.nodes}
+
+    def worker_index(self) -> dict[int, int]:
+        """Return ``{RPC rank: position in workers}`` (message ids name the sender by rank)."""
+        ranks = self.ranks if self.ranks is not None else range(len(self.workers))
+        return {r: k for k, r in enumerate(ranks)}
 
     def pairs(self) -> list[dict[str, Any]]:
         """Return every message id with its send and recv node ids (``None`` where one is missing),
@@ -181,6 +192,7 @@ class Trace:
             "torch_version": self.torch_version,
             "interop_threads": self.interop_threads,
             "workers": self.workers,
+            **({"ranks": self.ranks} if self.ranks is not None else {}),
             "initiator": self.initiator,
             "context_id": self.context_id,
             "known_workers": self.known_workers,
@@ -423,6 +435,12 @@ def _parse_trace(obj: Any, source: str) -> Trace:
         raise TraceError(f"initiator {initiator!r} is not one of the workers {workers}",
                          path=source, key="initiator")
     context_id = _need(obj, "context_id", int, source, "")
+    ranks = obj.get("ranks")
+    if ranks is not None and (not isinstance(ranks, list) or len(ranks) != len(workers) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks)
+            or len(set(ranks)) != len(ranks)):
+        raise TraceError("expected one distinct rank (an integer >= 0) per worker", path=source,
+                         key="ranks")
     raw_nodes = _need(obj, "nodes", list, source, "")
     nodes: list[Node] = []
     ids: set[str] = set()
@@ -464,7 +482,8 @@ def _parse_trace(obj: Any, source: str) -> Trace:
             builtin=bool(rc.get("builtin")), grad_enabled=bool(rc.get("grad_enabled", True)),
             line=_need(rc, "line", int, source, where, optional=True),
             result_var=_need(rc, "result_var", str, source, where, optional=True),
-            msg_ids=[int(m) for m in rc.get("msg_ids") or []]))
+            msg_ids=[int(m) for m in rc.get("msg_ids") or []],
+            site=_need(rc, "site", str, source, where, optional=True)))
     known = obj.get("known_workers") or {}
     if not isinstance(known, dict):
         raise TraceError("expected an object", path=source, key="known_workers")
@@ -480,7 +499,8 @@ def _parse_trace(obj: Any, source: str) -> Trace:
                  known_workers={str(k): [str(x) for x in v] for k, v in known.items()},
                  interop_threads=interop, scenario=obj.get("scenario"),
                  torch_version=obj.get("torch_version"), real=obj.get("real"),
-                 reference=obj.get("reference"), meta=obj.get("meta") or {})
+                 reference=obj.get("reference"), meta=obj.get("meta") or {},
+                 ranks=list(ranks) if ranks is not None else None)
 
 
 _OPTIONAL_STR = ("var", "dtype")

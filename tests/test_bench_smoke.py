@@ -73,3 +73,13 @@ def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
     assert lines[0] == "| what | value |"
     assert any(ln.startswith("| outcome agreement (predicted = real) | ") for ln in lines)
     assert any(ln.startswith("| programs (seed, workers) | 2 (seed 5, 2-6) |") for ln in lines)
+
+
+@pytest.mark.rpc
+def test_bench_trace_cmd_runs_on_a_tiny_program() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_trace_cmd.py"), "--iterations", "2",
+                           "--repeat", "1", "--modes", "all", "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = proc.stdout.splitlines()[-1]
+    assert '"all_s"' in report and '"contexts_recorded_all": 2' in report

@@ -52,6 +52,14 @@ ContextOpt = Annotated[int | None, typer.Option("--context", help="A recording o
 WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the backward's wall time with changes: latency=5ms,bandwidth=1Gbit/s,slow=worker1:2x,recv=2ms.")]
 
 
+# -- the options of `trace` ------------------------------------------------------------------------
+TraceCommand = Annotated[list[str], typer.Argument(metavar="COMMAND...", show_default=False, help="The command to run, after --.")]
+TraceDir = Annotated[Path, typer.Option("-o", "--output", help="Folder for the traces and index.json.")]
+Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record per initiator: first, all, N,M or every:K.")]
+MaxContexts = Annotated[int | None, typer.Option("--max-contexts", help="Record at most this many contexts in all.")]
+OnHang = Annotated[str, typer.Option("--on-hang", help="stop the program when a hang is predicted or seen, or continue.")]
+TraceInterop = Annotated[int | None, typer.Option("--interop-threads", help="Inter-op threads in every process; 1 makes the order exact.")]
+
 @dataclass(frozen=True)
 class View:
     """How to show a finished run: JSON or text, the step log, pictures to write."""

@@ -404,7 +404,7 @@ class Engine:
             # processBackwardAutogradReq: retrieveSendFunction raises on the receiver; the
             # sender's outstanding RPC fails and its graph task errors.
             err = f"Could not find send function for autograd message id: {message.msg_id}"
-            self.s.agenda.append(RaiseError(frm, f"Error on Node {frm}: {err}",
+            self.s.agenda.append(RaiseError(frm, f"Error on Node {g.ranks[frm]}: {err}",
                                             g.recv_by_msg.get(message.msg_id, -1)))
             if not self.emit:
                 return None
@@ -505,7 +505,7 @@ class Engine:
         g = self.g
         call = self.p.cur_call
         skipped = self._abort(w)
-        text_err = f"Error on Node {w}: {msg}"
+        text_err = f"Error on Node {g.ranks[w]}: {msg}"
         self._fail(w, PassError(worker=g.workers[w], node=g.ids[i], message=text_err,
                                 pass_index=self.s.pass_index, origin=msg), text_err)
         if not self.emit:
@@ -545,11 +545,11 @@ class Engine:
         parent = p.m_from[mi]
         crashed = s.error is not None and s.error.crash and not s.err_text
         if crashed:
-            inner = (f"RPC to {g.workers[child]} failed: {g.workers[child]} (rank {child}) "
+            inner = (f"RPC to {g.workers[child]} failed: {g.workers[child]} (rank {g.ranks[child]}) "
                      "died during the backward pass")
-            s.err_text = f"Error on Node {parent}: {inner}"
+            s.err_text = f"Error on Node {g.ranks[parent]}: {inner}"
         else:
-            s.err_text = f"Error on Node {parent}: {s.err_text}"
+            s.err_text = f"Error on Node {g.ranks[parent]}: {s.err_text}"
         s.err_chain.append(parent)
         self._abort(parent)
         if s.error is not None:

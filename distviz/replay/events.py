@@ -193,8 +193,8 @@ def _fmt_execute(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
     ids, names, key = g.ids, g.names, g.key
     k = g.kind[i]
     if k == RECV:
-        to = g.msg[i] >> 48
-        dest = g.workers[to] if 0 <= to < len(g.workers) else f"rank {to}"
+        to = g.rank_index.get(g.msg[i] >> 48, -1)
+        dest = g.workers[to] if to >= 0 else f"rank {g.msg[i] >> 48}"
         text = (f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in call {e.call}; it sends its "
                 f"gradient to {dest} (message {message_label(g.msg[i])})")
         return text, {"seq": key[i], "decrements": [], "pushed": [], "queue": [ids[x] for x in q],

@@ -47,6 +47,10 @@ class IndexedGraph:
         self.n = len(trace.nodes)
         self.workers = list(trace.workers)
         wix = {w: k for k, w in enumerate(self.workers)}
+        # message ids name the sender by RPC rank; a trace may hold only some workers
+        self.rank_index = trace.worker_index()
+        self.ranks: list[int] = list(trace.ranks) if trace.ranks is not None else \
+            list(range(len(self.workers)))
         self.initiator = wix[trace.initiator]
         self.ids: list[str] = [nd.id for nd in trace.nodes]
         self._index: dict[str, int] | None = None
@@ -160,8 +164,8 @@ class IndexedGraph:
 
     def target_send(self, msg_id: int) -> tuple[int, int]:
         """Return ``(worker index, send index)`` a recv with ``msg_id`` sends to; -1 when missing."""
-        to = msg_id >> 48
-        if not 0 <= to < len(self.workers):
+        to = self.rank_index.get(msg_id >> 48, -1)
+        if to < 0:
             return -1, -1
         s = self.send_by_msg.get(msg_id, -1)
         if s >= 0 and self.worker[s] != to:

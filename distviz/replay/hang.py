@@ -31,7 +31,7 @@ _PRIMARY = ("unused", "no_grad", "no_recv")
 
 
 def _call_phrase(rc: RpcCall) -> str:
-    where = f" at line {rc.line}" if rc.line is not None else ""
+    where = f" at {rc.site}" if rc.site else (f" at line {rc.line}" if rc.line is not None else "")
     return f"{rc.api}({rc.func}){where}"
 
 

@@ -64,9 +64,9 @@ class CallIndex:
         """The worker whose request produced the response send ``s``, when the graph tells."""
         g = self.g
         for r in self.request_recvs(s):
-            rank = g.msg[r] >> 48
-            if 0 <= rank < len(g.workers) and rank != g.worker[s]:
-                return g.workers[rank]
+            w = g.rank_index.get(g.msg[r] >> 48, -1)
+            if w >= 0 and w != g.worker[s]:
+                return g.workers[w]
         return None
 
     def infer_call(self, s: int) -> int | None:
@@ -77,9 +77,10 @@ class CallIndex:
         callee = g.workers[g.worker[s]]
         for r in self.request_recvs(s):
             rank = g.msg[r] >> 48
-            if not 0 <= rank < len(g.workers):
+            w = g.rank_index.get(rank, -1)
+            if w < 0:
                 continue
-            c = self._call_by_request(g.workers[rank], rank, callee, g.msg[r] & _COUNTER)
+            c = self._call_by_request(g.workers[w], rank, callee, g.msg[r] & _COUNTER)
             if c is not None:
                 return c
         return None

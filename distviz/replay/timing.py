@@ -367,9 +367,8 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
     messages: list[Message] = []
     for ex, nd in recvs:
         assert nd.msg_id is not None
-        to = nd.msg_id >> 48
-        send = sends.get((trace.workers[to], nd.msg_id)) if 0 <= to < len(trace.workers) \
-            else None
+        to = trace.worker_index().get(nd.msg_id >> 48, -1)
+        send = sends.get((trace.workers[to], nd.msg_id)) if to >= 0 else None
         if send is None:
             continue
         # the RPC leaves during the recv's apply: its call can start before the recv returns

@@ -1,0 +1,100 @@
+"""The program bench_trace_cmd.py traces: PyTorch's RPC RNN tutorial (embedding table and
+decoder on a parameter server behind RRefs, an LSTM on the trainer, DistributedOptimizer, one
+dist_autograd context per iteration) at a size where one iteration takes tens of milliseconds.
+
+Usage: python bench/train_program.py ITERATIONS RENDEZVOUS_FILE
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.optim as optim
+from torch.distributed.optim import DistributedOptimizer
+from torch.distributed.rpc import RRef
+
+NTOKEN, NINP, NHID, NLAYERS, SEQ, BATCH = 2000, 64, 64, 2, 16, 16
+
+
+def _call_method(method, rref, *args, **kwargs):  # type: ignore[no-untyped-def]
+    return method(rref.local_value(), *args, **kwargs)
+
+
+def _remote_method(method, rref, *args, **kwargs):  # type: ignore[no-untyped-def]
+    return rpc.rpc_sync(rref.owner(), _call_method, args=[method, rref, *args], kwargs=kwargs)
+
+
+def _parameter_rrefs(module: nn.Module) -> list[RRef]:
+    return [RRef(p) for p in module.parameters()]
+
+
+class EmbeddingTable(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Embedding(NTOKEN, NINP)
+
+    def forward(self, inp: torch.Tensor) -> torch.Tensor:
+        return self.encoder(inp)
+
+
+class Decoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoder = nn.Linear(NHID, NTOKEN)
+
+    def forward(self, output: torch.Tensor) -> torch.Tensor:
+        return self.decoder(output)
+
+
+class RNNModel(nn.Module):
+    def __init__(self, ps: str) -> None:
+        super().__init__()
+        self.emb_table_rref = rpc.remote(ps, EmbeddingTable)
+        self.rnn = nn.LSTM(NINP, NHID, NLAYERS)
+        self.decoder_rref = rpc.remote(ps, Decoder)
+
+    def forward(self, inp: torch.Tensor, hidden: tuple[torch.Tensor, torch.Tensor]
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        emb = _remote_method(EmbeddingTable.forward, self.emb_table_rref, inp)
+        output, hidden = self.rnn(emb, hidden)
+        return _remote_method(Decoder.forward, self.decoder_rref, output), hidden
+
+    def parameter_rrefs(self) -> list[RRef]:
+        return (_remote_method(_parameter_rrefs, self.emb_table_rref) + _parameter_rrefs(self.rnn)
+                + _remote_method(_parameter_rrefs, self.decoder_rref))
+
+
+def train(iterations: int) -> None:
+    model = RNNModel("ps")
+    opt = DistributedOptimizer(optim.SGD, model.parameter_rrefs(), lr=0.05)
+    criterion = nn.CrossEntropyLoss()
+    for _ in range(iterations):
+        data = torch.randint(NTOKEN, (SEQ, BATCH))
+        target = torch.randint(NTOKEN, (SEQ, BATCH))
+        with dist_autograd.context() as context_id:
+            hidden = (torch.zeros(NLAYERS, BATCH, NHID), torch.zeros(NLAYERS, BATCH, NHID))
+            output, hidden = model(data, hidden)
+            loss = criterion(output.view(-1, NTOKEN), target.view(-1))
+            dist_autograd.backward(context_id, [loss])
+            opt.step(context_id)
+
+
+def run_worker(rank: int, iterations: int, rendezvous: str) -> None:
+    torch.manual_seed(rank)
+    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"file://{rendezvous}")
+    name = "trainer" if rank == 1 else "ps"
+    rpc.init_rpc(name, rank=rank, world_size=2, rpc_backend_options=options)
+    if rank == 1:
+        train(iterations)
+    rpc.shutdown()
+
+
+if __name__ == "__main__":
+    mp.spawn(run_worker, args=(int(sys.argv[1]), sys.argv[2]), nprocs=2, join=True)

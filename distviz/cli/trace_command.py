@@ -1,0 +1,83 @@
+"""``distviz trace -- COMMAND...``: the user's own program, unchanged, recorded, checked and
+explained (the work is in ``distviz.tracing``; this module prints and picks the exit status)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from distviz import limits
+from distviz.cli.app import app, guard, stdout_console
+from distviz.cli.options import (
+    Contexts,
+    HangTimeout,
+    MaxContexts,
+    OnHang,
+    TraceCommand,
+    TraceDir,
+    TraceInterop,
+)
+from distviz.trace import write_atomic
+from distviz.words import plural
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@guard
+def trace(
+    command: TraceCommand,
+    output: TraceDir = Path("distviz-traces"),
+    contexts: Contexts = "first",
+    max_contexts: MaxContexts = None,
+    on_hang: OnHang = "stop",
+    hang_timeout: HangTimeout = limits.TRACE_HANG_TIMEOUT,
+    interop_threads: TraceInterop = None,
+) -> None:
+    """Run your own RPC program unchanged; record, check and explain its distributed backward.
+
+    Every Python process the command starts loads distviz's hooks. Each selected
+    dist_autograd.backward is recorded on every worker of its context, replayed first (a
+    predicted hang is explained at once), observed, and compared with the replay. Exit status:
+    the program's own when it fails, else 0/6/7/8 as for run.
+
+    Example:
+
+      distviz trace -o traces --contexts all -- python train.py
+    """
+    from distviz.tracing import summary
+    from distviz.tracing.command import run as run_command
+    from distviz.tracing.config import TraceConfig, check_options
+
+    check_options(contexts, max_contexts, on_hang, hang_timeout, interop_threads)
+    config = TraceConfig(out_dir=str(output), contexts=contexts, max_contexts=max_contexts,
+                         on_hang=on_hang, hang_timeout=hang_timeout,
+                         interop_threads=interop_threads)
+
+    def say(msg: str) -> None:
+        print(f"distviz: {msg}", file=sys.stderr, flush=True)
+    say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
+    finished = run_command(list(command), config, say)
+    found = summary.entries(finished.events)
+    code = summary.exit_code(finished, found)
+    notes = summary.notes(finished, found)
+    index = output / "index.json"
+    write_atomic(index, json.dumps(summary.index_json(found, list(command), code, notes),
+                                   indent=1) + "\n")
+    out = stdout_console()
+    out.print(f"distviz trace: {plural(len(found), 'context')} recorded "
+              f"in {finished.seconds:.1f} s: {output}/<initiator>.ctx<N>.trace.json, "
+              f"index {index}", markup=False)
+    if found:
+        out.print(summary.table(found))
+    for e in found:
+        if e.row.explanation:
+            out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}",
+                      markup=False)
+    for note in notes:
+        out.print(note, markup=False)
+    own = finished.returncode != 0 and not (finished.stopped_for_hang or finished.interrupted)
+    meaning = "the program's own exit status" if own else limits.EXIT_CODES.get(code, "")
+    out.print(f"exit status {code}: {meaning}", markup=False)
+    raise typer.Exit(code)

@@ -1,0 +1,16 @@
+"""``distviz trace``: record, check and explain the user's own, unchanged RPC program.
+
+In data-flow order:
+
+* ``command`` (torch-free): the parent. Runs the command with ``boot/`` first on
+  ``PYTHONPATH`` and the settings (``config``) in ``DISTVIZ_TRACE``; stops the program on a
+  hang, Ctrl-C or SIGTERM; leaves no process behind.
+* ``boot/sitecustomize.py`` and ``inject`` (torch-free): loaded by every Python process of the
+  program; arm ``patches`` for when the program imports torch.
+* ``patches``, ``callsites``, ``naming``, ``observe`` (torch side, inside the program): call
+  sites of RPCs, leaf names from ``named_parameters()``, and, at each selected
+  ``dist_autograd.backward``, the recorded graph, the replay's prediction, the observed real
+  backward, the trace file and its summary row (``journal``).
+* ``report``, ``legality``, ``summary`` (pure): the verdict on each context, the FAST-mode
+  rules an observed order must obey, ``index.json`` and the summary table.
+"""

@@ -1,0 +1,94 @@
+"""The Python API behind ``distviz.backward`` and ``distviz.record(..., observe=True)``
+(torch side).
+
+Both do in the program's own code what ``distviz trace`` does at each selected backward:
+record the whole graph of the context on every worker, replay it, observe PyTorch's real
+backward with hooks on every worker, collect ``get_gradients`` and compare. Inside a
+``distviz trace`` run they use its settings and its summary; otherwise traces go where the
+caller says, and a predicted hang raises ``HangPredicted`` instead of stopping the program.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import types
+from pathlib import Path
+from typing import Any
+
+import torch.distributed.autograd as dist_autograd
+
+from distviz.limits import TRACE_HANG_TIMEOUT
+from distviz.trace import Trace
+from distviz.tracing import observe
+from distviz.tracing.config import TraceConfig
+
+_ARMED: dict[int, observe._Run] = {}
+
+
+def _process(out_dir: str, hang_timeout: float) -> observe._Process:
+    proc = observe.PROCESS
+    if proc is None:    # not under distviz trace: this process's own settings, and call
+        proc = observe.start(TraceConfig(out_dir=out_dir, contexts="all",
+                                         hang_timeout=hang_timeout))
+        from distviz.tracing import patches  # sites from now on
+        patches.install_callsites(proc)
+    return proc
+
+
+def _names(names: Any) -> list[tuple[Any, str]]:
+    """``names`` as ``distviz.record`` takes them (``{"w": w}`` or ``{w: "w"}``)."""
+    from distviz.recorder import _names_list
+
+    return _names_list(names)
+
+
+def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
+             names: Any = None, path: str | os.PathLike[str] | None = None,
+             out_dir: str = "distviz-traces", hang_timeout: float = TRACE_HANG_TIMEOUT,
+             frame: types.FrameType | None = None) -> Trace:
+    """See ``distviz.backward``."""
+    proc = _process(out_dir, hang_timeout)
+    index, _ = proc.number(context_id)
+    run = observe.prepare(proc.config, context_id, roots, retain_graph, index, frame,
+                          names=_names(names), path=Path(path) if path is not None else None)
+    if run is None:
+        observe.ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        raise RuntimeError(f"distviz could not record context {context_id}, but PyTorch's "
+                           "backward ran")
+    return observe.run_backward(run, roots, retain_graph)
+
+
+def record(context_id: int, roots: Any, names: Any = None, *, path: str | os.PathLike[str] | None = None,
+           hang_timeout: float = TRACE_HANG_TIMEOUT, frame: types.FrameType | None = None) -> Trace:
+    """See ``distviz.record`` with ``observe=True``: record now, observe the next
+    ``dist_autograd.backward`` of this context (which fills ``trace.real`` in place)."""
+    proc = _process("distviz-traces", hang_timeout)
+    index, _ = proc.number(context_id)
+    run = observe.prepare(proc.config, context_id, roots, False, index, frame,
+                          names=_names(names), path=Path(path) if path is not None else None)
+    if run is None:
+        raise RuntimeError(f"distviz could not record context {context_id}; is the program "
+                           "inside `with dist_autograd.context() as context_id:`?")
+    if path is None:
+        run.path = None
+    _ARMED[context_id] = run
+    _arm()
+    return run.trace
+
+
+def _arm() -> None:
+    """Route ``dist_autograd.backward`` through ``_observed`` (once per process)."""
+    current = dist_autograd.backward
+    if getattr(current, "_distviz_armed", False):
+        return
+
+    @functools.wraps(current)
+    def armed(context_id: int, roots: Any, retain_graph: bool = False) -> Any:
+        run = _ARMED.pop(int(context_id), None)
+        if run is None:
+            return current(context_id, roots, retain_graph=retain_graph)
+        observe.run_backward(run, roots, retain_graph)
+        return None
+    armed._distviz_armed = True    # type: ignore[attr-defined]
+    dist_autograd.backward = armed

@@ -1,0 +1,319 @@
+"""Where the program made each RPC inside a dist autograd context (torch side).
+
+``distviz.tracing.patches`` wraps ``rpc.rpc_sync``, ``rpc.rpc_async``, ``rpc.remote`` (which
+``rref.rpc_sync().method(...)``, ``rref.rpc_async()`` and ``rref.remote()`` go through) and
+``RRef.to_here``. Each wrapped call made inside a context that may be recorded keeps: the
+frames of the program's own files on the call stack (not torch's, not the standard library's,
+not site-packages', not distviz's), innermost first; the message ids it created (new send
+functions in the caller's context, and the ``RecvRpcBackward`` of the result when it arrives);
+and grad mode. The recorder moves them into the trace's ``rpc_calls`` (``take``), where they
+become ``site`` strings such as ``rnn.py:19 in _remote_method <- main.py:55 in _run_trainer``
+and the variable the result was assigned to.
+
+Calls are kept per context, for at most ``KEEP_CONTEXTS`` contexts (the oldest are dropped), so
+contexts that are never recorded cost a few dictionary operations per RPC.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import os
+import site
+import sys
+import sysconfig
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+
+from distviz.trace import RpcCall
+
+KEEP_CONTEXTS = 256
+MAX_FRAMES = 4
+
+Frame = tuple[str, int, str]      # (absolute file, line, function)
+
+
+@dataclass(slots=True)
+class Call:
+    """One RPC made inside a context, as the wrapper saw it."""
+
+    caller: str
+    callee: str
+    api: str
+    func: str
+    builtin: bool
+    grad_enabled: bool
+    frames: list[Frame]
+    msg_ids: list[int] = field(default_factory=list)
+
+
+_CALLS: OrderedDict[int, list[Call]] = OrderedDict()
+_LOCK = threading.Lock()
+_OWN: dict[str, bool] = {}
+_NOT_OWN: tuple[str, ...] | None = None
+_CWD = os.getcwd()
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {os.path.dirname(os.path.abspath(torch.__file__)),
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}   # distviz itself
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(os.path.abspath(p))
+    try:
+        dirs.update(os.path.abspath(p) for p in site.getsitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        pass
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
+
+
+def is_own(filename: str) -> bool:
+    """Whether a code file belongs to the program (not Python, a library, torch or distviz)."""
+    own = _OWN.get(filename)
+    if own is None:
+        global _NOT_OWN
+        if _NOT_OWN is None:
+            _NOT_OWN = _library_dirs()
+        path = os.path.abspath(filename)
+        own = not filename.startswith("<") and not path.startswith(_NOT_OWN) and \
+            "site-packages" not in path and "dist-packages" not in path
+        _OWN[filename] = own
+    return own
+
+
+def own_frames(frame: types.FrameType | None, limit: int = MAX_FRAMES) -> list[Frame]:
+    """The program's own frames from ``frame`` outwards, innermost first (at most ``limit``)."""
+    out: list[Frame] = []
+    f = frame
+    while f is not None and len(out) < limit:
+        code = f.f_code
+        if is_own(code.co_filename):
+            out.append((os.path.abspath(code.co_filename), f.f_lineno or 0, code.co_name))
+        f = f.f_back
+    return out
+
+
+def display(path: str) -> str:
+    """A file as people read it: relative to the working folder when it is inside it."""
+    rel = os.path.relpath(path, _CWD)
+    return path if rel.startswith("..") else rel
+
+
+def def_line(code: types.CodeType) -> int:
+    """The line of a function's ``def`` (``co_firstlineno`` is its first decorator's)."""
+    for k in range(code.co_firstlineno, code.co_firstlineno + 8):
+        if linecache.getline(code.co_filename, k).lstrip().startswith(("def ", "async def ")):
+            return k
+    return code.co_firstlineno
+
+
+def site_text(frames: list[Frame]) -> str | None:
+    """``rnn.py:19 in _remote_method <- main.py:55 in _run_trainer`` (innermost first)."""
+    if not frames:
+        return None
+    return " <- ".join(f"{display(f)}:{line} in {fn}" for f, line, fn in frames)
+
+
+def _statement(path: str, line: int) -> ast.stmt | None:
+    """The statement that contains ``line`` (it may start up to 8 lines above)."""
+    for start in range(line, max(0, line - 8), -1):
+        lines = [linecache.getline(path, k) for k in range(start, line + 12)]
+        text = "".join(lines)
+        indent = len(text) - len(text.lstrip())
+        body = "\n".join(ln[indent:] if ln[:indent].isspace() else ln.lstrip()
+                         for ln in text.splitlines())
+        for end in range(len(body.splitlines()), 0, -1):
+            chunk = "\n".join(body.splitlines()[:end])
+            try:
+                tree = ast.parse(chunk)
+            except SyntaxError:
+                continue
+            if tree.body and tree.body[0].end_lineno is not None and \
+                    start + tree.body[0].end_lineno - 1 >= line:
+                return tree.body[0]
+            break
+    return None
+
+
+_RETURN = "\x00return"
+
+
+@functools.lru_cache(maxsize=4096)
+def _assigned_at(path: str, line: int) -> str | None:
+    """What the statement at ``path:line`` assigns to (``_RETURN`` for a ``return``)."""
+    stmt = _statement(path, line)
+    if isinstance(stmt, ast.Return):
+        return _RETURN
+    target: ast.expr | None = None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        target = stmt.target
+    if target is None:
+        return None
+    return target.id if isinstance(target, ast.Name) else ast.unparse(target)
+
+
+def result_var(frames: list[Frame]) -> str | None:
+    """The variable the RPC's result was assigned to, following ``return`` to the caller."""
+    for path, line, _fn in frames:
+        var = _assigned_at(path, line)
+        if var != _RETURN:
+            return var
+    return None
+
+
+def func_label(func: Any, args: Any) -> tuple[str, bool]:
+    """``(name, builtin)`` of an RPC's function, as the program wrote it.
+
+    ``rref.rpc_sync().forward(x)`` calls a torch helper with the method name: that becomes
+    ``forward on an RRef``; the tutorials' ``_call_method(EmbeddingTable.forward, ...)`` keeps
+    the method it calls: ``_call_method(EmbeddingTable.forward)``.
+    """
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    module = getattr(func, "__module__", None) or ""
+    builtin = isinstance(func, types.BuiltinFunctionType) or module.startswith("torch._ops")
+    if module == "torch.distributed.rpc.rref_proxy" and isinstance(args, (list, tuple)) and \
+            len(args) >= 2 and isinstance(args[1], str):
+        return f"{args[1]} on an RRef", False
+    if builtin and not name.startswith("torch."):
+        return f"torch.{getattr(func, '__name__', name)}", True
+    if isinstance(args, (list, tuple)) and args and callable(args[0]) and \
+            isinstance(args[0], (types.FunctionType, types.MethodType)):
+        return f"{name}({getattr(args[0], '__qualname__', args[0].__name__)})", builtin
+    return name, builtin
+
+
+def recv_ids(ctx: Any, value: Any) -> list[int]:
+    """Message ids of the ``RecvRpcBackward`` functions that produced tensors in ``value``."""
+    fns: list[Any] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, torch.Tensor):
+            fn = v.grad_fn
+            if fn is not None and fn.name().endswith("RecvRpcBackward"):
+                fns.append(fn)
+        elif isinstance(v, (list, tuple)) and depth < 3:
+            stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, dict) and depth < 3:
+            stack.extend((x, depth + 1) for x in v.values())
+    if not fns:
+        return []
+    by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    return sorted({by_fn[f] for f in fns if f in by_fn})
+
+
+def current_context() -> Any:
+    """The calling thread's dist autograd context, or ``None``."""
+    try:
+        return dist_autograd._current_context()
+    except RuntimeError:
+        return None
+
+
+def log(context_id: int, call: Call) -> None:
+    """Keep ``call`` for ``context_id`` (dropping the oldest context beyond the limit)."""
+    with _LOCK:
+        calls = _CALLS.get(context_id)
+        if calls is None:
+            calls = _CALLS[context_id] = []
+            while len(_CALLS) > KEEP_CONTEXTS:
+                _CALLS.popitem(last=False)
+        calls.append(call)
+
+
+def take(context_id: int) -> list[RpcCall]:
+    """Remove and return this process's calls for ``context_id`` as the trace's ``RpcCall``s."""
+    with _LOCK:
+        calls = _CALLS.pop(context_id, [])
+    return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
+                    grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
+                    msg_ids=sorted(set(c.msg_ids)), site=site_text(c.frames))
+            for c in calls]
+
+
+def drop(context_id: int) -> None:
+    """Forget the calls of a context that is not recorded."""
+    with _LOCK:
+        _CALLS.pop(context_id, None)
+
+
+def reset() -> None:
+    """Forget everything (a forked child starts afresh)."""
+    with _LOCK:
+        _CALLS.clear()
+
+
+def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
+              gate: Callable[[int], bool]) -> Callable[..., Any]:
+    """Wrap ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` to record calls made in a context.
+
+    ``me()`` names this worker; ``gate(context_id)`` says whether the context may be recorded.
+    """
+    def call(*args: Any, **kwargs: Any) -> Any:
+        ctx = current_context()
+        if ctx is None:
+            return orig(*args, **kwargs)
+        cid = int(ctx._context_id())
+        if not gate(cid):
+            return orig(*args, **kwargs)
+        to = args[0] if args else kwargs.get("to")
+        func = args[1] if len(args) > 1 else kwargs.get("func")
+        fargs = args[2] if len(args) > 2 else kwargs.get("args")
+        before = set(ctx._send_functions())
+        grad = torch.is_grad_enabled()
+        frames = own_frames(sys._getframe(1))
+        result = orig(*args, **kwargs)
+        name, builtin = func_label(func, fargs)
+        callee = getattr(to, "name", None) or str(to)
+        rec = Call(caller=me(), callee=callee, api=api, func=name, builtin=builtin,
+                   grad_enabled=grad, frames=frames,
+                   msg_ids=[int(m) for m in ctx._send_functions() if m not in before])
+        if api == "rpc_sync":
+            rec.msg_ids.extend(recv_ids(ctx, result))
+        elif api == "rpc_async" and hasattr(result, "add_done_callback"):
+            def arrived(fut: Any, rec: Call = rec, ctx: Any = ctx) -> None:
+                try:
+                    rec.msg_ids.extend(recv_ids(ctx, fut.value()))
+                except Exception:  # noqa: BLE001 - the call failed: nothing arrived
+                    pass
+            result.add_done_callback(arrived)
+        log(cid, rec)
+        return result
+    call.__wrapped__ = orig    # type: ignore[attr-defined]
+    call.__name__ = getattr(orig, "__name__", api)
+    call.__doc__ = getattr(orig, "__doc__", None)
+    return call
+
+
+def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
+                 gate: Callable[[int], bool]) -> Callable[..., Any]:
+    """Wrap ``RRef.to_here``: the fetched value's ``RecvRpcBackward`` is the call's message."""
+    def to_here(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = current_context()
+        if ctx is None or not gate(int(ctx._context_id())):
+            return orig(self, *args, **kwargs)
+        grad = torch.is_grad_enabled()
+        frames = own_frames(sys._getframe(1))
+        value = orig(self, *args, **kwargs)
+        try:
+            owner = str(self.owner_name())
+        except Exception:  # noqa: BLE001
+            owner = "?"
+        log(int(ctx._context_id()), Call(
+            caller=me(), callee=owner, api="to_here", func="RRef", builtin=False,
+            grad_enabled=grad, frames=frames, msg_ids=recv_ids(ctx, value)))
+        return value
+    to_here.__wrapped__ = orig    # type: ignore[attr-defined]
+    to_here.__doc__ = getattr(orig, "__doc__", None)
+    return to_here

@@ -1,0 +1,249 @@
+"""``distviz trace``'s parent: run the user's command with distviz's hooks and stop it cleanly
+(torch-free).
+
+The command runs unchanged in a session of its own, with ``distviz/tracing/boot`` first on
+``PYTHONPATH`` (so every Python process it starts imports distviz's ``sitecustomize``) and the
+settings in ``DISTVIZ_TRACE``. This process becomes a child subreaper, so a process the program
+leaves behind is re-parented here rather than to init, and is stopped at the end. It:
+
+* forwards Ctrl-C (SIGINT) and SIGTERM to the program's process group, and kills what is left
+  when a second Ctrl-C comes or a grace period ends;
+* on SIGUSR1 (a traced process predicted or saw a hang, with ``--on-hang stop``) stops every
+  process of the program (SIGTERM, then SIGKILL);
+* at the end reads the session's event log and returns what the summary needs.
+
+Traces are written by the traced processes themselves, atomically, as each context ends, so
+every trace recorded before a crash, a Ctrl-C or a kill is intact.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from distviz.errors import DistvizError
+from distviz.limits import (
+    EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND,
+    TRACE_INTERRUPT_GRACE,
+    TRACE_SETTLE,
+    TRACE_STOP_GRACE,
+)
+from distviz.tracing import journal
+from distviz.tracing.config import ENV, TraceConfig
+
+BOOT = Path(__file__).resolve().parent / "boot"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class CommandNotFound(DistvizError):
+    """The command to trace does not exist (exit 127, as a shell)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class CommandNotExecutable(DistvizError):
+    """The command to trace exists but cannot be run (exit 126, as a shell)."""
+
+    exit_code = EXIT_NOT_EXECUTABLE
+
+
+@dataclass
+class Finished:
+    """How the traced command ended: its return code (negative: killed by that signal),
+    whether distviz stopped it for a hang or the user interrupted it, the processes it left
+    behind, and the session's events."""
+
+    returncode: int
+    stopped_for_hang: bool
+    interrupted: bool
+    leftovers: int
+    events: list[journal.Event] = field(default_factory=list)
+    seconds: float = 0.0
+    terminated: bool = False     # distviz itself got SIGTERM (else Ctrl-C, when interrupted)
+
+
+@dataclass
+class _Flags:
+    """What the signal handlers saw."""
+
+    stop: bool = False
+    interrupts: int = 0
+    term: bool = False
+
+
+def resolve(argv: list[str]) -> list[str]:
+    """The command with its program found on ``PATH``; raises ``CommandNotFound`` or
+    ``CommandNotExecutable``."""
+    if not argv:
+        raise CommandNotFound("no command given; usage: distviz trace [OPTIONS] -- COMMAND...")
+    program = argv[0]
+    if os.sep in program:
+        if not os.path.exists(program):
+            raise CommandNotFound(f"{program}: no such file")
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise CommandNotExecutable(f"{program}: not an executable file")
+        return list(argv)
+    found = shutil.which(program)
+    if found is None:
+        raise CommandNotFound(f"{program}: command not found (not on PATH)")
+    return [found, *argv[1:]]
+
+
+def environment(config: TraceConfig) -> dict[str, str]:
+    """The command's environment: the bootstrap first on ``PYTHONPATH``, distviz importable,
+    ``DISTVIZ_TRACE`` set."""
+    env = dict(os.environ)
+    parts = [str(BOOT)]
+    if (PACKAGE_ROOT / "distviz" / "__init__.py").is_file():
+        parts.append(str(PACKAGE_ROOT))
+    old = env.get("PYTHONPATH")
+    if old:
+        parts.append(old)
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env[ENV] = config.to_env()
+    return env
+
+
+def _descendants(pid: int) -> list[int]:
+    """Live descendants of ``pid`` (from /proc; iterative)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def _signal_all(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        pass
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _stop_everything(pgid: int, grace: float, settle: float = 0.0) -> int:
+    """Wait up to ``settle`` seconds for the program's processes to end by themselves (a
+    helper such as multiprocessing's resource tracker leaves when its parent has), then
+    SIGTERM them and SIGKILL what is left after ``grace``; returns how many were running."""
+    deadline = time.monotonic() + settle
+    while _descendants(os.getpid()) and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.05)
+    left = len(_descendants(os.getpid()))
+    if not left:
+        return 0
+    _signal_all(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _descendants(os.getpid()):
+        _reap()
+        time.sleep(0.05)
+    _signal_all(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and _descendants(os.getpid()):
+        _reap()
+        time.sleep(0.05)
+    _reap()
+    return left
+
+
+def run(argv: list[str], config: TraceConfig,
+        say: Callable[[str], None] | None = None) -> Finished:
+    """Run ``argv`` traced with ``config`` (whose ``session_dir`` and ``parent_pid`` are
+    filled in here) until it ends; see the module docstring. Raises ``CommandNotFound`` /
+    ``CommandNotExecutable`` before starting anything."""
+    import subprocess
+
+    command = resolve(argv)
+    session = tempfile.mkdtemp(prefix="distviz-trace-")
+    cfg = TraceConfig(**{**{k: getattr(config, k) for k in config.__dataclass_fields__},
+                         "session_dir": session, "parent_pid": os.getpid()})
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    flags = _Flags()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(command, env=environment(cfg), start_new_session=True)
+    except PermissionError as exc:
+        shutil.rmtree(session, ignore_errors=True)
+        raise CommandNotExecutable(f"{argv[0]}: {exc.strerror}") from None
+    pgid = proc.pid
+
+    def on_usr1(signum: int, frame: FrameType | None) -> None:
+        flags.stop = True
+
+    def on_int(signum: int, frame: FrameType | None) -> None:
+        flags.interrupts += 1
+        _signal_all(pgid, signal.SIGINT if flags.interrupts == 1 else signal.SIGKILL)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        flags.term = True
+        _signal_all(pgid, signal.SIGTERM)
+
+    old = {s: signal.signal(s, h) for s, h in ((signal.SIGUSR1, on_usr1),
+                                               (signal.SIGINT, on_int),
+                                               (signal.SIGTERM, on_term))}
+    leftovers = 0
+    try:
+        stopped = False
+        deadline: float | None = None
+        while proc.poll() is None:
+            if flags.stop and not stopped:
+                stopped = True
+                if say:
+                    say("stopping the program (--on-hang stop)")
+                _stop_everything(pgid, TRACE_STOP_GRACE)
+            if (flags.interrupts or flags.term) and deadline is None:
+                deadline = time.monotonic() + TRACE_INTERRUPT_GRACE
+            if deadline is not None and time.monotonic() > deadline:
+                _stop_everything(pgid, 0.5)
+            time.sleep(0.05)
+        leftovers = _stop_everything(pgid, TRACE_STOP_GRACE, settle=TRACE_SETTLE)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        _reap()
+    events = journal.read(session)
+    shutil.rmtree(session, ignore_errors=True)
+    return Finished(returncode=proc.returncode, stopped_for_hang=flags.stop,
+                    interrupted=bool(flags.interrupts) or flags.term, terminated=flags.term,
+                    leftovers=leftovers, events=events, seconds=time.monotonic() - t0)

@@ -1,0 +1,158 @@
+"""The session's shared files: one row per recorded context, events, trace file claims
+(torch-free).
+
+Every traced process appends to ``<session>/events.jsonl`` with one ``write`` per line
+(``O_APPEND``), so lines from concurrent processes never interleave. Trace files are claimed
+with ``O_EXCL`` in the session folder before they are written, so two processes never write the
+same file, and the files of an earlier run in the same ``-o`` folder are replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVENTS = "events.jsonl"
+
+
+@dataclass(slots=True)
+class ContextRow:
+    """What the summary and ``index.json`` say about one recorded context.
+
+    ``outcome`` is the final verdict (``completed``, ``hang``, ``error``, or ``unfinished``
+    when the process ended during the real backward); ``predicted`` the replay's outcome;
+    ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
+    ``running`` while it runs); ``agreement`` is ``agrees``, ``differs`` or ``not compared``; ``shape`` counts
+    nodes by ``worker/name`` (for the difference with the previous context of the initiator).
+    """
+
+    file: str
+    initiator: str
+    index: int
+    context_id: int
+    pid: int
+    workers: list[str]
+    nodes: int
+    messages: int
+    outcome: str
+    predicted: str
+    real: str
+    agreement: str
+    agreement_text: str = ""
+    violations: int = 0
+    explanation: str | None = None
+    shape: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ContextRow:
+        return cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
+
+
+@dataclass(slots=True)
+class Event:
+    """One line of the event log: ``kind`` is ``context`` (with ``row``), ``stop`` (a hang
+    stops the program), ``not_recorded`` (a backward distviz could not record) or
+    ``rpc_failed`` (``init_rpc`` raised)."""
+
+    kind: str
+    pid: int
+    message: str = ""
+    worker: str | None = None
+    row: ContextRow | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
+                               "worker": self.worker}
+        if self.row is not None:
+            out["row"] = self.row.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Event:
+        row = obj.get("row")
+        return cls(kind=str(obj.get("kind")), pid=int(obj.get("pid", 0)),
+                   message=str(obj.get("message") or ""), worker=obj.get("worker"),
+                   row=ContextRow.from_json(row) if isinstance(row, dict) else None)
+
+
+def append(session_dir: str | None, event: Event) -> None:
+    """Append one event to the session's log (no-op without a session)."""
+    if not session_dir:
+        return
+    data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(os.path.join(session_dir, EVENTS), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read(session_dir: str) -> list[Event]:
+    """Every event logged so far, in order; a torn last line (a killed writer) is skipped."""
+    path = os.path.join(session_dir, EVENTS)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out: list[Event] = []
+    for line in text.splitlines():
+        try:
+            out.append(Event.from_json(json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def write_trace(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (a temporary file beside it, then
+    ``os.replace``): a reader, or a process killed half-way, never leaves half a trace. No
+    ``fsync``: a traced program writes one or two traces per recorded context and must not wait
+    for the disk each time; the kernel keeps what a killed process wrote."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def claim(out_dir: str, session_dir: str | None, initiator: str, index: int) -> Path:
+    """Return a trace path no other process will write: ``<out>/<initiator>.ctx<index>.trace.json``,
+    or ``...-<n>`` when that name is taken.
+
+    In a session the claim is a file in the session folder, so a run replaces the files an
+    earlier run left in the same ``-o`` folder; without one (the Python API) the trace file
+    itself is created exclusively, so nothing already there is replaced.
+    """
+    stem = f"{_UNSAFE.sub('_', initiator) or 'worker'}.ctx{index}"
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    claims = Path(session_dir) / "claims" if session_dir else folder
+    claims.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        name = f"{stem}.trace.json" if n == 0 else f"{stem}-{n}.trace.json"
+        try:
+            os.close(os.open(claims / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            n += 1
+            continue
+        return folder / name

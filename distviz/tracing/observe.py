@@ -1,0 +1,458 @@
+"""One recorded context, from ``dist_autograd.backward`` to its trace file (torch side).
+
+``traced_backward`` replaces ``torch.distributed.autograd.backward`` in a traced process. For
+a context that ``--contexts`` selects (counted per initiator, in the order contexts reach the
+backward) it:
+
+1. records the whole distributed graph of the context (``recorder.gather`` reaches the other
+   workers over the program's own RPC agent; each worker adds its module parameter names and
+   the call sites of the RPCs it made, ``record_piece``);
+2. replays FAST mode on it (pure Python) and, when the replay predicts a hang, prints why at
+   once and stops the program (``--on-hang stop``) or lets the real backward run;
+3. runs PyTorch's real backward in the program's thread with distviz's pre-hooks on every
+   node of every worker of the context, a watchdog declaring it hung after ``--hang-timeout``;
+4. collects the hook events and ``get_gradients`` of every worker, compares them with the
+   replay, writes the trace (atomically, to a file no other process writes) and a row for the
+   session's summary, then returns or re-raises exactly what PyTorch did.
+
+Other contexts go straight to PyTorch's backward.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+
+from distviz import limits, recorder, recorder_hooks
+from distviz.trace import BackwardPass, Trace
+from distviz.tracing import callsites, journal, naming
+from distviz.tracing.config import TraceConfig
+
+# The runner's event pairing, the replay and the verdict are imported at the first recorded
+# context: every process of a traced program loads this module, most record nothing.
+
+ORIGINAL_BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
+
+
+class HangPredicted(RuntimeError):
+    """The replay predicts that this FAST-mode backward hangs (raised by the Python API
+    instead of running the real backward); the message says why."""
+
+
+@dataclass
+class _Process:
+    """Per-process state: the settings, the per-initiator context count, this worker."""
+
+    config: TraceConfig
+    index: dict[int, int] = field(default_factory=dict)     # context id -> its number here
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    worker: str | None = None
+    rank: int | None = None
+    exhausted: bool = False
+
+    def number(self, context_id: int) -> tuple[int, bool]:
+        """``(number of this context for this initiator, first backward on it)``."""
+        with self.lock:
+            k = self.index.get(context_id)
+            if k is not None:
+                return k, False
+            k = self.index[context_id] = len(self.index) + 1
+            return k, True
+
+    def may_record(self, context_id: int) -> bool:
+        """Whether calls made in ``context_id`` may end up in a trace (the gate of
+        ``callsites``): a context this process made is recorded only if it is the next one
+        ``--contexts`` selects; a context from elsewhere may be recorded by its initiator."""
+        if self.rank is None or (context_id >> 48) != self.rank:
+            return True
+        if self.exhausted or context_id in self.index:   # its backward has started already
+            return False
+        return self.config.spec.selects(len(self.index) + 1)
+
+    def claim_slot(self) -> bool:
+        """Count one recorded context against ``--max-contexts`` (over all processes)."""
+        limit = self.config.max_contexts
+        if limit is None:
+            return True
+        if self.exhausted:
+            return False
+        folder = self.config.session_dir or self.config.out_dir
+        os.makedirs(os.path.join(folder, "slots"), exist_ok=True)
+        for n in range(limit):
+            try:
+                os.close(os.open(os.path.join(folder, "slots", str(n)),
+                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                return True
+            except FileExistsError:
+                continue
+        self.exhausted = True
+        return False
+
+    def me(self) -> str:
+        if self.worker is None:
+            info = rpc.get_worker_info()
+            self.worker, self.rank = info.name, int(info.id)
+        return self.worker
+
+
+PROCESS: _Process | None = None
+
+
+def start(config: TraceConfig) -> _Process:
+    """Make this process's state (called when the hooks are installed, and after a fork)."""
+    global PROCESS
+    PROCESS = _Process(config=config)
+    return PROCESS
+
+
+def _say(text: str) -> None:
+    stream = sys.__stderr__ or sys.stderr
+    for line in text.splitlines():
+        print(f"distviz: {line}", file=stream, flush=True)
+
+
+def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> None:
+    """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
+    proc = PROCESS
+    if proc is None:
+        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+    k, first = proc.number(context_id)
+    if not first or not proc.config.spec.selects(k) or not proc.claim_slot():
+        callsites.drop(context_id)
+        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+    record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
+    return None
+
+
+# -- recording ---------------------------------------------------------------------------------
+
+def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -> dict[str, Any]:
+    """Record this worker's part of ``context_id`` with its parameter names and call sites,
+    and put distviz's hooks on its nodes (``recorder.gather`` calls it here and, over RPC, on
+    every other worker)."""
+    worker = rpc.get_worker_info().name
+    for call in callsites.take(context_id):
+        recorder.log_call(context_id, call)
+    naming.ensure()
+    named = naming.parameter_names(worker) + list(names)
+    piece = recorder.record_local(context_id, roots, named, inspect_saved)
+    piece["code"] = _function_sites(context_id)
+    recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
+    return piece
+
+
+def collect_piece(context_id: int, with_gradients: bool, forget: bool) -> dict[str, Any]:
+    """This worker's observed events and gradients (``recorder_hooks.collect``), then, with
+    ``forget``, its hooks and node references dropped: one RPC round after the backward."""
+    piece = recorder_hooks.collect(context_id, with_gradients)
+    piece["boot"] = recorder_hooks.clock_sample()[0]
+    if forget:
+        recorder.forget(context_id)
+    return piece
+
+
+def _function_sites(context_id: int) -> dict[str, str]:
+    """Where the program's own autograd Functions in this piece define ``backward``
+    (``faults.py:33 in Checked.backward``), by node id."""
+    out: dict[str, str] = {}
+    for nid, fn in recorder.nodes_of(context_id).items():
+        cls = getattr(fn, "_forward_cls", None)
+        code = getattr(getattr(cls, "backward", None), "__code__", None)
+        if cls is not None and code is not None and callsites.is_own(code.co_filename):
+            out[nid] = (f"{callsites.display(code.co_filename)}:"
+                        f"{callsites.def_line(code)} in {cls.__qualname__}.backward")
+    return out
+
+
+def _record(context_id: int, roots: list[Any], retain: bool, frame: types.FrameType | None,
+            names: list[tuple[Any, Any]] | None = None) -> Trace:
+    """The trace of ``context_id`` with only the workers that took part; ``names`` (the
+    API's) come before the variables of the program's frames."""
+    named: list[tuple[Any, Any]] = list(names or []) + list(
+        naming.in_graph(naming.frame_names(frame), roots))
+    me = rpc.get_worker_info().name
+    workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=True,
+                                      record_fn=record_piece)
+    passes = [BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,
+                           root_vars=naming.root_names(roots, named))]
+    trace = recorder.build_trace(workers, me, context_id, pieces, passes)
+    code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
+    if code:
+        trace.meta["functions"] = dict(sorted(code.items()))
+    present = {p["worker"] for p in pieces}
+    rank_of = {w: i for i, w in enumerate(workers)}
+    trace.workers = [w for w in workers if w in present]
+    ranks = [rank_of[w] for w in trace.workers]
+    trace.ranks = None if ranks == list(range(len(ranks))) else ranks
+    return trace
+
+
+_HELPERS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _helper() -> ThreadPoolExecutor:
+    """This process's helper thread (a forked child makes its own: threads do not fork)."""
+    pool = _HELPERS.get(os.getpid())
+    if pool is None:
+        pool = _HELPERS[os.getpid()] = ThreadPoolExecutor(max_workers=1,
+                                                          thread_name_prefix="distviz-rpc")
+    return pool
+
+
+def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
+            timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
+    """Run ``fn(*args)`` on every worker (here for ``me``) from a helper thread, so that no
+    RPC joins the program's context (the thread has none); a failure comes back as the
+    exception."""
+    def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        futures = {}
+        for w in workers:
+            if w != me:
+                try:
+                    futures[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
+                except Exception as exc:  # noqa: BLE001 - a dead worker
+                    out[w] = exc
+        try:
+            out[me] = fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            out[me] = exc
+        for w, fut in futures.items():
+            try:
+                out[w] = fut.wait()
+            except Exception as exc:  # noqa: BLE001
+                out[w] = exc
+        return out
+    if threading.current_thread().name.startswith("distviz-rpc"):
+        return run()
+    return _helper().submit(run).result()
+
+
+# -- the real backward -------------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    """One context being observed: what the watchdog and the program's thread share."""
+
+    config: TraceConfig
+    trace: Trace
+    replay: Any
+    path: Path | None
+    index: int
+    me: str
+    start_ns: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    finished: bool = False
+    hung: bool = False
+
+    def collect(self, outcome: str, error: str | None, end_ns: int) -> None:
+        """Fill ``trace.real`` from every worker's hook events and gradients (the same
+        section ``distviz run`` writes; times on the initiator's ``CLOCK_MONOTONIC``)."""
+        from distviz.runner.gradients import summarize
+        from distviz.runner.initiator import _clock_offsets, _pair_events
+        from distviz.tracing import report
+
+        cid, workers, me = self.trace.context_id, self.trace.workers, self.me
+        got = _on_all(workers, me, collect_piece, cid, outcome != "hang", outcome != "hang")
+        boot = recorder_hooks.clock_sample()[0]
+        away = [w for w in workers if isinstance(got.get(w), dict) and got[w]["boot"] != boot]
+        offsets = _clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
+        sends = {n.id for n in self.trace.nodes if n.kind == "send"}
+        window = [(self.start_ns, end_ns)]
+        events: list[dict[str, Any]] = []
+        grads: dict[str, Any] = {}
+        unreachable: list[dict[str, str]] = []
+        for w in workers:
+            piece = got.get(w)
+            if not isinstance(piece, dict):
+                why = report.first_line(str(piece)) if piece is not None else "no answer"
+                unreachable.append({"worker": w, "error": why})
+                continue
+            grads.update(piece["grads"])
+            events.extend(_pair_events(w, piece["events"], window, self.start_ns, sends,
+                                       offsets.get(w, (0, 0))[0]))
+        events.sort(key=lambda e: (e["t_us"], e["worker"]))
+        self.trace.real = {
+            "outcome": outcome, "error": error, "passes_run": 1,
+            "pass_seconds": [(end_ns - self.start_ns) / 1e9], "pass_start_us": [0.0],
+            "interop_threads": torch.get_num_interop_threads(), "durations": "measured",
+            "events": events,
+            "gradients": {nid: summarize(g) for nid, g in sorted(grads.items())},
+            "unreachable": unreachable, "hang_timeout_s": self.config.hang_timeout,
+            "clock": {"source": "CLOCK_MONOTONIC",
+                      "offsets_us": {w: round(o / 1000.0, 3) for w, (o, _) in
+                                     sorted(offsets.items())},
+                      "rtt_us": {w: round(r / 1000.0, 3) for w, (_, r) in
+                                 sorted(offsets.items())}}}
+
+    def write(self, detail: str | None = None) -> journal.ContextRow:
+        """Compare with the replay, save the trace and log its row; returns the row.
+        ``detail`` is the backward's full error text, when it raised."""
+        from distviz.tracing import report
+
+        row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
+                         os.getpid(), self.seconds, detail)
+        self.trace.meta["traced"] = {"pid": os.getpid(), "argv": list(sys.argv),
+                                     "context": self.index, "seconds": self.seconds,
+                                     "agreement": row.agreement_text}
+        if self.path is not None:
+            journal.write_trace(self.path, self.trace.dumps())
+        journal.append(self.config.session_dir, journal.Event(
+            kind="context", pid=os.getpid(), worker=self.me, row=row))
+        return row
+
+    def on_timeout(self) -> None:
+        """The watchdog: the backward did not return within ``--hang-timeout``."""
+        with self.lock:
+            if self.finished:
+                return
+            self.hung = True
+            timeout = self.config.hang_timeout
+            self.collect("hang", f"pass 1: dist_autograd.backward did not return within "
+                                 f"{timeout:g} s", time.monotonic_ns())
+            row = self.write()
+        stop = self.config.on_hang == "stop"
+        _say(f"{self.me} context {self.index}: PyTorch's backward has not returned after "
+             f"{timeout:g} s: it hangs. {row.explanation or ''}".rstrip())
+        _say(f"trace: {self.path}" + ("" if stop else
+                                      "; the program keeps running (--on-hang continue)"))
+        if stop:
+            stop_program(self.config, f"{self.me} context {self.index} hangs", row.explanation)
+
+
+def stop_program(config: TraceConfig, reason: str, explanation: str | None = None) -> None:
+    """Ask ``distviz trace`` to stop the whole program, and wait for it; without a parent
+    (the Python API) raise ``HangPredicted`` with the explanation."""
+    if config.parent_pid is None or config.session_dir is None:
+        raise HangPredicted(explanation or reason)
+    journal.append(config.session_dir, journal.Event(kind="stop", pid=os.getpid(),
+                                                     message=reason))
+    try:
+        os.kill(config.parent_pid, signal.SIGUSR1)
+    except OSError:
+        os._exit(6)
+    while True:   # the parent stops every process of the program; leave if it is gone
+        time.sleep(0.5)
+        try:
+            os.kill(config.parent_pid, 0)
+        except OSError:
+            os._exit(6)
+
+
+def _forget(trace: Trace, me: str) -> None:
+    _on_all(trace.workers, me, recorder.forget, trace.context_id)
+
+
+def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool, index: int,
+            frame: types.FrameType | None, names: list[tuple[Any, Any]] | None = None,
+            path: Path | None = None) -> _Run | None:
+    """Record ``context_id`` and replay it; ``None`` when it cannot be recorded (logged).
+
+    ``path`` is the trace file (default: a new file in ``config.out_dir``).
+    """
+    from distviz.replay import replay
+    from distviz.tracing import report
+
+    root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+    t0 = time.perf_counter()
+    try:
+        trace = _record(context_id, root_list, retain_graph, frame, names)
+    except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
+        callsites.drop(context_id)
+        journal.append(config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=PROCESS.worker if PROCESS else None,
+            message=report.not_recorded(context_id, exc)))
+        return None
+    seconds = {"record": round(time.perf_counter() - t0, 4)}
+    t1 = time.perf_counter()
+    rp = replay(trace)
+    seconds["replay"] = round(time.perf_counter() - t1, 4)
+    if path is None:
+        path = journal.claim(config.out_dir, config.session_dir, trace.initiator, index)
+    return _Run(config=config, trace=trace, replay=rp, path=path, index=index,
+                me=trace.initiator, seconds=seconds)
+
+
+def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
+    """Explain a predicted hang (and stop, or raise ``HangPredicted``), else save the graph;
+    then observe the real backward. Returns the trace; raises what PyTorch raised."""
+    from distviz.tracing import report
+
+    trace, rp, me = run.trace, run.replay, run.me
+    if rp.outcome == "hang":
+        trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
+                      "error": None, "events": [], "gradients": {}}
+        row = run.write()
+        _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
+        _say(report.hang_text(trace, rp))
+        _say(f"trace: {run.path}")
+        if run.config.on_hang == "stop":
+            _forget(trace, me)
+            stop_program(run.config, f"{me} context {run.index}: the replay predicts a hang",
+                         row.explanation)
+        _say("--on-hang continue: running PyTorch's backward anyway")
+    else:
+        run.write()     # the graph is kept even if the process dies in the backward
+    _observe(run, roots, retain_graph)
+    return trace
+
+
+def record_and_observe(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool,
+                       index: int, frame: types.FrameType | None) -> Trace | None:
+    """Record, predict, observe and save one context; see the module docstring.
+
+    Returns the trace (with ``real``), or ``None`` when the context could not be recorded (the
+    backward then ran as PyTorch's own). Raises what PyTorch's backward raised, and
+    ``HangPredicted`` for a predicted hang when there is no ``distviz trace`` to stop the
+    program.
+    """
+    run = prepare(config, context_id, roots, retain_graph, index, frame)
+    if run is None:
+        ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        return None
+    return run_backward(run, roots, retain_graph)
+
+
+def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
+    """Run the real backward with hooks everywhere and a watchdog; save; re-raise."""
+    from distviz.tracing import report
+
+    trace, me = run.trace, run.me
+    watchdog = threading.Timer(run.config.hang_timeout, run.on_timeout)
+    watchdog.daemon = True
+    error: BaseException | None = None
+    run.start_ns = time.monotonic_ns()
+    t = time.perf_counter()
+    watchdog.start()
+    try:
+        ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph)
+    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the trace is saved
+        error = exc
+    finally:
+        watchdog.cancel()
+    end = time.monotonic_ns()
+    run.seconds["backward"] = round(time.perf_counter() - t, 4)
+    with run.lock:
+        run.finished = True
+        outcome = "error" if error is not None else "completed"
+        detail = str(error) if error is not None else None
+        run.collect(outcome, report.first_line(detail) if detail is not None else None, end)
+        row = run.write(detail)
+    if row.outcome == "error" or row.agreement == "differs":
+        _say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
+        _say(f"trace: {run.path}")
+    if error is not None:
+        raise error

@@ -1,0 +1,105 @@
+"""The torch-side patches of a traced process (applied right after the program imports torch).
+
+* ``--interop-threads N``: ``torch.set_num_interop_threads(N)`` before any parallel work or
+  RPC starts; the program's own later call to it is then ignored (PyTorch would raise).
+* PyTorch's global module hooks, for leaf names (``distviz.tracing.naming``).
+* ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` and ``RRef.to_here`` record their call sites
+  inside dist autograd contexts (``distviz.tracing.callsites``). The RRef helpers
+  (``rref.rpc_sync().forward(x)``) reach the same functions: PyTorch's C++ RPC handler looks them
+  up in ``torch.distributed.rpc.api`` when RPC starts, after this patch.
+* ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
+  use) for ``distviz trace``'s summary.
+* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``.
+
+Each patched function keeps the original as ``__wrapped__``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+import torch.distributed.rpc.api as rpc_api
+
+from distviz.tracing import callsites, journal, naming, observe
+from distviz.tracing.config import TraceConfig
+
+_INSTALLED: list[bool] = []
+
+
+def _interop(n: int) -> None:
+    original = torch.set_num_interop_threads
+    try:
+        original(n)
+    except RuntimeError as exc:  # parallel work already started (the program forked late)
+        print(f"distviz: --interop-threads {n} not applied in process {os.getpid()}: "
+              f"{exc}", flush=True)
+        return
+
+    @functools.wraps(original)
+    def set_num_interop_threads(num: int) -> None:
+        return None     # distviz trace --interop-threads already set it for this process
+    setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
+
+
+def _init_rpc(original: Any, proc: observe._Process) -> Any:
+    @functools.wraps(original)
+    def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = original(name, *args, **kwargs)
+        except Exception as exc:
+            journal.append(proc.config.session_dir, journal.Event(
+                kind="rpc_failed", pid=os.getpid(), worker=str(name),
+                message=" ".join(str(exc).split())[:400] or type(exc).__name__))
+            raise
+        info = rpc.get_worker_info()
+        proc.worker, proc.rank = info.name, int(info.id)
+        return result
+    return init_rpc
+
+
+def _after_fork() -> None:
+    """A forked child counts its own contexts and keeps no calls of its parent."""
+    if observe.PROCESS is not None:
+        observe.start(observe.PROCESS.config)
+        callsites.reset()
+
+
+def install_callsites(proc: observe._Process) -> None:
+    """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
+    if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
+        return
+    me = proc.me
+    gate = proc.may_record
+    for api in ("rpc_sync", "rpc_async", "remote"):
+        wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
+        wrapped._distviz_callsites = True    # type: ignore[attr-defined]
+        setattr(rpc_api, api, wrapped)
+        setattr(rpc, api, wrapped)
+    try:
+        from torch.distributed.rpc import rref_proxy
+        rref_proxy.rpc_async = rpc_api.rpc_async   # its "is rpc_async" test must still hold
+    except ImportError:  # pragma: no cover - older torch
+        pass
+    setattr(rpc.PyRRef, "to_here",  # noqa: B010 - a method of a C++ class
+            callsites.wrap_to_here(rpc.PyRRef.to_here, me, gate))
+
+
+def install(config: TraceConfig) -> None:
+    """Apply every patch once in this process; see the module docstring."""
+    if _INSTALLED:
+        return
+    _INSTALLED.append(True)
+    proc = observe.start(config)
+    if config.interop_threads is not None:
+        _interop(config.interop_threads)
+    naming.install()
+    install_callsites(proc)
+    rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
+    traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
+    dist_autograd.backward = traced
+    os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,187 @@
+"""The verdict on one recorded context, in words (pure, torch-free).
+
+``row`` compares the replay with what PyTorch did (``distviz.replay.agreement.compare``, and
+with several inter-op threads ``legality.check``) and makes the ``ContextRow`` the summary
+and ``index.json`` show. ``hang_text`` and ``error_text`` explain a hang and a backward error in
+the program's own file names, lines and variable names (from the trace's call sites).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from distviz.trace import Trace, short_name
+from distviz.tracing import legality
+from distviz.tracing.journal import ContextRow
+from distviz.words import plural, word_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.model import Hang
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python",
+            f"{os.sep}torch{os.sep}", f"{os.sep}distviz{os.sep}")
+_NODE = re.compile(r"Error on Node (\d+)")
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of an error text."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()
+
+
+def not_recorded(context_id: int, exc: BaseException) -> str:
+    """Why a ``dist_autograd.backward`` call was not recorded, in one line."""
+    text = first_line(str(exc))
+    if "Could not find autograd context" in text or "context" in text.lower() and \
+            "valid" in text.lower():
+        return (f"dist_autograd.backward({context_id}, ...) was called outside a dist_autograd "
+                f"context (PyTorch: {text}); call it inside `with dist_autograd.context() as "
+                "context_id:`")
+    return f"dist_autograd.backward({context_id}, ...) was not recorded: {text}"
+
+
+def hang_text(trace: Trace, replay: Any) -> str:
+    """The hang explanation: the cause, who waits for whom, and the usual fixes."""
+    hang: Hang | None = replay.hang
+    if hang is None:
+        return "no worker can make progress"
+    lines = [hang.summary]
+    lines.extend(f"  {step}" for step in hang.chain)
+    fixes = [f for f in hang.fixes if "--mode smart" not in f]
+    if fixes:
+        lines.append("fixes: " + "; or ".join(fixes[:3]))
+    return "\n".join(lines)
+
+
+def program_site(text: str) -> str | None:
+    """The innermost frame of the program's own files in a (remote) traceback text."""
+    found = [m for m in _FRAME.finditer(text)
+             if not any(part in m.group(1) for part in _LIBRARY)]
+    if not found:
+        return None
+    path, line, fn = found[-1].groups()
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{line} in {fn}"
+
+
+def error_text(trace: Trace, detail: str | None) -> str:
+    """Explain a backward that raised: where the error came from and the node that ran last
+    there."""
+    real = trace.real or {}
+    message = str(real.get("error") or "the backward raised")
+    parts = [f"the backward raised: {message}"]
+    ranks = trace.ranks if trace.ranks is not None else list(range(len(trace.workers)))
+    nodes = [int(n) for n in _NODE.findall(detail or message)]
+    origin = None
+    if nodes and nodes[-1] in ranks:
+        origin = trace.workers[ranks.index(nodes[-1])]
+    if origin is not None:
+        last = [e for e in real.get("events") or [] if e.get("worker") == origin]
+        where = f"on {origin}"
+        site = None
+        if last:
+            node = str(last[-1]["node"])
+            where += f" while running {node.split('/', 1)[1]}"
+            site = ((trace.meta or {}).get("functions") or {}).get(node)
+        parts.append(where + (f" ({site})" if site else ""))
+    site = program_site(detail or "")
+    if site:
+        parts.append(f"at {site}")
+    gone = [u["worker"] for u in real.get("unreachable") or []]
+    if gone:
+        parts.append(f"{', '.join(gone)} did not answer afterwards (the process died?)")
+    return "; ".join(parts)
+
+
+def _verdict(trace: Trace, replay: Any) -> tuple[str, str, str, list[legality.Violation]]:
+    """``(outcome, agreement label, agreement sentence, violations)``."""
+    from distviz.replay.agreement import compare
+
+    if trace.real is None:
+        return "unfinished", "not compared", "the real backward had not finished", []
+    real = trace.real
+    real_outcome = str(real.get("outcome") or "skipped")
+    outcome = "completed"
+    if replay.outcome == "hang" or real_outcome == "hang":
+        outcome = "hang"
+    elif replay.outcome == "error" or real_outcome == "error":
+        outcome = "error"
+    if real_outcome == "skipped":
+        return outcome, "not compared", "the real backward did not run (predicted hang)", []
+    agreement = compare(trace, replay)
+    exact = agreement.exact
+    violations = [] if exact else legality.check(trace)
+    # an exception raised by the program's own code (a custom autograd Function) is not in the
+    # graph: the replay completes, so only the nodes that ran before the error are compared
+    unforeseen = real_outcome == "error" and replay.outcome == "completed"
+    checks = (["executed"] if unforeseen else ["outcome", "executed", "leaves"]) + \
+        (["order"] if exact else [])
+    bad = [k for k in checks if agreement.check(k) is False]
+    zeros = _zero_differences(trace, replay)
+    text = agreement.text
+    if violations:
+        text = (f"{plural(len(violations), 'observed step')} "
+                f"{word_for(len(violations), 'breaks', 'break')} FAST mode's rules "
+                f"({violations[0].text})")
+    elif unforeseen and not bad:
+        text = ("the error comes from the program's own code, which the replay cannot foresee; "
+                "up to the error every worker ran what the replay runs")
+    elif not exact and not bad:
+        text = (f"replay agrees with PyTorch on {len(trace.workers)} workers "
+                f"({len(trace.nodes)} nodes); with {real.get('interop_threads')} inter-op "
+                "threads each worker's observed order is one that FAST mode's rules allow")
+    elif not exact:
+        text = text.split("; the real run used")[0].split(" (the real run used")[0]
+    if zeros:
+        text += f"; all-zero gradient differs for {', '.join(zeros[:3])}"
+    label = "differs" if bad or violations or zeros else "agrees"
+    return outcome, label, text, violations
+
+
+def _zero_differences(trace: Trace, replay: Any) -> list[str]:
+    """Leaves where the replay and ``get_gradients`` disagree on an all-zero gradient."""
+    real = trace.real or {}
+    grads = real.get("gradients") or {}
+    if real.get("outcome") != "completed" or replay.outcome != "completed":
+        return []
+    out = []
+    for nid, acc in sorted(replay.accumulated.items()):
+        got = grads.get(nid)
+        if isinstance(got, dict) and bool(got.get("zero")) != acc.zero:
+            out.append(acc.var or nid)
+    return out
+
+
+def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
+        seconds: dict[str, float], detail: str | None = None) -> ContextRow:
+    """The summary row of one recorded context (``detail``: the full error text, if any)."""
+    outcome, label, text, violations = _verdict(trace, replay)
+    real = trace.real or {}
+    explanation: str | None = None
+    if outcome == "unfinished":
+        explanation = ("the process ended during the real backward (it was killed, or a "
+                       "worker died); the trace holds the recorded graph")
+    elif outcome == "hang":
+        if replay.outcome == "hang" and replay.hang is not None:
+            explanation = replay.hang.summary
+        else:
+            explanation = (f"PyTorch's backward did not return within "
+                           f"{real.get('hang_timeout_s')} s, but the replay completes: {text}")
+    elif outcome == "error":
+        explanation = error_text(trace, detail)
+    elif label == "differs":
+        explanation = text
+    shape = Counter(f"{n.worker}/{short_name(n.name)}" for n in trace.nodes)
+    return ContextRow(
+        file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
+        workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
+        outcome=outcome, predicted=str(replay.outcome),
+        real=str(real.get("outcome") or "skipped") if trace.real is not None else "running",
+        agreement=label, agreement_text=text, violations=len(violations),
+        explanation=explanation, shape=dict(sorted(shape.items())), seconds=dict(seconds))

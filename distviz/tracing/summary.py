@@ -1,0 +1,162 @@
+"""The end of a ``distviz trace`` run: ``index.json``, the summary table, the exit code
+(pure, torch-free).
+
+Each recorded context has one ``ContextRow`` (the last one logged for its trace file wins: with
+``--on-hang continue`` a context is logged when the hang is predicted and again when PyTorch's
+backward is seen to hang). ``entries`` orders them by initiator and context number and says how
+each graph differs from the previous recorded context of the same initiator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+from rich.text import Text
+
+from distviz.limits import (
+    EXIT_BACKWARD_ERROR,
+    EXIT_DISAGREE,
+    EXIT_HANG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+)
+from distviz.tracing.journal import ContextRow, Event
+from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.tracing.command import Finished
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One recorded context and how its graph differs from the previous one of its
+    initiator (``change``: ``first recorded``, ``same shape`` or what changed)."""
+
+    row: ContextRow
+    change: str
+
+
+def shape_change(before: dict[str, int] | None, after: dict[str, int]) -> str:
+    """``same shape``, or the node counts that changed: ``+2 nodes (+2 trainer/AddBackward0)``,
+    ``same node count (-1 ps/AddBackward0, +1 t/MulBackward0)``."""
+    if before is None:
+        return "first recorded"
+    diffs: list[tuple[str, int]] = []
+    for key in sorted(set(before) | set(after)):
+        d = after.get(key, 0) - before.get(key, 0)
+        if d:
+            diffs.append((key, d))
+    if not diffs:
+        return "same shape"
+    total = sum(after.values()) - sum(before.values())
+    parts = ", ".join(f"{d:+d} {k}" for k, d in diffs[:4])
+    more = f", {len(diffs) - 4} more kinds" if len(diffs) > 4 else ""
+    return f"{total:+d} nodes ({parts}{more})" if total else f"same node count ({parts}{more})"
+
+
+def entries(events: list[Event]) -> list[Entry]:
+    """The recorded contexts in ``events``, by initiator then context number."""
+    last: dict[str, ContextRow] = {}
+    for ev in events:
+        if ev.kind == "context" and ev.row is not None:
+            last[ev.row.file] = ev.row
+    rows = sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file))
+    out: list[Entry] = []
+    previous: dict[str, dict[str, int]] = {}
+    for r in rows:
+        out.append(Entry(row=r, change=shape_change(previous.get(r.initiator), r.shape)))
+        previous[r.initiator] = r.shape
+    return out
+
+
+def index_json(found: list[Entry], command: list[str], exit_code: int,
+               notes: list[str]) -> dict[str, Any]:
+    """The ``index.json`` object: the command, its exit code, notes, one object per context."""
+    contexts = []
+    for e in found:
+        r = e.row
+        contexts.append({
+            "file": r.file, "initiator": r.initiator, "context": r.index,
+            "context_id": r.context_id, "pid": r.pid, "workers": r.workers, "nodes": r.nodes,
+            "messages": r.messages, "outcome": r.outcome, "predicted": r.predicted,
+            "real": r.real, "agreement": r.agreement, "agreement_text": r.agreement_text,
+            "violations": r.violations, "explanation": r.explanation,
+            "change": e.change, "seconds": r.seconds})
+    return {"format": "distviz-trace-index", "command": command, "exit_code": exit_code,
+            "notes": notes, "contexts": contexts}
+
+
+def table(found: list[Entry]) -> Table:
+    """The summary as a rich table (one row per recorded context)."""
+    t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for col in ("initiator", "ctx", "workers", "nodes", "msgs", "outcome", "agreement"):
+        t.add_column(col, no_wrap=True, justify="right" if col in ("ctx", "workers", "nodes",
+                                                                     "msgs") else "left")
+    t.add_column("graph vs previous", overflow="fold")
+    styles = {"completed": "green", "hang": "red", "error": "red", "unfinished": "red"}
+    for e in found:
+        r = e.row
+        agree = Text(r.agreement, style="green" if r.agreement == "agrees" else
+                     ("red" if r.agreement == "differs" else "yellow"))
+        t.add_row(r.initiator, str(r.index), str(len(r.workers)), str(r.nodes),
+                  str(r.messages), Text(r.outcome, style=styles.get(r.outcome, "")), agree,
+                  e.change)
+    return t
+
+
+def verdict(found: list[Entry]) -> int:
+    """The exit code the recorded contexts give when the program itself succeeded."""
+    outcomes = {e.row.outcome for e in found}
+    if "hang" in outcomes:
+        return EXIT_HANG
+    if "error" in outcomes or "unfinished" in outcomes:
+        return EXIT_BACKWARD_ERROR
+    if any(e.row.agreement == "differs" for e in found):
+        return EXIT_DISAGREE
+    return EXIT_OK
+
+
+def program_status(returncode: int) -> int:
+    """A shell's view of a child's status: ``128 + N`` when signal ``N`` killed it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def exit_code(finished: Finished, found: list[Entry]) -> int:
+    """``distviz trace``'s exit status: 130 after Ctrl-C (143 after SIGTERM), 6 when a hang
+    stopped the program, the program's own status when it failed, else ``verdict``."""
+    if finished.interrupted:
+        return 128 + 15 if finished.terminated else EXIT_INTERRUPTED
+    if finished.stopped_for_hang:
+        return EXIT_HANG
+    if finished.returncode != 0:
+        return program_status(finished.returncode)
+    return verdict(found)
+
+
+def notes(finished: Finished, found: list[Entry]) -> list[str]:
+    """Sentences about the run as a whole, for the summary and ``index.json``."""
+    out: list[str] = []
+    for ev in finished.events:
+        who = f"{ev.worker}: " if ev.worker else ""
+        if ev.kind == "rpc_failed":
+            out.append(f"{who}rpc.init_rpc failed: {ev.message}")
+        elif ev.kind == "not_recorded":
+            out.append(f"{who}{ev.message}")
+        elif ev.kind == "stop":
+            out.append(f"distviz stopped the program: {ev.message} (--on-hang stop)")
+    if finished.interrupted:
+        out.append("interrupted: the program was stopped; the traces written so far are kept")
+    elif finished.returncode != 0 and not finished.stopped_for_hang:
+        status = program_status(finished.returncode)
+        how = (f"was killed by signal {-finished.returncode}" if finished.returncode < 0
+               else f"exited with status {status}")
+        out.append(f"the program {how}; distviz exits with the same status")
+    if finished.leftovers:
+        out.append(f"the program left {plural(finished.leftovers, 'process', 'processes')} "
+                   "running; distviz stopped them")
+    if not found and not finished.interrupted and not finished.stopped_for_hang:
+        out.append("no context was recorded: no process called "
+                   "torch.distributed.autograd.backward in a context --contexts selects")
+    return out

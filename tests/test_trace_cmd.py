@@ -1,0 +1,367 @@
+"""``distviz trace`` on real, unchanged RPC programs (``tests/programs/``).
+
+Each program runs once per session (``traced``) and the tests read what it left: the exit
+status, the summary, ``index.json`` and the traces. The programs are written the way PyTorch's
+RPC tutorials write them and are started with ``torch.multiprocessing.spawn``; every run checks
+that no process of the program is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distviz.replay import replay
+from distviz.trace import Trace, load
+from distviz.tracing import legality
+
+pytestmark = pytest.mark.rpc
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = Path("tests") / "programs"
+
+
+@dataclass
+class Traced:
+    """One ``distviz trace`` run: its exit status, output, index and traces by file name."""
+
+    code: int
+    stdout: str
+    stderr: str
+    out: Path
+    index: dict[str, Any]
+    traces: dict[str, Trace]
+
+    def context(self, initiator: str, k: int) -> Trace:
+        return self.traces[f"{initiator}.ctx{k}.trace.json"]
+
+    def row(self, initiator: str, k: int) -> dict[str, Any]:
+        return next(c for c in self.index["contexts"]
+                    if c["initiator"] == initiator and c["context"] == k)
+
+
+def _environment(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"RPC_INIT_METHOD": f"file://{tmp}/rpc-rendezvous",
+                "PG_INIT_METHOD": f"file://{tmp}/pg-rendezvous",
+                "TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
+                "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"})
+    return env
+
+
+def programs_running(marker: str) -> list[int]:
+    """Processes whose environment mentions ``marker`` (the run's own folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if marker.encode() in fh.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def trace_command(tmp: Path, program: list[str], *options: str) -> list[str]:
+    return [sys.executable, "-m", "distviz", "trace", "-o", str(tmp / "traces"), *options, "--",
+            sys.executable, *program]
+
+
+def finish(tmp: Path, proc: subprocess.CompletedProcess[str] | Any, stdout: str,
+           stderr: str) -> Traced:
+    out = tmp / "traces"
+    deadline = time.monotonic() + 10
+    while programs_running(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not programs_running(str(tmp)), "the traced program left processes behind"
+    index = json.loads((out / "index.json").read_text(encoding="utf-8"))
+    traces = {Path(c["file"]).name: load(c["file"]) for c in index["contexts"]}
+    return Traced(code=proc.returncode, stdout=stdout, stderr=stderr, out=out, index=index,
+                  traces=traces)
+
+
+def run_traced(tmp: Path, program: list[str], *options: str, timeout: float = 400) -> Traced:
+    proc = subprocess.run(trace_command(tmp, program, *options), cwd=ROOT, env=_environment(tmp),
+                          capture_output=True, text=True, timeout=timeout)
+    return finish(tmp, proc, proc.stdout, proc.stderr)
+
+
+_RUNS: dict[str, Traced] = {}
+
+RUNS: dict[str, tuple[list[str], list[str]]] = {
+    "rnn": ([str(PROGRAMS / "rnn" / "main.py"), "2"], ["--contexts", "all",
+                                                       "--interop-threads", "1"]),
+    "ps": ([str(PROGRAMS / "ps_trainers.py"), "2"], ["--contexts", "all"]),
+    "pipeline": ([str(PROGRAMS / "pipeline.py"), "2"], ["--contexts", "2"]),
+    "ddp": ([str(PROGRAMS / "ddp_remote.py"), "2"], []),
+    "hang": ([str(PROGRAMS / "hang_unused.py")], []),
+    "raise": ([str(PROGRAMS / "faults.py"), "raise"], []),
+    "crash": ([str(PROGRAMS / "faults.py"), "crash"], ["--contexts", "all"]),
+    "no-backward": ([str(PROGRAMS / "faults.py"), "no-backward"], []),
+    "outside": ([str(PROGRAMS / "faults.py"), "outside-context"], []),
+}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    def get(name: str) -> Traced:
+        if name not in _RUNS:
+            program, options = RUNS[name]
+            _RUNS[name] = run_traced(tmp_path_factory.mktemp(name), program, *options)
+        return _RUNS[name]
+    return get
+
+
+def _pairs_complete(t: Trace) -> bool:
+    return all(p["send"] is not None and p["recv"] is not None for p in t.pairs())
+
+
+def _leaves(t: Trace) -> set[str]:
+    return {n.var for n in t.nodes if n.kind == "accumulate_grad" and n.var}
+
+
+# -- the four tutorial programs ------------------------------------------------------------------
+
+def test_rnn_tutorial_every_context_recorded_named_and_exact(traced: Any) -> None:
+    run = traced("rnn")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert [(c["initiator"], c["context"]) for c in run.index["contexts"]] == [
+        ("trainer", 1), ("trainer", 2)]
+    t = run.context("trainer", 1)
+    assert t.workers == ["ps", "trainer"] and t.initiator == "trainer"
+    # embedding + decoder on the parameter server behind RRefs, the LSTM on the trainer
+    assert {"ps.encoder.weight", "ps.decoder.weight", "ps.decoder.bias",
+            "trainer.rnn.weight_ih_l0", "trainer.rnn.weight_hh_l1"} <= _leaves(t)
+    assert all(n.var for n in t.nodes if n.kind == "accumulate_grad")
+    assert t.passes[0].root_vars == ["loss"]
+    # three send/recv pairs: the embedding's result, the decoder's argument and result
+    assert len(t.pairs()) == 3 and _pairs_complete(t)
+    sites = [(c.func, c.result_var, c.site) for c in t.rpc_calls]
+    assert sites == [
+        ("_call_method(EmbeddingTable.forward)", "emb",
+         "tests/programs/rnn/rnn.py:15 in _remote_method <- tests/programs/rnn/rnn.py:62 in "
+         "forward <- tests/programs/rnn/main.py:43 in _run_trainer <- "
+         "tests/programs/rnn/main.py:61 in run_worker"),
+        ("_call_method(Decoder.forward)", "decoded",
+         "tests/programs/rnn/rnn.py:15 in _remote_method <- tests/programs/rnn/rnn.py:65 in "
+         "forward <- tests/programs/rnn/main.py:43 in _run_trainer <- "
+         "tests/programs/rnn/main.py:61 in run_worker")]
+    # one inter-op thread: the order is compared exactly, and agrees
+    assert t.real is not None and t.real["interop_threads"] == 1
+    assert all(c["agreement"] == "agrees" and c["outcome"] == "completed"
+               for c in run.index["contexts"])
+    rp = replay(t)
+    from distviz.replay.agreement import compare
+    agreement = compare(t, rp)
+    assert agreement.exact and agreement.order and agreement.leaves
+    # gradients by leaf: get_gradients on every worker has exactly the leaves the replay fills
+    assert set(t.real["gradients"]) == set(rp.accumulated)
+    assert run.row("trainer", 2)["change"] == "same shape"
+
+
+def test_observed_orders_obey_the_fast_mode_rules_checked_with_several_threads(
+        traced: Any) -> None:
+    # the rules the legality check applies hold on every exact real run: PyTorch is the oracle
+    for name in ("rnn", "pipeline"):
+        for t in traced(name).traces.values():
+            assert legality.check(t) == [], name
+
+
+def test_parameter_server_with_two_concurrent_trainers(traced: Any) -> None:
+    run = traced("ps")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert sorted((c["initiator"], c["context"]) for c in run.index["contexts"]) == [
+        ("trainer_1", 1), ("trainer_1", 2), ("trainer_2", 1), ("trainer_2", 2)]
+    for name in ("trainer_1", "trainer_2"):
+        t = run.context(name, 1)
+        # only the workers of this context: the other trainer is not in it
+        assert t.workers == ["parameter_server", name]
+        assert _leaves(t) == {"parameter_server.model.fc1.weight",
+                              "parameter_server.model.fc1.bias",
+                              "parameter_server.model.fc2.weight",
+                              "parameter_server.model.fc2.bias"}
+        assert t.real is not None and t.real["outcome"] == "completed"
+        # the shared leaves ran once each for this context, whatever the other trainer did
+        ran = [e["node"] for e in t.real["events"]]
+        assert len(ran) == len(set(ran))
+        assert run.row(name, 2)["change"] == "same shape"
+    assert all(c["agreement"] == "agrees" for c in run.index["contexts"]), run.index
+
+
+def test_pipeline_of_two_shards_behind_rrefs_with_micro_batches(traced: Any) -> None:
+    run = traced("pipeline")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert [c["context"] for c in run.index["contexts"]] == [2]     # --contexts 2
+    t = run.context("master", 2)
+    assert t.workers == ["master", "worker1", "worker2"]
+    assert {"worker1.seq.0.weight", "worker1.seq.0.bias", "worker2.fc.weight",
+            "worker2.fc.bias"} == _leaves(t)
+    assert _pairs_complete(t)
+    # each shard fetches its micro-batch with to_here(), in the shard's own code
+    fetches = [c for c in t.rpc_calls if c.api == "to_here"]
+    assert {c.caller for c in fetches} == {"worker1", "worker2"}
+    assert all(c.site and c.site.startswith("tests/programs/pipeline.py:") and
+               c.site.endswith(" in forward") for c in fetches)
+    assert run.row("master", 2)["agreement"] == "agrees"
+
+
+def test_ddp_with_a_remote_module(traced: Any) -> None:
+    run = traced("ddp")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    for name in ("trainer0", "trainer1"):
+        t = run.context(name, 1)
+        assert t.workers == [name, "ps"]
+        # DDP's module. prefix dropped; the RemoteModule's EmbeddingBag named on its owner
+        assert _leaves(t) == {f"{name}.fc.weight", f"{name}.fc.bias", "ps.weight"}
+        assert run.row(name, 1)["agreement"] == "agrees"
+
+
+# -- hangs, errors, crashes ----------------------------------------------------------------------
+
+def test_a_predicted_hang_is_explained_in_the_programs_terms_and_stops_it(traced: Any) -> None:
+    run = traced("hang")
+    assert run.code == 6, run.stdout + run.stderr[-3000:]
+    text = run.stderr
+    assert "the replay predicts that this backward hangs" in text
+    assert ("the result of rpc_sync(scale) at tests/programs/hang_unused.py:28 in forward <- "
+            "tests/programs/hang_unused.py:40 in run_worker, assigned to `checked`, is not used "
+            "by the loss (`loss`)") in text
+    assert "use `checked` in the loss" in text
+    t = run.context("worker0", 1)
+    assert t.real is not None and t.real["outcome"] == "skipped"
+    assert replay(t).outcome == "hang"
+    assert "distviz stopped the program" in run.stdout
+
+
+def test_ctrl_c_with_on_hang_continue_keeps_the_observed_hang(tmp_path: Path) -> None:
+    program = [str(PROGRAMS / "hang_unused.py")]
+    proc = subprocess.Popen(trace_command(tmp_path, program, "--on-hang", "continue",
+                                          "--hang-timeout", "2"),
+                            cwd=ROOT, env=_environment(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    trace_file = tmp_path / "traces" / "worker0.ctx1.trace.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if trace_file.exists() and '"outcome":"hang"' in trace_file.read_text():
+            break
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    run = finish(tmp_path, proc, stdout, stderr)
+    assert run.code == 130, stdout + stderr[-3000:]
+    assert "PyTorch's backward has not returned after 2 s: it hangs" in stderr
+    t = run.context("worker0", 1)
+    assert t.real is not None and t.real["outcome"] == "hang"
+    assert [e["node"] for e in t.real["events"]]      # what ran before it stopped
+    assert "interrupted" in stdout
+
+
+def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
+        traced: Any) -> None:
+    run = traced("raise")
+    assert run.code == 1, run.stdout + run.stderr[-3000:]
+    row = run.row("worker0", 1)
+    assert row["outcome"] == "error"
+    assert "gradient rejected by Checked.backward" in row["explanation"]
+    assert "on worker1 while running CheckedBackward" in row["explanation"]
+    assert "tests/programs/faults.py:30 in Checked.backward" in row["explanation"]
+    assert "the program exited with status 1" in run.stdout
+
+
+def test_a_worker_killed_mid_backward_keeps_every_trace_so_far(traced: Any) -> None:
+    run = traced("crash")
+    assert run.code == 1, run.stdout + run.stderr[-3000:]
+    first = run.context("worker0", 1)
+    assert first.real is not None and first.real["outcome"] == "completed"
+    assert run.row("worker0", 1)["agreement"] == "agrees"
+    second = run.context("worker0", 2)      # recorded before the backward that killed worker1
+    assert len(second.nodes) == len(first.nodes) and _pairs_complete(second)
+    assert run.row("worker0", 2)["outcome"] in ("unfinished", "error")
+
+
+def test_a_program_that_never_calls_backward(traced: Any) -> None:
+    run = traced("no-backward")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert run.index["contexts"] == []
+    assert "no context was recorded" in run.stdout
+
+
+def test_backward_outside_a_context(traced: Any) -> None:
+    run = traced("outside")
+    assert run.code == 1, run.stdout + run.stderr[-3000:]
+    assert ("dist_autograd.backward(1000, ...) was called outside a dist_autograd context "
+            "(PyTorch: Could not find autograd context with id: 1000)") in run.stdout
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+def test_command_not_found_or_not_executable(tmp_path: Path) -> None:
+    env = _environment(tmp_path)
+    missing = subprocess.run([sys.executable, "-m", "distviz", "trace", "--",
+                              "no-such-program-here", "x"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 127
+    assert missing.stderr.strip().splitlines()[-1] == (
+        "error: no-such-program-here: command not found (not on PATH)")
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\n")
+    plain = subprocess.run([sys.executable, "-m", "distviz", "trace", "--", str(script)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 126
+    assert "not an executable file" in plain.stderr
+
+
+def test_port_already_in_use(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = _environment(tmp_path)
+        env["RPC_INIT_METHOD"] = f"tcp://127.0.0.1:{port}"
+        proc = subprocess.run(trace_command(tmp_path, [str(PROGRAMS / "faults.py"), "raise"]),
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        run = finish(tmp_path, proc, proc.stdout, proc.stderr)
+    assert run.code == 1, proc.stdout + proc.stderr[-3000:]
+    assert "worker0: rpc.init_rpc failed:" in run.stdout
+    assert "in use" in run.stdout.lower()
+
+
+def test_bad_options_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    for options, message in ((["--contexts", "second"], "--contexts second: expected all, first"),
+                             (["--on-hang", "wait"], "--on-hang wait: expected stop or"),
+                             (["--hang-timeout", "0"], "--hang-timeout 0: expected a positive")):
+        proc = subprocess.run([sys.executable, "-m", "distviz", "trace", *options, "--", "true"],
+                              cwd=tmp_path, env=_environment(tmp_path), capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+# -- the Python API ------------------------------------------------------------------------------
+
+def test_backward_and_record_observe_api(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "api_observe.py"),
+                           str(tmp_path)], cwd=ROOT, env=_environment(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[:3] == ["backward: completed", "record before: None", "record after: completed"]
+    assert lines[3].startswith("hang: predicted: ") and "assigned to `unused`" in lines[3]
+    assert "tests/scripts/api_observe.py:66 in worker" in lines[3]
+    for name in ("backward.json", "record.json"):
+        t = load(tmp_path / name)
+        assert t.real is not None and t.real["outcome"] == "completed"
+        assert {"worker1.lin.weight", "worker1.lin.bias"} <= _leaves(t)
+        assert set(t.real["gradients"]) == set(replay(t).accumulated)
+    assert load(tmp_path / "hang.json").real["outcome"] == "skipped"  # type: ignore[index]

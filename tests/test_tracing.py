@@ -1,0 +1,259 @@
+"""The pure parts of ``distviz trace``: options, the FAST-mode rules an observed order must
+obey, the summary and its exit codes, file claims, traces with only some workers. No torch."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from replay_fixtures import M, TraceBuilder, design_note
+
+from distviz.errors import UsageError
+from distviz.replay import replay
+from distviz.trace import Trace, loads
+from distviz.tracing import journal, legality, report, summary
+from distviz.tracing.command import CommandNotExecutable, CommandNotFound, Finished, resolve
+from distviz.tracing.config import TraceConfig, check_options
+from distviz.training import ContextSelection
+
+# -- options -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "chosen"), [
+    ("first", [1]), ("all", [1, 2, 3, 4, 5, 6, 7]), ("2,5", [2, 5]), ("5, 2", [2, 5]),
+    ("every:3", [1, 4, 7])])
+def test_contexts_select_per_initiator_from_one(text: str, chosen: list[int]) -> None:
+    spec = ContextSelection.parse(text)
+    assert [k for k in range(1, 8) if spec.selects(k)] == chosen
+    assert ContextSelection.parse(spec.text()) == spec
+
+
+@pytest.mark.parametrize("text", ["second", "0", "1,x", "every:0", "every:", "-1"])
+def test_contexts_refuses_other_forms(text: str) -> None:
+    with pytest.raises(UsageError, match=r"--contexts"):
+        ContextSelection.parse(text)
+
+
+def test_options_are_checked_and_the_config_travels_through_the_environment() -> None:
+    with pytest.raises(UsageError, match="--max-contexts 0"):
+        check_options("first", 0, "stop", 1.0, None)
+    with pytest.raises(UsageError, match="--interop-threads 0"):
+        check_options("first", None, "stop", 1.0, 0)
+    cfg = TraceConfig(out_dir="t", contexts="every:2", max_contexts=3, on_hang="continue",
+                      hang_timeout=2.5, interop_threads=1, session_dir="/s", parent_pid=7)
+    assert TraceConfig.from_env(cfg.to_env()) == cfg
+    assert TraceConfig.from_env("not json") is None
+
+
+def test_a_missing_command_is_found_out_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(CommandNotFound, match="command not found"):
+        resolve(["surely-no-such-command-anywhere"])
+    with pytest.raises(CommandNotFound, match="no such file"):
+        resolve([str(tmp_path / "missing.py")])
+    (tmp_path / "plain.txt").write_text("x")
+    with pytest.raises(CommandNotExecutable):
+        resolve([str(tmp_path / "plain.txt")])
+    assert resolve(["sh", "-c", "true"])[1:] == ["-c", "true"]
+
+
+# -- the FAST-mode rules of an observed order --------------------------------------------------
+
+def observed(trace: Trace, runs: list[tuple[str, str]]) -> Trace:
+    """``trace`` with a real run whose events are ``(thread, node id)`` in time order."""
+    workers = {n.id: n.worker for n in trace.nodes}
+    events = [{"pass": 0, "worker": workers[node], "node": node, "t_us": 10.0 * (k + 1),
+               "dur_us": None, "thread": thread, "grad_shapes": None}
+              for k, (thread, node) in enumerate(runs)]
+    trace.real = {"outcome": "completed", "error": None, "events": events, "gradients": {},
+                  "interop_threads": 2}
+    return trace
+
+
+def replayed_runs(trace: Trace) -> list[tuple[str, str]]:
+    rp = replay(trace)
+    return [(f"{w}-pool", nid) for w, ids in rp.order[0].items() for nid in ids]
+
+
+def test_the_replays_own_order_obeys_every_rule() -> None:
+    t = design_note()
+    assert legality.check(observed(t, replayed_runs(t))) == []
+
+
+def test_priority_a_ready_accumulate_grad_runs_first() -> None:
+    t = design_note()
+    runs = replayed_runs(t)
+    order = [n for _, n in runs]
+    acc, recv = order.index("worker0/AccumulateGrad(t4)"), order.index("worker0/RecvRpcBackward#0")
+    runs[acc], runs[recv] = runs[recv], runs[acc]
+    found = legality.check(observed(t, runs))
+    assert [(v.rule, v.node) for v in found] == [("priority", "worker0/RecvRpcBackward#0")]
+    assert "AccumulateGrad(t4)" in found[0].text
+
+
+def test_call_a_node_runs_in_a_call_of_one_of_its_predecessors() -> None:
+    t = design_note()
+    runs = [("worker0-other" if n == "worker0/MulBackward0#2" else th, n)
+            for th, n in replayed_runs(t)]
+    rules = {(v.rule, v.node) for v in legality.check(observed(t, runs))}
+    assert ("call", "worker0/MulBackward0#2") in rules
+
+
+def _two_messages_into_one_leaf() -> Trace:
+    """worker0's leaf x feeds two sends, whose gradients come back as two calls."""
+    b = TraceBuilder(2)
+    x = b.acc(0, "x")
+    s0 = b.send(0, M(0, 0), [x], seq=0)
+    s1 = b.send(0, M(0, 1), [x], seq=1)
+    ra, rb = b.recv(0, M(1, 0), seq=2), b.recv(0, M(1, 1), seq=3)
+    add = b.op(0, "AddBackward0", 4, [ra, rb])
+    loss = b.op(0, "SumBackward0", 5, [add])
+    for k, msg in enumerate((M(0, 0), M(0, 1))):
+        r = b.recv(1, msg, seq=10 + k)
+        b.send(1, M(1, k), [b.op(1, "TanhBackward0", 20 + k, [r])], seq=30 + k)
+    b.backward([loss], root_vars=["loss"])
+    trace = b.build()
+    assert s0 and s1
+    return trace
+
+
+def test_dependencies_a_node_waits_for_every_predecessor_in_other_calls() -> None:
+    t = _two_messages_into_one_leaf()
+    ids = {n.id for n in t.nodes}
+    s0, s1 = sorted(i for i in ids if i.startswith("worker0/SendRpcBackward"))
+    acc = "worker0/AccumulateGrad(x)"
+    root = [("T0", "worker0/SumBackward0#5"), ("T0", "worker0/AddBackward0#4"),
+            ("T0", "worker0/RecvRpcBackward#3"), ("T0", "worker0/RecvRpcBackward#2")]
+    legal = root + [("T1", s0), ("T2", s1), ("T2", acc)]
+    assert legality.check(observed(t, legal)) == []
+    early = root + [("T1", s0), ("T1", acc), ("T2", s1)]
+    found = legality.check(observed(t, early))
+    assert [(v.rule, v.node) for v in found] == [("dependencies", acc)]
+    twice = legal + [("T2", acc)]
+    assert ("once", acc) in {(v.rule, v.node) for v in legality.check(observed(t, twice))}
+
+
+# -- the verdict and the summary ---------------------------------------------------------------
+
+def _row(initiator: str, k: int, shape: dict[str, int], outcome: str = "completed",
+         agreement: str = "agrees", file: str | None = None) -> journal.ContextRow:
+    return journal.ContextRow(file=file or f"{initiator}.ctx{k}.trace.json", initiator=initiator,
+                              index=k, context_id=k, pid=1, workers=[initiator, "ps"],
+                              nodes=sum(shape.values()), messages=1, outcome=outcome,
+                              predicted=outcome, real=outcome, agreement=agreement,
+                              shape=shape)
+
+
+def test_each_context_is_compared_with_the_previous_one_of_its_initiator() -> None:
+    a = {"t/MulBackward0": 2, "ps/AddBackward0": 1}
+    events = [journal.Event(kind="context", pid=1, row=r) for r in (
+        _row("t2", 1, a), _row("t1", 1, a), _row("t1", 2, a),
+        _row("t1", 3, {"t/MulBackward0": 3, "ps/AddBackward0": 1}),
+        _row("t1", 3, {"t/MulBackward0": 3}, outcome="hang"))]   # later rows of a file win
+    found = summary.entries(events)
+    assert [(e.row.initiator, e.row.index, e.change) for e in found] == [
+        ("t1", 1, "first recorded"), ("t1", 2, "same shape"),
+        ("t1", 3, "same node count (-1 ps/AddBackward0, +1 t/MulBackward0)"),
+        ("t2", 1, "first recorded")]
+    assert summary.verdict(found) == 6
+
+
+def _finished(returncode: int = 0, **kw: Any) -> Finished:
+    base: dict[str, Any] = {"stopped_for_hang": False, "interrupted": False, "leftovers": 0}
+    return Finished(returncode=returncode, **{**base, **kw})
+
+
+def test_exit_status_the_programs_own_when_it_fails_else_the_verdict() -> None:
+    ok = [summary.Entry(_row("t", 1, {}), "first recorded")]
+    differs = [summary.Entry(_row("t", 1, {}, agreement="differs"), "first recorded")]
+    error = [summary.Entry(_row("t", 1, {}, outcome="error"), "first recorded")]
+    assert summary.exit_code(_finished(), ok) == 0
+    assert summary.exit_code(_finished(), differs) == 8
+    assert summary.exit_code(_finished(), error) == 7
+    assert summary.exit_code(_finished(3), ok) == 3
+    assert summary.exit_code(_finished(-9), ok) == 137
+    assert summary.exit_code(_finished(-15, stopped_for_hang=True), ok) == 6
+    assert summary.exit_code(_finished(-2, interrupted=True), ok) == 130
+    assert summary.exit_code(_finished(-15, interrupted=True), ok) == 130   # we stopped it
+    assert summary.exit_code(_finished(-15, interrupted=True, terminated=True), ok) == 143
+    notes = summary.notes(_finished(-9, leftovers=2), [])
+    assert "the program was killed by signal 9; distviz exits with the same status" in notes
+    assert "the program left 2 processes running; distviz stopped them" in notes
+
+
+def test_a_backward_outside_a_context_is_said_in_words() -> None:
+    text = report.not_recorded(7, RuntimeError("Could not find autograd context with id: 7"))
+    assert text.startswith("dist_autograd.backward(7, ...) was called outside a dist_autograd "
+                           "context (PyTorch: Could not find autograd context with id: 7)")
+
+
+def test_the_programs_own_frame_is_found_in_a_remote_traceback() -> None:
+    text = ('Traceback (most recent call last):\n'
+            '  File "/usr/lib/python3.11/site-packages/torch/autograd/function.py", line 3, '
+            'in apply\n  File "/home/me/proj/model.py", line 42, in backward\n'
+            '    raise ValueError("x")\n')
+    assert report.program_site(text) == "/home/me/proj/model.py:42 in backward"
+    assert report.program_site("no frames") is None
+
+
+# -- files -------------------------------------------------------------------------------------
+
+def test_claims_never_give_one_file_to_two_processes(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    session.mkdir()
+    got: list[Path] = []
+    lock = threading.Lock()
+
+    def claim() -> None:
+        p = journal.claim(str(tmp_path / "out"), str(session), "trainer/1", 3)
+        with lock:
+            got.append(p)
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    names = sorted(p.name for p in got)
+    assert len(set(names)) == 8
+    assert names[0] == "trainer_1.ctx3-1.trace.json" and "trainer_1.ctx3.trace.json" in names
+    # without a session (the Python API) a file already there is never replaced
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "w.ctx1.trace.json").write_text("mine")
+    assert journal.claim(str(tmp_path / "api"), None, "w", 1).name == "w.ctx1-1.trace.json"
+
+
+def test_the_event_log_skips_a_torn_last_line(tmp_path: Path) -> None:
+    journal.append(str(tmp_path), journal.Event(kind="context", pid=3, row=_row("t", 1, {})))
+    journal.append(str(tmp_path), journal.Event(kind="stop", pid=3, message="t context 1 hangs"))
+    with open(tmp_path / journal.EVENTS, "a", encoding="utf-8") as fh:
+        fh.write('{"kind": "cont')
+    events = journal.read(str(tmp_path))
+    assert [e.kind for e in events] == ["context", "stop"]
+    assert events[0].row == _row("t", 1, {})
+
+
+# -- traces with only the workers of their context ------------------------------------------------
+
+def test_a_trace_of_some_workers_routes_messages_by_rpc_rank() -> None:
+    """Ranks 0 and 2 took part; rank 1 (another trainer) did not and is not in the trace."""
+    b = TraceBuilder(["trainer", "ps"])
+    t1 = b.acc(0, "t1")
+    b.send(0, M(0, 0), [t1], seq=1)
+    recv = b.recv(0, M(2, 0), seq=0)
+    loss = b.op(0, "SumBackward0", 3, [recv])
+    r = b.recv(1, M(0, 0), seq=0)
+    b.send(1, M(2, 0), [b.op(1, "MulBackward0", 1, [r])], seq=2)
+    b.backward([loss], root_vars=["loss"])
+    trace = b.build()
+    trace.ranks = [0, 2]
+    again = loads(trace.dumps())
+    assert again.ranks == [0, 2] and again.worker_index() == {0: 0, 2: 1}
+    rp = replay(again)
+    assert rp.outcome == "completed"
+    assert set(rp.accumulated) == {"trainer/AccumulateGrad(t1)"}
+    assert any("to ps (message 2:0)" in e.text for e in rp.events)
+    bad = trace.to_json()
+    bad["ranks"] = [0, 0]
+    with pytest.raises(Exception, match="ranks"):
+        Trace.from_json(bad)
