@@ -212,20 +212,28 @@ def test_stepping_back_asks_the_replay_for_that_state() -> None:
 # -- a real terminal: tmux ------------------------------------------------------------------
 
 class Pane:
-    """A tmux session running one command in a fixed-size pane."""
+    """A tmux session running one command in a fixed-size pane, on a tmux server of its own.
+
+    A private server (``tmux -L``) matters: a session added to an already running server takes
+    that server's environment, so the command could import another checkout's distviz.
+    """
 
     def __init__(self, command: str, width: int = 120, height: int = 50) -> None:
         self.name = f"distviz-test-{uuid.uuid4().hex[:8]}"
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         env.pop("NO_COLOR", None)
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width),
+        subprocess.run([*self._tmux, "new-session", "-d", "-s", self.name, "-x", str(width),
                         "-y", str(height), command], check=True, env=env, cwd=REPO)
 
+    @property
+    def _tmux(self) -> list[str]:
+        return ["tmux", "-L", self.name]
+
     def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self._tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
+        return subprocess.run([*self._tmux, "capture-pane", "-p", "-t", self.name],
                               capture_output=True, text=True, check=True).stdout
 
     def wait_for(self, pattern: str, timeout: float = 15.0) -> str:
@@ -239,7 +247,7 @@ class Pane:
         raise AssertionError(f"{pattern!r} never appeared; screen:\n{text}")
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self._tmux, "kill-server"], capture_output=True)
 
 
 def _body(screen: str) -> str:
