@@ -97,6 +97,17 @@ TRACE_STOP_GRACE: Final = 2.0
 #: After the command ends, how long its helper processes may take to leave by themselves.
 TRACE_SETTLE: Final = 2.0
 
+# -- pictures -------------------------------------------------------------------------------------------
+
+#: The largest picture the default view draws, in pixels on a side at 100 % zoom (96 dpi): a
+#: larger one is not something a person reads (its text, 10 pt, would stay readable only by
+#: scrolling across many screens), and a bitmap much larger than this would be shrunk by Graphviz.
+PICTURE_MAX_PX: Final = 10_000
+#: The most boxes a default picture lays out to see whether it is readable; more never are.
+PICTURE_MAX_BOXES: Final = 600
+#: Bitmaps Graphviz's cairo renderer draws without shrinking them, in pixels on a side.
+BITMAP_MAX_PX: Final = 32_767
+
 # -- exit status of a worker process ----------------------------------------------------------------
 
 #: A worker reported an error to the parent and ended.

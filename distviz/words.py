@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-__all__ = ["plural", "word_for"]
+__all__ = ["NOTATION", "plural", "word_for"]
 
 
 def word_for(n: int, one: str, many: str | None = None) -> str:
@@ -23,3 +23,20 @@ def plural(n: int, one: str, many: str | None = None, *, grouped: bool = False) 
     plural (``plural(3, "pass", "passes")``); ``grouped`` writes ``12,000``."""
     count = f"{n:,}" if grouped else str(n)
     return f"{count} {word_for(n, one, many)}"
+
+
+#: The notation distviz writes, explained once for every view (the graph's legend, the
+#: step-through's help, the HTML viewer's help): (what you see, what it means).
+NOTATION: list[tuple[str, str]] = [
+    ("#3", "the node's sequence_nr: PyTorch's creation counter on the thread that made it"),
+    ("~1", "at the end of a node id: another node of that worker has the same name and "
+           "number; the second such node is ~1, the third ~2"),
+    ("1:0", "a gradient message: sender rank 1, that worker's counter 0"),
+    ("deps 2 (1 left)", "the gradients FAST mode makes the node wait for in this pass (a root "
+                        "counts the backward call's edge), and how many have not come yet"),
+    ("task 2", "one run of a worker's engine on a fresh ready queue: the backward call's "
+               "(task 0), or one per gradient message received"),
+    ("RPC call 3", "an RPC the program made (rpc_sync, rpc_async, remote), numbered from 0"),
+    ("[in 1]", "in `distviz graph`: the input number of an edge, when it is not 0"),
+    ("↺", "in `distviz graph`: a node already shown above, not expanded again"),
+]

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from distviz.render.dot import to_dot
 from distviz.render.html import to_html
+from distviz.render.html_data import viewer_data
 from distviz.render.terminal import render_log
 from distviz.render.tree import render_graph
 from distviz.replay import replay
@@ -50,8 +51,10 @@ def test_dot_label_and_html_show_the_recv_name() -> None:
     trace = named_design_note()
     rp = replay(trace)
     assert 'label="RecvRpcBackward #0 = t3\\nmsg 1:0' in to_dot(trace, rp)
-    page = to_html(trace, rp, svg=None)
-    assert "RecvRpcBackward #0 = t3" in page  # the list view and the side panel's titles
+    data = viewer_data(trace, rp)   # the viewer's box and side panel show the notes
+    notes = dict(zip(data["notes"][::2], data["notes"][1::2], strict=True))
+    recv = data["ids"].index("worker0/RecvRpcBackward#0")
+    assert "= t3" in notes[recv] and "RecvRpcBackward" in to_html(trace, rp)
 
 
 @pytest.mark.rpc

@@ -103,11 +103,17 @@ def _node_line(dot: str, svg_id: str) -> str:
     return m.group(0)
 
 
-def test_one_cluster_per_worker_with_rank_labels() -> None:
-    dot = to_dot(design_trace())
-    assert dot.count("subgraph ") == 2
-    assert 'subgraph "cluster_worker0"' in dot and 'label="worker0 (rank 0)"' in dot
-    assert 'subgraph "cluster_worker1"' in dot and 'label="worker1 (rank 1)"' in dot
+def test_one_cluster_per_worker_with_rank_labels_the_initiator_first() -> None:
+    tr = design_trace()
+    tr.workers = ["worker1", "worker0"]   # the initiator is listed second, drawn first
+    dot = to_dot(tr)
+    assert dot.count("subgraph ") == 3   # two workers and the legend
+    assert 'label="worker0 (rank 1) · initiator"' in dot
+    assert 'subgraph "cluster_worker1"' in dot and 'label="worker1 (rank 0)"' in dot
+    assert dot.index('"cluster_worker0"') < dot.index('"cluster_worker1"')
+    # the backward call starts the initiator's cluster, with an edge to the root
+    assert dot.index('"graph_root" [') < dot.index('"n_worker0_SumBackward0_2" [')
+    assert '"graph_root" -> "n_worker0_SumBackward0_2"' in dot
 
 
 def test_labels_short_names_seq_leaves_messages_and_deps() -> None:
@@ -132,7 +138,17 @@ def test_every_node_and_edge_has_an_id() -> None:
             assert re.search(r'\bid="[A-Za-z0-9_.-]+"', line), line
 
 
-def test_message_edges_go_recv_to_send_dashed_with_xlabel_only() -> None:
+def test_roots_and_variables_are_named_on_their_nodes() -> None:
+    tr = design_trace()
+    tr.passes[0].root_vars = ["loss"]
+    tr.nodes[1].vars = ["t5"]
+    g = build_dot(tr)
+    assert "root: loss" in _node_line(g.source, g.node_ids["worker0/SumBackward0#2"])
+    assert "= t5" in _node_line(g.source, g.node_ids["worker0/MulBackward0#1"])
+    assert 'label="backward([loss])"' in g.source
+
+
+def test_message_edges_go_recv_to_send_dashed_with_a_label() -> None:
     g = build_dot(design_trace())
     ids = g.node_ids
     msg_lines = [ln for ln in g.source.splitlines() if 'id="m_' in ln]
@@ -140,10 +156,10 @@ def test_message_edges_go_recv_to_send_dashed_with_xlabel_only() -> None:
     expected = {("worker0/RecvRpcBackward#0", "worker1/SendRpcBackward#0", "1:0"),
                 ("worker1/RecvRpcBackward#0", "worker0/SendRpcBackward#0", "0:0")}
     for recv, send, label in expected:
-        line = next(ln for ln in msg_lines if f'xlabel="{label}"' in ln)
+        line = next(ln for ln in msg_lines if f'label="{label}"' in ln)
         assert line.strip().startswith(f'"{ids[recv]}" -> "{ids[send]}"')
         assert 'style="dashed"' in line and "color=" in line
-        assert " label=" not in line and "[label=" not in line
+        assert "xlabel=" not in line   # a real label: Graphviz keeps labels apart
     assert set(g.message_edges) == {0, M}
 
 
@@ -153,13 +169,14 @@ def test_step_draws_states_and_legend() -> None:
     execs = [ev for ev in rep.events if ev.action == "execute"]
     step = execs[1].step
     g = build_dot(tr, rep, step=step)
-    assert 'subgraph "cluster_legend"' in g.source and "blocked send" in g.source
+    assert 'subgraph "cluster_legend"' in g.source and "ready (queued)" in g.source
     cur = _node_line(g.source, g.node_ids[execs[1].node])
     assert "penwidth=3.5" in cur and "#e03131" in cur
     done = _node_line(g.source, g.node_ids[execs[0].node])
     assert 'fillcolor="#bdbdbd"' in done
     assert f"step {step}:" in g.source
-    assert "legend" not in to_dot(tr)
+    plain = to_dot(tr)   # without a step: the legend of kinds and notation, no states
+    assert "legend" in plain and "blocked send" not in plain and "executed" not in plain
 
 
 def test_step_out_of_range_is_a_clear_error() -> None:
@@ -173,9 +190,19 @@ def test_hang_marks_blocked_sends_on_the_last_step() -> None:
     tr = hang_trace()
     rep = replay_of(tr)
     assert rep.outcome == "hang"
-    g = build_dot(tr, rep, step=len(rep.events) - 1)
-    for b in rep.hang.blocked_sends:
-        assert 'fillcolor="#ff8a80"' in _node_line(g.source, g.node_ids[b.node])
+    ran = {n for per in rep.order for nodes in per.values() for n in nodes}
+    for step in (len(rep.events) - 1, None):   # without a step: drawn as it ends
+        g = build_dot(tr, rep, step=step)
+        for b in rep.hang.blocked_sends:
+            assert 'fillcolor="#ff8a80"' in _node_line(g.source, g.node_ids[b.node])
+        never = [n.id for n in tr.nodes if n.id not in ran
+                 and n.id not in {b.node for b in rep.hang.blocked_sends}]
+        assert never
+        for nid in never:
+            line = _node_line(g.source, g.node_ids[nid])
+            assert "never runs" in line and 'fillcolor="#e5dbff"' in line, nid
+        assert "never runs (the replay hangs first)" in g.source   # its legend entry
+        assert "the replay hangs:" in g.source or f"step {step}:" in g.source
 
 
 def test_frames_yield_one_dot_per_step() -> None:
@@ -203,22 +230,22 @@ def test_deterministic() -> None:
 def test_collapse_folds_chains_and_says_so() -> None:
     tr = _chain_trace(3000)  # 6002 nodes, deeper than any recursion limit
     g = build_dot(tr, node_budget=1500)
-    assert g.collapsed == "chains" and g.drawn_nodes <= 1500
+    assert g.detail == "folded" and g.drawn_nodes <= 1500
     assert "2999 ops: MulBackward0 … MulBackward0" in g.source
-    assert "collapsed: 6,002 nodes shown as 6" in g.source and "use --full" in g.source
+    assert "view: the whole graph (6,002 nodes), chains of ops folded (6 boxes)" in g.source
     full = build_dot(tr, full=True)
-    assert full.collapsed == "none" and full.drawn_nodes == 6002 and "nslimit=1" in full.source
+    assert full.detail == "full" and full.drawn_nodes == 6002 and "nslimit=1" in full.source
 
 
-def test_synthetic_12k_trace_collapses_under_budget() -> None:
+def test_synthetic_12k_trace_collapses_per_rpc_call_above_the_budget() -> None:
     synthetic = pytest.importorskip("distviz.replay.synthetic")
     tr = synthetic.synthetic_trace(12000, 4, 0)
     assert len(tr.nodes) >= 10000
     g = build_dot(tr)
-    assert g.drawn_nodes <= 1500 and g.collapsed != "none"
-    assert "use --full" in g.source
+    assert g.detail == "calls" and g.drawn_nodes < len(tr.nodes) / 3
+    assert "one box per RPC call on each worker" in g.source
     assert set(g.node_ids) == {n.id for n in tr.nodes}
-    assert g.source.count("subgraph ") == len({n.worker for n in tr.nodes})
+    assert g.source.count("subgraph ") == len({n.worker for n in tr.nodes}) + 1   # + legend
 
 
 # -- backends ------------------------------------------------------------------------------

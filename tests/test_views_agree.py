@@ -25,7 +25,8 @@ import replay_fixtures as F
 from rich.console import Console, RenderableType
 
 from distviz.render.dot import build_dot
-from distviz.render.html import to_html, viewer_data
+from distviz.render.html import to_html
+from distviz.render.html_data import viewer_data
 from distviz.render.perfetto import to_perfetto
 from distviz.render.terminal import node_label, render_graph, render_log, render_state
 from distviz.replay import Replay, initial_dependencies, replay
@@ -137,17 +138,24 @@ def test_terminal_state_shows_the_pending_counts(name: str, mode: str) -> None:
 _DOT_NODE = re.compile(r'^\s+"(n_[^"]+)" \[id="[^"]+", label="([^"]*)"', re.M)
 
 
+def _deps_line(label: str) -> str:
+    """The label line with the count: ``deps D``, ``deps D (R left)`` or ``not reached``."""
+    return next(ln for ln in label.split("\\n") if ln.startswith("deps ") or ln == "not reached")
+
+
 @pytest.mark.parametrize(("name", "mode"), PARAMS)
 def test_dot_labels_show_initial_and_pending_counts(name: str, mode: str) -> None:
     trace, r = _replayed(name, mode)
+    last = len(r.events) - 1
     for step in [None, *range(-1, len(r.events))]:
         g = build_dot(trace, r, step=step)
         node_of = {key: nid for nid, key in g.node_ids.items()}
         p = r.events[step].pass_index if step is not None and step >= 0 else 0
         truth = initial_dependencies(trace, p, mode)
-        pending = _pending(r, step) if step is not None else {}
-        labels = {node_of[k]: label.split("\\n")[-1] if "fault" not in label
-                  else label.split("\\n")[-2] for k, label in _DOT_NODE.findall(g.source)}
+        # without a step, a replay that hangs is drawn as it ends
+        at = step if step is not None else (last if r.outcome == "hang" else None)
+        pending = _pending(r, at) if at is not None else {}
+        labels = {node_of[k]: _deps_line(label) for k, label in _DOT_NODE.findall(g.source)}
         assert set(labels) == {n.id for n in trace.nodes}
         for nid, line in labels.items():
             if nid not in truth:
@@ -161,34 +169,33 @@ def test_dot_labels_show_initial_and_pending_counts(name: str, mode: str) -> Non
 # -- the HTML viewer --------------------------------------------------------------------------------
 
 def _viewer_state(data: dict[str, Any], step: int) -> tuple[dict[str, int], dict[str, int]]:
-    """The viewer script's ``stateAt`` (counts part), step for step: ``(pending, initial)``."""
-    deps: dict[str, int] = {}
-    init: dict[str, int] = {}
-    for ev in data["events"][: step + 1]:
-        if ev["action"] == "pass_start":
+    """The viewer script's state (its counts), step for step from the page's data:
+    ``(pending, initial)`` by node id."""
+    ids = data["ids"]
+    deps: dict[int, int] = {}
+    init: dict[int, int] = {}
+    pass_start = data["actions"].index("pass_start")
+    for k in range(step + 1):
+        if data["ea"][k] == pass_start:
             deps, init = {}, {}
-        elif ev["action"] == "compute_dependencies":
-            for n, c in ev["deps"].items():
-                init[n] = c
-                if c > 0:
-                    deps[n] = c
-        elif ev["action"] in ("execute", "accumulate") and ev["node"]:
-            deps.pop(ev["node"], None)
-        for n, c in ev.get("dec", []):
-            if c > 0:
-                deps[n] = c
-            else:
-                deps.pop(n, None)
-    return deps, init
+        ch = data["ed"].get(str(k))
+        if ch:
+            for j in range(0, len(ch[0]), 2):
+                init[ch[0][j]] = ch[0][j + 1]
+                deps[ch[0][j]] = ch[0][j + 1]
+            for j in range(0, len(ch[1]), 2):
+                deps[ch[1][j]] = ch[1][j + 1]
+        if data["actions"][data["ea"][k]] in ("execute", "accumulate") and data["en"][k] >= 0:
+            deps[data["en"][k]] = 0
+    return ({ids[n]: c for n, c in deps.items() if c > 0}, {ids[n]: c for n, c in init.items()})
 
 
 @pytest.mark.parametrize(("name", "mode"), PARAMS)
 def test_html_viewer_data_gives_the_same_counts(name: str, mode: str) -> None:
     trace, r = _replayed(name, mode)
-    data = json.loads(json.dumps(viewer_data(trace, r, None, None)))
+    data = json.loads(json.dumps(viewer_data(trace, r)))
     first = initial_dependencies(trace, 0, mode)
-    assert {nid: n["deps"] for nid, n in data["nodes"].items()} == {
-        n.id: first.get(n.id) for n in trace.nodes}
+    assert data["deps0"] == [first.get(n.id, -1) for n in trace.nodes]
     for step in range(len(r.events)):
         pending, init = _viewer_state(data, step)
         assert pending == _pending(r, step), step

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from distviz import limits
-from distviz.cli.app import app, guard, stdout_console, unbounded_console
+from distviz.cli.app import app, guard, stderr_console, stdout_console, unbounded_console
 from distviz.cli.options import (
     DEFAULT_MAX_MEMORY,
     ConfirmHang,
     ContextOpt,
     ContextsOpt,
+    DepthOpt,
     Dot,
+    FocusOpt,
     ForwardTimeout,
     FromOpt,
     HangTimeout,
@@ -34,6 +35,7 @@ from distviz.cli.options import (
     NoReference,
     Perfetto,
     Png,
+    RpcCallOpt,
     ScenarioArg,
     Sets,
     StartupTimeout,
@@ -43,15 +45,19 @@ from distviz.cli.options import (
     TraceOut,
     Verbose,
     View,
+    ViewOpt,
+    ViewWorker,
     WhatIfOpt,
     WorkerOpt,
     check_export_flags,
     check_run_options,
     check_steps,
     check_training_options,
+    check_view_flags,
     memory_size,
     parse_sets,
     stdout_flags,
+    view_spec,
 )
 from distviz.cli.output import (
     agreement_of,
@@ -60,12 +66,12 @@ from distviz.cli.output import (
     replay_of,
     report,
     show,
+    write_frames,
     write_pictures,
 )
 from distviz.cli.running import finish_run, run_trace, run_with_progress
 from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
-from distviz.trace import write_atomic
 from distviz.training import ContextSelection
 from distviz.words import plural
 
@@ -264,17 +270,27 @@ def export(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write.")] = None,
     step: Annotated[int | None, typer.Option("--step", help="Draw the state after replay step N.")] = None,
     frames: Annotated[Path | None, typer.Option("--frames", help="Write one picture per step into this folder.")] = None,
-    full: Annotated[bool, typer.Option("--full", help="Draw every node even above the node budget.")] = False,
+    view: ViewOpt = None,
+    worker: ViewWorker = None,
+    rpc_call: RpcCallOpt = None,
+    focus: FocusOpt = None,
+    depth: DepthOpt = None,
+    full: Annotated[bool, typer.Option("--full", help="Draw every node (--view full).")] = False,
     mode: Mode = "fast",
     context: ContextOpt = None,
 ) -> None:
-    """Export a trace as a picture, an HTML step viewer or a Perfetto trace.
+    """Export a trace as a picture, an HTML step viewer or a Perfetto trace. Pictures show the
+    most detailed view that stays readable and say which one; --view, --worker, --rpc-call and
+    --focus pick another (the HTML viewer starts on it).
 
     Example:
 
-      distviz export design-note.trace.json --format html -o design.html
+      distviz export pipeline.trace.json --format png --focus loss --depth 2
     """
     check_export_flags(fmt, step=step, frames=frames, output=output, full=full)
+    check_view_flags(fmt, {"--view": view, "--worker": worker, "--rpc-call": rpc_call,
+                           "--focus": focus, "--depth": depth})
+    spec = view_spec(view, full, worker, rpc_call, focus, depth)
     if fmt == "html" and context is None and frames is None:
         from distviz.recording import load_recording
         recording = load_recording(trace_file)
@@ -290,30 +306,21 @@ def export(
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
     if frames is not None:
-        from distviz.render import dot as dotmod
-        from distviz.render import graphviz_backend
-        if frames.exists() and not frames.is_dir():
-            raise UsageError(f"--frames {frames}: not a folder; give a folder to write one "
-                             "file per step into")
-        frames.mkdir(parents=True, exist_ok=True)
-        n = 0
-        for k, source in dotmod.frames(trace, rp, full=full):
-            target = frames / f"step-{k:05d}.{fmt}"
-            if fmt == "dot":
-                write_atomic(target, source)
-            else:
-                write_atomic(target, graphviz_backend.render(source, fmt))
-            n += 1
+        n = write_frames(trace, rp, fmt, frames, spec)
         stdout_console().print(f"wrote {plural(n, 'frame')} to {frames}", markup=False)
         return
     ext = {"perfetto": "json"}.get(fmt, fmt)
     target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
-    agreement = agreement_of(trace, rp)
-    write_pictures(trace, rp, agreement, {fmt: target}, step=step, full=full)
-    if stdout_flags({"-o": target}):
-        print(f"wrote {fmt} to standard output", file=sys.stderr)
-    else:
-        stdout_console().print(f"wrote {target}", markup=False)
+    written = write_pictures(trace, rp, agreement_of(trace, rp), {fmt: target}, step=step,
+                             spec=spec)
+    to_stdout = bool(stdout_flags({"-o": target}))
+    say = stderr_console() if to_stdout else stdout_console()
+    say.print(f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}",
+              markup=False)
+    for line in written.lines:
+        say.print(line, markup=False, crop=False, overflow="ignore")
+    for line in written.warnings:
+        stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
 
 
 @app.command()

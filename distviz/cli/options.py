@@ -23,6 +23,13 @@ WorkerOpt = Annotated[str | None, typer.Option("--worker", help="Only events of 
 FromOpt = Annotated[int | None, typer.Option("--from", help="First step to print.")]
 ToOpt = Annotated[int | None, typer.Option("--to", help="Last step to print.")]
 
+# -- the views of `export` (see distviz.views) ---------------------------------------------------
+ViewOpt = Annotated[str | None, typer.Option("--view", help="summary (workers only), calls (one box per RPC call), folded (chains of ops folded) or full (every node); default: the most detailed one that stays readable.")]
+ViewWorker = Annotated[str | None, typer.Option("--worker", help="Show one worker's nodes.")]
+RpcCallOpt = Annotated[int | None, typer.Option("--rpc-call", help="Show one RPC call's nodes (N counts the program's RPC calls from 0).")]
+FocusOpt = Annotated[str | None, typer.Option("--focus", help="Show the nodes around a node id or variable (t4, loss).")]
+DepthOpt = Annotated[int | None, typer.Option("--depth", help="How many edges around --focus (default 2).")]
+
 # -- the options of `run` (defaults from distviz.limits) ----------------------------------------
 ScenarioArg = Annotated[Path, typer.Argument(
     metavar="SCENARIO", help="Scenario YAML file, or the name of a shipped scenario (distviz scenarios).")]
@@ -136,6 +143,20 @@ def check_steps(start: int | None, end: int | None, n_steps: int | None) -> None
         raise UsageError(f"--from {start} is after --to {end}; give --to {start} or more")
 
 
+def view_spec(view: str | None, full: bool, worker: str | None, rpc_call: int | None,
+              focus: str | None, depth: int | None) -> Any:
+    """The ``ViewSpec`` of ``export``'s view options; ``UsageError`` naming the flags."""
+    from distviz.views import DETAILS, ViewSpec
+    if view is not None and view not in DETAILS:
+        raise UsageError(f"--view {view}: expected one of {', '.join(DETAILS)}")
+    if full and view not in (None, "full"):
+        raise UsageError(f"--full cannot be used with --view {view}; --full is --view full")
+    if depth is not None and focus is None:
+        raise UsageError("--depth needs --focus: it counts the edges around the focus node")
+    return ViewSpec(detail="full" if full else view, worker=worker, rpc_call=rpc_call,
+                    focus=focus, depth=2 if depth is None else depth)
+
+
 def check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
                         output: Path | None, full: bool) -> None:
     """``UsageError`` naming both flags when ``export`` was given a flag that the format or
@@ -158,6 +179,14 @@ def check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
     if full and fmt == "perfetto":
         raise UsageError("--full cannot be used with --format perfetto; it applies to pictures "
                          "and the HTML viewer")
+
+
+def check_view_flags(fmt: str, flags: dict[str, Any]) -> None:
+    """``UsageError`` for a view flag (``--view``, ``--worker``, ...) the format ignores."""
+    given = [f for f, v in flags.items() if v is not None and v is not False]
+    if given and fmt == "perfetto":
+        raise UsageError(f"{given[0]} cannot be used with --format perfetto; it applies to "
+                         "pictures and the HTML viewer")
 
 
 def is_stdout(path: Path) -> bool:

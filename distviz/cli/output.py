@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,52 +93,86 @@ def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,
             out.print(line, crop=False, overflow="ignore")
 
 
+@dataclass
+class Written:
+    """What ``write_pictures`` wrote: the paths, a line per picture saying its view (and how to
+    get the others), and warnings (Graphviz's, a bitmap shrunk) for standard error."""
+
+    paths: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
 def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
                     targets: dict[str, Path | None], step: int | None = None,
-                    full: bool = False) -> list[str]:
+                    full: bool = False, spec: Any = None) -> Written:
+    """Write each wanted format; pictures show the view ``spec`` asks for (a ``ViewSpec``;
+    by default the most detailed readable one, chosen once for all of them)."""
     from distviz.errors import RenderError
-    from distviz.render import dot as dotmod
     from distviz.render import graphviz_backend
+    from distviz.render.pictures import choose_view, draw_picture, other_views
     from distviz.replay.timing import analyze
-    written: list[str] = []
+    from distviz.views import ViewSpec
+    out = Written()
     wanted = {k: v for k, v in targets.items() if v is not None}
     if not wanted:
-        return written
-    source = None
+        return out
+    spec = spec if spec is not None else ViewSpec(detail="full" if full else None)
+    graph = getattr(rp, "graph", None)
+    choice = None
     if any(k in wanted for k in ("dot", "svg", "png")):
-        source = dotmod.to_dot(trace, rp, step=step, full=full)
+        choice = choose_view(trace, rp, spec, step, graph,
+                             measure=bool(graphviz_backend.available_backends()))
     for fmt, path in wanted.items():
         assert path is not None
-        if fmt == "dot":
-            assert source is not None
-            write_atomic(path, source)
-        elif fmt in ("svg", "png"):
-            assert source is not None
+        if fmt in ("dot", "svg", "png"):
+            assert choice is not None
             try:
-                data = graphviz_backend.render(source, fmt)
+                pic = draw_picture(trace, rp, fmt, spec, step, graph, choice)
             except RenderError as exc:
                 if is_stream(path):  # no file to put the DOT source beside
                     raise
                 dot_path = path.with_suffix(".dot")
-                write_atomic(dot_path, source)
+                write_atomic(dot_path, choice.dot.source)
                 raise RenderError(f"{exc.message}; the DOT source was written to {dot_path}",
                                   path=str(path)) from None
-            write_atomic(path, data)
+            write_atomic(path, pic.data)
+            out.lines.append(f"{path}: {choice.sentence()}")
+            out.warnings.extend(f"{path}: {w}" for w in pic.warnings)
         elif fmt == "html":
             from distviz.render.html import to_html
-            plain = dotmod.to_dot(trace, rp, full=full)
-            svg: str | None
-            try:
-                svg = graphviz_backend.render(plain, "svg").decode("utf-8")
-            except RenderError:
-                svg = None
-            write_atomic(path, to_html(trace, rp, svg=svg, agreement=agreement, full=full,
+            write_atomic(path, to_html(trace, rp, agreement=agreement, spec=spec,
                                        timing=analyze(trace)))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
             write_atomic(path, json.dumps(to_perfetto(trace, rp, analyze(trace))))
-        written.append(str(path))
-    return written
+        out.paths.append(str(path))
+    if choice is not None and (choice.dot.detail != "full" or choice.passed_over):
+        out.lines.append("other views: " + ", ".join(other_views(trace, choice)))
+    return out
+
+
+def write_frames(trace: Trace, rp: Any, fmt: str, folder: Path, spec: Any) -> int:
+    """One picture per replay step into ``folder``, all in the view chosen for the last step
+    (or the one ``spec`` asks for); return how many were written."""
+    from distviz.render import graphviz_backend
+    from distviz.render.dot import build_dot
+    from distviz.render.pictures import choose_view
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "
+                         "step into")
+    folder.mkdir(parents=True, exist_ok=True)
+    graph = getattr(rp, "graph", None)
+    choice = choose_view(trace, rp, spec, len(rp.events) - 1 if rp.events else None, graph,
+                         measure=bool(graphviz_backend.available_backends()))
+    n = 0
+    for k in range(len(rp.events)):
+        source = build_dot(trace, rp, k, detail=choice.dot.detail, scope=choice.scope,
+                           graph=graph).source
+        target = folder / f"step-{k:05d}.{fmt}"
+        write_atomic(target, source if fmt == "dot" else graphviz_backend.render(source, fmt))
+        n += 1
+    return n
 
 
 def real_lines(trace: Trace) -> list[str]:

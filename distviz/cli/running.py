@@ -82,7 +82,9 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
     trace.save(out_path)
     rp = replay_of(trace, mode)
     agreement = agreement_of(trace, rp)
-    write_pictures(trace, rp, agreement, view.pictures)
+    written = write_pictures(trace, rp, agreement, view.pictures)
+    for line in written.warnings:
+        stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
     from distviz.replay.whatif import time_report
     time_lines, timing = time_report(trace)
     if view.as_json:
@@ -103,4 +105,6 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
         for line in real_lines(trace) + time_lines:
             out.print(line, markup=False)
         out.print(f"trace written to {out_path}", markup=False)
+        for line in written.lines:
+            out.print(line, markup=False, crop=False, overflow="ignore")
     return exit_code(trace, rp, agreement)

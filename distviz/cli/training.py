@@ -190,9 +190,6 @@ def write_html(recording: Recording, reports: Reports, path: Path,
                numbers: list[int] | None = None) -> None:
     """The HTML step viewer of the contexts ``numbers`` (default: all), with a context picker
     (``distviz.render.html_contexts``)."""
-    from distviz.errors import RenderError
-    from distviz.render import dot as dotmod
-    from distviz.render import graphviz_backend
     from distviz.render.html_contexts import ContextPage, to_html_contexts
     from distviz.replay.timing import analyze
     from distviz.trace import write_atomic
@@ -202,13 +199,8 @@ def write_html(recording: Recording, reports: Reports, path: Path,
         rp, agreement = reports[number - 1]
         if rp is None:
             continue
-        svg: str | None
-        try:
-            svg = graphviz_backend.render(dotmod.to_dot(trace, rp), "svg").decode("utf-8")
-        except RenderError:
-            svg = None
         pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,
-                                 svg=svg, agreement=agreement, timing=analyze(trace),
+                                 agreement=agreement, timing=analyze(trace),
                                  iteration=recording.iterations[number - 1]))
     name = str((recording.scenario or {}).get("name") or "training")
     write_atomic(path, to_html_contexts(pages, name))

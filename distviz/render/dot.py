@@ -15,49 +15,29 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from distviz.render.dot_collapse import Box, plan_boxes
-from distviz.render.dot_text import attrs, dot_quote, node_title, sanitize_id
-from distviz.replay.graph import initial_dependencies
+from distviz.render.dot_style import (
+    BLOCKED_COLOR,
+    CURRENT_COLOR,
+    KIND_STYLE,
+    MESSAGE_COLOR,
+    NEVER_COLOR,
+    STATE_FILL,
+    legend,
+)
+from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sanitize_id
+from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.model import Event, ReplayLike
 from distviz.trace import Node, Trace, message_label
-from distviz.words import plural
+from distviz.views.model import Scope
+from distviz.views.summary import ordered_workers
 
-__all__ = ["DEFAULT_NODE_BUDGET", "DotGraph", "build_dot", "dot_quote", "frames",
+__all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "dot_quote", "frames",
            "initial_deps", "node_states", "node_title", "to_dot"]
 
 DEFAULT_NODE_BUDGET = 1500
 NSLIMIT_ABOVE = 1000  # drawn nodes above which the x-coordinate network simplex is capped
 
-# Kind styles: (shape, fill colour, outline colour).
-KIND_STYLE: dict[str, tuple[str, str, str]] = {
-    "op": ("box", "#ffffff", "#333333"),
-    "send": ("invhouse", "#ffd8a8", "#d9480f"),
-    "recv": ("house", "#b2f2bb", "#2b8a3e"),
-    "accumulate_grad": ("box", "#add8e6", "#1864ab"),
-    "chain": ("box3d", "#f1f3f5", "#495057"),
-    "group": ("folder", "#e9ecef", "#495057"),
-}
-# Step-state fills (``step=N``).
-STATE_FILL: dict[str, str] = {
-    "executed": "#bdbdbd",
-    "ready": "#fff176",
-    "waiting": "#ffffff",
-    "blocked": "#ff8a80",
-}
-CURRENT_COLOR = "#e03131"
-MESSAGE_COLOR = "#c2255c"
-BLOCKED_COLOR = "#c92a2a"
-
-
-@dataclass(slots=True)
-class DotGraph:
-    """DOT text plus the maps a viewer needs to find trace things in the rendered SVG."""
-
-    source: str
-    node_ids: dict[str, str]        # trace node id -> DOT/SVG id of the node drawing it
-    message_edges: dict[int, str]   # message id -> DOT/SVG id of the dashed message edge
-    total_nodes: int                # nodes in the trace
-    drawn_nodes: int                # graph nodes drawn (excluding legend and note)
-    collapsed: str                  # "none" | "chains" | "groups" | "buckets"
+MESSAGE_LABELS_UP_TO = 40   # message edges drawn with their label (above: the nodes say it)
 
 
 # -- graph facts ---------------------------------------------------------------------------
@@ -76,8 +56,9 @@ def node_states(trace: Trace, replay: ReplayLike, step: int) -> tuple[dict[str, 
                                                                       dict[str, int]]:
     """Return ``({node id: state}, current node id, {node id: remaining deps})`` after ``step``.
 
-    States: ``executed``, ``ready`` (queued or about to start a call), ``waiting`` (dependencies
-    remain), ``blocked`` (a send that can never run: the replay hung); absent means untouched.
+    States: ``executed``, ``ready`` (queued or about to start a task), ``waiting`` (dependencies
+    remain), ``blocked`` (a send that can never run: the replay hung), ``never`` (from the hang
+    on: any other node that did not run in the hung pass); absent means untouched.
     """
     state = replay.state_at(step)
     states: dict[str, str] = {}
@@ -98,6 +79,9 @@ def node_states(trace: Trace, replay: ReplayLike, step: int) -> tuple[dict[str, 
     if hang is not None and hang_step is not None and step >= hang_step:
         for b in hang.blocked_sends:
             states[b.node] = "blocked"
+        for n in trace.nodes:
+            if n.id not in states or states[n.id] == "waiting":
+                states[n.id] = "never"
     ev = state.event
     current = ev.node if ev is not None else None
     return states, current, remaining
@@ -116,8 +100,14 @@ class _StepView:
 
     @classmethod
     def of(cls, trace: Trace, replay: ReplayLike | None, step: int | None) -> _StepView:
-        if replay is None or step is None:
+        if replay is None:
             return cls({}, {}, None, None)
+        if step is None:
+            if replay.outcome != "hang" or not replay.events:
+                return cls({}, {}, None, None)
+            # a hung replay's picture shows how it ends: what ran, what never runs
+            states, _current, remaining = node_states(trace, replay, len(replay.events) - 1)
+            return cls(states, remaining, None, None)
         states, current, remaining = node_states(trace, replay, step)
         return cls(states, remaining, current, replay.events[step] if step >= 0 else None)
 
@@ -133,11 +123,20 @@ def _pass_of(replay: ReplayLike | None, step: int | None) -> int:
     return replay.events[step].pass_index
 
 
+DETAIL_WORDS = {"full": "every node", "folded": "chains of ops folded",
+                "calls": "one box per RPC call on each worker", "summary": "workers only"}
+
+
 def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,
-              full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> DotGraph:
+              full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET, *,
+              detail: str | None = None, scope: Scope | None = None,
+              graph: IndexedGraph | None = None) -> DotGraph:
     """Build the DOT text and id maps; see ``to_dot`` for the picture's legend.
 
-    Raises ``ValueError`` when ``step`` is given without a replay or is out of range.
+    ``detail`` is ``full``, ``folded``, ``calls`` or ``summary`` (``None``: ``full`` up to
+    ``node_budget`` nodes, else folded or per call; ``full=True`` is ``detail="full"``);
+    ``scope`` limits the picture to some nodes (``distviz.views.select_scope``). Raises
+    ``ValueError`` when ``step`` is given without a replay or is out of range.
     """
     if step is not None:
         if replay is None:
@@ -145,40 +144,55 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
         if not -1 <= step < len(replay.events):
             raise ValueError(f"step {step} is out of range (the replay has steps 0.."
                              f"{len(replay.events) - 1})")
-    rep, boxes, collapsed = plan_boxes(trace, full, node_budget)
+    if full:
+        detail = "full"
+    if detail == "summary":
+        from distviz.render.dot_summary import summary_dot
+        return summary_dot(trace, replay, step, graph=graph)
+    plan = plan_boxes(trace, detail, node_budget, scope, graph)
+    rep, boxes = plan.rep, plan.boxes
     view = _StepView.of(trace, replay, step)
     deps = initial_deps(trace, replay, _pass_of(replay, step))
-    out = _header(len(boxes), view.event)
+    drawn = sum(1 for b in boxes.values() if b.kind != "ghost")
+    title = _title(trace, scope, plan.detail, drawn, replay, view)
+    out = _header(len(boxes), title)
     out.extend(_clusters(trace, rep, boxes, deps, view))
-    out.extend(_local_edges(trace, rep, collapsed))
+    out.extend(_local_edges(trace, rep, plan.detail != "full"))
     message_edges, lines = _message_edges(trace, rep, view.message_id())
     out.extend(lines)
-    if step is not None:
-        out.extend(_legend())
-    if collapsed != "none":
-        note = (f"collapsed: {plural(len(trace.nodes), 'node', grouped=True)} shown as "
-                f"{len(boxes):,}"
-                f" ({'chains folded' if collapsed == 'chains' else 'grouped per RPC call'});"
-                " use --full")
-        out.append("  " + dot_quote("collapsed_note") + " " + attrs({
-            "id": "collapsed_note", "label": note, "shape": "note", "fillcolor": "#fff3bf",
-            "fontsize": 12}) + ";")
+    out.extend(legend(view.states, any(b.kind == "ghost" for b in boxes.values())))
     out.append("}")
-    return DotGraph(source="\n".join(out) + "\n", node_ids={n.id: rep[n.id] for n in trace.nodes},
-                    message_edges=message_edges, total_nodes=len(trace.nodes),
-                    drawn_nodes=len(boxes), collapsed=collapsed)
+    node_ids = {n.id: rep[n.id] for n in trace.nodes if n.id in rep}
+    return DotGraph(source="\n".join(out) + "\n", node_ids=node_ids, message_edges=message_edges,
+                    total_nodes=len(trace.nodes), drawn_nodes=drawn, detail=plan.detail,
+                    title=title)
 
 
-def _header(drawn: int, event: Event | None) -> list[str]:
+def _title(trace: Trace, scope: Scope | None, detail: str, drawn: int,
+           replay: ReplayLike | None, view: _StepView) -> str:
+    """The picture's title: the step's sentence, the hang, and what the view shows."""
+    lines: list[str] = []
+    if view.event is not None:
+        lines.append(f"step {view.event.step}: {view.event.text or view.event.action}")
+    elif view.states and replay is not None and replay.hang is not None:
+        lines.append(f"the replay hangs: {replay.hang.summary}")
+    shown = scope.title if scope is not None and scope.kind != "all" else ""
+    if detail != "full" or shown:
+        what = shown or f"the whole graph ({len(trace.nodes):,} nodes)"
+        lines.append(f"view: {what}, {DETAIL_WORDS[detail]} ({drawn:,} boxes)")
+    return "\n".join(lines)
+
+
+def _header(drawn: int, title: str) -> list[str]:
     gattrs: dict[str, str | int | float] = {
-        "rankdir": "TB", "compound": "true", "fontname": "Helvetica", "fontsize": 12,
+        "rankdir": "TB", "newrank": "true", "compound": "true", "fontname": "Helvetica", "fontsize": 12,
         "nodesep": 0.25, "ranksep": 0.35, "outputorder": "edgesfirst",
     }
     if drawn > NSLIMIT_ABOVE:
         gattrs["nslimit"] = 1
         gattrs["nslimit1"] = 1
-    if event is not None:
-        gattrs["label"] = f"step {event.step}: {event.text or event.action}"
+    if title:
+        gattrs["label"] = title
         gattrs["labelloc"] = "t"
     return ["digraph distviz {", "  graph " + attrs(gattrs) + ";",
             '  node [fontname="Helvetica", fontsize=10, style="filled", penwidth=1];',
@@ -187,44 +201,81 @@ def _header(drawn: int, event: Event | None) -> list[str]:
 
 def _clusters(trace: Trace, rep: Mapping[str, str], boxes: Mapping[str, Box],
               deps: Mapping[str, int], view: _StepView) -> list[str]:
-    """One cluster per worker with its boxes, in trace order."""
+    """One cluster per worker (the initiator first) with its boxes, in trace order; the
+    initiator's starts with the backward call that feeds the roots."""
     nodes = trace.node_map()
-    by_worker: dict[str, list[Box]] = {w: [] for w in trace.workers}
+    by_worker: dict[str, list[Box]] = {w: [] for w in ordered_workers(trace.workers,
+                                                                      trace.initiator)}
     emitted: set[str] = set()
     for n in trace.nodes:
-        key = rep[n.id]
-        if key not in emitted:
+        key = rep.get(n.id)
+        if key is not None and key not in emitted:
             emitted.add(key)
             by_worker.setdefault(n.worker, []).append(boxes[key])
+    root_vars = _root_vars(trace)
     out: list[str] = []
     for w, wboxes in by_worker.items():
+        if not wboxes:
+            continue
         cid = "cluster_" + sanitize_id(w)
         rank = trace.workers.index(w) if w in trace.workers else -1
+        label = f"{w} (rank {rank})" + (" · initiator" if w == trace.initiator else "")
         out.append(f"  subgraph {dot_quote(cid)} {{")
         out.append("    graph " + attrs({
-            "id": cid, "label": f"{w} (rank {rank})", "style": "rounded", "color": "#868e96",
+            "id": cid, "label": label, "style": "rounded", "color": "#868e96",
             "fontsize": 14}) + ";")
+        if w == trace.initiator:
+            out.extend(_graph_root(trace, rep, root_vars))
         for box in wboxes:
             out.append("    " + dot_quote(box.key) + " " + attrs(
-                _box_attrs(box, nodes, deps, view)) + ";")
+                _box_attrs(box, nodes, deps, view, root_vars)) + ";")
         out.append("  }")
     return out
 
 
-def _local_edges(trace: Trace, rep: Mapping[str, str], collapsed: str) -> list[str]:
+def _root_vars(trace: Trace) -> dict[str, list[str]]:
+    """``{root node id: [variable, ...]}`` over every pass."""
+    out: dict[str, list[str]] = {}
+    for bp in trace.passes:
+        for root, var in zip(bp.roots, bp.root_vars, strict=False):
+            if var not in out.setdefault(root, []):
+                out[root].append(var)
+    return out
+
+
+def _graph_root(trace: Trace, rep: Mapping[str, str], root_vars: Mapping[str, list[str]]
+                ) -> list[str]:
+    """The backward call on the initiator, drawn first, with an edge to each drawn root."""
+    roots = [r for bp in trace.passes for r in bp.roots if r in rep]
+    if not roots:
+        return []
+    names = [v for bp in trace.passes for v in bp.root_vars] or ["roots"]
+    label = f"backward([{', '.join(dict.fromkeys(names))}])"
+    out = ["    " + dot_quote("graph_root") + " " + attrs({
+        "id": "graph_root", "label": label, "shape": "oval", "style": "dashed",
+        "color": "#495057", "fontcolor": "#495057"}) + ";"]
+    for key in dict.fromkeys(rep[r] for r in roots):
+        out.append(f"    {dot_quote('graph_root')} -> {dot_quote(key)} "
+                   + attrs({"id": f"e_graph_root_{key}", "style": "dotted"}) + ";")
+    return out
+
+
+def _local_edges(trace: Trace, rep: Mapping[str, str], merge: bool) -> list[str]:
     """Gradient-flow edges (node -> next function), deduplicated after collapsing."""
     nodes = trace.node_map()
     seen_edges: set[tuple[str, str]] = set()
     out: list[str] = []
     for n in trace.nodes:
-        src = rep[n.id]
+        src = rep.get(n.id)
+        if src is None:
+            continue
         for slot, e in enumerate(n.next):
-            if e is None:
+            if e is None or e[0] not in rep:
                 continue
             dst = rep[e[0]]
             if src == dst:
                 continue
-            if collapsed != "none":
+            if merge or src.startswith("ghost_") or dst.startswith("ghost_"):
                 if (src, dst) in seen_edges:
                     continue
                 seen_edges.add((src, dst))
@@ -234,36 +285,43 @@ def _local_edges(trace: Trace, rep: Mapping[str, str], collapsed: str) -> list[s
             eattrs: dict[str, str | int | float] = {"id": eid}
             if nodes[e[0]].worker != n.worker:
                 eattrs.update({"color": "#555555", "style": "bold"})
+            if src.startswith("ghost_") or dst.startswith("ghost_"):
+                eattrs.update({"color": "#adb5bd", "style": "dotted"})
             out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {attrs(eattrs)};")
     return out
 
 
 def _message_edges(trace: Trace, rep: Mapping[str, str],
                    current_msg: int | None) -> tuple[dict[int, str], list[str]]:
-    """Message edges recv -> send across clusters, dashed, xlabel only; the current one red."""
+    """Message edges recv -> send across clusters, dashed and labelled with the message (a
+    real label, which Graphviz places without overlaps; above ``MESSAGE_LABELS_UP_TO``
+    edges the send and recv boxes carry the message instead); the current one red."""
     message_edges: dict[int, str] = {}
     merged: dict[tuple[str, str], list[int]] = {}
     for p in trace.pairs():
-        if p["recv"] is not None and p["send"] is not None:
+        if p["recv"] in rep and p["send"] in rep:
             merged.setdefault((rep[p["recv"]], rep[p["send"]]), []).append(p["msg_id"])
+    labelled = len(merged) <= MESSAGE_LABELS_UP_TO
     out: list[str] = []
     for (src, dst), msgs in merged.items():
         eid = "m_" + sanitize_id(message_label(msgs[0]))
         for m in msgs:
             message_edges[m] = eid
-        xl = message_label(msgs[0])
-        if len(msgs) > 1:
-            xl += f" (+{len(msgs) - 1})"
         eattrs: dict[str, str | int | float] = {
             "id": eid, "style": "dashed", "color": MESSAGE_COLOR, "fontcolor": MESSAGE_COLOR,
-            "xlabel": xl, "fontsize": 9, "penwidth": 1.3}
+            "fontsize": 9, "penwidth": 1.3}
+        if labelled:
+            text = message_label(msgs[0])
+            if len(msgs) > 1:
+                text += f" (+{len(msgs) - 1})"
+            eattrs["label"] = text
         if current_msg is not None and current_msg in msgs:
             eattrs.update({"penwidth": 3.5, "color": CURRENT_COLOR, "style": "bold,dashed"})
         out.append(f"  {dot_quote(src)} -> {dot_quote(dst)} {attrs(eattrs)};")
     return message_edges, out
 
 
-_STATE_ORDER = ("blocked", "ready", "waiting", "executed")
+_STATE_ORDER = ("blocked", "never", "ready", "waiting", "executed")
 
 
 def _deps_line(node_id: str, deps: Mapping[str, int], view: _StepView) -> str:
@@ -276,23 +334,43 @@ def _deps_line(node_id: str, deps: Mapping[str, int], view: _StepView) -> str:
     return f"deps {d}"
 
 
+def _single_lines(first: Node, deps: Mapping[str, int], view: _StepView,
+                  root_vars: Mapping[str, list[str]]) -> list[str]:
+    """The label of one node: title, message, variable, deps, never runs, fault."""
+    lines = [node_title(first)]
+    if first.msg_id is not None:
+        lines.append(f"msg {message_label(first.msg_id)}")
+    names = list(root_vars.get(first.id, []))
+    if first.kind != "recv":   # a recv's title already names its variables (= t3)
+        names += [v for v in first.vars if v not in names]
+    if names:
+        shown = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
+        lines.append(("root: " if first.id in root_vars else "= ") + shown)
+    lines.append(_deps_line(first.id, deps, view))
+    if view.states.get(first.id) == "never":
+        lines.append("never runs")
+    if first.fault:
+        lines.append(f"fault: {first.fault.get('kind', '?')}")
+    return lines
+
+
 def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
-               view: _StepView) -> dict[str, str | int | float]:
+               view: _StepView, root_vars: Mapping[str, list[str]]
+               ) -> dict[str, str | int | float]:
     shape, fill, color = KIND_STYLE[box.kind]
     lines = list(box.lines)
     first = nodes[box.members[0]]
-    if len(box.members) == 1:
-        lines = [node_title(first)]
-        if first.msg_id is not None:
-            lines.append(f"msg {message_label(first.msg_id)}")
-        lines.append(_deps_line(first.id, deps, view))
-        if first.fault:
-            lines.append(f"fault: {first.fault.get('kind', '?')}")
+    if box.kind == "ghost":
+        return {"id": box.key, "label": "\n".join(lines), "shape": shape,
+                "style": "dotted,filled", "fillcolor": fill, "color": color,
+                "fontcolor": "#868e96"}
+    if len(box.members) == 1 and box.kind not in ("chain", "group"):
+        lines = _single_lines(first, deps, view, root_vars)
     elif box.kind == "chain":
         lines.append(_deps_line(first.id, deps, _StepView({}, {}, None, None)))
     member_states = [view.states[m] for m in box.members if m in view.states]
     style = "rounded,filled" if box.kind == "op" else "filled"
-    if member_states and (view.states or view.current is not None):
+    if member_states:
         if all(s == "executed" for s in member_states) and len(member_states) == len(box.members):
             fill = STATE_FILL["executed"]
         else:
@@ -300,6 +378,8 @@ def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
             fill = STATE_FILL[st]
             if st == "blocked":
                 color = BLOCKED_COLOR
+            elif st == "never":
+                color = NEVER_COLOR
     out: dict[str, str | int | float] = {"id": box.key, "label": "\n".join(lines), "shape": shape,
                                          "style": style, "fillcolor": fill, "color": color}
     if view.current is not None and view.current in box.members:
@@ -309,79 +389,67 @@ def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
     return out
 
 
-def _legend() -> list[str]:
-    """Return the legend cluster: one HTML-like table node (our own fixed text only)."""
-    rows = [
-        (STATE_FILL["executed"], "#333333", 1, "executed"),
-        ("#ffffff", CURRENT_COLOR, 3, "current step"),
-        (STATE_FILL["ready"], "#333333", 1, "ready (queued)"),
-        (STATE_FILL["waiting"], "#333333", 1, "waiting: deps D (R left)"),
-        (STATE_FILL["blocked"], BLOCKED_COLOR, 1, "blocked send"),
-        (KIND_STYLE["send"][1], KIND_STYLE["send"][2], 1, "SendRpcBackward"),
-        (KIND_STYLE["recv"][1], KIND_STYLE["recv"][2], 1, "RecvRpcBackward"),
-        (KIND_STYLE["accumulate_grad"][1], KIND_STYLE["accumulate_grad"][2], 1, "AccumulateGrad"),
-    ]
-    cells = "".join(
-        f'<TR><TD BGCOLOR="{fill}" COLOR="{color}" BORDER="{border}" WIDTH="18"> </TD>'
-        f'<TD ALIGN="LEFT" BORDER="0">{text}</TD></TR>' for fill, color, border, text in rows)
-    cells += (f'<TR><TD BORDER="0"><FONT COLOR="{MESSAGE_COLOR}">- - &gt;</FONT></TD>'
-              '<TD ALIGN="LEFT" BORDER="0">message recv -&gt; send</TD></TR>')
-    table = f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2">{cells}</TABLE>>'
-    return ['  subgraph "cluster_legend" {',
-            "    graph " + attrs({"id": "cluster_legend", "label": "legend", "style": "rounded",
-                                   "color": "#adb5bd", "fontsize": 11}) + ";",
-            f'    "legend" [id="legend", shape=plaintext, style="", fontsize=9, label={table}];',
-            "  }"]
-
-
 def to_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,
-           full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET) -> str:
+           full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET, *,
+           detail: str | None = None, scope: Scope | None = None) -> str:
     """Return the distributed autograd graph of ``trace`` as Graphviz DOT text.
 
-    Legend (this docstring is the picture's legend):
+    Legend (this docstring is the picture's legend; every picture also draws it as a table):
 
-    * **Clusters**: one rounded grey box per worker, labelled ``worker1 (rank 1)``.
+    * **Clusters**: one rounded grey box per worker, labelled ``worker1 (rank 1)``, the
+      initiator first (``· initiator``). The initiator's starts with a dashed oval
+      ``backward([loss])``: the backward call, with a dotted arrow to each root.
     * **Nodes** are labelled with the PyTorch name without its C++ namespace and the
       sequence number (``MulBackward0 #2``); leaves with the variable name and shape
       (``t1 [3,3]``); a ``RecvRpcBackward`` also with the variables its RPC result was assigned
-      to (``RecvRpcBackward #0 = t3``). Every node shows its initial FAST-mode dependency count in the pass
+      to (``RecvRpcBackward #0 = t3``); a root with ``root: loss``, another node that is the
+      ``grad_fn`` of a scenario variable with ``= h``. Every node shows its initial FAST-mode dependency count in the pass
       (``deps 2``; ``distviz.replay.graph.initial_dependencies``, the count every view shows:
       a root counts the ``GraphRoot``'s edge, so it starts at 1), or ``not reached`` when no
       root or send leads to it; send/recv nodes show their message (``msg 1:0`` = sender rank
       1, counter 0).
     * **Shapes/colours by kind**: op = white rounded box; ``SendRpcBackward`` = orange
       inverted house; ``RecvRpcBackward`` = green house; ``AccumulateGrad`` = light-blue box;
-      a folded chain of ops = grey 3-D box (``7 ops: MulBackward0 … AddBackward0``); a
-      per-RPC-call group = grey folder. A node whose recorded fault injects an error or crash has
-      a dashed outline and a ``fault:`` line.
+      a folded chain of ops = grey 3-D box (``7 ops: MulBackward0 … AddBackward0``); one RPC
+      call's nodes on one worker = grey folder; the nodes a scoped view leaves out, one dotted
+      box per worker (``12 more nodes on stage1``). A node whose recorded fault injects an error
+      or crash has a dashed outline and a ``fault:`` line.
     * **Edges**: solid grey arrows are local autograd edges in gradient-flow order (node ->
       its next function; one arrow per next edge, so a node fed twice shows two arrows).
       Dashed magenta arrows go from a ``RecvRpcBackward`` to the ``SendRpcBackward`` on the
-      other worker that receives its gradient; their external label (``xlabel``) is the message
-      label (``1:0``; ``(+N)`` when N more messages were merged by collapsing).
+      other worker that receives its gradient, labelled with the message (``1:0``; ``(+N)``
+      when N more messages were merged by collapsing; above 40 such arrows the boxes carry the
+      message instead, so labels never pile up).
     * **With step=N** (state after replay step N; the graph title is the event sentence;
-      ``deps`` counts are those of the step's pass): grey fill = executed in this pass; yellow = ready (in a ready queue or starting a call);
-      white with ``deps D (R left)`` = waiting for R more gradients; red fill and red outline =
-      a blocked send (the replay hung; shown from the hang step on); thick red outline = the
-      node of the current step; a thick red dashed arrow = the message sent or received at this
-      step. Untouched nodes keep their kind colour. A legend cluster repeats this key. A
-      collapsed node takes the most urgent state of its members (blocked, ready, waiting),
-      or grey when all ran.
-    * **Large graphs**: above ``node_budget`` nodes (unless ``full``), linear chains of op
-      nodes inside one worker are folded; if still above budget, each worker is drawn as one
-      summary node per RPC call (or per group of calls), and a yellow note says
-      ``collapsed: N nodes shown as M; use --full``. Above 1000 drawn nodes ``nslimit=1`` is set
-      so ``dot`` lays out in seconds.
+      ``deps`` counts are those of the step's pass): grey fill = executed in this pass; yellow
+      = ready (in a ready queue or starting a task); white with ``deps D (R left)`` = waiting
+      for R more gradients; red fill and red outline = a blocked send (the replay hung; shown
+      from the hang step on); lilac fill, violet outline and ``never runs`` = any other node that
+      does not run in the hung pass; thick red outline = the node of the current step; a thick
+      red dashed arrow = the message sent or received at this step. Untouched nodes keep their
+      kind colour. A collapsed node takes the most urgent state of its members (blocked, never,
+      ready, waiting), or grey when all ran. Without a step, the picture of a replay that hangs
+      shows how it ends (the title says why).
+    * **Views**: ``detail`` ``full`` draws every node, ``folded`` folds straight chains of op
+      nodes inside one worker, ``calls`` draws one box per RPC call on each worker,
+      ``summary`` the workers only (``distviz.render.dot_summary``); ``None`` takes ``full``
+      up to ``node_budget`` nodes, else the most detailed that fits. ``scope`` draws one worker,
+      one RPC call or a neighbourhood (``distviz.views``). The title says what the view shows
+      when it is not every node of the graph. Above 1000 drawn nodes ``nslimit=1`` is set so
+      ``dot`` lays out in seconds.
 
     Every node, edge and cluster has a sanitised ``id`` attribute, so an SVG made from this text
-    has ``<g id=...>`` elements that the HTML viewer highlights. Raises ``ValueError`` when
-    ``step`` is given without a replay or is out of range.
+    has ``<g id=...>`` elements. Raises ``ValueError`` when ``step`` is given without a replay
+    or is out of range.
     """
-    return build_dot(trace, replay, step=step, full=full, node_budget=node_budget).source
+    return build_dot(trace, replay, step=step, full=full, node_budget=node_budget,
+                     detail=detail, scope=scope).source
 
 
 def frames(trace: Trace, replay: ReplayLike, full: bool = False,
-           node_budget: int = DEFAULT_NODE_BUDGET) -> Iterator[tuple[int, str]]:
+           node_budget: int = DEFAULT_NODE_BUDGET, *, detail: str | None = None,
+           scope: Scope | None = None) -> Iterator[tuple[int, str]]:
     """Yield ``(step, DOT text)`` for every replay step, in order (for ``--frames DIR``)."""
     for step in range(len(replay.events)):
-        yield step, to_dot(trace, replay, step=step, full=full, node_budget=node_budget)
+        yield step, to_dot(trace, replay, step=step, full=full, node_budget=node_budget,
+                           detail=detail, scope=scope)

@@ -1,77 +1,101 @@
-"""What each drawn node stands for: one trace node, or a collapsed set of them (large graphs).
+"""What each drawn node stands for: one trace node, a folded chain, one RPC call's nodes on one
+worker, or the nodes a scoped view leaves out.
 
-Above the node budget, linear chains of op nodes inside one worker fold into one box; if still
-above budget, each worker is drawn as one summary box per RPC call (or per group of calls).
-``plan_boxes`` decides; every walk is iterative.
+``plan_boxes`` decides from the view's detail (``full``, ``folded``, ``calls``; ``None``: the
+most detailed one under the node budget) and scope; every walk is iterative.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from distviz.render.dot_text import display_name, sanitize_id
-from distviz.trace import Node, Trace, message_label
+from distviz.replay.graph import IndexedGraph
+from distviz.trace import Node, Trace
+from distviz.views.groups import call_groups
+from distviz.views.model import Scope
 from distviz.words import plural
 
-__all__ = ["Box", "plan_boxes"]
+__all__ = ["Box", "Plan", "plan_boxes"]
 
 
 @dataclass(slots=True)
 class Box:
-    """One drawn node: a trace node or a collapsed set of them."""
+    """One drawn node: a trace node or a collapsed set of them (``ghost``: left out of a scoped
+    view, one per worker)."""
 
     key: str
     worker: str
-    kind: str
+    kind: str                      # a node kind, or chain, group, ghost
     members: list[str]
     lines: list[str] = field(default_factory=list)
 
 
-def plan_boxes(trace: Trace, full: bool, node_budget: int
-               ) -> tuple[dict[str, str], dict[str, Box], str]:
-    """Return ``({node id: box key}, {box key: Box}, collapsed)`` where ``collapsed`` is
-    ``none``, ``chains``, ``groups`` or ``buckets``; ``full`` never collapses."""
+@dataclass(slots=True)
+class Plan:
+    """``rep``: node id -> box key (every node, ghosts included); ``detail``: what was drawn."""
+
+    rep: dict[str, str]
+    boxes: dict[str, Box]
+    detail: str
+
+
+def plan_boxes(trace: Trace, detail: str | None, node_budget: int, scope: Scope | None = None,
+               graph: IndexedGraph | None = None) -> Plan:
+    """Return the boxes of a picture of ``scope`` (the whole graph by default) at ``detail``.
+
+    ``detail=None`` takes ``full`` when the scope has at most ``node_budget`` nodes, else
+    ``folded`` when that is small enough, else ``calls``. Nodes outside the scope that share an
+    edge with it are drawn as one ghost box per worker; the others are not drawn.
+    """
+    keep = [n for n in trace.nodes if scope is None or scope.keeps(n.id)]
     rep: dict[str, str] = {}
-    boxes: dict[str, Box] = {}
     used: set[str] = set()
-    for n in trace.nodes:
+    for n in keep:
         base = "n_" + sanitize_id(n.id)
         key, k = base, 2
         while key in used:
             key, k = f"{base}_{k}", k + 1
         used.add(key)
         rep[n.id] = key
-    collapsed = "none"
-    if not full and len(trace.nodes) > node_budget:
-        collapsed = "chains"
-        _fold_chains(trace, rep, boxes)
-        if len(set(rep.values())) > node_budget:
-            rep, boxes, collapsed = _collapse_groups(trace, node_budget)
-    for n in trace.nodes:
+    boxes: dict[str, Box] = {}
+    auto = detail is None
+    if detail is None:
+        detail = "full" if len(keep) <= node_budget else "folded"
+    if detail == "folded":
+        _fold_chains(trace, keep, rep, boxes)
+        if auto and len(set(rep.values())) > node_budget:
+            detail = "calls"
+    if detail == "calls":
+        rep.clear()
+        boxes.clear()
+        _collapse_calls(trace, keep, rep, boxes, graph)
+    for n in keep:
         key = rep[n.id]
         if key not in boxes:
             boxes[key] = Box(key=key, worker=n.worker, kind=n.kind, members=[n.id])
-    return rep, boxes, collapsed
+    if scope is not None and scope.nodes is not None:
+        _ghosts(trace, rep, boxes)
+    return Plan(rep, boxes, detail)
 
 
-def _fold_chains(trace: Trace, rep: dict[str, str], boxes: dict[str, Box]) -> None:
+def _fold_chains(trace: Trace, keep: list[Node], rep: dict[str, str],
+                 boxes: dict[str, Box]) -> None:
     """Fold linear chains (2+ op nodes, one in-edge and one out-edge each, one worker)."""
-    nodes = trace.node_map()
+    nodes = {n.id: n for n in keep}
     indeg: dict[str, int] = {}
     preds: dict[str, str] = {}
-    for n in trace.nodes:
+    for n in keep:
         for e in n.next:
-            if e is None:
+            if e is None or e[0] not in nodes:
                 continue
             indeg[e[0]] = indeg.get(e[0], 0) + 1
             preds[e[0]] = n.id
 
     def succ(n: Node) -> str | None:
         targets = [e[0] for e in n.next if e is not None]
-        return targets[0] if len(targets) == 1 else None
+        return targets[0] if len(targets) == 1 and targets[0] in nodes else None
 
     def foldable(n: Node) -> bool:
         if n.kind != "op" or indeg.get(n.id, 0) != 1:
@@ -80,64 +104,24 @@ def _fold_chains(trace: Trace, rep: dict[str, str], boxes: dict[str, Box]) -> No
         return (s is not None and nodes[s].worker == n.worker
                 and nodes[preds[n.id]].worker == n.worker)
 
-    ok = {n.id for n in trace.nodes if foldable(n)}
-    for n in trace.nodes:
+    ok = {n.id for n in keep if foldable(n)}
+    for n in keep:
         if n.id not in ok or preds[n.id] in ok and succ(nodes[preds[n.id]]) == n.id:
             continue  # not a chain start
         chain = [n.id]
         cur = succ(n)
-        while cur is not None and cur in ok and cur not in chain[-1:]:
+        while cur is not None and cur in ok and len(chain) <= len(nodes):
             chain.append(cur)
             cur = succ(nodes[cur])
-            if len(chain) > len(nodes):  # defensive: a cycle would never end
-                break
         if len(chain) < 2:
             continue
         first, last = nodes[chain[0]], nodes[chain[-1]]
         key = "chain_" + sanitize_id(first.id)
         boxes[key] = Box(key=key, worker=first.worker, kind="chain", members=chain,
-                          lines=[f"{plural(len(chain), 'op')}: {display_name(first)} … "
-                                 f"{display_name(last)}"])
+                         lines=[f"{plural(len(chain), 'op')}: {display_name(first)} … "
+                                f"{display_name(last)}"])
         for nid in chain:
             rep[nid] = key
-
-
-def _group_key(n: Node) -> str:
-    if n.call is not None:
-        return f"call{n.call}"
-    if n.msg_id is not None:
-        return f"msg{message_label(n.msg_id)}"
-    return "rest"
-
-
-def _group(trace: Trace) -> dict[str, str]:
-    """Assign every node a per-worker group: the RPC call (or message) region it belongs to.
-
-    Send and recv nodes carry their call; other nodes join the group of the nearest root or
-    send above them (multi-source breadth-first search); the rest form one group per worker.
-    """
-    nodes = trace.node_map()
-    group: dict[str, str] = {}
-    queue: deque[str] = deque()
-    roots = {r for p in trace.passes for r in p.roots}
-    for n in trace.nodes:
-        if n.kind in ("send", "recv"):
-            group[n.id] = _group_key(n)
-        elif n.id in roots:
-            group[n.id] = "root"
-    for n in trace.nodes:
-        if n.id in group and n.kind != "recv":
-            queue.append(n.id)
-    while queue:
-        nid = queue.popleft()
-        for e in nodes[nid].next:
-            if e is None or e[0] in group or nodes[e[0]].worker != nodes[nid].worker:
-                continue
-            group[e[0]] = group[nid]
-            queue.append(e[0])
-    for n in trace.nodes:
-        group.setdefault(n.id, "rest")
-    return group
 
 
 def _summary_lines(nodes: Mapping[str, Node], title: str, members: list[str]) -> list[str]:
@@ -154,52 +138,52 @@ def _summary_lines(nodes: Mapping[str, Node], title: str, members: list[str]) ->
     return [title, f"{plural(len(members), 'node')}: " + ", ".join(parts)]
 
 
-def _call_title(trace: Trace, key: str) -> str:
-    if key.startswith("call"):
-        idx = int(key[4:])
-        if 0 <= idx < len(trace.rpc_calls):
-            c = trace.rpc_calls[idx]
-            return f"call {idx}: {c.func} ({c.api} {c.caller} -> {c.callee})"
-        return f"call {idx}"
-    if key.startswith("msg"):
-        return f"message {key[3:]}"
-    return {"root": "backward roots", "rest": "other nodes"}.get(key, key)
+def _collapse_calls(trace: Trace, keep: list[Node], rep: dict[str, str], boxes: dict[str, Box],
+                    graph: IndexedGraph | None) -> None:
+    """One box per (worker, RPC call group), in trace order."""
+    grouping = call_groups(trace, graph)
+    index = {n.id: i for i, n in enumerate(trace.nodes)} if graph is None else graph.index
+    nodes = {n.id: n for n in keep}
+    members: dict[tuple[str, int], list[str]] = {}
+    for n in keep:
+        members.setdefault((n.worker, grouping.of[index[n.id]]), []).append(n.id)
+    for (w, gi), mem in members.items():
+        grp = grouping.groups[gi]
+        key = f"group_{sanitize_id(w)}_{sanitize_id(grp.key)}"
+        boxes[key] = Box(key=key, worker=w, kind="group", members=mem,
+                         lines=_summary_lines(nodes, grp.short, mem))
+        for m in mem:
+            rep[m] = key
 
 
-def _collapse_groups(trace: Trace, budget: int) -> tuple[dict[str, str], dict[str, Box], str]:
-    """Collapse each worker into per-call groups, then into buckets of groups if needed."""
-    group = _group(trace)
+def _ghosts(trace: Trace, rep: dict[str, str], boxes: dict[str, Box]) -> None:
+    """One box per worker for the nodes outside the scope that share an edge with it."""
+    outside: dict[str, set[str]] = {}
     nodes = trace.node_map()
-    per_worker: dict[str, list[str]] = {w: [] for w in trace.workers}
-    members: dict[tuple[str, str], list[str]] = {}
+    by_msg: dict[int, list[str]] = {}
     for n in trace.nodes:
-        gk = (n.worker, group[n.id])
-        if gk not in members:
-            members[gk] = []
-            per_worker[n.worker].append(gk[1])
-        members[gk].append(n.id)
-    rep: dict[str, str] = {}
-    boxes: dict[str, Box] = {}
-    total_groups = len(members)
-    mode = "groups"
-    size = 1
-    room = max(1, budget - len(trace.workers) - 2)
-    if total_groups > room:
-        mode = "buckets"
-        size = max(2, math.ceil(total_groups / room))
+        if n.msg_id is not None:
+            by_msg.setdefault(n.msg_id, []).append(n.id)
+    for n in trace.nodes:
+        if n.id not in rep:
+            continue
+        near = [e[0] for e in n.next if e is not None]
+        if n.msg_id is not None:
+            near += by_msg[n.msg_id]
+        for t in near:
+            if t not in rep:
+                outside.setdefault(nodes[t].worker, set()).add(t)
+    for n in trace.nodes:   # the nodes whose next edges lead into the scope
+        if n.id in rep:
+            continue
+        if any(e is not None and e[0] in rep for e in n.next):
+            outside.setdefault(n.worker, set()).add(n.id)
     for w in trace.workers:
-        keys = per_worker[w]
-        for start in range(0, len(keys), size):
-            chunk = keys[start:start + size]
-            mem = [m for k in chunk for m in members[(w, k)]]
-            if size == 1:
-                title = _call_title(trace, chunk[0])
-            else:
-                title = f"{len(chunk)} groups: {_call_title(trace, chunk[0])} … {_call_title(trace, chunk[-1])}"
-            key = f"group_{sanitize_id(w)}_{start // size}"
-            boxes[key] = Box(key=key, worker=w, kind="group", members=mem,
-                              lines=_summary_lines(nodes, title, mem))
-            for m in mem:
-                rep[m] = key
-    return rep, boxes, mode
-
+        mem = sorted(outside.get(w, ()))
+        if not mem:
+            continue
+        key = "ghost_" + sanitize_id(w)
+        boxes[key] = Box(key=key, worker=w, kind="ghost", members=mem,
+                         lines=[f"{plural(len(mem), 'more node')} on {w}", "(not in this view)"])
+        for m in mem:
+            rep[m] = key

@@ -1,15 +1,30 @@
-"""DOT text pieces: safe ids, quoted strings, attribute lists, and the names a picture shows."""
+"""DOT text pieces: safe ids, quoted strings, attribute lists, the names a picture shows, and
+``DotGraph`` (DOT text with the maps from trace things to the ids it draws them with)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from distviz.trace import Node, short_name
 
-__all__ = ["attrs", "display_name", "dot_quote", "node_title", "sanitize_id", "shape_text"]
+__all__ = ["DotGraph", "attrs", "display_name", "dot_quote", "node_title", "sanitize_id", "shape_text"]
 
 _ID_BAD = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(slots=True)
+class DotGraph:
+    """DOT text plus the maps a viewer needs to find trace things in the rendered SVG."""
+
+    source: str
+    node_ids: dict[str, str]        # trace node id -> DOT/SVG id of the node drawing it
+    message_edges: dict[int, str]   # message id -> DOT/SVG id of the dashed message edge
+    total_nodes: int                # nodes in the trace
+    drawn_nodes: int                # graph nodes drawn (excluding legend and note)
+    detail: str                     # "full" | "folded" | "calls" | "summary"
+    title: str = ""                 # what the view shows, in words
 
 
 def sanitize_id(text: str) -> str:

@@ -17,7 +17,7 @@ from distviz.replay.model import Event, Message
 from distviz.trace import message_label, seq_text
 from distviz.words import plural, word_for
 
-__all__ = ["FORMAT", "LazyEvent", "clip", "ordinal"]
+__all__ = ["FORMAT", "LazyEvent", "clip", "index_changes", "ordinal"]
 
 _EV_TEXT = Event.__dict__["text"]      # the dataclass slots of Event
 _EV_DETAIL = Event.__dict__["detail"]
@@ -356,3 +356,28 @@ FORMAT: dict[str, Formatter] = {
     "call_end": _fmt_call_end, "worker_done": _fmt_worker_done, "ack": _fmt_ack,
     "error": _fmt_error, "crash": _fmt_crash, "hang": _fmt_hang, "pass_end": _fmt_pass_end,
 }
+
+
+def index_changes(g: IndexedGraph, ev: Event) -> tuple[list[int], list[int], list[int]]:
+    """What ``ev`` changes in the dependency counts, as node indices of ``g``: ``(deps,
+    decrements, pushed)`` where ``deps`` is ``[node, count, ...]`` set by
+    ``compute_dependencies``, ``decrements`` ``[node, remaining, ...]`` and ``pushed`` the nodes
+    that became ready. The same as ``detail["deps"]``, ``detail["decrements"]`` and
+    ``detail["pushed"]``, read from the compact payload without building the detail (the HTML
+    viewer reads every event of a big replay this way)."""
+    a = ev._a if isinstance(ev, LazyEvent) else None
+    if a is None:
+        index = g.index
+        d = ev.detail
+        deps = [x for nid, c in (d.get("deps") or {}).items() for x in (index[nid], c)]
+        decs = [x for nid, c in (d.get("decrements") or []) for x in (index[nid], c)]
+        return deps, decs, [index[nid] for nid in d.get("pushed") or []]
+    action = ev.action
+    if action == "compute_dependencies":
+        order, counts = a[2], a[3]
+        return [x for pair in zip(order, counts, strict=True) for x in pair], [], []
+    if action == "call_start" and ev.message is None:
+        return [], list(a[0]), list(a[1])
+    if action == "execute" and g.kind[a[0]] != RECV:
+        return [], list(a[2]), list(a[3])
+    return [], [], []
