@@ -40,7 +40,7 @@ def test_graph_tree_shows_the_recv_name() -> None:
 def test_step_log_names_the_recv_like_a_leaf() -> None:
     trace = named_design_note()
     log = [line.plain for line in render_log(trace, replay(trace))]
-    assert any("worker0 runs RecvRpcBackward(t3) (seq 0) in call 0; it sends its gradient to "
+    assert any("worker0 runs RecvRpcBackward(t3) (seq 0) in task 0; it sends its gradient to "
                "worker1 (message 1:0)" in line for line in log)
     assert any("RecvRpcBackward(t3) and AccumulateGrad(t4) become ready" in line for line in log)
     # worker1's recv has no name: it stays plain

@@ -83,7 +83,7 @@ def test_design_note_ack_waits_for_worker1_done_and_its_own_message_acked() -> N
 def test_execute_text_names_ready_nodes() -> None:
     r = replay(F.design_note())
     mul = next(e for e in r.events if e.node == "worker0/MulBackward0#2")
-    assert mul.text == ("worker0 runs MulBackward0 (seq 2) in call 0; RecvRpcBackward and "
+    assert mul.text == ("worker0 runs MulBackward0 (seq 2) in task 0; RecvRpcBackward and "
                         "AccumulateGrad(t4) become ready")
     assert mul.detail["decrements"] == [["worker0/RecvRpcBackward#0", 0],
                                         ["worker0/AccumulateGrad(t4)", 0]]

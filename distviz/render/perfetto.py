@@ -229,7 +229,7 @@ def _replay_events(trace: Trace, nodes: Mapping[str, Node], replay: ReplayLike,
             tids[key] = next_tid.get(pid, 1)
             next_tid[pid] = tids[key] + 1
             out.append(_meta(pid, tids[key], "thread_name",
-                             f"call {call}" if call >= 0 else "engine"))
+                             f"task {call}" if call >= 0 else "engine"))
             out.append(_meta(pid, tids[key], "thread_sort_index", tids[key]))
         node = nodes.get(ev.node)
         ts = ev.step * STEP_US

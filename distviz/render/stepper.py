@@ -43,6 +43,7 @@ from rich.text import Text
 from distviz.render.terminal import render_log, render_state
 from distviz.replay.model import Agreement, ReplayLike
 from distviz.trace import Trace
+from distviz.words import NOTATION
 
 __all__ = ["KEYS", "Stepper", "decode_key", "split_keys", "step_through", "terminal_keys"]
 
@@ -175,7 +176,13 @@ class Stepper:
             table.add_column()
             for keys, action in KEYS:
                 table.add_row(keys, action)
-            return Panel(table, title="keys", title_align="left")
+            notation = Table.grid(padding=(0, 2))
+            notation.add_column(style="bold", no_wrap=True)
+            notation.add_column()
+            for shown, meaning in NOTATION:
+                notation.add_row(shown, meaning)
+            return Group(Panel(table, title="keys", title_align="left"),
+                         Panel(notation, title="notation", title_align="left"))
         max_items = 8 if len(self.trace.workers) <= 4 else 4
         return render_state(self.trace, self.replay, self.step, focus=self.focus,
                             max_items=max_items)

@@ -18,7 +18,7 @@ Entry points:
 Legend (styles; all readable without colour):
 
 - action tags: ``execute`` plain, ``accum`` green, ``send``/``receive``/``ack`` magenta,
-  ``deps``/``call``/``end`` cyan, ``done`` green, ``HANG``/``ERROR``/``CRASH`` bold red.
+  ``deps``/``task``/``end task`` cyan, ``done`` green, ``HANG``/``ERROR``/``CRASH`` bold red.
 - worker panels: the worker of the current event has a bold border; a finished worker a green
   one; the worker in focus (stepper ``<``/``>``) is marked ``▶`` in the title. ``pending`` lists
   the nodes still waiting with their remaining dependency count.
@@ -57,12 +57,12 @@ __all__ = [
 ACTION_TAGS: dict[str, str] = {
     "pass_start": "pass",
     "compute_dependencies": "deps",
-    "call_start": "call",
+    "call_start": "task",
     "execute": "execute",
     "accumulate": "accum",
     "send_gradient": "send",
     "receive_gradient": "receive",
-    "call_end": "end call",
+    "call_end": "end task",
     "worker_done": "done",
     "ack": "ack",
     "error": "ERROR",
@@ -268,7 +268,7 @@ def _worker_panel(nodes: dict[str, Node], worker: str, ws: WorkerState, event: E
     elif not ws.initialized:
         status = Text("not started", style="dim")
     elif ws.current_call is not None:
-        status = Text(f"running call {ws.current_call}")
+        status = Text(f"running task {ws.current_call}")
     else:
         status = Text("waiting")
     status.append(f" · outstanding {ws.outstanding}", style="dim")

@@ -20,7 +20,7 @@ from rich.tree import Tree
 from distviz.render.text import more, node_label
 from distviz.replay.graph import initial_dependencies
 from distviz.trace import Node, Trace, message_label, short_name
-from distviz.words import plural
+from distviz.words import NOTATION, plural
 
 __all__ = ["render_graph", "render_summary"]
 
@@ -103,7 +103,12 @@ def render_graph(trace: Trace, max_nodes: int = 200, *, pass_index: int = 0,
         return _counts_by_kind(trace, max_nodes)
     deps = initial_dependencies(trace, pass_index, mode)
     roots = set(trace.passes[pass_index].roots) if trace.passes else set()
-    return Group(*(_worker_tree(trace, w, deps, roots) for w in trace.workers))
+    legend = Text("notation: " + "; ".join(f"{shown} {meaning.split(':', 1)[-1].strip()}"
+                                           if shown in ("[in 1]", "↺") else f"{shown} {meaning}"
+                                           for shown, meaning in NOTATION
+                                           if shown in ("#3", "~1", "1:0", "[in 1]", "↺")),
+                  style="dim")
+    return Group(*(_worker_tree(trace, w, deps, roots) for w in trace.workers), legend)
 
 
 def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str]) -> Tree:

@@ -166,13 +166,13 @@ def _fmt_compute_dependencies(g: IndexedGraph, e: LazyEvent,
     return text, detail
 
 
-# -- 2. calls -------------------------------------------------------------------------------------
+# -- 2. tasks (the engine's runs on a fresh ready queue; JSON keeps the name call) -------------------------------------------------------------------------------------
 
 def _fmt_call_start(g: IndexedGraph, e: LazyEvent,
                     a: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
-    if e.message is None:   # call 0: the GraphRoot seeds the roots
+    if e.message is None:   # task 0: the GraphRoot seeds the roots
         decs, pushed, q, qlen = a
-        text = f"{e.worker} starts call {e.call} with the GraphRoot"
+        text = f"{e.worker} starts task {e.call} with the GraphRoot"
         if pushed:
             text += (f"; {_names_text(g, pushed)} "
                      f"{'becomes' if len(pushed) == 1 else 'become'} ready")
@@ -184,7 +184,7 @@ def _fmt_call_start(g: IndexedGraph, e: LazyEvent,
                       "queue_len": qlen}
     (s,) = a
     m = e.message
-    text = f"{e.worker} starts call {e.call} with {g.names[s]} (message {m.label})"
+    text = f"{e.worker} starts task {e.call} with {g.names[s]} (message {m.label})"
     return text, {"reason": "message", "label": m.label, "queue": [g.ids[s]], "queue_len": 1}
 
 
@@ -195,14 +195,14 @@ def _fmt_execute(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
     if k == RECV:
         to = g.rank_index.get(g.msg[i] >> 48, -1)
         dest = g.workers[to] if to >= 0 else f"rank {g.msg[i] >> 48}"
-        text = (f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in call {e.call}; it sends its "
+        text = (f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in task {e.call}; it sends its "
                 f"gradient to {dest} (message {message_label(g.msg[i])})")
         return text, {"seq": key[i], "decrements": [], "pushed": [], "queue": [ids[x] for x in q],
                       "queue_len": qlen}
     if k == SEND:
-        text = f"{e.worker} runs {names[i]} (message {message_label(g.msg[i])}) in call {e.call}"
+        text = f"{e.worker} runs {names[i]} (message {message_label(g.msg[i])}) in task {e.call}"
     else:
-        text = f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in call {e.call}"
+        text = f"{e.worker} runs {names[i]} (seq {seq_text(key[i])}) in task {e.call}"
     if pushed:
         text += _ready_text(g, pushed)
     elif decs:
@@ -233,7 +233,7 @@ def _fmt_accumulate(g: IndexedGraph, e: LazyEvent,
 
 def _fmt_call_end(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
     outstanding, left = a
-    text = f"{e.worker} ends call {e.call}: its queue is empty"
+    text = f"{e.worker} ends task {e.call}: its queue is empty"
     if left:
         text += (f"; {plural(left, 'send')} still {word_for(left, 'waits', 'wait')} "
                  "for a gradient")
