@@ -14,8 +14,10 @@ takes well under a minute (the smoke test uses it; its numbers say nothing about
 | B3 | ``bench/bench_replay.py --nodes N`` (10k, 100k, 1M) | targets only |
 | B4 | replay of B2's trace (``bench_replay.py --trace``) | PyTorch's backward, no hooks (B7) |
 | B5 | bytes per node (B2's trace, synthetic 1M); ``trace.load`` of 1M | targets only |
-| B6 | SVG and HTML of B2's trace (``bench_pictures.py``) | targets only |
+| B6 | B2's trace: the default PNG and SVG (view, size, not shrunk), the worker summary (``bench_pictures.py``) | targets only |
 | B7 | real backward with hooks (``bench_observe.py``) | the same without hooks |
+| B8 | the HTML viewer of a 100k-node trace: export, first paint, a step, a search in headless Chromium (``bench_viewer.py``) | targets only |
+| B9 | a 1M-node trace file: load, replay, peak memory in one process (``bench_big.py``) | targets only |
 | L1 | ``bench_log.py``: per-step log time, last 10% / first 10% | targets only |
 
 Exit status: 0 when every benchmark ran (met or not), 1 when one of them failed to run.
@@ -50,12 +52,13 @@ class Sizes:
     synthetic: tuple[int, int, int]
     load_nodes: int
     log_nodes: int
+    viewer_nodes: int
 
 
 FULL = Sizes(micro=200, depth=8, synthetic=(10_000, 100_000, 1_000_000), load_nodes=1_000_000,
-             log_nodes=12_000)
+             log_nodes=12_000, viewer_nodes=100_000)
 QUICK = Sizes(micro=4, depth=2, synthetic=(1_000, 3_000, 30_000), load_nodes=30_000,
-              log_nodes=2_000)
+              log_nodes=2_000, viewer_nodes=3_000)
 
 
 @dataclass
@@ -302,16 +305,85 @@ def bench_b6(b: Bench) -> list[Row]:
         raise BenchError("needs B2's trace: run B2 first (--only B2,B6)")
     res = run_json("bench_pictures.py", ["--trace", str(b.pipeline_trace),
                                          "--repeat", str(b.repeat)])
+    n = int(res["nodes"])
     rows = []
-    for key, what in (("svg", "default SVG (to_dot + dot -Tsvg)"),
-                      ("html", "HTML viewer (to_dot + dot -Tsvg + to_html)")):
-        med = float(res[f"{key}_s"])
-        rows.append(Row("B6", f"{what} of B2's trace ({int(res['nodes']):,} nodes, "
-                        f"{res['backends'].split(',')[0]})",
-                        f"{fmt_num(med, 's')} [{fmt_num(res[key + '_min_s'], 's')}-"
-                        f"{fmt_num(res[key + '_max_s'], 's')}]", value=f"{med:.2f} s",
-                        target="well under 30 s (<= 10 s)", met=med <= 10.0))
+    for fmt in ("png", "svg"):
+        w, h = int(res[f"{fmt}_width"]), int(res[f"{fmt}_height"])
+        ok = not res[f"{fmt}_shrunk"] and 0 < max(w, h) <= 10_000
+        rows.append(Row("B6", f"default {fmt.upper()} of B2's trace ({n:,} nodes): the view "
+                        "chosen, its size, whether Graphviz shrank it",
+                        f"{res[f'{fmt}_view']}, {w:,} x {h:,} px, "
+                        f"{'shrunk' if res[f'{fmt}_shrunk'] else 'not shrunk'}",
+                        value=f"{float(res[f'{fmt}_s']):.2f} s to choose and draw",
+                        target="readable: <= 10,000 px, not shrunk", met=ok))
+    med = float(res["summary_s"])
+    rows.append(Row("B6", "worker summary of B2's trace (`--view summary`, SVG; trace loaded)",
+                    f"{fmt_num(med, 's')} [{fmt_num(res['summary_min_s'], 's')}-"
+                    f"{fmt_num(res['summary_max_s'], 's')}]", value=f"{med:.2f} s",
+                    target="< 1 s", met=med < 1.0))
+    cmd = float(res["summary_cmd_s"])
+    rows.append(Row("B6", "the whole `distviz export TRACE --view summary -f svg` command "
+                    "(start-up, load, replay included)",
+                    f"{fmt_num(cmd, 's')} [{fmt_num(res['summary_cmd_min_s'], 's')}-"
+                    f"{fmt_num(res['summary_cmd_max_s'], 's')}]", value=f"{cmd:.2f} s"))
     return rows
+
+
+def bench_b8(b: Bench) -> list[Row]:
+    n = b.sizes.viewer_nodes
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        return [Row("B8", "HTML viewer in headless Chromium: skipped, no chromium on PATH")]
+    res = run_json("bench_viewer.py", ["--nodes", str(n), "--repeat", str(min(b.repeat, 3))],
+                   timeout=1800)
+    what = f"HTML viewer, synthetic {n:,} nodes"
+    exp, paint = float(res["export_s"]), float(res["paint_ms"]) / 1000
+    step = float(res["step_ms"])
+    return [
+        Row("B8", f"{what}: `distviz export -f html` (fresh process; page "
+            f"{int(res['html_bytes']) / 2**20:.1f} MiB)",
+            f"{fmt_num(exp, 's')} [{fmt_num(res['export_min_s'], 's')}-"
+            f"{fmt_num(res['export_max_s'], 's')}]", value=f"{exp:.2f} s", target="<= 5 s",
+            met=exp <= 5.0),
+        Row("B8", f"{what}: first paint in headless Chromium (opens on {res['first_view']})",
+            f"{paint:.3f} s (max {float(res['paint_max_ms']) / 1000:.3f} s)",
+            value=f"{paint:.2f} s", target="<= 3 s", met=paint <= 3.0),
+        Row("B8", f"{what}: next step in the full view at {float(res['zoom']):.0%} zoom, key to "
+            f"shown frame ({int(res['steps'])} steps; script alone "
+            f"{float(res['step_js_ms']):.1f} ms; every node laid out in "
+            f"{float(res['full_ms']):.0f} ms)",
+            f"{step:.1f} ms (max {float(res['step_max_ms']):.1f} ms)", value=f"{step:.1f} ms",
+            target="<= 50 ms", met=step <= 50.0),
+        Row("B8", f"{what}: search finds the variable {res.get('search_var')} and shows it",
+            f"{float(res.get('search_ms', 0)):.0f} ms",
+            value="found" if res.get("search_found") else "not found", target="found",
+            met=bool(res.get("search_found"))),
+    ]
+
+
+def bench_b9(b: Bench) -> list[Row]:
+    n = b.sizes.load_nodes
+    path = b.tmp / f"big{n}.trace.json"
+    run_json("bench_trace.py", ["--make", str(n), "--out", str(path)], timeout=1800)
+    for _ in range(b.repeat):
+        res = run_json("bench_big.py", ["--trace", str(path)], timeout=1800)
+        b.add("b9.load", float(res["load_s"]))
+        b.add("b9.replay", float(res["replay_s"]))
+        b.add("b9.rss", float(res["peak_rss_mib"]))
+    path.unlink(missing_ok=True)
+    nodes = int(res["nodes"])
+    load, rep = statistics.median(b.samples["b9.load"]), statistics.median(b.samples["b9.replay"])
+    rss = statistics.median(b.samples["b9.rss"])
+    return [
+        Row("B9", f"{nodes:,}-node trace file: `distviz.trace.load` (fresh process)",
+            cell(b.samples["b9.load"], "s"), value=f"{load:.2f} s", target="<= 2 s",
+            met=load <= 2.0),
+        Row("B9", f"{nodes:,}-node trace file: FAST replay after the load",
+            cell(b.samples["b9.replay"], "s"), value=f"{rep:.2f} s", target="<= 5 s",
+            met=rep <= 5.0),
+        Row("B9", f"{nodes:,}-node trace file: peak RSS of load + replay",
+            cell(b.samples["b9.rss"], "MiB"), value=f"{rss / GIB_MIB:.2f} GiB",
+            target="<= 1 GiB", met=rss <= GIB_MIB),
+    ]
 
 
 def bench_l1(b: Bench) -> list[Row]:
@@ -328,8 +400,8 @@ def bench_l1(b: Bench) -> list[Row]:
 # B2 before B4/B5/B6 (they use its trace), B7 before B4 (its denominator).
 BENCHES: dict[str, Callable[[Bench], list[Row]]] = {
     "B1": bench_b1, "B2": bench_b2, "B7": bench_b7, "B4": bench_b4, "B3": bench_b3,
-    "B5": bench_b5, "B6": bench_b6, "L1": bench_l1}
-ORDER = ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "L1"]
+    "B5": bench_b5, "B6": bench_b6, "B8": bench_b8, "B9": bench_b9, "L1": bench_l1}
+ORDER = ["B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8", "B9", "L1"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,8 +147,8 @@ def test_15k_node_default_picture_is_readable(fmt: str) -> None:
     assert pic.choice.dot.detail == "summary"
     assert pic.scaled is None and not [w for w in pic.warnings if "caling" in w]
     assert pic.choice.size_px is not None and max(pic.choice.size_px) <= 10_000
-    assert pic.choice.sentence().startswith(f"the worker summary of the whole graph "
-                                            f"({len(tr.nodes):,} nodes): 4 boxes")
+    assert pic.choice.sentence().startswith(f"the whole graph ({len(tr.nodes):,} nodes): the "
+                                            "worker summary, 4 boxes")
 
 
 @pytest.mark.graphviz
@@ -193,7 +193,7 @@ def test_export_dot_says_which_view_and_how_to_get_the_others(tmp_path: Path) ->
     out = tmp_path / "big.dot"
     result = CliRunner().invoke(app, ["export", str(path), "-f", "dot", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "the worker summary of the whole graph" in result.output
+    assert "the whole graph (2,9" in result.output and ": the worker summary, " in result.output
     assert "other views: --view calls|folded|full, --worker worker1" in result.output
     assert out.read_text().startswith("digraph")
 

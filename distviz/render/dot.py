@@ -124,7 +124,7 @@ def _pass_of(replay: ReplayLike | None, step: int | None) -> int:
 
 
 DETAIL_WORDS = {"full": "every node", "folded": "chains of ops folded",
-                "calls": "one box per RPC call on each worker", "summary": "workers only"}
+                "calls": "one box per RPC call on each worker", "summary": "the worker summary"}
 
 
 def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,

@@ -42,13 +42,10 @@ class Choice:
     chosen_by_default: bool
 
     def sentence(self) -> str:
-        """``the worker summary of the whole graph (15,434 nodes): 4 boxes, 900 x 300 px``."""
-        what = (f"{DETAIL_WORDS[self.dot.detail]} of {self.scope.title}" if self.dot.detail
-                != "full" else f"every node of {self.scope.title}")
-        if self.dot.detail == "summary":
-            what = f"the worker summary of {self.scope.title}"
+        """``the whole graph (15,434 nodes): the worker summary, 4 boxes, 900 x 300 px; ...``."""
         size = f", {self.size_px[0]:,} x {self.size_px[1]:,} px" if self.size_px else ""
-        out = f"{what}: {self.dot.drawn_nodes:,} boxes{size}"
+        out = (f"{self.scope.title}: {DETAIL_WORDS[self.dot.detail]}, "
+               f"{self.dot.drawn_nodes:,} boxes{size}")
         if self.passed_over:
             out += ("; the most detailed view that stays readable (" +
                     "; ".join(self.passed_over) + ")")

@@ -76,9 +76,18 @@ def _call_scope(g: IndexedGraph, k: int) -> Scope:
                  frozenset(g.ids[i] for i in keep))
 
 
+#: A node with more neighbours than this is shown in a neighbourhood but not walked through
+#: (a stack of 200 losses, a weight every micro-batch uses): its other neighbours are not near.
+HUB_DEGREE = 32
+
+
 def neighbourhood(g: IndexedGraph, center: int, depth: int) -> list[int]:
     """Return the nodes at most ``depth`` edges from ``center`` (either direction, and from a
-    recv to the send its gradient goes to and back), ``center`` first, then by distance."""
+    recv to the send its gradient goes to and back), ``center`` first, then by distance.
+
+    The walk goes on from the center and from every node but leaves (``AccumulateGrad``: a
+    weight is shared by everything that uses it) and hubs (more than ``HUB_DEGREE``
+    neighbours): those are shown, not walked through."""
     preds: dict[int, list[int]] = {}
     for i in range(g.n):
         for t in g.targets[i]:
@@ -101,6 +110,8 @@ def neighbourhood(g: IndexedGraph, center: int, depth: int) -> list[int]:
         near = [t for t in g.targets[x] if t >= 0] + preds.get(x, [])
         if x in pair:
             near.append(pair[x])
+        if x != center and (g.kind[x] == ACC or len(near) > HUB_DEGREE):
+            continue
         for t in near:
             if t not in dist:
                 dist[t] = dist[x] + 1

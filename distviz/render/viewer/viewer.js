@@ -124,6 +124,7 @@
       for (q = OFF[x]; q < OFF[x + 1]; q++) near.push(NXT[q]);
       for (q = preds[x]; q < preds[x + 1]; q++) near.push(src[q]);
       if (PAIR[x] >= 0) near.push(PAIR[x]);
+      if (x !== c && (KIND[x] === 3 || near.length > 32)) continue;   // leaves and hubs: shown, not walked
       for (q = 0; q < near.length; q++) if (dist[near[q]] < 0) { dist[near[q]] = dist[x] + 1; order.push(near[q]); }
     }
     return order;
@@ -194,6 +195,8 @@
       if (KIND[n] === 2 && PAIR[n] >= 0) edge(a, itemOf[PAIR[n]], 1);
     }
     var E = es.length, ES = Int32Array.from(es), ED = Int32Array.from(ed), ET = Uint8Array.from(et);
+    var indegLocal = new Int32Array(M);   // a hub (a weight every micro-batch uses) gets stubs
+    for (j = 0; j < E; j++) if (!ET[j]) indegLocal[ED[j]]++;
     // layers: longest path from the sources (Kahn); a cycle (made by collapsing) is broken at
     // its first item in index order; collapsed workers sit in the first row of their lane
     var indeg = new Int32Array(M), layer = new Int32Array(M), outOff = new Int32Array(M + 1), outs = new Int32Array(E);
@@ -279,7 +282,7 @@
       nLayers = Math.max(1, others);
     }
     L = {items: items, itemOf: itemOf, M: M, E: E, ES: ES, ED: ED, ET: ET, X: X, Y: Y, W: W, H: H,
-         laneX: laneX, laneW: laneW, width: Math.max(xx, 1),
+         laneX: laneX, laneW: laneW, width: Math.max(xx, 1), hubIn: indegLocal,
          height: allWorkers ? TOP + nLayers * (3 * BH + 50) : TOP + nLayers * (BH + 18 + GY) + BH, summary: allWorkers,
          ms: performance.now() - t};
     if (fit) fitView();
@@ -314,6 +317,10 @@
     if (it < 0) return;
     cam.x = L.X[it] + L.W[it] / 2 - CW / cam.s / 2;
     cam.y = L.Y[it] + L.H[it] / 2 - CH / cam.s / 2;
+  }
+  function inView(it) {
+    var x = L.X[it] - cam.x, y = L.Y[it] - cam.y;
+    return x + L.W[it] > 0 && y + L.H[it] > 0 && x < CW / cam.s && y < CH / cam.s;
   }
   function visible(it) {
     var sx = (L.X[it] - cam.x) * cam.s, sy = (L.Y[it] - cam.y) * cam.s;
@@ -409,9 +416,11 @@
     });
     var agg = itemStates(), hs = BH * s;
     if (hs < 2.5 && M > 2000) { drawPixels(agg); finishDraw(t); return; }
-    // edges
-    var E = L.E, ES = L.ES, ED = L.ED, ET = L.ET, type, e;
+    // edges: whole when both ends are in view (or close); else a labelled stub at the end in
+    // view, so hundreds of long edges to a shared weight or another worker do not fill the screen
+    var E = L.E, ES = L.ES, ED = L.ED, ET = L.ET, type, e, stubs = [];
     ARROWS = s >= 0.4;
+    var text = s >= 0.55;
     for (type = 0; type < 2; type++) {
       ctx.beginPath();
       for (e = 0; e < E; e++) {
@@ -419,13 +428,19 @@
         var a = ES[e], b = ED[e];
         var ax = X[a] + W[a] / 2, ay = Y[a] + H[a], bx = X[b] + W[b] / 2, by = Y[b];
         if ((ax < x0 && bx < x0) || (ax > x1 && bx > x1) || (ay < y0 && by < y0) || (ay > y1 && by > y1)) continue;
-        edgeOf(a, b);
+        var inA = ax >= x0 && ax <= x1 && ay >= y0 && ay <= y1, inB = bx >= x0 && bx <= x1 && by >= y0 && by <= y1;
+        var long = L.summary ? false : type ? !(inA && inB) : L.hubIn[b] > HUB && !(inA && inB && M <= 2000);
+        if (!long) { edgeOf(a, b); continue; }
+        if (!text) continue;
+        if (inA) stubs.push([a, b, type, 0]);
+        if (inB && type) stubs.push([a, b, type, 1]);
       }
       ctx.setLineDash(type ? [6, 4] : []);
       ctx.strokeStyle = type ? "#c2255c" : "#868e96"; ctx.lineWidth = type ? 1.3 : 1;
       ctx.stroke();
     }
     ctx.setLineDash([]);
+    drawStubs(stubs);
     // boxes, one path per fill colour
     var byFill = {};
     for (it = 0; it < M; it++) {
@@ -459,6 +474,34 @@
     linkLabels();
     highlights();
     finishDraw(t);
+  }
+  var HUB = 16;
+  function itemName(it) {
+    var item = L.items[it];
+    return item.t === 2 ? D.workers[item.w] : item.t === 1 ? D.groups[item.g][0] : title(item.n);
+  }
+  // a short edge with a label where the other end is far away: "→ s2.w3", "msg 0:286 → stage0"
+  function drawStubs(stubs) {
+    if (!stubs.length) return;
+    var s = cam.s;
+    ctx.font = "10px system-ui, sans-serif"; ctx.textBaseline = "middle";
+    stubs.forEach(function (st2) {
+      var a = st2[0], b = st2[1], msg = st2[2], atB = st2[3], x, y, label, color = msg ? "#c2255c" : "#868e96";
+      var note = msg && NOTE[L.items[a].n] ? NOTE[L.items[a].n].split(" · ")[0] + " " : "";
+      if (!atB) {
+        x = (L.X[a] + L.W[a] / 2 - cam.x) * s; y = (L.Y[a] + L.H[a] - cam.y) * s;
+        label = msg ? note + "→ " + D.workers[L.items[b].w] : "→ " + itemName(b);
+        ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x, y + 12); ARROWS = true; arrowHead(x, y, x, y + 12);
+      } else {
+        x = (L.X[b] + L.W[b] / 2 - cam.x) * s; y = (L.Y[b] - cam.y) * s;
+        label = "← " + D.workers[L.items[a].w] + (note ? " " + note.trim() : "");
+        ctx.beginPath(); ctx.moveTo(x, y - 12); ctx.lineTo(x, y); ARROWS = true; arrowHead(x, y - 12, x, y);
+        y -= 24;
+      }
+      ctx.setLineDash(msg ? [4, 3] : []); ctx.strokeStyle = color; ctx.lineWidth = 1.2; ctx.stroke(); ctx.setLineDash([]);
+      ctx.fillStyle = color; ctx.fillText(label, x + 4, y + 8);
+    });
+    ctx.textBaseline = "top";
   }
   var ARROWS = false;
   // where an edge between items a and b starts and ends (world coordinates) and how it bends:
@@ -570,7 +613,7 @@
     ARROWS = s >= 0.4;
     D.critical.messages.forEach(function (r) {
       var a = L.itemOf[r], b = PAIR[r] >= 0 ? L.itemOf[PAIR[r]] : -1;
-      if (a >= 0 && b >= 0 && a !== b) edgeOf(a, b);
+      if (a >= 0 && b >= 0 && a !== b && (L.summary || (inView(a) && inView(b)))) edgeOf(a, b);
     });
     ctx.strokeStyle = "#7048e8"; ctx.lineWidth = 3; ctx.stroke();
   }
