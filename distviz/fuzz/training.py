@@ -1,0 +1,189 @@
+"""Random, valid, seeded training programs (pure): scenarios in the training form.
+
+``generate_training(seed, index)`` builds the ``index``-th training program of a fuzz run as
+scenario text, from ``random.Random`` seeded with the pair (nothing else). What it draws:
+
+* an ``nn.Module`` class of one to three ``nn.Linear`` layers with ``ReLU`` between them,
+  sometimes behind an ``nn.Embedding`` (the input is then indices), with a
+  ``parameter_rrefs`` method; the module lives on the parameter server ``ps``;
+* one trainer that makes its module with ``rpc.remote("ps", Net)``, or two trainers whose
+  modules ``ps`` made in its ``init`` (so both are made in a fixed order) and that get an RRef
+  of theirs with ``rpc.remote("ps", net_of, args=(k,))``; sometimes a second module on a
+  worker of its own (``extra``) after the first, and sometimes a local ``nn.Linear`` head on
+  the trainer;
+* 2-3 iterations, one ``dist_autograd.context()`` each: the forward through RRef method calls
+  (``rref.rpc_sync().forward(x)``, ``rpc_async().forward(x).wait()`` or
+  ``remote().forward(x).to_here()``) and local ops, a loss, ``dist_autograd.backward``,
+  sometimes ``get_gradients`` on the trainer and on ``ps``, and a ``DistributedOptimizer``
+  step (SGD) over every parameter.
+
+Two trainers never step the same parameter, and nothing that runs on a worker while another
+trainer's calls run there draws random numbers, so a run does not depend on thread timing and
+its losses, gradients and final parameters can be compared with the single-process reference.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["TRAINING_FEATURES", "TrainingProgram", "generate_training", "is_training"]
+
+#: what a training program may contain, in the order the fuzz summary counts them
+TRAINING_FEATURES = ("training", "two_trainers", "embedding", "extra_module", "local_head",
+                     "get_gradients", "rpc_async_forward", "remote_forward")
+
+_CALLS = {"rpc_sync": "{r}.rpc_sync().forward({x})",
+          "rpc_async": "{r}.rpc_async().forward({x}).wait()",
+          "remote": "{r}.remote().forward({x}).to_here()"}
+
+
+@dataclass(frozen=True)
+class TrainingProgram:
+    """A generated training program: its name, scenario text and features; ``iterations``
+    and ``layers`` (of the first module) for the report."""
+
+    name: str
+    text: str
+    features: tuple[str, ...]
+    iterations: int
+    layers: int
+
+
+def is_training(seed: int, index: int, fraction: float) -> bool:
+    """Whether the ``index``-th program of fuzz run ``seed`` is a training program, for a
+    ``fraction`` (0..1) of training programs; depends only on the three arguments."""
+    if fraction <= 0:
+        return False
+    return fraction >= 1 or random.Random(f"distviz-fuzz-training/{seed}/{index}").random() \
+        < fraction
+
+
+def _module(rng: random.Random, cls: str, d_in: int, d_out: int,
+            embedding: int | None) -> tuple[list[str], int]:
+    """The class ``cls`` (lines) from ``d_in`` features (or ``embedding`` indices) to
+    ``d_out``; returns the lines and the number of Linear layers."""
+    layers: list[str] = []
+    d = d_in
+    if embedding is not None:
+        layers.append(f"nn.Embedding({embedding}, {d_in})")
+    n = rng.randint(1, 3)
+    for i in range(n):
+        nxt = d_out if i == n - 1 else rng.randint(2, 6)
+        layers.append(f"nn.Linear({d}, {nxt})")
+        if i < n - 1:
+            layers.append("nn.ReLU()")
+        d = nxt
+    return [f"class {cls}(nn.Module):",
+            "    def __init__(self):",
+            "        super().__init__()",
+            f"        self.seq = nn.Sequential({', '.join(layers)})",
+            "",
+            "    def forward(self, x):",
+            "        return self.seq(x)",
+            "",
+            "    def parameter_rrefs(self):",
+            "        return [RRef(p) for p in self.parameters()]",
+            "", ""], n
+
+
+def _loss(rng: random.Random, y: str, d_out: int) -> list[str]:
+    kind = rng.choice(("square", "relu", "cross_entropy"))
+    if kind == "cross_entropy" and d_out >= 2:
+        return [f"labels = torch.randint(0, {d_out}, (batch,))",
+                f"loss = F.cross_entropy({y}, labels)"]
+    if kind == "relu":
+        return [f"loss = torch.relu({y}).sum() + ({y} * {y}).mean()"]
+    return [f"loss = ({y} * {y}).sum()"]
+
+
+def generate_training(seed: int, index: int) -> TrainingProgram:
+    """The ``index``-th training program of the fuzz run ``seed``. Deterministic: the same
+    arguments give the same program."""
+    rng = random.Random(f"distviz-fuzz-training/{seed}/{index}/program")
+    feats = {"training"}
+    two = rng.random() < 0.35
+    extra = rng.random() < 0.35
+    head = rng.random() < 0.4
+    embedding = rng.choice((None, None, rng.randint(4, 9)))
+    d_in, d_mid = rng.randint(2, 6), rng.randint(2, 6)
+    d_out = d_mid if extra or head else rng.randint(1, 4)
+    code, layers = _module(rng, "Net", d_in, d_out, embedding)
+    if extra:
+        last = rng.randint(1, 4) if not head else rng.randint(2, 5)
+        more, _ = _module(rng, "Extra", d_out, last, None)
+        code += more
+        d_final = last
+    else:
+        d_final = d_out
+    if head:
+        d_final_head = rng.randint(1, 3)
+    feats |= {f for f, on in (("two_trainers", two), ("embedding", embedding is not None),
+                              ("extra_module", extra), ("local_head", head)) if on}
+    trainers = ("trainer1", "trainer2") if two else ("trainer1",)
+    workers: dict[str, list[str]] = {"ps": [], **{t: [] for t in trainers}}
+    if extra:
+        workers["extra"] = []
+    if two:
+        workers["ps"] = ["net1 = Net()", "net2 = Net()"]
+        code += ["def net_of(k):", "    return net1 if k == 1 else net2", "", ""]
+    wants_grads = rng.random() < 0.5
+    if wants_grads:
+        feats.add("get_gradients")
+        code += ["def gradients_here(context_id):",
+                 "    return len(dist_autograd.get_gradients(context_id))", "", ""]
+    body = ["def train(k):"]
+    body.append('    net = rpc.remote("ps", net_of, args=(k,))' if two
+                else '    net = rpc.remote("ps", Net)')
+    body.append("    params = net.rpc_sync().parameter_rrefs()")
+    if extra:
+        body += ['    extra = rpc.remote("extra", Extra)',
+                 "    params += extra.rpc_sync().parameter_rrefs()"]
+    if head:
+        body += [f"    head = nn.Linear({d_final}, {d_final_head})",
+                 "    params += [RRef(p) for p in head.parameters()]"]
+        d_final = d_final_head
+    lr = rng.choice((0.01, 0.05, 0.1))
+    body += [f"    opt = DistributedOptimizer(optim.SGD, params, lr={lr})",
+             "    for i in range(iterations):",
+             "        with dist_autograd.context() as context_id:"]
+    steps = [f"x = torch.randint(0, {embedding}, (batch,))" if embedding is not None
+             else f"x = torch.rand((batch, {d_in}))"]
+    style = rng.choice(tuple(_CALLS))
+    feats |= {"rpc_async_forward"} if style == "rpc_async" else set()
+    feats |= {"remote_forward"} if style == "remote" else set()
+    steps.append("h = " + _CALLS[style].format(r="net", x="x"))
+    y = "h"
+    if rng.random() < 0.5:
+        steps.append(f"h = {rng.choice(('torch.tanh(h)', 'h * 2.0', 'torch.sigmoid(h)'))}")
+    if extra:
+        steps.append("h = " + _CALLS[rng.choice(tuple(_CALLS))].format(r="extra", x="h"))
+    if head:
+        steps.append("h = head(h)")
+    steps += _loss(rng, y, d_final)
+    steps.append("dist_autograd.backward(context_id, [loss])")
+    if wants_grads:
+        steps.append("grads = dist_autograd.get_gradients(context_id)")
+        steps.append('on_ps = rpc.rpc_sync("ps", gradients_here, args=(context_id,))')
+    steps.append("opt.step(context_id)")
+    body += ["            " + s for s in steps]
+    code += body
+    iterations = rng.randint(2, 3)
+    lines = [f"name: fuzz-training-{seed}-{index}",
+             "description: >",
+             f"  generated by distviz fuzz --training (seed {seed}, program {index}); "
+             f"features: {', '.join(sorted(feats))}",
+             "workers:"]
+    for w in workers:
+        if w in trainers:
+            lines += [f"  {w}:", "    main: |", f"      train({trainers.index(w) + 1})"]
+        elif workers[w]:
+            lines += [f"  {w}:", "    init: |"] + [f"      {s}" for s in workers[w]]
+        else:
+            lines.append(f"  {w}: {{}}")
+    lines += ["params:", f"  iterations: {iterations}", f"  batch: {rng.randint(2, 4)}",
+              f"seed: {rng.randrange(1 << 31)}", "code: |"]
+    lines += [f"  {s}" if s else "" for s in code]
+    return TrainingProgram(name=f"fuzz-training-{seed}-{index}", text="\n".join(lines) + "\n",
+                           features=tuple(f for f in TRAINING_FEATURES if f in feats),
+                           iterations=iterations, layers=layers)
