@@ -24,6 +24,7 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of the run; a program de
 Workers = Annotated[str, typer.Option("--workers", help="Workers per program: N or MIN-MAX.")]
 FindingsDir = Annotated[Path, typer.Option("-o", "--output", help="Folder for the minimal scenario of each disagreement.")]
 NoShrink = Annotated[bool, typer.Option("--no-shrink", help="Save disagreements as generated, without shrinking.")]
+Training = Annotated[float, typer.Option("--training", help="Fraction (0-1) of the programs that are training programs: modules on a parameter server, 2-3 iterations.")]
 ShrinkTries = Annotated[int, typer.Option("--max-shrink-tries", help="Runs the shrinker may spend on one disagreement.")]
 
 
@@ -86,6 +87,7 @@ def fuzz(
     hang_timeout: HangTimeout = limits.FUZZ_HANG_TIMEOUT,
     no_shrink: NoShrink = False,
     max_shrink_tries: ShrinkTries = limits.FUZZ_MAX_SHRINK_TRIES,
+    training: Training = 0.0,
 ) -> None:
     """Generate random distributed programs, run each on real workers and check the replay.
 
@@ -95,6 +97,7 @@ def fuzz(
     Example:
 
       distviz fuzz --count 20 --seed 1
+      distviz fuzz --count 30 --training 1
     """
     from distviz.fuzz.runner import FuzzOptions, Progress, summary_lines
     from distviz.fuzz.runner import fuzz as run_fuzz
@@ -104,9 +107,11 @@ def fuzz(
                         ("--max-shrink-tries", max_shrink_tries)):
         if value <= 0:
             raise UsageError(f"{flag} {value}: expected a positive number")
+    if not 0 <= training <= 1:
+        raise UsageError(f"--training {training}: expected a fraction from 0 to 1")
     opts = FuzzOptions(count=count, seed=seed, min_workers=lo, max_workers=hi,
                        hang_timeout=hang_timeout, shrink=not no_shrink,
-                       max_shrink_tries=max_shrink_tries)
+                       max_shrink_tries=max_shrink_tries, training=training)
     saved: list[dict[str, Any]] = []
 
     def keep(p: Progress) -> None:

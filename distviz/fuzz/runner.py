@@ -29,6 +29,12 @@ from distviz.errors import DistvizError, Interrupted
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
+from distviz.fuzz.training import (
+    TRAINING_FEATURES,
+    TrainingProgram,
+    generate_training,
+    is_training,
+)
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
@@ -95,6 +101,7 @@ class FuzzOptions:
     max_shrink_tries: int = limits.FUZZ_MAX_SHRINK_TRIES
     startup_timeout: float = limits.FUZZ_RUN_TIMEOUT
     forward_timeout: float = limits.FUZZ_RUN_TIMEOUT
+    training: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +180,7 @@ class FuzzReport:
             return round(100.0 * sum(map(bool, vals)) / len(vals), 2) if vals else None
 
         feats: Counter[str] = Counter(f for r in self.results for f in r.features)
+        shown = FEATURES + (TRAINING_FEATURES if self.options.training > 0 else ())
         return {
             "count": len(self.results), "seed": self.options.seed,
             "workers": [self.options.min_workers, self.options.max_workers],
@@ -185,7 +193,8 @@ class FuzzReport:
             "gradients_compared": sum(1 for v in judged if v.gradients is not None),
             "predicted": dict(Counter(v.predicted for v in judged)),
             "real": dict(Counter(v.real for v in judged)),
-            "features": {f: feats[f] for f in FEATURES},
+            "training": feats["training"],
+            "features": {f: feats[f] for f in shown},
             "wall_s": round(self.wall_s, 2),
         }
 
@@ -298,6 +307,12 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
     t0 = time.monotonic()
     try:
         for index in range(options.count):
+            if is_training(options.seed, index, options.training):
+                result = _training_result(runs, index, tell)
+                report.results.append(result)
+                report.wall_s = time.monotonic() - t0
+                tell(Progress(index + 1, options.count, result, result.name))
+                continue
             program = generate(options.seed, index, options.min_workers, options.max_workers)
             start = time.monotonic()
             first, error = runs.run(program)
@@ -315,6 +330,39 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
         runs.close()
         report.wall_s = time.monotonic() - t0
     return report
+
+
+def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
+                     ) -> ProgramResult:
+    """Run and judge the ``index``-th program as a training program; a disagreement (or a
+    failed run) is run again and kept as generated (training programs are not shrunk)."""
+    from distviz.fuzz.judge_training import run_training_program
+    options = runs.options
+    program = generate_training(options.seed, index)
+    start = time.monotonic()
+    first, error = run_training_program(program, options)
+    finding = None
+    if error is not None or (first is not None and not first.agrees):
+        tell(Progress(index, options.count, None, f"{program.name}: running it again"))
+        again, again_error = run_training_program(program, options)
+        finding = _training_finding(program, first, error, again, again_error)
+    return ProgramResult(index, program.name, program.features, first, error,
+                         time.monotonic() - start, finding)
+
+
+def _training_finding(program: TrainingProgram, first: Verdict | None, error: str | None,
+                      again: Verdict | None, again_error: str | None) -> Finding:
+    checks = set(first.disagreements) if first is not None else set()
+    reproduced = again_error is not None if error is not None else (
+        again is not None and bool(checks & set(again.disagreements)))
+    what = (f"the run fails: {error}" if error is not None
+            else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
+    note = (f"# {program.name} as generated (training programs are not shrunk); {what}"
+            f"{'' if reproduced else ' (not again on a second run)'}\n")
+    n = program.text.count("\n")
+    return Finding(minimal=note + program.text, original=program.text,
+                   minimal_verdict=again if reproduced else first, error=error,
+                   reproduced=reproduced, shrink_tries=0, original_size=n, minimal_size=n)
 
 
 def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:
@@ -342,4 +390,6 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"in {pct('leaves_pct')}",
         f"gradients: equal the single-process reference in {pct('gradients_equal_pct')} of "
         f"{plural(summary['gradients_compared'], 'completed run')}",
-    ]
+    ] + ([f"training: {plural(summary['training'], 'program')} trained 2-3 iterations; the "
+          "checks cover every recorded context, and gradients also their final parameters "
+          "against the reference training"] if summary.get("training") else [])

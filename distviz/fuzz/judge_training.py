@@ -1,0 +1,96 @@
+"""Run a generated training program on real workers and judge it as ``distviz run`` does.
+
+The judgement is the training path's own: ``distviz.cli.training.context_reports`` replays
+and compares every recorded context, and ``distviz.cli.training.exit_code`` is the code
+``distviz run`` would exit with (a final parameter that differs from the reference training
+counts as a disagreement). ``training_verdict`` folds them into one ``Verdict``: a check holds
+when it holds in every context, and ``gradients`` also needs the final parameters to equal the
+reference. Never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from distviz.errors import DistvizError, Interrupted
+from distviz.limits import EXIT_DISAGREE
+
+if TYPE_CHECKING:
+    from distviz.fuzz.runner import FuzzOptions, Verdict
+    from distviz.fuzz.training import TrainingProgram
+    from distviz.recording import Recording
+
+__all__ = ["run_training_program", "training_verdict"]
+
+_CHECKS = ("outcome", "order", "fifo_order", "executed", "leaves", "gradients")
+
+
+def _every(values: list[bool | None]) -> bool | None:
+    known = [v for v in values if v is not None]
+    return all(known) if known else None
+
+
+def _outcome(outcomes: list[str]) -> str:
+    """A run's outcome from its contexts': the first that did not complete, else completed."""
+    return next((o for o in outcomes if o != "completed"), "completed")
+
+
+def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
+    """The ``Verdict`` of a training run: the agreement of every recorded context (as
+    ``distviz run`` computes it) and the final parameters against the reference."""
+    from distviz.cli.training import context_reports, exit_code
+    from distviz.fuzz.runner import Verdict
+    reports = context_reports(recording, "fast")
+    code = exit_code(recording, reports, stopped)
+    agreements = [ag for _rp, ag in reports if ag is not None]
+    checks: dict[str, Any] = {k: _every([ag.check(k) for ag in agreements]) for k in _CHECKS}
+    summary = recording.training
+    final_ok = summary.ok if summary is not None else None
+    if final_ok is False or (code == EXIT_DISAGREE and not any(
+            checks[k] is False for k in _CHECKS if k != "fifo_order")):
+        checks["gradients"] = False
+    predicted = _outcome([rp.outcome for rp, _ag in reports if rp is not None])
+    real = _outcome([str((t.real or {}).get("outcome", "skipped"))
+                     for t in recording.contexts if t.real])
+    if stopped is not None:
+        real = "hang" if "hang" in stopped else "error"
+    bad = [(i, ag) for i, (_rp, ag) in enumerate(reports, 1) if ag is not None and any(
+        ag.check(k) is False for k in _CHECKS if k != "fifo_order")]
+    if bad:
+        text = f"context {bad[0][0]}: {bad[0][1].text}"
+    elif checks["gradients"] is False:
+        text = "the final parameters differ from the reference training"
+    else:
+        text = (f"all {len(recording.contexts)} contexts agree"
+                + ("; the final parameters equal the reference training" if final_ok else ""))
+    outcome = checks["outcome"] if checks["outcome"] is not None else predicted == real
+    return Verdict(predicted=predicted, real=real, outcome=bool(outcome),
+                   order=checks["order"], fifo_order=checks["fifo_order"],
+                   executed=checks["executed"], leaves=checks["leaves"],
+                   gradients=checks["gradients"], text=text)
+
+
+def run_training_program(program: TrainingProgram, options: FuzzOptions
+                         ) -> tuple[Verdict | None, str | None]:
+    """Run ``program`` on real workers and judge it: ``(verdict, None)``, or ``(None,
+    error)`` when the scenario does not load, the run fails or nothing was recorded.
+    Raises ``Interrupted`` on Ctrl-C, after every worker is gone."""
+    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.scenario import load_scenario_text
+
+    try:
+        scenario = load_scenario_text(program.text, f"{program.name}.yaml")
+    except DistvizError as exc:
+        return None, exc.one_line()
+    opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
+                      startup_timeout=options.startup_timeout,
+                      forward_timeout=options.forward_timeout, keep_server=True)
+    result = run_scenario(scenario, opts)
+    if isinstance(result.error, Interrupted):
+        raise result.error
+    if result.error is not None:
+        err = result.error
+        return None, err.one_line() if isinstance(err, DistvizError) else str(err)
+    if result.recording is None or not result.recording.contexts:
+        return None, "no context was recorded"
+    return training_verdict(result.recording, result.stopped), None
