@@ -63,7 +63,7 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     else:
         text = (f"all {len(recording.contexts)} contexts agree"
                 + ("; the final parameters equal the reference training" if final_ok else ""))
-    outcome = checks["outcome"] if checks["outcome"] is not None else predicted == real
+    outcome = checks["outcome"] is not False and predicted == real
     return Verdict(predicted=predicted, real=real, outcome=bool(outcome),
                    order=checks["order"], fifo_order=checks["fifo_order"],
                    executed=checks["executed"], leaves=checks["leaves"],

@@ -1,0 +1,53 @@
+"""``distviz fuzz --training`` on real RPC workers: generated training programs agree with
+PyTorch and the reference training, and the judge (the training path's own agreement) fails
+when a final parameter differs from the reference."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from distviz.fuzz.judge_training import training_verdict
+from distviz.fuzz.training import generate_training
+from distviz.recording import load_recording
+
+pytestmark = pytest.mark.rpc
+
+
+def test_fuzz_of_one_training_program_agrees(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "distviz", "fuzz", "--count", "1", "--seed",
+                           "0", "--training", "1", "--json", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, (report["programs"], proc.stderr[-2000:])
+    s = report["summary"]
+    assert s["count"] == 1 and s["agree"] == 1 and s["training"] == 1
+    assert s["gradients_equal_pct"] == 100.0 and s["order_agreement_pct"] == 100.0
+    assert "final parameters equal the reference" in report["programs"][0]["text"]
+
+
+def test_training_judge_fails_on_a_final_parameter_off_the_reference(tmp_path: Path) -> None:
+    program = generate_training(0, 3)
+    path = tmp_path / f"{program.name}.yaml"
+    path.write_text(program.text, encoding="utf-8")
+    out = tmp_path / "rec.json"
+    proc = subprocess.run([sys.executable, "-m", "distviz", "run", str(path), "-o", str(out)],
+                          capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    recording = load_recording(out)
+    good = training_verdict(recording, None)
+    assert good.agrees and good.predicted == good.real == "completed", good
+    summary = recording.training
+    assert summary is not None and summary.ok is True
+    wrong = replace(summary.final[0], status="mismatch", max_abs_diff=1.0)
+    recording.training = replace(summary, final=(wrong, *summary.final[1:]))
+    bad = training_verdict(recording, None)
+    assert bad.disagreements == ("gradients",), bad
+    assert "final parameters differ" in bad.text
+    stopped = training_verdict(load_recording(out), "a hang was predicted in context 2")
+    assert stopped.real == "hang" and not stopped.outcome
