@@ -1,6 +1,6 @@
 """F1: fidelity at scale: random programs on real workers, the replay against PyTorch.
 
-    python bench/bench_fuzz.py [--count 500] [--seed 0] [--workers 2-6] [--json]
+    python bench/bench_fuzz.py [--count 500] [--seed 0] [--workers 2-6] [--training F] [--json]
     python bench/bench_fuzz.py --from-json REPORT     # the table of a `distviz fuzz --json` report
 
 Runs ``distviz.fuzz.runner.fuzz`` (what ``distviz fuzz`` runs; one fork server serves every
@@ -48,6 +48,9 @@ def table(summary: dict[str, Any], per_program_s: list[float]) -> str:
          " / ".join(str(pred.get(k, 0)) for k in ("completed", "hang", "error"))),
         ("outcomes real: completed / hang / error",
          " / ".join(str(real.get(k, 0)) for k in ("completed", "hang", "error"))),
+        *([("training programs (2-3 iterations; every context judged, final parameters "
+            "against the reference)", str(summary["training"]))] if summary.get("training")
+          else []),
         ("wall time", f"{summary['wall_s']:.0f} s ({statistics.median(per_program_s):.2f} s "
                       "median per program)" if per_program_s else f"{summary['wall_s']:.0f} s"),
     ]
@@ -62,6 +65,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", default="2-6")
     parser.add_argument("--hang-timeout", type=float, default=2.0)
+    parser.add_argument("--training", type=float, default=0.0,
+                        help="fraction (0-1) of training programs")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--from-json", metavar="REPORT",
                         help="print the table of a saved `distviz fuzz --json` report")
@@ -74,7 +79,8 @@ def main() -> None:
         return
     lo, _, hi = args.workers.partition("-")
     options = FuzzOptions(count=args.count, seed=args.seed, min_workers=int(lo),
-                          max_workers=int(hi or lo), hang_timeout=args.hang_timeout)
+                          max_workers=int(hi or lo), hang_timeout=args.hang_timeout,
+                          training=args.training)
     report: FuzzReport = fuzz(options)
     summary = report.summary()
     per = [r.seconds for r in report.results if r.finding is None]

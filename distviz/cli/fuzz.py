@@ -96,8 +96,7 @@ def fuzz(
 
     Example:
 
-      distviz fuzz --count 20 --seed 1
-      distviz fuzz --count 30 --training 1
+      distviz fuzz --count 30 --seed 1 --training 0.2
     """
     from distviz.fuzz.runner import FuzzOptions, Progress, summary_lines
     from distviz.fuzz.runner import fuzz as run_fuzz
