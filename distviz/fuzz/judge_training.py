@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from distviz.errors import DistvizError, Interrupted
+from distviz.fuzz.verdict import Verdict
 from distviz.limits import EXIT_DISAGREE
 
 if TYPE_CHECKING:
-    from distviz.fuzz.runner import FuzzOptions, Verdict
+    from distviz.fuzz.runner import FuzzOptions
     from distviz.fuzz.training import TrainingProgram
     from distviz.recording import Recording
 
@@ -39,7 +40,6 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     """The ``Verdict`` of a training run: the agreement of every recorded context (as
     ``distviz run`` computes it) and the final parameters against the reference."""
     from distviz.cli.training import context_reports, exit_code
-    from distviz.fuzz.runner import Verdict
     reports = context_reports(recording, "fast")
     code = exit_code(recording, reports, stopped)
     agreements = [ag for _rp, ag in reports if ag is not None]

@@ -35,6 +35,7 @@ from distviz.fuzz.training import (
     generate_training,
     is_training,
 )
+from distviz.fuzz.verdict import CHECKS, Verdict
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
@@ -42,37 +43,6 @@ from distviz.words import plural
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
            "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
            "verdict"]
-
-#: what is compared, in the order a disagreement is named
-CHECKS = ("outcome", "order", "executed", "leaves", "gradients")
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """How one run's replay agrees with PyTorch. ``predicted`` and ``real`` are outcomes
-    (``completed``, ``hang``, ``error``); each check is ``True``/``False``, or ``None`` when
-    there was nothing to compare (no gradients after a hang, for example). ``order`` is per
-    worker order with the observed arrival order; ``fifo_order`` the replay's FIFO guess alone.
-    """
-
-    predicted: str
-    real: str
-    outcome: bool
-    order: bool | None
-    fifo_order: bool | None
-    executed: bool | None
-    leaves: bool | None
-    gradients: bool | None
-    text: str
-
-    @property
-    def disagreements(self) -> tuple[str, ...]:
-        return tuple(k for k in CHECKS if getattr(self, k) is False)
-
-    @property
-    def agrees(self) -> bool:
-        return not self.disagreements
-
 
 Judge = Callable[[Trace, Replay], Verdict]
 
