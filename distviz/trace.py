@@ -16,19 +16,23 @@ import gc
 import json
 import os
 import re
-import stat
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distviz.errors import OutputError, TraceError
+from distviz.errors import TraceError
+from distviz.output_file import STDOUT as STDOUT  # re-exported: callers import them from here
+from distviz.output_file import is_stream as is_stream
+from distviz.output_file import write_atomic
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - a declared dependency; json is the fallback
+    orjson = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
 ACCUMULATE_GRAD_SEQ = 2**64 - 1
 KINDS = ("op", "send", "recv", "accumulate_grad")
-STDOUT = "-"  # the output path that means standard output
 
 
 def message_label(msg_id: int) -> str:
@@ -161,6 +165,10 @@ class Trace:
     reference: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     ranks: list[int] | None = None     # RPC rank of each worker when not its position in workers
+    #: each node's next edges as (target indices, input numbers), when read from a compact file
+    #: (schema_version 3); code that edits nodes' edges must set it to None
+    edge_index: tuple[list[tuple[int, ...]], list[tuple[int, ...]]] | None = field(
+        default=None, repr=False, compare=False)
 
     # -- lookups -------------------------------------------------------------------------
     def node_map(self) -> dict[str, Node]:
@@ -204,6 +212,24 @@ class Trace:
             "meta": self.meta,
         }
 
+    def encode(self) -> bytes:
+        """Return the file's bytes: ``dumps()``, or for ``COMPACT_TRACE_NODES`` nodes and more
+        the compact layout (``schema_version`` 3, ``distviz.trace_compact``) written by orjson."""
+        from distviz.trace_compact import COMPACT_TRACE_NODES, COMPACT_VERSION, encode_nodes
+        if len(self.nodes) < COMPACT_TRACE_NODES:
+            return self.dumps().encode("utf-8")
+        obj = self._head()
+        obj["schema_version"] = COMPACT_VERSION
+        obj["nodes"] = encode_nodes(self.nodes, self.workers)
+        return _json_bytes(obj) + b"\n"
+
+    def _head(self) -> dict[str, Any]:
+        nodes, self.nodes = self.nodes, []
+        try:
+            return self.to_json()
+        finally:
+            self.nodes = nodes
+
     def dumps(self) -> str:
         """Return the JSON text: one node per line, so traces diff well."""
         obj = self.to_json()
@@ -220,96 +246,12 @@ class Trace:
         Returns the path written. Raises ``OutputError`` for a folder and ``OSError`` when the
         file or its folder is not writable.
         """
-        return write_atomic(Path(path), self.dumps())
+        return write_atomic(Path(path), self.encode())
 
     @classmethod
     def from_json(cls, obj: Any, source: str = "<trace>") -> Trace:
         """Build a Trace from parsed JSON; raises ``TraceError`` naming the bad key."""
         return _parse_trace(obj, source)
-
-
-def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
-    """Write ``text`` (or bytes) to ``path`` so that a reader never sees half a file, without
-    ever replacing anything but a regular file; returns ``path``.
-
-    * ``-``: standard output.
-    * a regular file, or a path that does not exist yet (missing folders are made): a temporary
-      file in the same folder, ``fsync``, then ``os.replace``; an existing file keeps its mode.
-    * a symbolic link: its final target is written that way; the link stays a link.
-    * a character device or a FIFO (``/dev/null``, a terminal, a named pipe): written straight
-      into, never replaced.
-
-    Raises ``OutputError`` (exit code 2) for a folder or another kind of file (a block device, a
-    socket), and ``OSError`` when the file or its folder cannot be written.
-    """
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    path = Path(path)
-    if os.fspath(path) == STDOUT:
-        _write_stdout(data)
-        return path
-    try:
-        st: os.stat_result | None = os.stat(path)  # follows symbolic links
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
-            with open(path, "wb") as fh:
-                fh.write(data)
-            return path
-        kind = ("is a folder" if stat.S_ISDIR(st.st_mode) else
-                "is not a regular file, a character device or a FIFO")
-        raise OutputError(f"{kind}; give the name of a file to write (or - for standard "
-                          "output)", path=os.fspath(path))
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    _replace(target, data, None if st is None else stat.S_IMODE(st.st_mode))
-    return path
-
-
-def is_stream(path: str | os.PathLike[str]) -> bool:
-    """Return True when ``write_atomic`` writes ``path`` straight into a stream (``-``, a
-    character device such as ``/dev/null``, a FIFO) rather than into a file it replaces."""
-    if os.fspath(path) == STDOUT:
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
-
-
-def _write_stdout(data: bytes) -> None:
-    sys.stdout.flush()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is not None:
-        buffer.write(data)
-        buffer.flush()
-    else:  # a text-only stream (a redirected sys.stdout)
-        sys.stdout.write(data.decode("utf-8", errors="replace"))
-        sys.stdout.flush()
-
-
-def _replace(path: Path, data: bytes, mode: int | None) -> None:
-    """Write ``data`` into a temporary file beside ``path``, then ``os.replace`` it."""
-    folder = path.parent if str(path.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
@@ -349,9 +291,26 @@ def _loads(text: str, source: str) -> Trace:
     return _parse_trace(parse_json(text, source), source)
 
 
+def _json_bytes(obj: Any) -> bytes:
+    """``obj`` as compact JSON bytes: orjson when it is installed, else ``json``."""
+    if orjson is not None:
+        try:
+            return bytes(orjson.dumps(obj))
+        except TypeError:   # an integer beyond 64 bits
+            pass
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
 def parse_json(text: str, source: str) -> Any:
     """The JSON value of a trace file's text; ``TraceError`` naming the problem (an empty
-    file, a scenario given instead of a trace, bad JSON)."""
+    file, a scenario given instead of a trace, bad JSON). Parsed by orjson (several times
+    faster on big traces) when it can; ``json`` reads what orjson refuses (NaN, integers
+    beyond 64 bits) and words the errors."""
+    if orjson is not None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -423,10 +382,10 @@ def _parse_trace(obj: Any, source: str) -> Trace:
         raise TraceError("this file records several contexts (schema_version 2); read it with "
                          "distviz.load_recording(path), or pick one with --context N",
                          path=source, key="schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in (SCHEMA_VERSION, 3) or type(version) is not int:
         raise TraceError(f"schema_version {version!r} is not supported (this distviz reads "
-                         f"version {SCHEMA_VERSION}); record the scenario again with this version",
-                         path=source, key="schema_version")
+                         f"versions {SCHEMA_VERSION} to 3); record the scenario again with this "
+                         "version", path=source, key="schema_version")
     workers = _need(obj, "workers", list, source, "")
     if not workers or not all(isinstance(w, str) for w in workers):
         raise TraceError("expected a non-empty list of worker names", path=source, key="workers")
@@ -441,9 +400,15 @@ def _parse_trace(obj: Any, source: str) -> Trace:
             or len(set(ranks)) != len(ranks)):
         raise TraceError("expected one distinct rank (an integer >= 0) per worker", path=source,
                          key="ranks")
+    if version == 3:
+        from distviz.trace_compact import decode_nodes
+        nodes, ids, edge_index = decode_nodes(obj.get("nodes"), list(workers), source, Node)
+        trace = _rest(obj, source, workers, initiator, context_id, ranks, nodes, ids)
+        trace.edge_index = edge_index
+        return trace
     raw_nodes = _need(obj, "nodes", list, source, "")
-    nodes: list[Node] = []
-    ids: set[str] = set()
+    nodes = []
+    ids = set()
     wset = set(workers)
     kinds = set(KINDS)
     for i, rn in enumerate(raw_nodes):
@@ -459,6 +424,12 @@ def _parse_trace(obj: Any, source: str) -> Trace:
             if e is not None and e[0] not in ids:
                 raise TraceError(f"edge to unknown node {e[0]!r}", path=source,
                                  key=f"nodes[{i}].next[{j}]")
+    return _rest(obj, source, workers, initiator, context_id, ranks, nodes, ids)
+
+
+def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
+          context_id: int, ranks: list[int] | None, nodes: list[Node], ids: set[str]) -> Trace:
+    """The trace around its nodes: passes, RPC calls and the rest (every version)."""
     passes: list[BackwardPass] = []
     for i, rp in enumerate(_need(obj, "passes", list, source, "")):
         where = f"passes[{i}]."

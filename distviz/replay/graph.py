@@ -31,6 +31,19 @@ OP, SEND, RECV, ACC = 0, 1, 2, 3
 _KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
 
 
+class _RootIndex(dict[str, int]):
+    """``{node id: index}`` for the few ids looked up (the roots) when no full map is built."""
+
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__()
+        self.ids = ids
+
+    def __missing__(self, key: str) -> int:
+        i = self.ids.index(key)
+        self[key] = i
+        return i
+
+
 class IndexedGraph:
     """The trace's nodes as integer indices and flat lists, built once per replay.
 
@@ -66,7 +79,11 @@ class IndexedGraph:
     def _build_nodes(self, trace: Trace, wix: dict[str, int]) -> dict[str, int]:
         """Fill the per-node lists; return ``{node id: index}`` (not kept: it is big)."""
         nums = list(range(self.n))
-        index = dict(zip(self.ids, nums, strict=True))
+        hint = trace.edge_index
+        if hint is not None and len(hint[0]) != self.n:
+            hint = None   # the nodes changed since the trace was loaded
+        # a compact trace file stores edges as node indices: no id needs hashing again
+        index = dict(zip(self.ids, nums, strict=True)) if hint is None else _RootIndex(self.ids)
         kind: list[int] = []
         key: list[int] = []
         worker: list[int] = []
@@ -93,7 +110,10 @@ class IndexedGraph:
                     d = short[nd.name] = short_name(nd.name)
                 names.append(f"{d}({', '.join(nd.vars)})" if k == RECV and nd.vars else d)
             nx = nd.next
-            if len(nx) == 1 and nx[0] is not None:
+            if hint is not None:
+                targets.append(hint[0][i])
+                nrs.append(hint[1][i])
+            elif len(nx) == 1 and nx[0] is not None:
                 e = nx[0]
                 targets.append((index[e[0]],))
                 nrs.append((e[1],) if e[1] else zeros[1])

@@ -1,0 +1,103 @@
+"""Writing output files: atomically into regular files, straight into streams (pure).
+
+``write_atomic`` is how every output file of distviz is written (traces, pictures, the HTML
+viewer, Perfetto JSON); ``distviz.trace`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from distviz.errors import OutputError
+
+__all__ = ["STDOUT", "is_stream", "write_atomic"]
+
+STDOUT = "-"  # the output path that means standard output
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write ``text`` (or bytes) to ``path`` so that a reader never sees half a file, without
+    ever replacing anything but a regular file; returns ``path``.
+
+    * ``-``: standard output.
+    * a regular file, or a path that does not exist yet (missing folders are made): a temporary
+      file in the same folder, ``fsync``, then ``os.replace``; an existing file keeps its mode.
+    * a symbolic link: its final target is written that way; the link stays a link.
+    * a character device or a FIFO (``/dev/null``, a terminal, a named pipe): written straight
+      into, never replaced.
+
+    Raises ``OutputError`` (exit code 2) for a folder or another kind of file (a block device, a
+    socket), and ``OSError`` when the file or its folder cannot be written.
+    """
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    path = Path(path)
+    if os.fspath(path) == STDOUT:
+        _write_stdout(data)
+        return path
+    try:
+        st: os.stat_result | None = os.stat(path)  # follows symbolic links
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            with open(path, "wb") as fh:
+                fh.write(data)
+            return path
+        kind = ("is a folder" if stat.S_ISDIR(st.st_mode) else
+                "is not a regular file, a character device or a FIFO")
+        raise OutputError(f"{kind}; give the name of a file to write (or - for standard "
+                          "output)", path=os.fspath(path))
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    _replace(target, data, None if st is None else stat.S_IMODE(st.st_mode))
+    return path
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Return True when ``write_atomic`` writes ``path`` straight into a stream (``-``, a
+    character device such as ``/dev/null``, a FIFO) rather than into a file it replaces."""
+    if os.fspath(path) == STDOUT:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:  # a text-only stream (a redirected sys.stdout)
+        sys.stdout.write(data.decode("utf-8", errors="replace"))
+        sys.stdout.flush()
+
+
+def _replace(path: Path, data: bytes, mode: int | None) -> None:
+    """Write ``data`` into a temporary file beside ``path``, then ``os.replace`` it."""
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
