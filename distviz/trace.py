@@ -257,6 +257,23 @@ class Trace:
 def load(path: str | os.PathLike[str]) -> Trace:
     """Load a trace file. Raises ``TraceError`` (one line, naming the file and key) when the file
     is missing, not JSON, of another schema version, or has missing or mistyped fields."""
+    if orjson is not None:   # the bytes straight to orjson: no text is decoded on the way
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:
+            raw = None   # read_trace_text says why
+        if raw is not None:
+            was_enabled = gc.isenabled()
+            gc.disable()   # millions of small acyclic objects (see loads)
+            try:
+                obj = orjson.loads(raw)
+                del raw
+                return _parse_trace(obj, str(Path(path)))
+            except orjson.JSONDecodeError:
+                pass   # json words the error (or reads NaN, integers beyond 64 bits)
+            finally:
+                if was_enabled:
+                    gc.enable()
     return loads(read_trace_text(path), source=str(Path(path)))
 
 

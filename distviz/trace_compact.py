@@ -14,7 +14,7 @@ one node per line, to diff well), with orjson; ``distviz.trace.load`` reads vers
 
 from __future__ import annotations
 
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 from distviz.errors import TraceError
@@ -108,19 +108,21 @@ def decode_nodes(obj: Any, workers: list[str], source: str, node: Any
                              key=f"nodes.{key}")
     msg: list[int | None] = [None] * count
     call: list[int | None] = [None] * count
-    for i, v in _pairs(obj, "msg_id", count, source):
+    msg_pairs = _pairs(obj, "msg_id", count, source)
+    for i, v in msg_pairs:
         msg[i] = v
     for i, v in _pairs(obj, "call", count, source):
         call[i] = v
     more = _pairs(obj, "more", count, source, dict)
-    for i in range(count):
-        if kind[i] in (1, 2) and msg[i] is None:
-            raise TraceError(f"a {_KINDS[kind[i]]} node needs 'msg_id'", path=source,
-                             key=f"nodes.msg_id ({ids[i]})")
+    if len({i for i, _v in msg_pairs if kind[i] in (1, 2)}) < kind.count(1) + kind.count(2):
+        i = next(i for i in range(count) if kind[i] in (1, 2) and msg[i] is None)
+        raise TraceError(f"a {_KINDS[kind[i]]} node needs 'msg_id'", path=source,
+                         key=f"nodes.msg_id ({ids[i]})")
     # one (id, 0) tuple per target, shared by every edge into it: most input numbers are 0
-    edge0 = [(x, 0) for x in ids]
-    simple = not any(nrs) and (not nxt or min(nxt) >= 0)
-    if simple:   # every edge has a function and input number 0 (the common case): C loops
+    edge0: list[Any] = list(zip(ids, repeat(0)))
+    zero_nr = not any(nrs)
+    if zero_nr:   # the common case, in C loops: -1 (no function) picks the None at the end
+        edge0.append(None)
         flat: list[Any] = list(map(edge0.__getitem__, nxt))
     else:
         flat = [None if t < 0 else edge0[t] if r == 0 else (ids[t], r)
@@ -130,16 +132,16 @@ def decode_nodes(obj: Any, workers: list[str], source: str, node: Any
     edges = list(map(flat.__getitem__, spans))
     tgt = list(map(tuple, map(nxt.__getitem__, spans)))
     zeros = {k: (0,) * k for k in set(nlen)}
-    if simple:
+    if zero_nr:
         ins = list(map(zeros.__getitem__, nlen))
     else:
         ins = [zeros[len(t)] if not any(r := nrs[sp]) else tuple(r)
                for t, sp in zip(tgt, spans, strict=True)]
     none: list[None] = [None] * count
     empty: list[str] = []   # shared by the nodes without variables (code replaces, never appends)
-    nodes = list(map(node, ids, [workers[w] for w in worker], [names[k] for k in name],
-                     [_KINDS[k] for k in kind], seq, edges, msg, none, none, none, none,
-                     [v == 1 for v in saved], none, [empty] * count, call))
+    nodes = list(map(node, ids, map(workers.__getitem__, worker), map(names.__getitem__, name),
+                     map(_KINDS.__getitem__, kind), seq, edges, msg, none, none, none, none,
+                     map(bool, saved), none, [empty] * count, call))
     for i, ex in more:   # leaves' variables and shapes, faults, variables of a grad_fn
         nd = nodes[i]
         nd.var, nd.shape, nd.dtype = ex.get("var"), ex.get("shape"), ex.get("dtype")
