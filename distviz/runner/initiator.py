@@ -69,30 +69,36 @@ def _side(fn: Callable[[], Any]) -> Any:
         return pool.submit(fn).result()
 
 
+def call_on_workers(workers: list[str], me: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                    timeout: float) -> dict[str, Any]:
+    """Call ``fn(*args)`` on every worker (locally on ``me``), in the calling thread; returns
+    each worker's result, or the exception it raised (a dead worker's included)."""
+    out: dict[str, Any] = {}
+    futs = {}
+    for w in workers:
+        if w == me:
+            continue
+        try:
+            futs[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - a dead worker
+            out[w] = exc
+    try:
+        out[me] = fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        out[me] = exc
+    for w, f in futs.items():
+        try:
+            out[w] = f.wait()
+        except Exception as exc:  # noqa: BLE001
+            out[w] = exc
+    return out
+
+
 def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
             timeout: float = limits.HOOKS_TIMEOUT) -> dict[str, Any]:
-    """Call ``fn(*args)`` on every worker (locally on ``me``); failures come back as exceptions."""
-    def run() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        futs = {}
-        for w in workers:
-            if w == me:
-                continue
-            try:
-                futs[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
-            except Exception as exc:  # noqa: BLE001 - a dead worker
-                out[w] = exc
-        try:
-            out[me] = fn(*args)
-        except Exception as exc:  # noqa: BLE001
-            out[me] = exc
-        for w, f in futs.items():
-            try:
-                out[w] = f.wait()
-            except Exception as exc:  # noqa: BLE001
-                out[w] = exc
-        return out
-    return dict(_side(run))
+    """Call ``fn(*args)`` on every worker (locally on ``me``) from a side thread, outside the
+    caller's dist-autograd context; failures come back as exceptions."""
+    return dict(_side(lambda: call_on_workers(workers, me, fn, args, timeout)))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -162,7 +168,7 @@ def observed(cid: int, workers: list[str], me: str, options: WorkerOptions, outc
         real["injected"] = dict(inject)
     got = _on_all(workers, me, hooks.collect, cid, outcome != "hang",
                   timeout=limits.COLLECT_TIMEOUT)
-    offsets = _clock_offsets(workers, me, got) if outcome != "hang" else {}
+    offsets = clock_offsets(workers, me, got) if outcome != "hang" else {}
     real["clock"] = {"source": "CLOCK_MONOTONIC", "offsets_us": {
         w: round(o / 1000.0, 3) for w, (o, _rtt) in sorted(offsets.items())},
         "rtt_us": {w: round(rtt / 1000.0, 3) for w, (_o, rtt) in sorted(offsets.items())}}
@@ -176,7 +182,7 @@ def observed(cid: int, workers: list[str], me: str, options: WorkerOptions, outc
                                         if isinstance(piece, BaseException) else "no answer"})
             continue
         grads.update(piece["grads"])
-        events.extend(_pair_events(w, piece["events"], windows, t0, sends,
+        events.extend(pair_events(w, piece["events"], windows, t0, sends,
                                    offsets.get(w, (0, 0))[0]))
     events.sort(key=lambda e: (e["t_us"], e["worker"]))
     real["events"] = events
@@ -186,7 +192,7 @@ def observed(cid: int, workers: list[str], me: str, options: WorkerOptions, outc
     return real
 
 
-def _clock_offsets(workers: list[str], me: str,
+def clock_offsets(workers: list[str], me: str,
                    got: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """``{worker: (offset ns, round trip ns)}`` for workers on another host than ``me``.
 
@@ -220,7 +226,7 @@ def _clock_offsets(workers: list[str], me: str,
         return {}
 
 
-def _pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int]],
+def pair_events(worker: str, raw: list[list[Any]], windows: list[tuple[int, int]],
                  t0: int, sends: set[str], offset: int = 0) -> list[dict[str, Any]]:
     """One event per node execution, with its start and its duration measured from the
     post-hook. Without a post-hook time (a node that raised, or an old worker), the duration is

@@ -216,25 +216,10 @@ def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
     """Run ``fn(*args)`` on every worker (here for ``me``) from a helper thread, so that no
     RPC joins the program's context (the thread has none); a failure comes back as the
     exception."""
+    from distviz.runner.initiator import call_on_workers
+
     def run() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        futures = {}
-        for w in workers:
-            if w != me:
-                try:
-                    futures[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
-                except Exception as exc:  # noqa: BLE001 - a dead worker
-                    out[w] = exc
-        try:
-            out[me] = fn(*args)
-        except Exception as exc:  # noqa: BLE001
-            out[me] = exc
-        for w, fut in futures.items():
-            try:
-                out[w] = fut.wait()
-            except Exception as exc:  # noqa: BLE001
-                out[w] = exc
-        return out
+        return call_on_workers(workers, me, fn, args, timeout)
     if threading.current_thread().name.startswith("distviz-rpc"):
         return run()
     return _helper().submit(run).result()
@@ -262,14 +247,14 @@ class _Run:
         """Fill ``trace.real`` from every worker's hook events and gradients (the same
         section ``distviz run`` writes; times on the initiator's ``CLOCK_MONOTONIC``)."""
         from distviz.runner.gradients import summarize
-        from distviz.runner.initiator import _clock_offsets, _pair_events
+        from distviz.runner.initiator import clock_offsets, pair_events
         from distviz.tracing import report
 
         cid, workers, me = self.trace.context_id, self.trace.workers, self.me
         got = _on_all(workers, me, collect_piece, cid, outcome != "hang", outcome != "hang")
         boot = recorder_hooks.clock_sample()[0]
         away = [w for w in workers if isinstance(got.get(w), dict) and got[w]["boot"] != boot]
-        offsets = _clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
+        offsets = clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
         sends = {n.id for n in self.trace.nodes if n.kind == "send"}
         window = [(self.start_ns, end_ns)]
         events: list[dict[str, Any]] = []
@@ -282,7 +267,7 @@ class _Run:
                 unreachable.append({"worker": w, "error": why})
                 continue
             grads.update(piece["grads"])
-            events.extend(_pair_events(w, piece["events"], window, self.start_ns, sends,
+            events.extend(pair_events(w, piece["events"], window, self.start_ns, sends,
                                        offsets.get(w, (0, 0))[0]))
         events.sort(key=lambda e: (e["t_us"], e["worker"]))
         self.trace.real = {
