@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from distviz.replay.events import LazyEvent
+from distviz.replay.event_log import CODE, EventLog
 from distviz.replay.graph import (
     ACC,
     RECV,
@@ -72,6 +72,9 @@ from distviz.trace import message_label
 
 __all__ = ["FREED_MESSAGE", "Engine"]
 
+_EXECUTE, _ACCUMULATE, _CALL_START, _CALL_END, _ACK, _SEND_GRADIENT, _RECEIVE = (
+    CODE[a] for a in ("execute", "accumulate", "call_start", "call_end", "ack", "send_gradient",
+                      "receive_gradient"))
 _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Python-level __new__
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -96,6 +99,9 @@ class Engine:
         self.g = g
         self.mode = mode
         self.emit = emit
+        #: the events, when ``emit`` is on (``replay`` hands it to the ``Replay``)
+        self.log: EventLog | None = EventLog(g) if emit else None
+        self._msg_base = 0   # log.messages index of this pass's first message
         self.arrival = arrival or {}
         nw = len(g.workers)
         self.s = RunState(deps=[0] * g.n, freed=bytearray(g.n), finished=not g.trace.passes)
@@ -107,7 +113,8 @@ class Engine:
     def clone(self) -> Engine:
         """Return an independent copy that builds no events (the graph is shared)."""
         c = Engine.__new__(Engine)
-        c.g, c.mode, c.emit, c.arrival = self.g, self.mode, False, self.arrival
+        c.g, c.mode, c.emit, c.log, c.arrival = self.g, self.mode, False, None, self.arrival
+        c._msg_base = 0
         c.s, c.p = self.s.copy(), self.p.copy()
         return c
 
@@ -124,26 +131,40 @@ class Engine:
         else:
             s.excluded.append([])
         self.p = PassState.start(g, part)
+        if self.log is not None:
+            self._msg_base = len(self.log.messages)
 
     # -- the step function ------------------------------------------------------------------------
-    def advance(self) -> Event | None:
-        """Run one step; return its event (``None`` when ``emit`` is off or the replay ended)."""
+    def advance(self) -> None:
+        """Run one step; with ``emit`` on, its event goes to ``log``. Does nothing once the
+        replay has ended."""
         s = self.s
         if s.finished:
             return None
+        p = self.p
+        heap = p.heap
+        if heap and not s.agenda:
+            return self._drain(1)
         s.step += 1
         if s.agenda:
             item = s.agenda.popleft()
             return _STEPS[type(item)](self, item)
-        p = self.p
-        heap = p.heap
         if heap is not None:
-            if heap:
-                return self._run(heap.pop())
             return self._call_end()
         if p.fifo:
             return self._receive(self._next_message())
         return self._hang()
+
+    def run(self) -> None:
+        """Run to the end: what ``advance`` in a loop does, with a task's nodes run in one
+        ``_drain`` (the same steps and events, fewer calls)."""
+        s = self.s
+        advance, drain = self.advance, self._drain
+        while not s.finished:
+            if self.p.heap and not s.agenda:
+                drain(-1)
+            else:
+                advance()
 
     def _next_message(self) -> int:
         """The message received next: the FIFO head, or with an observed schedule the first
@@ -167,12 +188,12 @@ class Engine:
         return mi
 
     def _event(self, action: str, worker: int | None, payload: tuple[Any, ...], *,
-               node: int | None = None, call: int | None = None,
-               message: Message | None = None) -> LazyEvent:
-        g = self.g
-        return LazyEvent(self.s.step, self.s.pass_index, action,
-                         None if worker is None or worker < 0 else g.workers[worker],
-                         None if node is None else g.ids[node], call, message, g, payload)
+               node: int | None = None, call: int | None = None, msg: int = -1) -> None:
+        """Log an event that keeps its payload tuple (``msg``: the pass's message index)."""
+        assert self.log is not None
+        self.log.add(CODE[action], self.s.pass_index, -1 if worker is None else worker,
+                     -1 if node is None else node, -1 if call is None else call,
+                     self._msg_base + msg if msg >= 0 else -1, payload)
 
     def _check_complete(self, w: int) -> None:
         """Worker ``w`` is done and owes no ack: answer its first message or end the pass."""
@@ -186,7 +207,7 @@ class Engine:
             self.s.agenda.appendleft(_step(Ack, (p.w_first[w],)))
 
     # -- 1. the pass starts on the initiator ------------------------------------------------------
-    def _pass_start(self, _item: PassStart) -> Event | None:
+    def _pass_start(self, _item: PassStart) -> None:
         s = self.s
         s.agenda.append(ComputeDeps(self.g.initiator))
         s.agenda.append(RootCall())
@@ -196,7 +217,7 @@ class Engine:
         return self._event("pass_start", self.g.initiator, (self.mode, excluded))
 
     # -- 2. computeDependencies: BFS from the GraphRoot (initiator) and all local sends -----------
-    def _compute_dependencies(self, item: ComputeDeps) -> Event | None:
+    def _compute_dependencies(self, item: ComputeDeps) -> None:
         g, p, w = self.g, self.p, item.worker
         pi = self.s.pass_index
         deps = self.s.deps
@@ -220,7 +241,7 @@ class Engine:
                                                        p.w_out[w], p.w_keep[w], excluded))
 
     # -- 3. call 0: the GraphRoot seeds ones into the roots ---------------------------------------
-    def _root_call(self, _item: RootCall) -> Event | None:
+    def _root_call(self, _item: RootCall) -> None:
         g, p = self.g, self.p
         w = g.initiator
         call = p.calls
@@ -247,11 +268,83 @@ class Engine:
         q, qlen = queue_payload(self.p.heap)
         return self._event("call_start", w, (tuple(decs), tuple(pushed), q, qlen), call=call)
 
-    # -- 4. pop and run one node of the current call ----------------------------------------------
-    def _run(self, i: int) -> Event | None:
+    # -- 4. pop and run the nodes of the current task ---------------------------------------------
+    def _drain(self, limit: int) -> None:
+        """Pop and run up to ``limit`` nodes of the current task, a step each, while no other
+        step is scheduled (``advance`` runs one, ``run`` as many as it can).
+
+        An op's and a send's evaluate_function is here: decrement each next edge's target in
+        order, then push the ready ones. AccumulateGrad, recvs and nodes that fail go to
+        ``_run_other``. This is the replay's hot loop, so what it reads is looked up once.
+        """
+        g, p, s = self.g, self.p, self.s
+        heap, agenda = p.heap, s.agenda
+        assert heap is not None
+        key, kinds, workers, targets_of, nrs_of, flags_of = (g.key, g.kind, g.worker, g.targets,
+                                                             g.nrs, g.flags)
+        deps, freed = s.deps, s.freed
+        nonzero, ran, order, w_out, w_keep = p.nonzero, p.ran, p.order, p.w_out, p.w_keep
+        call = -1 if p.cur_call is None else p.cur_call
+        pi = s.pass_index
+        log = self.log
+        rec, pool = (log.rec, log.pool) if log is not None else (None, None)
+        pop_last = list.pop
+        while limit and heap and not agenda:
+            limit -= 1
+            s.step += 1
+            i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
+            k = kinds[i]
+            flags = flags_of[i]
+            if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
+                self._run_other(i)
+                if p.heap is not heap:     # the task aborted
+                    return
+                continue
+            w = workers[i]
+            ran[i] = 1
+            order[w].append(i)
+            if flags and not w_keep[w]:
+                freed[i] = 1        # release_variables() after apply without retain_graph
+            if k == SEND:
+                pushed, counts, zero_in = self._run_send(i, w)
+            else:
+                pushed = []
+                counts = []
+                nz = nonzero[i]
+                zero_in = not nz
+                for t, nr in zip(targets_of[i], nrs_of[i], strict=False):
+                    if t < 0:
+                        continue
+                    d = deps[t] - 1
+                    deps[t] = d
+                    counts.append(d)
+                    if nz:
+                        nonzero[t] = 1
+                        if kinds[t] == RECV:
+                            p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                    if d == 0:
+                        pushed.append(t)
+            if pushed:   # in next-edge order, after the decrements, as evaluate_function does
+                heap.push_ready(pushed, key)
+            w_out[w] += len(pushed) - 1
+            if rec is None or pool is None:
+                continue
+            # EventLog's layout, inline: the columns, then the payload
+            rec.fromlist([_EXECUTE, pi, w, i, call, -1, len(pool)])
+            n = len(heap)
+            if n == 1:
+                pool.fromlist([zero_in, 1, *counts, heap[0][1]])
+            else:
+                pool.fromlist([zero_in, n, *counts])
+                if n:
+                    pool.fromlist(heap.pop_order(QUEUE_CAP))
+
+    def _run_other(self, i: int) -> None:
+        """Run an AccumulateGrad, a recv, or a node that raises (a recorded fault, or saved
+        tensors a pass without ``retain_graph`` freed)."""
         g = self.g
         p = self.p
-        k, w, targets, nrs, flags = g.info[i]
+        k, w, flags = g.kind[i], g.worker[i], g.flags[i]
         call = p.cur_call
         p.w_out[w] -= 1
         p.ran[i] = 1
@@ -266,65 +359,27 @@ class Engine:
                 return self._node_error(i, w, FREED_MESSAGE)
             if not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
-        if k == RECV:
-            return self._run_recv(i, w, call)
-        # evaluate_function: decrement each next edge in order; push the ready ones
-        heap = p.heap
-        assert heap is not None
-        emit = self.emit
-        if k == SEND:
-            pushed, decs, zero_in = self._run_send(i, w, heap)
-        else:
-            deps, key, nonzero, kinds = self.s.deps, g.key, p.nonzero, g.kind
-            pushed = []
-            decs = []
-            nz = nonzero[i]
-            zero_in = not nz
-            for t, nr in zip(targets, nrs, strict=False):
-                if t < 0:
-                    continue
-                d = deps[t] - 1
-                deps[t] = d
-                if nz:
-                    nonzero[t] = 1
-                    if kinds[t] == RECV:
-                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
-                if d == 0:
-                    heap.push(t, key[t])
-                    pushed.append(t)
-                if emit:
-                    decs.append(t)
-                    decs.append(d)
-        p.w_out[w] += len(pushed)
-        if not emit:
-            return None
-        n = len(heap)            # queue_payload(heap), inline: once per node
-        q = tuple(heap.pop_order(QUEUE_CAP)) if n > 1 else (heap.top(),) if n else ()
-        s = self.s
-        return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i],
-                         call, None, g, (i, zero_in, tuple(decs), tuple(pushed), q, n))
+        assert k == RECV
+        return self._run_recv(i, w, call)
 
-    def _run_recv(self, i: int, w: int, call: int | None) -> Event | None:
+    def _run_recv(self, i: int, w: int, call: int | None) -> None:
         """RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step."""
         s = self.s
         s.agenda.append(_step(SendGradient, (i, call)))
-        if not self.emit:
-            return None
-        g = self.g
-        return LazyEvent(s.step, s.pass_index, "execute", g.workers[w], g.ids[i], call, None, g,
-                         (i, False, (), (), (), 0))
+        if self.log is not None:
+            self.log.rec.fromlist([_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
+                                   len(self.log.pool)])
 
-    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]
-                  ) -> tuple[list[int], list[int], bool]:
+    def _run_send(self, i: int, w: int) -> tuple[list[int], list[int], bool]:
         """A send's next edges get the message's gradients (zeros in unused slots):
-        ``(pushed, decrements, all zero)``."""
+        ``(ready nodes, each target's remaining count, all zero)``."""
         g, p = self.g, self.p
-        _k, _w, targets, nrs, _f = g.info[i]
-        deps, key, nonzero, kinds, emit = self.s.deps, g.key, p.nonzero, g.kind, self.emit
+        targets, nrs = g.targets[i], g.nrs[i]
+        deps, nonzero, kinds = self.s.deps, p.nonzero, g.kind
         p.w_left[w] -= 1
         mask = p.send_mask.get(i, 0)
         pushed: list[int] = []
-        decs: list[int] = []
+        counts: list[int] = []
         j = 0
         for t, nr in zip(targets, nrs, strict=False):
             if t >= 0:
@@ -335,15 +390,12 @@ class Engine:
                     if kinds[t] == RECV:
                         p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
                 if d == 0:
-                    heap.push(t, key[t])
                     pushed.append(t)
-                if emit:
-                    decs.append(t)
-                    decs.append(d)
+                counts.append(d)
             j += 1
-        return pushed, decs, mask == 0
+        return pushed, counts, mask == 0
 
-    def _accumulate(self, i: int, w: int, call: int | None) -> Event | None:
+    def _accumulate(self, i: int, w: int, call: int | None) -> None:
         """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""
         s = self.s
         zero = not self.p.nonzero[i]
@@ -353,11 +405,14 @@ class Engine:
         if not self.emit:
             return None
         q, qlen = queue_payload(self.p.heap)
-        return LazyEvent(s.step, s.pass_index, "accumulate", self.g.workers[w], self.g.ids[i],
-                         call, None, self.g, (i, zero, count, q, qlen))
+        log = self.log
+        assert log is not None
+        log.rec.fromlist([_ACCUMULATE, s.pass_index, w, i, -1 if call is None else call, -1,
+                          len(log.pool)])
+        log.pool.fromlist([zero, count, qlen, *q])
 
     # -- 5. a recv sends its gradients (undefined slots as zeros) ---------------------------------
-    def _send_gradient(self, item: SendGradient) -> Event | None:
+    def _send_gradient(self, item: SendGradient) -> None:
         g, p, s = self.g, self.p, self.s
         r = item.recv
         w = g.worker[r]
@@ -390,13 +445,15 @@ class Engine:
         p.w_unacked[w] += 1
         s.messages_total += 1
         p.fifo.append(mi)
-        if not self.emit:
+        log = self.log
+        if log is None:
             return None
-        return LazyEvent(s.step, s.pass_index, "send_gradient", g.workers[w], g.ids[r],
-                         item.call, message, g, (nslots,))
+        log.messages.append(message)
+        log.add_ints(_SEND_GRADIENT, s.pass_index, w, r, -1 if item.call is None else item.call,
+                     self._msg_base + mi, [nslots])
 
     # -- 6. a worker receives a gradient message --------------------------------------------------
-    def _receive(self, mi: int) -> Event | None:
+    def _receive(self, mi: int) -> None:
         g, p = self.g, self.p
         message = p.msgs[mi]
         to, snd, frm = p.m_to[mi], p.m_send[mi], p.m_from[mi]
@@ -408,7 +465,7 @@ class Engine:
                                             g.recv_by_msg.get(message.msg_id, -1)))
             if not self.emit:
                 return None
-            return self._event("error", to, ("reject", err), message=message)
+            return self._event("error", to, ("reject", err), msg=mi)
         mask = (1 << len(g.targets[snd])) - 1
         for j in message.zero_slots:
             mask &= ~(1 << j)
@@ -423,12 +480,11 @@ class Engine:
             # later message: launch a call and answer at once
             self.s.agenda.append(_step(Ack, (mi,)))
         self.s.agenda.append(_step(MessageCall, (mi,)))
-        if not self.emit:
+        if self.log is None:
             return None
-        return LazyEvent(self.s.step, self.s.pass_index, "receive_gradient", g.workers[to],
-                         g.ids[snd], None, message, g, (first,))
+        self.log.add_ints(_RECEIVE, self.s.pass_index, to, snd, -1, self._msg_base + mi, [first])
 
-    def _message_call(self, item: MessageCall) -> Event | None:
+    def _message_call(self, item: MessageCall) -> None:
         g, p = self.g, self.p
         mi = item.msg
         w, snd = p.m_to[mi], p.m_send[mi]
@@ -438,24 +494,23 @@ class Engine:
         heap: StdPriorityQueue[int] = StdPriorityQueue()
         heap.push(snd, g.key[snd])      # incrementOutstandingTasks=false: the send was counted
         p.heap = heap
-        if not self.emit:
+        if self.log is None:
             return None
-        return LazyEvent(self.s.step, self.s.pass_index, "call_start", g.workers[w], g.ids[snd],
-                         call, p.msgs[mi], g, (snd,))
+        self.log.add_ints(_CALL_START, self.s.pass_index, w, snd, call, self._msg_base + mi, [])
 
-    def _call_end(self) -> Event | None:
+    def _call_end(self) -> None:
         p = self.p
         w, call = p.cur_w, p.cur_call
         p.heap = None
         p.cur_call, p.cur_w = None, -1
         if p.w_out[w] == 0 and not p.w_done[w]:
             self.s.agenda.appendleft(WorkerDone(w))
-        if not self.emit:
+        if self.log is None:
             return None
-        return LazyEvent(self.s.step, self.s.pass_index, "call_end", self.g.workers[w], None,
-                         call, None, self.g, (p.w_out[w], p.w_left[w]))
+        self.log.add_ints(_CALL_END, self.s.pass_index, w, -1, -1 if call is None else call, -1,
+                          [p.w_out[w], p.w_left[w]])
 
-    def _worker_done(self, item: WorkerDone) -> Event | None:
+    def _worker_done(self, item: WorkerDone) -> None:
         p, w = self.p, item.worker
         p.w_done[w] = True
         self._check_complete(w)
@@ -463,16 +518,15 @@ class Engine:
             return None
         return self._event("worker_done", w, (len(p.part[w]), p.w_unacked[w]))
 
-    def _ack(self, item: Ack) -> Event | None:
+    def _ack(self, item: Ack) -> None:
         p, mi = self.p, item.msg
         p.m_acked[mi] = True
         frm = p.m_from[mi]
         p.w_unacked[frm] -= 1
         self._check_complete(frm)
-        if not self.emit:
+        if self.log is None:
             return None
-        return LazyEvent(self.s.step, self.s.pass_index, "ack", self.g.workers[p.m_to[mi]], None,
-                         None, p.msgs[mi], self.g, ())
+        self.log.add_ints(_ACK, self.s.pass_index, p.m_to[mi], -1, -1, self._msg_base + mi, [])
 
     # -- errors -----------------------------------------------------------------------------------
     def _abort(self, w: int) -> list[int]:
@@ -494,14 +548,14 @@ class Engine:
         s.error = error
         s.agenda.append(PassEnd("error") if w == self.g.initiator else ErrorHop(w))
 
-    def _fault(self, i: int, w: int) -> Event | None:
+    def _fault(self, i: int, w: int) -> None:
         """Node ``i`` has a recorded fault: it raises, or its worker crashes."""
         fault = self.g.fault[i]
         if fault.get("kind") == "crash":
             return self._crash(i, w)
         return self._node_error(i, w, str(fault.get("message", "error in backward")))
 
-    def _node_error(self, i: int, w: int, msg: str) -> Event | None:
+    def _node_error(self, i: int, w: int, msg: str) -> None:
         g = self.g
         call = self.p.cur_call
         skipped = self._abort(w)
@@ -513,7 +567,7 @@ class Engine:
         return self._event("error", w, ("node", i, msg, text_err, tuple(skipped)), node=i,
                            call=call)
 
-    def _crash(self, i: int, w: int) -> Event | None:
+    def _crash(self, i: int, w: int) -> None:
         g = self.g
         call = self.p.cur_call
         self._abort(w)
@@ -527,7 +581,7 @@ class Engine:
             return None
         return self._event("crash", w, (i, msg), node=i, call=call)
 
-    def _raise(self, item: RaiseError) -> Event | None:
+    def _raise(self, item: RaiseError) -> None:
         """An outstanding RPC of ``w`` failed (missing send): ``w``'s graph task errors."""
         g, w, text_err, node = self.g, item.worker, item.error, item.node
         self._abort(w)
@@ -538,7 +592,7 @@ class Engine:
             return None
         return self._event("error", w, ("raise", text_err), node=node if node >= 0 else None)
 
-    def _error_hop(self, item: ErrorHop) -> Event | None:
+    def _error_hop(self, item: ErrorHop) -> None:
         """The error reaches the sender of ``child``'s first message (its outstanding RPC)."""
         g, p, s, child = self.g, self.p, self.s, item.child
         mi = p.w_first[child]
@@ -558,22 +612,23 @@ class Engine:
         if not self.emit:
             return None
         return self._event("error", parent, ("hop", crashed, g.workers[child], s.err_text),
-                           message=p.msgs[mi])
+                           msg=mi)
 
     # -- 7. nothing can run: the pass hangs (diagnosed once the engine stops) ----------------------
-    def _hang(self) -> Event | None:
+    def _hang(self) -> None:
         self.s.agenda.append(PassEnd("hang"))
         if not self.emit:
             return None
         return self._event("hang", self.g.initiator, (waiting_sends(self.g, self.p), ""))
 
-    def _pass_end(self, item: PassEnd) -> Event | None:
+    def _pass_end(self, item: PassEnd) -> None:
         g, p, s = self.g, self.p, self.s
         outcome = item.outcome
         if outcome == "error" and s.error is not None:
             s.error = replace(s.error, chain=tuple(g.workers[w] for w in s.err_chain),
                               unnotified=unnotified(g, p, s.err_chain))
-        ev = self._event("pass_end", g.initiator, (outcome, s.err_text)) if self.emit else None
+        if self.emit:
+            self._event("pass_end", g.initiator, (outcome, s.err_text))
         s.orders.append(p.order)
         if outcome != "completed":
             s.outcome = outcome
@@ -584,10 +639,9 @@ class Engine:
             s.agenda.append(PassStart())
         else:
             s.finished = True
-        return ev
 
 #: The handler of each scheduled step.
-_STEPS: dict[type, Callable[[Engine, Any], Event | None]] = {
+_STEPS: dict[type, Callable[[Engine, Any], None]] = {
     PassStart: Engine._pass_start, ComputeDeps: Engine._compute_dependencies,
     RootCall: Engine._root_call, MessageCall: Engine._message_call,
     SendGradient: Engine._send_gradient, Ack: Engine._ack, WorkerDone: Engine._worker_done,

@@ -49,8 +49,8 @@ class IndexedGraph:
 
     ``targets[i]`` and ``nrs[i]`` are tuples with the next edges' target indices (``-1`` for an
     edge without a function) and input numbers. ``key[i]`` is the ready-queue priority
-    (``2**64 - 1`` for AccumulateGrad). ``info[i]`` holds ``(kind, worker, targets, nrs,
-    flags)`` (flags: 1 saved tensors, 2 a fault) for the hot loop. Index ints are shared
+    (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` is 1 for saved tensors, 2 for a
+    recorded fault (no per-node objects: a million tuples would cost the collector a pass). Index ints are shared
     objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
     when a pass has a root that is not on the initiator.
     """
@@ -134,10 +134,9 @@ class IndexedGraph:
         self.kind, self.key, self.worker = kind, key, worker
         self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
         self.nodes_of = nodes_of
-        fl, ft = self.saved, self.fault
-        self.info: list[tuple[int, int, tuple[int, ...], tuple[int, ...], int]] = [
-            (kind[i], worker[i], targets[i], nrs[i], fl[i] | (2 if i in ft else 0))
-            for i in nums]
+        self.flags = bytearray(self.saved)
+        for i in self.fault:
+            self.flags[i] |= 2
         return index
 
     def _build_sends(self) -> None:

@@ -12,6 +12,7 @@ Only keys are compared (``less(a, b) = key(a) < key(b)``); items are never compa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from heapq import heappop, heappush
 from typing import Generic, TypeVar
 
@@ -48,17 +49,20 @@ def _adjust_heap(c: list[tuple[int, T]], hole: int, n: int, v: tuple[int, T]) ->
     _push_heap(c, hole, top, v)
 
 
-class StdPriorityQueue(Generic[T]):
+class StdPriorityQueue(list[tuple[int, T]], Generic[T]):
     """``std::priority_queue`` with ``less = key(a) < key(b)``: largest key first, libstdc++ ties.
 
     ``push(item, key)`` and ``pop()`` are O(log n); ``pop_order()`` returns what successive pops
     would return without changing the queue. Raises ``IndexError`` on ``pop``/``top`` when empty.
+    The queue is its heap array, a list of ``(key, item)``: ``len`` and truth are the list's (the
+    replay asks them once per node), and ``q[0][1]`` is the top. Change it only through
+    ``push`` and ``pop``.
     """
 
-    __slots__ = ("_c", "_pushes", "_cache", "_cache_len", "_cache_pushes")
+    __slots__ = ("_pushes", "_cache", "_cache_len", "_cache_pushes")
 
     def __init__(self) -> None:
-        self._c: list[tuple[int, T]] = []
+        super().__init__()
         self._pushes = 0
         # a prefix of the pop order as of (_cache_len items, _cache_pushes pushes); pops since
         # then only remove its head, so it stays valid until the next push
@@ -66,52 +70,57 @@ class StdPriorityQueue(Generic[T]):
         self._cache_len = -1
         self._cache_pushes = -1
 
-    def __len__(self) -> int:
-        return len(self._c)
-
-    def __bool__(self) -> bool:
-        return bool(self._c)
-
     def __repr__(self) -> str:
         return f"StdPriorityQueue({self.pop_order()!r})"
 
     def push(self, item: T, key: int) -> None:
         """``c.push_back(x); std::push_heap(c.begin(), c.end(), less)``."""
-        c = self._c
         v = (key, item)
-        c.append(v)
-        _push_heap(c, len(c) - 1, 0, v)
+        self.append(v)
+        n = len(self)
+        if n > 1:
+            _push_heap(self, n - 1, 0, v)
         self._pushes += 1
 
-    def pop(self) -> T:
+    def push_ready(self: StdPriorityQueue[int], items: list[int], keys: Sequence[int]) -> None:
+        """``push(t, keys[t])`` for each ``t`` of ``items`` in order: the nodes one run made
+        ready (most often one, into an empty queue: that case costs one append)."""
+        if len(items) == 1 and not self:
+            t = items[0]
+            self.append((keys[t], t))
+            self._pushes += 1
+            return
+        for t in items:
+            self.push(t, keys[t])
+
+    def pop(self) -> T:  # type: ignore[override]
         """``std::pop_heap(c.begin(), c.end(), less); x = c.back(); c.pop_back()``.
 
         Raises ``IndexError`` when the queue is empty.
         """
-        c = self._c
-        if not c:
+        if not self:
             raise IndexError("pop from an empty StdPriorityQueue")
-        top = c[0]
-        v = c.pop()
-        if c:
+        top = self[0]
+        v = list.pop(self)
+        if self:
             # pop_heap moves the top to the back and re-heaps [0, n-1) with the old back value.
-            _adjust_heap(c, 0, len(c), v)
+            _adjust_heap(self, 0, len(self), v)
         return top[1]
 
     def top(self) -> T:
         """Return the item ``pop()`` would return. Raises ``IndexError`` when empty."""
-        if not self._c:
+        if not self:
             raise IndexError("top of an empty StdPriorityQueue")
-        return self._c[0][1]
+        return self[0][1]
 
     def items(self) -> list[T]:
         """Return the items in heap-array order (not pop order)."""
-        return [v[1] for v in self._c]
+        return [v[1] for v in self]
 
     def copy(self) -> StdPriorityQueue[T]:
         """Return an independent copy with the same heap array (and so the same pop order)."""
         q: StdPriorityQueue[T] = StdPriorityQueue()
-        q._c = list(self._c)
+        q.extend(self)
         return q
 
     def pop_order(self, limit: int | None = None) -> list[T]:
@@ -122,7 +131,7 @@ class StdPriorityQueue(Generic[T]):
         happened, the top entries are found best-first when their keys are distinct, and only
         ties fall back to simulating pops on a copy-on-write view (never a full copy).
         """
-        c = self._c
+        c = self
         n = len(c)
         want = n if limit is None else min(limit, n)
         if want == 0:

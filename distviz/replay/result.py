@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Any
 
 from distviz.replay.engine import Engine
-from distviz.replay.events import LazyEvent
+from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.model import Accumulation, Event, Hang, PassError, ReplayState
@@ -35,7 +36,7 @@ class Replay:
     """
 
     def __init__(self, trace: Trace, mode: str, graph: IndexedGraph, engine: Engine,
-                 events: list[Event], hang: Hang | None) -> None:
+                 events: Sequence[Event], hang: Hang | None) -> None:
         self.trace = trace
         self.arrival = engine.arrival
         self.mode = mode
@@ -167,13 +168,9 @@ def replay(trace: Trace, mode: str = "fast",
             arr = {(p, widx[w]): [index[s] for s in sends if s in index]
                    for (p, w), sends in arrival.items() if w in widx}
         engine = Engine(g, mode, emit=True, arrival=arr)
-        events: list[Event] = []
-        append = events.append
-        advance = engine.advance
-        while not engine.s.finished:
-            ev = advance()
-            if ev is not None:
-                append(ev)
+        events = engine.log
+        assert events is not None
+        engine.run()
         hang = _diagnose_hang(trace, g, mode, engine, events)
         return Replay(trace, mode, g, engine, events, hang)
     finally:
@@ -182,13 +179,12 @@ def replay(trace: Trace, mode: str = "fast",
 
 
 def _diagnose_hang(trace: Trace, g: IndexedGraph, mode: str, engine: Engine,
-                   events: list[Event]) -> Hang | None:
+                   events: EventLog) -> Hang | None:
     """Diagnose a hang on the state the engine stopped in; give the hang event its summary."""
     if engine.s.outcome != "hang":
         return None
     hang_event = next(ev for ev in reversed(events) if ev.action == "hang")
     state = engine.state(hang_event.step - 1, None)
     hang = diagnose(trace, state, graph=g, mode=mode, pass_index=engine.s.pass_index)
-    if isinstance(hang_event, LazyEvent):
-        hang_event.amend((hang_event.detail["waiting_sends"], hang.summary))
+    events.amend(hang_event.step, (hang_event.detail["waiting_sends"], hang.summary))
     return hang

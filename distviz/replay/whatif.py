@@ -303,10 +303,12 @@ def _simulate(trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
     gc.disable()     # millions of small acyclic objects (see result.replay)
     try:
         engine = TimedEngine(IndexedGraph(trace), "fast", emit=True)
+        log = engine.log
+        assert log is not None
         while not engine.s.finished:
-            ev = engine.advance()
-            if ev is not None:
-                clock.on_event(ev)
+            engine.advance()
+            if len(log) > engine.s.step:
+                clock.on_event(log[engine.s.step])
     finally:
         if gc_was_enabled:
             gc.enable()
