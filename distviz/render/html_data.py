@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from distviz.render.dot_text import shape_text
+from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
 from distviz.replay.model import ACTIONS, Agreement, ReplayLike
@@ -114,6 +115,8 @@ def _graph(trace: Trace, g: IndexedGraph) -> dict[str, Any]:
 
 
 def _events(replay: ReplayLike, g: IndexedGraph) -> dict[str, Any]:
+    if isinstance(replay.events, EventLog):
+        return _logged_events(replay.events, g)
     action_code = {a: k for k, a in enumerate(ACTIONS)}
     wix = {w: k for k, w in enumerate(g.workers)}
     index = g.index
@@ -141,6 +144,29 @@ def _events(replay: ReplayLike, g: IndexedGraph) -> dict[str, Any]:
             deps, decs, pushed = index_changes(g, ev)
             if deps or decs or pushed:
                 changes[str(ev.step)] = [deps, decs, pushed]
+    return {"actions": list(ACTIONS), "ea": ea, "ew": ew, "en": en, "ep": ep, "em": em,
+            "msgs": msgs, "ed": changes}
+
+
+def _logged_events(log: EventLog, g: IndexedGraph) -> dict[str, Any]:
+    """``_events`` read from a replay's columns (its node and worker indices are ``g``'s)."""
+    wix = {w: k for k, w in enumerate(g.workers)}
+    index = g.index
+    msgs: list[list[Any]] = []
+    msg_of: dict[tuple[int, int], int] = {}
+    em_of: list[int] = []      # log.messages index -> msgs index (one per msg id and pass)
+    for m in log.messages:
+        key = (m.msg_id, m.pass_index)
+        k = msg_of.get(key)
+        if k is None:
+            k = msg_of[key] = len(msgs)
+            msgs.append([m.label, wix.get(m.sender, -1), wix.get(m.to or "", -1),
+                         index.get(m.send or "", -1), index.get(m.recv, -1)])
+        em_of.append(k)
+    ea, ep, ew, en, em = (c.tolist() for c in log.columns())
+    if msgs:
+        em = [em_of[k] if k >= 0 else -1 for k in em]
+    changes = {str(k): [deps, decs, pushed] for k, deps, decs, pushed in log.changes()}
     return {"actions": list(ACTIONS), "ea": ea, "ew": ew, "en": en, "ep": ep, "em": em,
             "msgs": msgs, "ed": changes}
 

@@ -367,8 +367,9 @@ class Engine:
         s = self.s
         s.agenda.append(_step(SendGradient, (i, call)))
         if self.log is not None:
-            self.log.rec.fromlist([_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
-                                   len(self.log.pool)])
+            q, n = queue_payload(self.p.heap)
+            self.log.add_ints(_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
+                              [n, *q])
 
     def _run_send(self, i: int, w: int) -> tuple[list[int], list[int], bool]:
         """A send's next edges get the message's gradients (zeros in unused slots):
@@ -432,10 +433,11 @@ class Engine:
             p.w_first_inflight[to] = True
         # Message(msg_id, label, context_id, sender, to, send, recv, shapes, first,
         #         retain_graph, zero_slots, pass_index), positional: one per gradient message
-        message = Message(msg_id, message_label(msg_id), g.trace.context_id, g.workers[w],
-                          g.workers[to] if to >= 0 else None, g.ids[snd] if snd >= 0 else None,
-                          g.ids[r], nd.input_shapes, first, p.w_keep[w],
-                          [j for j in range(nslots) if not (mask >> j) & 1], s.pass_index)
+        zero = [] if mask == (1 << nslots) - 1 else [j for j in range(nslots) if not (mask >> j) & 1]
+        message = _step(Message, (msg_id, message_label(msg_id), g.trace.context_id, g.workers[w],
+                                  g.workers[to] if to >= 0 else None,
+                                  g.ids[snd] if snd >= 0 else None, g.ids[r], nd.input_shapes,
+                                  first, p.w_keep[w], zero, s.pass_index))
         mi = len(p.msgs)
         p.msgs.append(message)
         p.m_from.append(w)

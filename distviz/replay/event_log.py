@@ -11,7 +11,7 @@ What is stored per action, beyond the columns (anything the graph already knows 
 
 * ``execute`` of an op or a send: whether its input was all zeros, the queue length, the
   remaining count of each next edge's target (the targets themselves are the graph's), and the
-  queue's first ``QUEUE_CAP`` entries; of a recv: nothing.
+  queue's first ``QUEUE_CAP`` entries; of a recv: the queue length and entries.
 * ``accumulate``: zero input, how many times so far, the queue length and its first entries.
 * ``send_gradient``, ``receive_gradient``, ``call_end``: one or two integers.
 * the rest (pass start and end, ``computeDependencies``, task 0, errors, hangs: a few per pass)
@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from distviz.replay.events import LazyEvent
+from distviz.replay.events import LazyEvent, payload_changes
 from distviz.replay.graph import RECV, IndexedGraph
 from distviz.replay.model import ACTIONS, Event, Message
 from distviz.replay.state import QUEUE_CAP
@@ -39,6 +39,7 @@ CODE = {a: k for k, a in enumerate(ACTIONS)}
 WIDTH = 7
 
 _EXECUTE, _ACCUMULATE, _CALL_START = CODE["execute"], CODE["accumulate"], CODE["call_start"]
+_COMPUTE = CODE["compute_dependencies"]
 _BOOL_FIRST = CODE["receive_gradient"]
 _POOLED = {CODE[a]: n for a, n in (("send_gradient", 1), ("receive_gradient", 1),
                                    ("call_end", 2), ("ack", 0))}
@@ -128,12 +129,29 @@ class EventLog(Sequence[Event]):
         """The code of event ``k``'s action (``ACTIONS[code]``), without building the event."""
         return self.rec[k * WIDTH]
 
-    def columns(self) -> tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int],
-                               Sequence[int]]:
+    def columns(self) -> tuple[memoryview, memoryview, memoryview, memoryview, memoryview]:
         """Per event: action code, pass, worker index, node index, message index (-1: none),
         as read-only views for views that read every event."""
         rec = memoryview(self.rec)
         return rec[0::WIDTH], rec[1::WIDTH], rec[2::WIDTH], rec[3::WIDTH], rec[5::WIDTH]
+
+    def changes(self) -> Iterator[tuple[int, list[int], list[int], list[int]]]:
+        """``(step, deps, decrements, pushed)`` of every event that changes dependency counts
+        (``distviz.replay.events.index_changes``), read from the columns: no event is built."""
+        rec, extra = self.rec, self.extra
+        counted = (_COMPUTE, _CALL_START, _EXECUTE)
+        for k in range(len(self)):
+            base = k * WIDTH
+            code = rec[base]
+            if code not in counted:
+                continue
+            i, m = rec[base + 3], rec[base + 5]
+            payload = extra.get(k)
+            if payload is None:
+                payload = self._decode(code, i, m, rec[base + 6])
+            deps, decs, pushed = payload_changes(self.g, ACTIONS[code], m < 0, payload)
+            if deps or decs or pushed:
+                yield k, deps, decs, pushed
 
     def _event(self, k: int) -> Event:
         g = self.g
@@ -161,9 +179,10 @@ class EventLog(Sequence[Event]):
 
     def _execute(self, i: int, off: int) -> tuple[Any, ...]:
         g = self.g
-        if g.kind[i] == RECV:
-            return (i, False, (), (), (), 0)
         pool = self.pool
+        if g.kind[i] == RECV:   # it sends its gradients: only the queue
+            n = pool[off]
+            return (i, False, (), (), tuple(pool[off + 1:off + 1 + min(n, QUEUE_CAP)]), n)
         n = pool[off + 1]
         targets = [t for t in g.targets[i] if t >= 0]
         at = off + 2 + len(targets)

@@ -17,7 +17,7 @@ from distviz.replay.model import Event, Message
 from distviz.trace import message_label, seq_text
 from distviz.words import plural, word_for
 
-__all__ = ["FORMAT", "LazyEvent", "clip", "index_changes", "ordinal"]
+__all__ = ["FORMAT", "LazyEvent", "clip", "index_changes", "ordinal", "payload_changes"]
 
 _EV_TEXT = Event.__dict__["text"]      # the dataclass slots of Event
 _EV_DETAIL = Event.__dict__["detail"]
@@ -363,8 +363,7 @@ def index_changes(g: IndexedGraph, ev: Event) -> tuple[list[int], list[int], lis
     decrements, pushed)`` where ``deps`` is ``[node, count, ...]`` set by
     ``compute_dependencies``, ``decrements`` ``[node, remaining, ...]`` and ``pushed`` the nodes
     that became ready. The same as ``detail["deps"]``, ``detail["decrements"]`` and
-    ``detail["pushed"]``, read from the compact payload without building the detail (the HTML
-    viewer reads every event of a big replay this way)."""
+    ``detail["pushed"]``, read from the compact payload without building the detail."""
     a = ev._a if isinstance(ev, LazyEvent) else None
     if a is None:
         index = g.index
@@ -372,11 +371,17 @@ def index_changes(g: IndexedGraph, ev: Event) -> tuple[list[int], list[int], lis
         deps = [x for nid, c in (d.get("deps") or {}).items() for x in (index[nid], c)]
         decs = [x for nid, c in (d.get("decrements") or []) for x in (index[nid], c)]
         return deps, decs, [index[nid] for nid in d.get("pushed") or []]
-    action = ev.action
+    return payload_changes(g, ev.action, ev.message is None, a)
+
+
+def payload_changes(g: IndexedGraph, action: str, no_message: bool,
+                    a: tuple[Any, ...]) -> tuple[list[int], list[int], list[int]]:
+    """``index_changes`` of an event given by its action, whether it names no message, and its
+    payload (``EventLog.changes`` reads every event of a big replay this way)."""
     if action == "compute_dependencies":
         order, counts = a[2], a[3]
         return [x for pair in zip(order, counts, strict=True) for x in pair], [], []
-    if action == "call_start" and ev.message is None:
+    if action == "call_start" and no_message:
         return [], list(a[0]), list(a[1])
     if action == "execute" and g.kind[a[0]] != RECV:
         return [], list(a[2]), list(a[3])

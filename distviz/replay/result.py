@@ -47,9 +47,8 @@ class Replay:
         self.hang: Hang | None = hang
         self.error: PassError | None = s.error
         ids, workers = graph.ids, graph.workers
-        self.order: list[dict[str, list[str]]] = [
-            {workers[w]: [ids[i] for i in per[w]] for w in range(len(workers))}
-            for per in s.orders]
+        self._orders = s.orders
+        self._order: list[dict[str, list[str]]] | None = None
         self.accumulated: dict[str, Accumulation] = {
             ids[i]: Accumulation(count=c, zero=not s.acc_nonzero.get(i, False),
                                  var=trace.nodes[i].var, worker=workers[graph.worker[i]])
@@ -63,6 +62,15 @@ class Replay:
         self._snap_keys: list[int] = []
         self._cursor: Engine | None = None
         self._deps: dict[int, dict[str, int]] = {}
+
+    @property
+    def order(self) -> list[dict[str, list[str]]]:
+        """Per pass, per worker: the ids of the nodes that ran, in order (built on first use)."""
+        if self._order is None:
+            ids, workers = self.graph.ids, self.graph.workers
+            self._order = [{workers[w]: [ids[i] for i in per[w]] for w in range(len(workers))}
+                           for per in self._orders]
+        return self._order
 
     # -- state at any step -----------------------------------------------------------------------
     def state_at(self, step: int) -> ReplayState:
@@ -130,7 +138,7 @@ class Replay:
         what = (f"{self.mode.upper()} replay of {plural(n_pass, 'pass', 'passes')} on "
                 f"{plural(len(self.trace.workers), 'worker')}")
         if self.outcome == "completed":
-            ran = sum(len(v) for per in self.order for v in per.values())
+            ran = sum(len(v) for per in self._orders for v in per)
             return (f"{what} completes in {plural(len(self.events), 'step')} "
                     f"({plural(ran, 'node run')}, {plural(self.messages, 'gradient message')}).")
         if self.outcome == "hang" and self.hang is not None:
