@@ -97,93 +97,124 @@ def _loss(rng: random.Random, y: str, d_out: int) -> list[str]:
     return [f"loss = ({y} * {y}).sum()"]
 
 
-def generate_training(seed: int, index: int) -> TrainingProgram:
-    """The ``index``-th training program of the fuzz run ``seed``. Deterministic: the same
-    arguments give the same program."""
-    rng = random.Random(f"distviz-fuzz-training/{seed}/{index}/program")
-    feats = {"training"}
+@dataclass
+class _Plan:
+    """What one training program is made of, drawn before its code is written."""
+
+    two: bool                  # two trainers, two modules on ps
+    extra: bool                # a second module on a worker of its own
+    head: bool                 # a local nn.Linear head on the trainer
+    embedding: int | None      # the first module starts with nn.Embedding(embedding, d_in)
+    d_in: int
+    d_body: int                # the features the modules give
+    d_head: int | None         # the head's output features
+    code: list[str]            # the module classes
+    layers: int                # Linear layers of the first module
+    feats: set[str]
+
+
+def _plan(rng: random.Random) -> _Plan:
+    """Draw the modules and where they live (the first draws of a program, in this order)."""
     two = rng.random() < 0.35
     extra = rng.random() < 0.35
     head = rng.random() < 0.4
     embedding = rng.choice((None, None, rng.randint(4, 9)))
-    d_in, d_mid = rng.randint(2, 6), rng.randint(2, 6)
-    d_out = d_mid if extra or head else rng.randint(1, 4)
+    d_in, _d_mid = rng.randint(2, 6), rng.randint(2, 6)
+    d_out = _d_mid if extra or head else rng.randint(1, 4)
     code, layers = _module(rng, "Net", d_in, d_out, embedding)
+    d_body = d_out
     if extra:
-        last = rng.randint(1, 4) if not head else rng.randint(2, 5)
-        more, _ = _module(rng, "Extra", d_out, last, None)
+        d_body = rng.randint(1, 4) if not head else rng.randint(2, 5)
+        more, _ = _module(rng, "Extra", d_out, d_body, None)
         code += more
-        d_final = last
-    else:
-        d_final = d_out
-    if head:
-        d_final_head = rng.randint(1, 3)
-    feats |= {f for f, on in (("two_trainers", two), ("embedding", embedding is not None),
-                              ("extra_module", extra), ("local_head", head)) if on}
-    trainers = ("trainer1", "trainer2") if two else ("trainer1",)
-    workers: dict[str, list[str]] = {"ps": [], **{t: [] for t in trainers}}
-    if extra:
-        workers["extra"] = []
-    if two:
-        workers["ps"] = ["net1 = Net()", "net2 = Net()"]
-        code += ["def net_of(k):", "    return net1 if k == 1 else net2", "", ""]
-    wants_grads = rng.random() < 0.5
-    if wants_grads:
-        feats.add("get_gradients")
-        code += ["def gradients_here(context_id):",
-                 "    return len(dist_autograd.get_gradients(context_id))", "", ""]
-    body = ["def train(k):"]
-    body.append('    net = rpc.remote("ps", net_of, args=(k,))' if two
-                else '    net = rpc.remote("ps", Net)')
-    body.append("    params = net.rpc_sync().parameter_rrefs()")
-    if extra:
+    d_head = rng.randint(1, 3) if head else None
+    feats = {"training"} | {f for f, on in (
+        ("two_trainers", two), ("embedding", embedding is not None), ("extra_module", extra),
+        ("local_head", head)) if on}
+    return _Plan(two, extra, head, embedding, d_in, d_body, d_head, code=code, layers=layers,
+                 feats=feats)
+
+
+def _train(rng: random.Random, plan: _Plan, wants_grads: bool) -> list[str]:
+    """The trainer's ``train(k)``: its modules, optimizer and iterations."""
+    body = ["def train(k):",
+            '    net = rpc.remote("ps", net_of, args=(k,))' if plan.two
+            else '    net = rpc.remote("ps", Net)',
+            "    params = net.rpc_sync().parameter_rrefs()"]
+    if plan.extra:
         body += ['    extra = rpc.remote("extra", Extra)',
                  "    params += extra.rpc_sync().parameter_rrefs()"]
-    if head:
-        body += [f"    head = nn.Linear({d_final}, {d_final_head})",
+    if plan.d_head is not None:
+        body += [f"    head = nn.Linear({plan.d_body}, {plan.d_head})",
                  "    params += [RRef(p) for p in head.parameters()]"]
-        d_final = d_final_head
     lr = rng.choice((0.01, 0.05, 0.1))
     body += [f"    opt = DistributedOptimizer(optim.SGD, params, lr={lr})",
              "    for i in range(iterations):",
              "        with dist_autograd.context() as context_id:"]
-    steps = [f"x = torch.randint(0, {embedding}, (batch,))" if embedding is not None
-             else f"x = torch.rand((batch, {d_in}))"]
+    return body + ["            " + s for s in _iteration(rng, plan, wants_grads)]
+
+
+def _iteration(rng: random.Random, plan: _Plan, wants_grads: bool) -> list[str]:
+    """One iteration's lines: forward through the modules, loss, backward, optimizer step."""
+    steps = [f"x = torch.randint(0, {plan.embedding}, (batch,))" if plan.embedding is not None
+             else f"x = torch.rand((batch, {plan.d_in}))"]
     style = rng.choice(tuple(_CALLS))
-    feats |= {"rpc_async_forward"} if style == "rpc_async" else set()
-    feats |= {"remote_forward"} if style == "remote" else set()
+    plan.feats |= {"rpc_async_forward"} if style == "rpc_async" else set()
+    plan.feats |= {"remote_forward"} if style == "remote" else set()
     steps.append("h = " + _CALLS[style].format(r="net", x="x"))
-    y = "h"
     if rng.random() < 0.5:
         steps.append(f"h = {rng.choice(('torch.tanh(h)', 'h * 2.0', 'torch.sigmoid(h)'))}")
-    if extra:
+    if plan.extra:
         steps.append("h = " + _CALLS[rng.choice(tuple(_CALLS))].format(r="extra", x="h"))
-    if head:
+    if plan.head:
         steps.append("h = head(h)")
-    steps += _loss(rng, y, d_final)
+    steps += _loss(rng, "h", plan.d_body if plan.d_head is None else plan.d_head)
     steps.append("dist_autograd.backward(context_id, [loss])")
     if wants_grads:
-        steps.append("grads = dist_autograd.get_gradients(context_id)")
-        steps.append('on_ps = rpc.rpc_sync("ps", gradients_here, args=(context_id,))')
-    steps.append("opt.step(context_id)")
-    body += ["            " + s for s in steps]
-    code += body
+        steps += ["grads = dist_autograd.get_gradients(context_id)",
+                  'on_ps = rpc.rpc_sync("ps", gradients_here, args=(context_id,))']
+    return steps + ["opt.step(context_id)"]
+
+
+def _workers_yaml(plan: _Plan) -> list[str]:
+    """The scenario's ``workers:`` section: ps (with both modules when two trainers), the
+    trainers, and ``extra``."""
+    trainers = ("trainer1", "trainer2") if plan.two else ("trainer1",)
+    lines = ["workers:"]
+    if plan.two:
+        lines += ["  ps:", "    init: |", "      net1 = Net()", "      net2 = Net()"]
+    else:
+        lines.append("  ps: {}")
+    for k, t in enumerate(trainers):
+        lines += [f"  {t}:", "    main: |", f"      train({k + 1})"]
+    if plan.extra:
+        lines.append("  extra: {}")
+    return lines
+
+
+def generate_training(seed: int, index: int) -> TrainingProgram:
+    """The ``index``-th training program of the fuzz run ``seed``. Deterministic: the same
+    arguments give the same program."""
+    rng = random.Random(f"distviz-fuzz-training/{seed}/{index}/program")
+    plan = _plan(rng)
+    code = list(plan.code)
+    if plan.two:
+        code += ["def net_of(k):", "    return net1 if k == 1 else net2", "", ""]
+    wants_grads = rng.random() < 0.5
+    if wants_grads:
+        plan.feats.add("get_gradients")
+        code += ["def gradients_here(context_id):",
+                 "    return len(dist_autograd.get_gradients(context_id))", "", ""]
+    code += _train(rng, plan, wants_grads)
     iterations = rng.randint(2, 3)
-    lines = [f"name: fuzz-training-{seed}-{index}",
-             "description: >",
+    name = f"fuzz-training-{seed}-{index}"
+    lines = [f"name: {name}", "description: >",
              f"  generated by distviz fuzz --training (seed {seed}, program {index}); "
-             f"features: {', '.join(sorted(feats))}",
-             "workers:"]
-    for w in workers:
-        if w in trainers:
-            lines += [f"  {w}:", "    main: |", f"      train({trainers.index(w) + 1})"]
-        elif workers[w]:
-            lines += [f"  {w}:", "    init: |"] + [f"      {s}" for s in workers[w]]
-        else:
-            lines.append(f"  {w}: {{}}")
-    lines += ["params:", f"  iterations: {iterations}", f"  batch: {rng.randint(2, 4)}",
-              f"seed: {rng.randrange(1 << 31)}", "code: |"]
+             f"features: {', '.join(sorted(plan.feats))}",
+             *_workers_yaml(plan),
+             "params:", f"  iterations: {iterations}", f"  batch: {rng.randint(2, 4)}",
+             f"seed: {rng.randrange(1 << 31)}", "code: |"]
     lines += [f"  {s}" if s else "" for s in code]
-    return TrainingProgram(name=f"fuzz-training-{seed}-{index}", text="\n".join(lines) + "\n",
-                           features=tuple(f for f in TRAINING_FEATURES if f in feats),
-                           iterations=iterations, layers=layers)
+    return TrainingProgram(name=name, text="\n".join(lines) + "\n",
+                           features=tuple(f for f in TRAINING_FEATURES if f in plan.feats),
+                           iterations=iterations, layers=plan.layers)
