@@ -169,6 +169,13 @@ def test_rnn_tutorial_every_context_recorded_named_and_exact(traced: Any) -> Non
     # gradients by leaf: get_gradients on every worker has exactly the leaves the replay fills
     assert set(t.real["gradients"]) == set(rp.accumulated)
     assert run.row("trainer", 2)["change"] == "same shape"
+    # where each real backward spent its time, as distviz replay says it from the trace file
+    from distviz.replay.timing import analyze
+    timing = analyze(t)
+    line = timing.summary()[0] if timing is not None else ""
+    assert line.startswith("time: backward ") and run.row("trainer", 1)["time"] == line[6:]
+    assert f"trainer context 1: {line[6:]}" in run.stdout
+    assert "critical path" in run.row("trainer", 2)["time"]
 
 
 def test_observed_orders_obey_the_fast_mode_rules_checked_with_several_threads(

@@ -72,9 +72,9 @@ def trace(
     if found:
         out.print(summary.table(found))
     for e in found:
-        if e.row.explanation:
-            out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}",
-                      markup=False)
+        for line in (e.row.explanation, e.row.time):
+            if line:
+                out.print(f"{e.row.initiator} context {e.row.index}: {line}", markup=False)
     for note in notes:
         out.print(note, markup=False)
     own = finished.returncode != 0 and not (finished.stopped_for_hang or finished.interrupted)

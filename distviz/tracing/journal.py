@@ -46,6 +46,7 @@ class ContextRow:
     agreement_text: str = ""
     violations: int = 0
     explanation: str | None = None
+    time: str | None = None   # where a completed real backward spent its time: the critical path
     shape: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 

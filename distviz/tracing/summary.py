@@ -82,7 +82,7 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
             "context_id": r.context_id, "pid": r.pid, "workers": r.workers, "nodes": r.nodes,
             "messages": r.messages, "outcome": r.outcome, "predicted": r.predicted,
             "real": r.real, "agreement": r.agreement, "agreement_text": r.agreement_text,
-            "violations": r.violations, "explanation": r.explanation,
+            "violations": r.violations, "explanation": r.explanation, "time": r.time,
             "change": e.change, "seconds": r.seconds})
     return {"format": "distviz-trace-index", "command": command, "exit_code": exit_code,
             "notes": notes, "contexts": contexts}
