@@ -16,6 +16,7 @@ import gc
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,12 +150,17 @@ class Trace:
 
     ``real`` and ``reference`` are plain JSON objects written by the runner (see
     ``docs/trace-format.md``); the pure side reads them but never needs torch to do so.
+
+    ``nodes`` is a list for traces built in code and read from version 1 files. A compact file
+    (version 3) gives a read-only ``distviz.trace_compact.NodeColumns``: each ``Node`` taken from
+    it is a fresh object, and editing one does not edit the trace; to edit, take
+    ``list(trace.nodes)``, edit that and assign it back to ``trace.nodes``.
     """
 
     workers: list[str]
     initiator: str
     context_id: int
-    nodes: list[Node]
+    nodes: Sequence[Node]
     passes: list[BackwardPass]
     rpc_calls: list[RpcCall] = field(default_factory=list)
     known_workers: dict[str, list[str]] = field(default_factory=dict)
@@ -165,15 +171,19 @@ class Trace:
     reference: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     ranks: list[int] | None = None     # RPC rank of each worker when not its position in workers
-    #: each node's next edges as (target indices, input numbers), when read from a compact file
-    #: (schema_version 3); code that edits nodes' edges must set it to None
-    edge_index: tuple[list[tuple[int, ...]], list[tuple[int, ...]]] | None = field(
-        default=None, repr=False, compare=False)
 
     # -- lookups -------------------------------------------------------------------------
     def node_map(self) -> dict[str, Node]:
         """Return ``{node id: Node}``."""
         return {n.id: n for n in self.nodes}
+
+    def nodes_of_kind(self, kind: str) -> list[Node]:
+        """Return the nodes of one kind (``accumulate_grad``, ...) in trace order; a compact
+        trace's are found in its ``kind`` column without building the others."""
+        of_kind = getattr(self.nodes, "of_kind", None)
+        if of_kind is not None:
+            return list(of_kind(kind))
+        return [n for n in self.nodes if n.kind == kind]
 
     def worker_index(self) -> dict[int, int]:
         """Return ``{RPC rank: position in workers}`` (message ids name the sender by rank)."""
@@ -419,10 +429,8 @@ def _parse_trace(obj: Any, source: str) -> Trace:
                          key="ranks")
     if version == 3:
         from distviz.trace_compact import decode_nodes
-        nodes, ids, edge_index = decode_nodes(obj.get("nodes"), list(workers), source, Node)
-        trace = _rest(obj, source, workers, initiator, context_id, ranks, nodes, ids)
-        trace.edge_index = edge_index
-        return trace
+        columns, ids = decode_nodes(obj.get("nodes"), list(workers), source)
+        return _rest(obj, source, workers, initiator, context_id, ranks, columns, ids)
     raw_nodes = _need(obj, "nodes", list, source, "")
     nodes = []
     ids = set()
@@ -445,7 +453,8 @@ def _parse_trace(obj: Any, source: str) -> Trace:
 
 
 def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
-          context_id: int, ranks: list[int] | None, nodes: list[Node], ids: set[str]) -> Trace:
+          context_id: int, ranks: list[int] | None, nodes: Sequence[Node], ids: set[str]
+          ) -> Trace:
     """The trace around its nodes: passes, RPC calls and the rest (every version)."""
     passes: list[BackwardPass] = []
     for i, rp in enumerate(_need(obj, "passes", list, source, "")):

@@ -14,12 +14,19 @@ one node per line, to diff well), with orjson; ``distviz.trace.load`` reads vers
 
 from __future__ import annotations
 
-from itertools import accumulate, repeat
-from typing import Any
+import gc
+import operator
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, compress, count, repeat
+from typing import Any, overload
 
 from distviz.errors import TraceError
+from distviz.trace import Node
 
-__all__ = ["COMPACT_TRACE_NODES", "COMPACT_VERSION", "encode_nodes", "decode_nodes"]
+__all__ = ["COMPACT_TRACE_NODES", "COMPACT_VERSION", "NodeColumns", "decode_nodes",
+           "encode_nodes"]
 
 #: The schema version of the compact layout.
 COMPACT_VERSION = 3
@@ -28,9 +35,10 @@ COMPACT_TRACE_NODES = 20_000
 
 _KINDS = ("op", "send", "recv", "accumulate_grad")
 _MORE = ("var", "shape", "dtype", "input_shapes", "fault", "vars")
+_CHUNK = 4096   # nodes built at a time while iterating
 
 
-def encode_nodes(nodes: list[Any], workers: list[str]) -> dict[str, Any]:
+def encode_nodes(nodes: Sequence[Any], workers: list[str]) -> dict[str, Any]:
     """The ``nodes`` object of a version 3 trace (see the module docstring)."""
     index = {n.id: i for i, n in enumerate(nodes)}
     wix = {w: k for k, w in enumerate(workers)}
@@ -74,12 +82,10 @@ def _column(obj: dict[str, Any], key: str, n: int, source: str, kind: type = int
     return col
 
 
-def decode_nodes(obj: Any, workers: list[str], source: str, node: Any
-                 ) -> tuple[list[Any], set[str], tuple[list[tuple[int, ...]], list[tuple[int, ...]]]]:
-    """The ``node`` objects (``distviz.trace.Node``) of a version 3 ``nodes`` object, their ids, each node's
-    next edges as ``(target indices, input numbers)`` tuples (``Trace.edge_index``: the replay
-    takes them as they are). Raises ``TraceError`` naming the
-    column for a missing or mistyped column, an index out of range or a duplicate id."""
+def decode_nodes(obj: Any, workers: list[str], source: str) -> tuple[NodeColumns, set[str]]:
+    """The nodes of a version 3 ``nodes`` object (as ``NodeColumns``) and their ids. Raises
+    ``TraceError`` naming the column for a missing or mistyped column, an index or a length out
+    of range or a duplicate id."""
     if not isinstance(obj, dict):
         raise TraceError("expected an object of columns (schema_version 3)", path=source,
                          key="nodes")
@@ -98,6 +104,8 @@ def decode_nodes(obj: Any, workers: list[str], source: str, node: Any
     name = _column(obj, "name", count, source)
     seq = _column(obj, "seq", count, source)
     nlen = _column(obj, "next_len", count, source)
+    if nlen and min(nlen) < 0:
+        raise TraceError("a length below 0", path=source, key="nodes.next_len")
     nxt = _column(obj, "next", sum(nlen), source)
     nrs = _column(obj, "next_nr", len(nxt), source)
     saved = _column(obj, "saved", count, source)
@@ -106,48 +114,19 @@ def decode_nodes(obj: Any, workers: list[str], source: str, node: Any
         if col and (min(col) < (-1 if key == "next" else 0) or max(col) >= top):
             raise TraceError(f"an index out of range 0..{top - 1}", path=source,
                              key=f"nodes.{key}")
-    msg: list[int | None] = [None] * count
-    call: list[int | None] = [None] * count
-    msg_pairs = _pairs(obj, "msg_id", count, source)
-    for i, v in msg_pairs:
-        msg[i] = v
-    for i, v in _pairs(obj, "call", count, source):
-        call[i] = v
-    more = _pairs(obj, "more", count, source, dict)
-    if len({i for i, _v in msg_pairs if kind[i] in (1, 2)}) < kind.count(1) + kind.count(2):
-        i = next(i for i in range(count) if kind[i] in (1, 2) and msg[i] is None)
-        raise TraceError(f"a {_KINDS[kind[i]]} node needs 'msg_id'", path=source,
+    msg = dict(_pairs(obj, "msg_id", count, source))
+    call = dict(_pairs(obj, "call", count, source))
+    more = dict(_pairs(obj, "more", count, source, dict))
+    kinds = bytes(kind)
+    if sum(1 for i in msg if kinds[i] in (1, 2)) < kinds.count(1) + kinds.count(2):
+        i = next(i for i in range(count) if kinds[i] in (1, 2) and i not in msg)
+        raise TraceError(f"a {_KINDS[kinds[i]]} node needs 'msg_id'", path=source,
                          key=f"nodes.msg_id ({ids[i]})")
-    # one (id, 0) tuple per target, shared by every edge into it: most input numbers are 0
-    edge0: list[Any] = list(zip(ids, repeat(0)))
-    zero_nr = not any(nrs)
-    if zero_nr:   # the common case, in C loops: -1 (no function) picks the None at the end
-        edge0.append(None)
-        flat: list[Any] = list(map(edge0.__getitem__, nxt))
-    else:
-        flat = [None if t < 0 else edge0[t] if r == 0 else (ids[t], r)
-                for t, r in zip(nxt, nrs, strict=True)]
-    offs = list(accumulate(nlen, initial=0))
-    spans = list(map(slice, offs, offs[1:]))
-    edges = list(map(flat.__getitem__, spans))
-    tgt = list(map(tuple, map(nxt.__getitem__, spans)))
-    zeros = {k: (0,) * k for k in set(nlen)}
-    if zero_nr:
-        ins = list(map(zeros.__getitem__, nlen))
-    else:
-        ins = [zeros[len(t)] if not any(r := nrs[sp]) else tuple(r)
-               for t, sp in zip(tgt, spans, strict=True)]
-    none: list[None] = [None] * count
-    empty: list[str] = []   # shared by the nodes without variables (code replaces, never appends)
-    nodes = list(map(node, ids, map(workers.__getitem__, worker), map(names.__getitem__, name),
-                     map(_KINDS.__getitem__, kind), seq, edges, msg, none, none, none, none,
-                     map(bool, saved), none, [empty] * count, call))
-    for i, ex in more:   # leaves' variables and shapes, faults, variables of a grad_fn
-        nd = nodes[i]
-        nd.var, nd.shape, nd.dtype = ex.get("var"), ex.get("shape"), ex.get("dtype")
-        nd.input_shapes, nd.fault = ex.get("input_shapes"), ex.get("fault")
-        nd.vars = [str(v) for v in ex.get("vars") or []]
-    return nodes, idset, (tgt, ins)
+    return NodeColumns(
+        ids, list(workers), _small(worker, len(workers)), kinds, list(names),
+        _small(name, len(names)), _ints(seq, "Q"), array("q", accumulate(nlen, initial=0)),
+        array("i" if count < 2**31 else "q", nxt), _ints(nrs, "q") if any(nrs) else None,
+        bytes(map(bool, saved)), msg, call, more), idset
 
 
 def _pairs(obj: dict[str, Any], key: str, count: int, source: str,
@@ -162,3 +141,156 @@ def _pairs(obj: dict[str, Any], key: str, count: int, source: str,
             raise TraceError(f"expected [node index, {kind.__name__}] pairs", path=source,
                              key=f"nodes.{key}")
     return out
+
+
+def _small(col: list[int], top: int) -> bytes | array[int]:
+    """Indices below ``top`` in one byte each when they fit, else four."""
+    return bytes(col) if top <= 256 else array("I", col)
+
+
+def _ints(col: list[int], code: str) -> array[int] | list[int]:
+    """``col`` as an ``array`` of ``code``, or the list itself when a value does not fit."""
+    try:
+        return array(code, col)
+    except OverflowError:
+        return col
+
+
+def _copy(value: Any) -> Any:
+    """A list or dict (and the lists a list holds) copied, so that editing a node's field edits
+    no other node; anything else as it is."""
+    if type(value) is list:
+        return [v[:] if type(v) is list else v for v in value]
+    return dict(value) if type(value) is dict else value
+
+
+class NodeColumns(Sequence[Node]):
+    """The nodes of a compact trace as it was read: columns, one ``Node`` built per access.
+
+    Read-only: a ``Node`` taken from it (by index, slice or iteration) is a fresh object, and
+    editing it does not edit the trace. Code that edits nodes takes ``list(trace.nodes)``,
+    edits that list and assigns it back to ``trace.nodes``. It compares equal to any sequence of
+    the same nodes (a list of ``Node`` included). ``distviz.replay.graph.IndexedGraph`` reads
+    the columns themselves: ``ids`` (a list), ``worker`` and ``kind`` (indices into ``workers``
+    and ``KINDS``), ``name`` (indices into ``names``), ``seq``, ``offsets`` (node ``i``'s next
+    edges are ``next[offsets[i]:offsets[i + 1]]``: target indices, -1 for an edge without a
+    function), ``next_nr`` (their input numbers; ``None`` when all are 0), ``saved`` (0/1 a
+    node), and the sparse ``msg_id``, ``call`` and ``more`` (``{node index: value}``).
+    """
+
+    __slots__ = ("call", "ids", "kind", "more", "msg_id", "name", "names", "next", "next_nr",
+                 "offsets", "saved", "seq", "worker", "workers", "_more_keys")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, ids: list[str], workers: list[str], worker: bytes | array[int],
+                 kind: bytes, names: list[str], name: bytes | array[int],
+                 seq: array[int] | list[int], offsets: array[int], nxt: array[int],
+                 next_nr: array[int] | list[int] | None, saved: bytes, msg_id: dict[int, int],
+                 call: dict[int, int], more: dict[int, dict[str, Any]]) -> None:
+        self.ids, self.workers, self.worker, self.kind = ids, workers, worker, kind
+        self.names, self.name, self.seq, self.offsets = names, name, seq, offsets
+        self.next, self.next_nr, self.saved = nxt, next_nr, saved
+        self.msg_id, self.call, self.more = msg_id, call, more
+        self._more_keys = array("q", sorted(more))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Node: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Node]: ...
+
+    def __getitem__(self, i: int | slice) -> Node | list[Node]:
+        n = len(self.ids)
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(n)
+            if step == 1:
+                return self._build(lo, max(lo, hi))
+            return [self._node(k) for k in range(lo, hi, step)]
+        k = operator.index(i)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("node index out of range")
+        return self._node(k)
+
+    def __iter__(self) -> Iterator[Node]:
+        n = len(self.ids)
+        for lo in range(0, n, _CHUNK):
+            yield from self._build(lo, min(n, lo + _CHUNK))
+
+    def _build(self, lo: int, hi: int) -> list[Node]:
+        """Nodes ``lo`` to ``hi - 1``, with the cyclic garbage collector paused (it would scan
+        the new objects again and again; they hold no cycles)."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._make(lo, hi)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def of_kind(self, kind: str) -> list[Node]:
+        """The nodes of one kind (``op``, ``send``, ``recv``, ``accumulate_grad``) in order."""
+        code = _KINDS.index(kind) if kind in _KINDS else -1
+        return list(map(self._node, compress(count(), map(code.__eq__, self.kind))))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(map(operator.eq, self, other))
+
+    def __repr__(self) -> str:
+        head = ", ".join(map(repr, self[:2]))
+        more = f", ... {len(self) - 2:,} more" if len(self) > 2 else ""
+        return f"NodeColumns([{head}{more}])"
+
+    def _node(self, i: int) -> Node:
+        ids, nrs, o0 = self.ids, self.next_nr, self.offsets[i]
+        nxt: list[tuple[str, int] | None] = [
+            None if t < 0 else (ids[t], 0 if nrs is None else nrs[o0 + j])
+            for j, t in enumerate(self.next[o0:self.offsets[i + 1]])]
+        nd = Node(ids[i], self.workers[self.worker[i]], self.names[self.name[i]],
+                  _KINDS[self.kind[i]], self.seq[i], nxt, self.msg_id.get(i), None, None, None,
+                  None, self.saved[i] == 1, None, [], self.call.get(i))
+        ex = self.more.get(i)
+        if ex is not None:
+            _set_more(nd, ex)
+        return nd
+
+    def _make(self, lo: int, hi: int) -> list[Node]:
+        """Nodes ``lo`` to ``hi - 1``, made in C loops (``map``) but for the sparse fields."""
+        ids, offs = self.ids, self.offsets
+        o0 = offs[lo]
+        tgt = self.next[o0:offs[hi]]
+        nrs = repeat(0) if self.next_nr is None else self.next_nr[o0:offs[hi]]
+        flat: list[Any] = list(zip(map(ids.__getitem__, tgt), nrs, strict=False))
+        if len(tgt) and min(tgt) < 0:   # edges without a function (-1): None
+            for j in compress(count(), map((-1).__eq__, tgt)):
+                flat[j] = None
+        rel = offs[lo:hi + 1]
+        edges = map(flat.__getitem__, map(slice, map(operator.sub, rel, repeat(o0)),
+                                          map(operator.sub, rel[1:], repeat(o0))))
+        rng = range(lo, hi)
+        none = repeat(None)
+        nodes = list(map(Node, ids[lo:hi], map(self.workers.__getitem__, self.worker[lo:hi]),
+                         map(self.names.__getitem__, self.name[lo:hi]),
+                         map(_KINDS.__getitem__, self.kind[lo:hi]), self.seq[lo:hi], edges,
+                         map(self.msg_id.get, rng), none, none, none, none,
+                         map((1).__eq__, self.saved[lo:hi]), none, map(list, repeat((), hi - lo)),
+                         map(self.call.get, rng)))
+        keys = self._more_keys
+        for i in keys[bisect_left(keys, lo):bisect_left(keys, hi)]:
+            _set_more(nodes[i - lo], self.more[i])
+        return nodes
+
+
+def _set_more(nd: Node, ex: dict[str, Any]) -> None:
+    """A node's sparse fields: leaves' variables and shapes, faults, variables of a grad_fn."""
+    if len(ex) == 1 and "vars" in ex:   # the common case: a recv's variables
+        nd.vars = [str(v) for v in ex["vars"] or []]
+        return
+    nd.var, nd.shape, nd.dtype = ex.get("var"), _copy(ex.get("shape")), ex.get("dtype")
+    nd.input_shapes, nd.fault = _copy(ex.get("input_shapes")), _copy(ex.get("fault"))
+    nd.vars = [str(v) for v in ex.get("vars") or []]

@@ -20,6 +20,7 @@ integers or a table of strings referenced by index:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from distviz.render.dot_text import shape_text
@@ -28,7 +29,7 @@ from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
 from distviz.replay.model import ACTIONS, Agreement, ReplayLike
 from distviz.replay.timing import Timing
-from distviz.trace import Trace, message_label, short_name
+from distviz.trace import Node, Trace, message_label, short_name
 from distviz.views.groups import call_groups
 from distviz.views.model import ViewSpec
 from distviz.views.scope import resolve_node
@@ -66,13 +67,13 @@ def agreement_words(agreement: Agreement) -> list[str]:
     return out
 
 
-def _notes(trace: Trace) -> list[Any]:
+def _notes(trace: Trace, nodes: Sequence[Node]) -> list[Any]:
     roots: dict[str, list[str]] = {}
     for bp in trace.passes:
         for r, v in zip(bp.roots, bp.root_vars, strict=False):
             roots.setdefault(r, []).append(v)
     notes: list[Any] = []
-    for i, nd in enumerate(trace.nodes):
+    for i, nd in enumerate(nodes):
         lines = []
         if nd.msg_id is not None:
             lines.append(f"msg {message_label(nd.msg_id)}")
@@ -89,13 +90,13 @@ def _notes(trace: Trace) -> list[Any]:
     return notes
 
 
-def _graph(trace: Trace, g: IndexedGraph) -> dict[str, Any]:
+def _graph(nodes: Sequence[Node], g: IndexedGraph) -> dict[str, Any]:
     names: dict[str, int] = {}
     name: list[int] = []
     seq: list[int] = []
     off: list[int] = [0]
     nxt: list[int] = []
-    for i, nd in enumerate(trace.nodes):
+    for i, nd in enumerate(nodes):
         label = (nd.var or "AccumulateGrad") if nd.kind == "accumulate_grad" else short_name(nd.name)
         k = names.get(label)
         if k is None:
@@ -110,7 +111,7 @@ def _graph(trace: Trace, g: IndexedGraph) -> dict[str, Any]:
         if s >= 0:
             pairs += [r, s]
     return {"names": list(names), "name": name, "seq": seq, "off": off, "next": nxt,
-            "pairs": pairs, "kind": [KIND_CODE[nd.kind] for nd in trace.nodes],
+            "pairs": pairs, "kind": list(g.kind),   # the graph's codes are KIND_CODE's
             "worker": list(g.worker), "ids": g.ids}
 
 
@@ -212,13 +213,14 @@ def viewer_data(trace: Trace, replay: ReplayLike, agreement: Agreement | None = 
         from distviz.views.scope import select_scope
         select_scope(g, spec)   # raises the UsageError naming the worker
     hang = replay.hang
+    nodes = list(trace.nodes)   # read twice: a compact trace's nodes are built once
     return {
         "title": str((trace.scenario or {}).get("name") or "distributed backward"),
         "workers": g.workers,
         "order": [g.workers.index(w) for w in ordered_workers(g.workers, trace.initiator)],
         "initiator": g.workers.index(trace.initiator),
-        **_graph(trace, g),
-        "notes": _notes(trace),
+        **_graph(nodes, g),
+        "notes": _notes(trace, nodes),
         "group": list(grouping.of),
         "groups": [[grp.short, grp.title, -1 if grp.call is None else grp.call]
                    for grp in grouping.groups],

@@ -17,11 +17,14 @@ Every walk is iterative (explicit queues and stacks), so graphs of any depth wor
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
+from itertools import compress
 from typing import Any
 
 from distviz.errors import TraceError
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
+from distviz.trace_compact import NodeColumns
 
 __all__ = ["ACC", "MODES", "OP", "RECV", "SEND", "IndexedGraph", "count_dependencies",
            "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]
@@ -65,11 +68,12 @@ class IndexedGraph:
         self.ranks: list[int] = list(trace.ranks) if trace.ranks is not None else \
             list(range(len(self.workers)))
         self.initiator = wix[trace.initiator]
-        self.ids: list[str] = [nd.id for nd in trace.nodes]
+        cols = trace.nodes if isinstance(trace.nodes, NodeColumns) else None
+        self.ids: list[str] = list(cols.ids) if cols is not None else [nd.id for nd in trace.nodes]
         self._index: dict[str, int] | None = None
         self.saved = bytearray(self.n)
         self.fault: dict[int, dict[str, Any]] = {}
-        index = self._build_nodes(trace, wix)
+        index = self._build_nodes(trace, wix) if cols is None else self._build_columns(cols, wix)
         self._build_sends()
         self.roots = self._pass_roots(trace, index)
         # BFS marks: shared scratch space, never part of a snapshot (the stamp only grows)
@@ -77,13 +81,10 @@ class IndexedGraph:
         self.stamp = 0
 
     def _build_nodes(self, trace: Trace, wix: dict[str, int]) -> dict[str, int]:
-        """Fill the per-node lists; return ``{node id: index}`` (not kept: it is big)."""
+        """Fill the per-node lists from ``Node`` objects; return ``{node id: index}`` (not kept:
+        it is big)."""
         nums = list(range(self.n))
-        hint = trace.edge_index
-        if hint is not None and len(hint[0]) != self.n:
-            hint = None   # the nodes changed since the trace was loaded
-        # a compact trace file stores edges as node indices: no id needs hashing again
-        index = dict(zip(self.ids, nums, strict=True)) if hint is None else _RootIndex(self.ids)
+        index = dict(zip(self.ids, nums, strict=True))
         kind: list[int] = []
         key: list[int] = []
         worker: list[int] = []
@@ -110,10 +111,7 @@ class IndexedGraph:
                     d = short[nd.name] = short_name(nd.name)
                 names.append(f"{d}({', '.join(nd.vars)})" if k == RECV and nd.vars else d)
             nx = nd.next
-            if hint is not None:
-                targets.append(hint[0][i])
-                nrs.append(hint[1][i])
-            elif len(nx) == 1 and nx[0] is not None:
+            if len(nx) == 1 and nx[0] is not None:
                 e = nx[0]
                 targets.append((index[e[0]],))
                 nrs.append((e[1],) if e[1] else zeros[1])
@@ -139,16 +137,67 @@ class IndexedGraph:
             self.flags[i] |= 2
         return index
 
+    def _build_columns(self, cols: NodeColumns, wix: dict[str, int]) -> dict[str, int]:
+        """Fill the same lists as ``_build_nodes`` straight from a compact trace's columns, in C
+        loops (``map``, ``zip``, ``compress``) but for the sparse fields; no ``Node`` is made.
+        Return ``{node id: index}`` for the few ids looked up (the roots)."""
+        nums = list(range(self.n))
+        kind = list(cols.kind)
+        remap = [wix[w] for w in cols.workers]
+        worker = list(map(remap.__getitem__, cols.worker))
+        acc = list(compress(nums, map(ACC.__eq__, kind)))
+        key = list(cols.seq)
+        short = [short_name(s) for s in cols.names]
+        names = list(map(short.__getitem__, cols.name))
+        for i in acc:
+            key[i] = ACCUMULATE_GRAD_SEQ
+            names[i] = "AccumulateGrad"
+        for i in sorted(cols.more):   # leaves' variables, variables of a recv, faults
+            ex = cols.more[i]
+            if kind[i] == ACC and ex.get("var"):
+                names[i] = f"AccumulateGrad({ex['var']})"
+            elif kind[i] == RECV and ex.get("vars"):
+                names[i] = f"{names[i]}({', '.join(map(str, ex['vars']))})"
+            if ex.get("fault") is not None:
+                self.fault[i] = ex["fault"]
+        # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
+        offs = cols.offsets
+        flat = list(map([*nums, -1].__getitem__, cols.next))
+        targets = list(map(tuple, map(flat.__getitem__, map(slice, offs, offs[1:]))))
+        lens = list(map(operator.sub, offs[1:], offs))
+        zeros = {k: (0,) * k for k in set(lens)}
+        if cols.next_nr is None:
+            nrs = list(map(zeros.__getitem__, lens))
+        else:   # an edge without a function has input number 0
+            fnr = list(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))
+            nrs = [ns if any(ns) else zeros[len(ns)]
+                   for ns in map(tuple, map(fnr.__getitem__, map(slice, offs, offs[1:])))]
+        msg = [-1] * self.n
+        for i, m in cols.msg_id.items():
+            msg[i] = m
+        self.saved[:] = cols.saved
+        nodes_of: list[list[int]] = [[] for _ in self.workers]
+        for w, mine in enumerate(nodes_of):
+            mine.extend(compress(nums, map(w.__eq__, worker)))
+        self.kind, self.key, self.worker = kind, key, worker
+        self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
+        self.nodes_of = nodes_of
+        flags = bytearray(self.saved)
+        for i in self.fault:
+            flags[i] |= 2
+        self.info = list(zip(kind, worker, targets, nrs, flags, strict=True))
+        return _RootIndex(self.ids)
+
     def _build_sends(self) -> None:
         self.send_by_msg: dict[int, int] = {}
         self.recv_by_msg: dict[int, int] = {}
         sends: list[list[tuple[int, int]]] = [[] for _ in self.workers]
-        for i, k in enumerate(self.kind):
-            if k == SEND:
-                self.send_by_msg.setdefault(self.msg[i], i)
-                sends[self.worker[i]].append((self.msg[i], i))
-            elif k == RECV:
-                self.recv_by_msg.setdefault(self.msg[i], i)
+        msg, worker, nums = self.msg, self.worker, range(self.n)
+        for i in compress(nums, map(SEND.__eq__, self.kind)):
+            self.send_by_msg.setdefault(msg[i], i)
+            sends[worker[i]].append((msg[i], i))
+        for i in compress(nums, map(RECV.__eq__, self.kind)):
+            self.recv_by_msg.setdefault(msg[i], i)
         # a context's send functions are a std::map keyed by message id: sorted
         self.sends_of: list[list[int]] = [[i for _, i in sorted(s)] for s in sends]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, IndexedGraph
 from distviz.trace import Trace
+from distviz.trace_compact import NodeColumns
 
 __all__ = ["CallIndex"]
 
@@ -38,7 +39,8 @@ class CallIndex:
 
     def call_of(self, i: int) -> int | None:
         """The call that created send/recv ``i`` (its index in ``trace.rpc_calls``), if known."""
-        c = self.trace.nodes[i].call
+        nodes = self.trace.nodes
+        c = nodes.call.get(i) if isinstance(nodes, NodeColumns) else nodes[i].call
         if c is not None and 0 <= c < len(self.trace.rpc_calls):
             return c
         return self.by_msg.get(self.g.msg[i])

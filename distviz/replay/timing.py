@@ -289,8 +289,8 @@ def message_bytes(node: Node | None, dtype_bytes: int) -> int:
 def gradient_dtype_bytes(trace: Trace) -> int:
     """The gradients' element size: the most common leaf dtype (float32 when none is known)."""
     counts: dict[str, int] = {}
-    for nd in trace.nodes:
-        if nd.kind == "accumulate_grad" and nd.dtype:
+    for nd in trace.nodes_of_kind("accumulate_grad"):
+        if nd.dtype:
             counts[nd.dtype] = counts.get(nd.dtype, 0) + 1
     if not counts:
         return 4
