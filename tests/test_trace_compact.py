@@ -15,7 +15,7 @@ from distviz.errors import TraceError
 from distviz.replay import replay
 from distviz.replay.synthetic import synthetic_trace
 from distviz.trace import Trace, load, loads
-from distviz.trace_compact import COMPACT_TRACE_NODES, COMPACT_VERSION, encode_nodes
+from distviz.trace_compact import COMPACT_TRACE_NODES, COMPACT_VERSION, NodeColumns, encode_nodes
 
 
 def _compact_text(trace: Trace) -> str:
@@ -32,7 +32,7 @@ def test_a_big_trace_is_written_compact_and_reads_back_the_same(tmp_path: Path) 
     assert head["schema_version"] == 3 and isinstance(head["nodes"]["next"][0], int)
     back = load(path)
     assert back.to_json() == tr.to_json()
-    assert back.edge_index is not None
+    assert isinstance(back.nodes, NodeColumns) and back == tr
     a, b = replay(back), replay(tr)   # the indices the file holds give the same replay
     assert [e.to_json() for e in a.events] == [e.to_json() for e in b.events]
     small = synthetic_trace(1000, 4, 0).save(tmp_path / "small.json")
@@ -64,6 +64,8 @@ def _broken(edit: Any) -> str:
     (lambda n: n.update(msg_id=[]), "nodes.msg_id", "needs 'msg_id'"),
     (lambda n: n["kind"].__setitem__(0, "op"), "nodes.kind", "expected ints"),
     (lambda n: n.update(count="10"), "nodes.count", "expected the number of nodes"),
+    (lambda n: n["next_len"].__setitem__(slice(0, 2), [-1, 4]), "nodes.next_len",
+     "a length below 0"),
 ])
 def test_bad_columns_name_the_column(edit: Any, key: str, message: str) -> None:
     with pytest.raises(TraceError) as err:
