@@ -35,6 +35,7 @@ COMPACT_TRACE_NODES = 20_000
 
 _KINDS = ("op", "send", "recv", "accumulate_grad")
 _MORE = ("var", "shape", "dtype", "input_shapes", "fault", "vars")
+_COPIED = frozenset(("shape", "input_shapes", "fault"))   # lists and dicts: each node its own
 _CHUNK = 4096   # nodes built at a time while iterating
 
 
@@ -203,6 +204,8 @@ class NodeColumns(Sequence[Node]):
 
     def __getitem__(self, i: int | slice) -> Node | list[Node]:
         n = len(self.ids)
+        if type(i) is int and 0 <= i < n:
+            return self._node(i)
         if isinstance(i, slice):
             lo, hi, step = i.indices(n)
             if step == 1:
@@ -247,14 +250,16 @@ class NodeColumns(Sequence[Node]):
         return f"NodeColumns([{head}{more}])"
 
     def _node(self, i: int) -> Node:
-        ids, nrs, o0 = self.ids, self.next_nr, self.offsets[i]
-        nxt: list[tuple[str, int] | None] = [
-            None if t < 0 else (ids[t], 0 if nrs is None else nrs[o0 + j])
-            for j, t in enumerate(self.next[o0:self.offsets[i + 1]])]
+        ids, o0, o1 = self.ids, self.offsets[i], self.offsets[i + 1]
+        nxt: list[tuple[str, int] | None] = []
+        if o1 > o0:
+            nrs = self.next_nr
+            nxt = [None if t < 0 else (ids[t], 0 if nrs is None else nrs[o0 + j])
+                   for j, t in enumerate(self.next[o0:o1])]
+        ex = self.more.get(i)
         nd = Node(ids[i], self.workers[self.worker[i]], self.names[self.name[i]],
                   _KINDS[self.kind[i]], self.seq[i], nxt, self.msg_id.get(i), None, None, None,
                   None, self.saved[i] == 1, None, [], self.call.get(i))
-        ex = self.more.get(i)
         if ex is not None:
             _set_more(nd, ex)
         return nd
@@ -288,9 +293,10 @@ class NodeColumns(Sequence[Node]):
 
 def _set_more(nd: Node, ex: dict[str, Any]) -> None:
     """A node's sparse fields: leaves' variables and shapes, faults, variables of a grad_fn."""
-    if len(ex) == 1 and "vars" in ex:   # the common case: a recv's variables
-        nd.vars = [str(v) for v in ex["vars"] or []]
-        return
-    nd.var, nd.shape, nd.dtype = ex.get("var"), _copy(ex.get("shape")), ex.get("dtype")
-    nd.input_shapes, nd.fault = _copy(ex.get("input_shapes")), _copy(ex.get("fault"))
-    nd.vars = [str(v) for v in ex.get("vars") or []]
+    for key, value in ex.items():
+        if key == "vars":
+            nd.vars = [str(v) for v in value or []]
+        elif key in _COPIED:
+            setattr(nd, key, _copy(value))
+        elif key in _MORE:
+            setattr(nd, key, value)

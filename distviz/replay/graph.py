@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from itertools import compress
+from itertools import accumulate, compress
 from typing import Any
 
 from distviz.errors import TraceError
@@ -162,23 +162,25 @@ class IndexedGraph:
                 self.fault[i] = ex["fault"]
         # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
         offs = cols.offsets
-        flat = list(map([*nums, -1].__getitem__, cols.next))
-        targets = list(map(tuple, map(flat.__getitem__, map(slice, offs, offs[1:]))))
+        flat = tuple(map([*nums, -1].__getitem__, cols.next))   # a tuple's slice is a tuple
+        targets = list(map(flat.__getitem__, map(slice, offs, offs[1:])))
         lens = list(map(operator.sub, offs[1:], offs))
         zeros = {k: (0,) * k for k in set(lens)}
         if cols.next_nr is None:
             nrs = list(map(zeros.__getitem__, lens))
         else:   # an edge without a function has input number 0
-            fnr = list(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))
+            fnr = tuple(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))
             nrs = [ns if any(ns) else zeros[len(ns)]
-                   for ns in map(tuple, map(fnr.__getitem__, map(slice, offs, offs[1:])))]
+                   for ns in map(fnr.__getitem__, map(slice, offs, offs[1:]))]
         msg = [-1] * self.n
         for i, m in cols.msg_id.items():
             msg[i] = m
         self.saved[:] = cols.saved
-        nodes_of: list[list[int]] = [[] for _ in self.workers]
-        for w, mine in enumerate(nodes_of):
-            mine.extend(compress(nums, map(w.__eq__, worker)))
+        # each worker's nodes in order: a stable sort by worker, cut where the next one starts
+        by_worker = sorted(nums, key=worker.__getitem__)
+        wcol = bytes(worker) if len(self.workers) <= 256 else worker
+        cuts = list(accumulate(map(wcol.count, range(len(self.workers))), initial=0))
+        nodes_of = list(map(by_worker.__getitem__, map(slice, cuts, cuts[1:])))
         self.kind, self.key, self.worker = kind, key, worker
         self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
         self.nodes_of = nodes_of
