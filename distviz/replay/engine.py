@@ -283,7 +283,7 @@ class Engine:
         key, kinds, workers, targets_of, nrs_of, flags_of = (g.key, g.kind, g.worker, g.targets,
                                                              g.nrs, g.flags)
         deps, freed = s.deps, s.freed
-        nonzero, ran, order, w_out, w_keep = p.nonzero, p.ran, p.order, p.w_out, p.w_keep
+        nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
         call = -1 if p.cur_call is None else p.cur_call
         pi = s.pass_index
         log = self.log
@@ -301,7 +301,6 @@ class Engine:
                     return
                 continue
             w = workers[i]
-            ran[i] = 1
             order[w].append(i)
             if flags and not w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
@@ -347,7 +346,6 @@ class Engine:
         k, w, flags = g.kind[i], g.worker[i], g.flags[i]
         call = p.cur_call
         p.w_out[w] -= 1
-        p.ran[i] = 1
         p.order[w].append(i)
         if k == ACC:
             return self._accumulate(i, w, call)
@@ -378,6 +376,7 @@ class Engine:
         targets, nrs = g.targets[i], g.nrs[i]
         deps, nonzero, kinds = self.s.deps, p.nonzero, g.kind
         p.w_left[w] -= 1
+        p.send_ran[i] = 1
         mask = p.send_mask.get(i, 0)
         pushed: list[int] = []
         counts: list[int] = []

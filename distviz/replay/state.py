@@ -50,7 +50,7 @@ class PassState:
 
     part: list[list[int]]                  # per worker: the sends taking part
     nonzero: bytearray                     # per node: it received a non-zero gradient
-    ran: bytearray                         # per node: it ran in this pass
+    send_ran: bytearray                    # per send: it ran in this pass
     w_left: list[int]                      # per worker: participating sends not yet run
     order: PerWorker                       # per worker: nodes run, in order
     recv_slots: dict[int, int] = field(default_factory=dict)  # recv -> bit mask of fed slots
@@ -80,7 +80,7 @@ class PassState:
     def start(cls, g: IndexedGraph, part: list[list[int]]) -> PassState:
         """Return the state at the start of a pass in which the sends ``part`` take part."""
         nw = len(g.workers)
-        return cls(part=part, nonzero=bytearray(g.n), ran=bytearray(g.n),
+        return cls(part=part, nonzero=bytearray(g.n), send_ran=bytearray(g.n),
                    order=PerWorker([] for _ in range(nw)),
                    w_left=[len(p) for p in part], visited=[[] for _ in range(nw)],
                    w_init=[False] * nw, w_done=[False] * nw, w_out=[0] * nw,
@@ -187,7 +187,7 @@ def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
         if init:
             deps = s.deps
             ws.deps = {ids[i]: deps[i] for i in p.visited[w] if deps[i] > 0}
-            ws.waiting_sends = [ids[x] for x in p.part[w] if not p.ran[x]]
+            ws.waiting_sends = [ids[x] for x in p.part[w] if not p.send_ran[x]]
         if p.cur_w == w and p.heap is not None:
             ws.queue = [ids[i] for i in p.heap.pop_order()]
             ws.current_call = p.cur_call
@@ -210,9 +210,9 @@ def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
 
 def waiting_sends(g: IndexedGraph, p: PassState) -> dict[str, list[str]]:
     """Per started worker with some left, the participating sends that have not run."""
-    return {g.workers[w]: [g.ids[x] for x in p.part[w] if not p.ran[x]]
+    return {g.workers[w]: [g.ids[x] for x in p.part[w] if not p.send_ran[x]]
             for w in range(len(g.workers))
-            if p.w_init[w] and any(not p.ran[x] for x in p.part[w])}
+            if p.w_init[w] and any(not p.send_ran[x] for x in p.part[w])}
 
 
 def unnotified(g: IndexedGraph, p: PassState, chain: list[int]) -> tuple[str, ...]:
