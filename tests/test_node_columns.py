@@ -21,7 +21,7 @@ TRACES = Path(__file__).parent / "traces"
 
 #: every attribute IndexedGraph keeps (the replay's engine and every view read them)
 GRAPH_ATTRS = ("n", "workers", "rank_index", "ranks", "initiator", "ids", "kind", "key",
-               "worker", "targets", "nrs", "msg", "names", "info", "saved", "fault", "nodes_of",
+               "worker", "targets", "nrs", "msg", "names", "flags", "saved", "fault", "nodes_of",
                "send_by_msg", "recv_by_msg", "sends_of", "roots", "mark", "stamp")
 
 
@@ -86,7 +86,7 @@ def test_nonzero_input_numbers_of_an_edge_without_a_function_read_as_zero() -> N
     a = IndexedGraph(tr)
     tr.nodes = list(tr.nodes)
     b = IndexedGraph(tr)
-    assert a.nrs == b.nrs and a.info == b.info
+    assert a.nrs == b.nrs and a.flags == b.flags
 
 
 def test_node_columns_are_a_read_only_sequence_of_fresh_nodes() -> None:

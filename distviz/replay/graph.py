@@ -53,8 +53,8 @@ class IndexedGraph:
     ``targets[i]`` and ``nrs[i]`` are tuples with the next edges' target indices (``-1`` for an
     edge without a function) and input numbers. ``key[i]`` is the ready-queue priority
     (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` is 1 for saved tensors, 2 for a
-    recorded fault (no per-node objects: a million tuples would cost the collector a pass). Index ints are shared
-    objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
+    recorded fault (no per-node objects: a million tuples would cost the collector a pass).
+    Index ints are shared objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
     when a pass has a root that is not on the initiator.
     """
 
@@ -184,10 +184,9 @@ class IndexedGraph:
         self.kind, self.key, self.worker = kind, key, worker
         self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
         self.nodes_of = nodes_of
-        flags = bytearray(self.saved)
+        self.flags = bytearray(self.saved)
         for i in self.fault:
-            flags[i] |= 2
-        self.info = list(zip(kind, worker, targets, nrs, flags, strict=True))
+            self.flags[i] |= 2
         return _RootIndex(self.ids)
 
     def _build_sends(self) -> None:
