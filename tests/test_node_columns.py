@@ -21,7 +21,8 @@ TRACES = Path(__file__).parent / "traces"
 
 #: every attribute IndexedGraph keeps (the replay's engine and every view read them)
 GRAPH_ATTRS = ("n", "workers", "rank_index", "ranks", "initiator", "ids", "kind", "key",
-               "worker", "targets", "nrs", "msg", "names", "flags", "saved", "fault", "nodes_of",
+               "worker", "targets", "nrs", "msg", "names", "flags", "saved", "fault", "input_shapes",
+               "nodes_of",
                "send_by_msg", "recv_by_msg", "sends_of", "roots", "mark", "stamp")
 
 

@@ -418,9 +418,9 @@ class Engine:
         w = g.worker[r]
         msg_id = g.msg[r]
         to, snd = g.target_send(msg_id)
-        nd = g.trace.nodes[r]
-        if nd.input_shapes is not None:
-            nslots = len(nd.input_shapes)
+        shapes = g.input_shapes.get(r)
+        if shapes is not None:
+            nslots = len(shapes)
         elif snd >= 0:
             nslots = len(g.targets[snd])
         else:
@@ -435,7 +435,7 @@ class Engine:
         zero = [] if mask == (1 << nslots) - 1 else [j for j in range(nslots) if not (mask >> j) & 1]
         message = _step(Message, (msg_id, message_label(msg_id), g.trace.context_id, g.workers[w],
                                   g.workers[to] if to >= 0 else None,
-                                  g.ids[snd] if snd >= 0 else None, g.ids[r], nd.input_shapes,
+                                  g.ids[snd] if snd >= 0 else None, g.ids[r], shapes,
                                   first, p.w_keep[w], zero, s.pass_index))
         mi = len(p.msgs)
         p.msgs.append(message)

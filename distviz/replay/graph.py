@@ -73,6 +73,8 @@ class IndexedGraph:
         self._index: dict[str, int] | None = None
         self.saved = bytearray(self.n)
         self.fault: dict[int, dict[str, Any]] = {}
+        #: the shapes of the gradients a node receives (a recv: those it sends), when recorded
+        self.input_shapes: dict[int, list[list[int]]] = {}
         index = self._build_nodes(trace, wix) if cols is None else self._build_columns(cols, wix)
         self._build_sends()
         self.roots = self._pass_roots(trace, index)
@@ -129,6 +131,8 @@ class IndexedGraph:
                 self.saved[i] = 1
             if nd.fault is not None:
                 self.fault[i] = nd.fault
+            if nd.input_shapes is not None:
+                self.input_shapes[i] = nd.input_shapes
         self.kind, self.key, self.worker = kind, key, worker
         self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
         self.nodes_of = nodes_of
@@ -160,6 +164,8 @@ class IndexedGraph:
                 names[i] = f"{names[i]}({', '.join(map(str, ex['vars']))})"
             if ex.get("fault") is not None:
                 self.fault[i] = ex["fault"]
+            if ex.get("input_shapes") is not None:
+                self.input_shapes[i] = ex["input_shapes"]
         # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
         offs = cols.offsets
         flat = tuple(map([*nums, -1].__getitem__, cols.next))   # a tuple's slice is a tuple
