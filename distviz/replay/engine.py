@@ -280,8 +280,8 @@ class Engine:
         g, p, s = self.g, self.p, self.s
         heap, agenda = p.heap, s.agenda
         assert heap is not None
-        key, kinds, workers, targets_of, nrs_of, flags_of = (g.key, g.kind, g.worker, g.targets,
-                                                             g.nrs, g.flags)
+        key, kinds, workers, nxt, at, nrs_of, flags_of = (g.key, g.kind, g.worker, g.next,
+                                                          g.next_at, g.nrs, g.flags)
         deps, freed = s.deps, s.freed
         nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
         call = -1 if p.cur_call is None else p.cur_call
@@ -289,13 +289,15 @@ class Engine:
         log = self.log
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
         pop_last = list.pop
+        step = s.step      # counted here, written back before anything else reads it
         while limit and heap and not agenda:
             limit -= 1
-            s.step += 1
+            step += 1
             i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
             k = kinds[i]
             flags = flags_of[i]
             if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
+                s.step = step
                 self._run_other(i)
                 if p.heap is not heap:     # the task aborted
                     return
@@ -311,7 +313,7 @@ class Engine:
                 counts = []
                 nz = nonzero[i]
                 zero_in = not nz
-                for t, nr in zip(targets_of[i], nrs_of[i], strict=False):
+                for t, nr in zip(nxt[at[i]:at[i + 1]], nrs_of[i], strict=False):
                     if t < 0:
                         continue
                     d = deps[t] - 1
@@ -337,6 +339,7 @@ class Engine:
                 pool.fromlist([zero_in, n, *counts])
                 if n:
                     pool.fromlist(heap.pop_order(QUEUE_CAP))
+        s.step = step
 
     def _run_other(self, i: int) -> None:
         """Run an AccumulateGrad, a recv, or a node that raises (a recorded fault, or saved
@@ -373,7 +376,7 @@ class Engine:
         """A send's next edges get the message's gradients (zeros in unused slots):
         ``(ready nodes, each target's remaining count, all zero)``."""
         g, p = self.g, self.p
-        targets, nrs = g.targets[i], g.nrs[i]
+        targets, nrs = g.next[g.next_at[i]:g.next_at[i + 1]], g.nrs[i]
         deps, nonzero, kinds = self.s.deps, p.nonzero, g.kind
         p.w_left[w] -= 1
         p.send_ran[i] = 1
@@ -422,7 +425,7 @@ class Engine:
         if shapes is not None:
             nslots = len(shapes)
         elif snd >= 0:
-            nslots = len(g.targets[snd])
+            nslots = g.next_at[snd + 1] - g.next_at[snd]
         else:
             nslots = 1 + max((nr for x in p.visited[w] for t, nr in g.edges(x) if t == r),
                              default=0)
@@ -467,7 +470,7 @@ class Engine:
             if not self.emit:
                 return None
             return self._event("error", to, ("reject", err), msg=mi)
-        mask = (1 << len(g.targets[snd])) - 1
+        mask = (1 << (g.next_at[snd + 1] - g.next_at[snd])) - 1
         for j in message.zero_slots:
             mask &= ~(1 << j)
         p.send_mask[snd] = mask        # setGrads

@@ -184,7 +184,7 @@ class EventLog(Sequence[Event]):
             n = pool[off]
             return (i, False, (), (), tuple(pool[off + 1:off + 1 + min(n, QUEUE_CAP)]), n)
         n = pool[off + 1]
-        targets = [t for t in g.targets[i] if t >= 0]
+        targets = [t for t in g.next[g.next_at[i]:g.next_at[i + 1]] if t >= 0]
         at = off + 2 + len(targets)
         counts = pool[off + 2:at]
         decs = tuple(x for pair in zip(targets, counts, strict=True) for x in pair)

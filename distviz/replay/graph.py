@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
 from typing import Any
 
 from distviz.errors import TraceError
@@ -50,7 +50,8 @@ class _RootIndex(dict[str, int]):
 class IndexedGraph:
     """The trace's nodes as integer indices and flat lists, built once per replay.
 
-    ``targets[i]`` and ``nrs[i]`` are tuples with the next edges' target indices (``-1`` for an
+    ``targets[i]`` (made on first use; the replay reads the flat ``next``) and ``nrs[i]`` are
+    tuples with the next edges' target indices (``-1`` for an
     edge without a function) and input numbers. ``key[i]`` is the ready-queue priority
     (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` is 1 for saved tensors, 2 for a
     recorded fault (no per-node objects: a million tuples would cost the collector a pass).
@@ -134,7 +135,10 @@ class IndexedGraph:
             if nd.input_shapes is not None:
                 self.input_shapes[i] = nd.input_shapes
         self.kind, self.key, self.worker = kind, key, worker
-        self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
+        self._targets: list[tuple[int, ...]] | None = targets
+        self.next = list(chain.from_iterable(targets))
+        self.next_at = list(accumulate(map(len, targets), initial=0))
+        self.nrs, self.msg, self.names = nrs, msg, names
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
@@ -166,10 +170,11 @@ class IndexedGraph:
                 self.fault[i] = ex["fault"]
             if ex.get("input_shapes") is not None:
                 self.input_shapes[i] = ex["input_shapes"]
-        # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
         offs = cols.offsets
-        flat = tuple(map([*nums, -1].__getitem__, cols.next))   # a tuple's slice is a tuple
-        targets = list(map(flat.__getitem__, map(slice, offs, offs[1:])))
+        # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
+        self.next = list(map([*nums, -1].__getitem__, cols.next))
+        self.next_at = offs.tolist()
+        self._targets = None
         lens = list(map(operator.sub, offs[1:], offs))
         zeros = {k: (0,) * k for k in set(lens)}
         if cols.next_nr is None:
@@ -188,7 +193,7 @@ class IndexedGraph:
         cuts = list(accumulate(map(wcol.count, range(len(self.workers))), initial=0))
         nodes_of = list(map(by_worker.__getitem__, map(slice, cuts, cuts[1:])))
         self.kind, self.key, self.worker = kind, key, worker
-        self.targets, self.nrs, self.msg, self.names = targets, nrs, msg, names
+        self.nrs, self.msg, self.names = nrs, msg, names
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
@@ -220,6 +225,16 @@ class IndexedGraph:
                         "calls backward", key=f"passes[{p}].roots")
             roots.append(rs)
         return roots
+
+    @property
+    def targets(self) -> list[tuple[int, ...]]:
+        """Each node's next edges' target indices as a tuple (-1: an edge without a function),
+        built on first use from ``next``: node ``i``'s are ``next[next_at[i]:next_at[i + 1]]``
+        (the replay reads those; a million tuples would cost the collector a pass)."""
+        if self._targets is None:
+            nxt, at = self.next, self.next_at
+            self._targets = list(map(tuple, map(nxt.__getitem__, map(slice, at, at[1:]))))
+        return self._targets
 
     @property
     def index(self) -> dict[str, int]:
@@ -256,7 +271,7 @@ def count_dependencies(g: IndexedGraph, sources: Iterable[tuple[int, ...]],
     Writes the counts into ``deps`` (indexed by node; only the returned nodes are meaningful)
     and returns the reached nodes in BFS order. Uses ``g.mark`` as scratch space.
     """
-    targets, mark = g.targets, g.mark
+    nxt, at, mark = g.next, g.next_at, g.mark
     g.stamp += 1
     stamp = g.stamp
     order: list[int] = []
@@ -274,7 +289,7 @@ def count_dependencies(g: IndexedGraph, sources: Iterable[tuple[int, ...]],
     while k < len(order):
         x = order[k]
         k += 1
-        for t in targets[x]:
+        for t in nxt[at[x]:at[x + 1]]:
             if t < 0:
                 continue
             if mark[t] != stamp:
@@ -292,9 +307,9 @@ def dependency_sources(g: IndexedGraph, w: int, pass_index: int,
     sources: list[tuple[int, ...]] = []
     if w == g.initiator:
         sources.append(tuple(g.roots[pass_index]))
-    targets = g.targets
+    nxt, at = g.next, g.next_at
     for s in sends:
-        sources.append(targets[s])
+        sources.append(tuple(nxt[at[s]:at[s + 1]]))
     return sources
 
 
@@ -305,10 +320,10 @@ def reachable_nodes(g: IndexedGraph, roots: list[int]) -> bytearray:
     stack = list(roots)
     for r in roots:
         seen[r] = 1
-    targets, kind, msg = g.targets, g.kind, g.msg
+    nxt, at, kind, msg = g.next, g.next_at, g.kind, g.msg
     while stack:
         x = stack.pop()
-        for t in targets[x]:
+        for t in nxt[at[x]:at[x + 1]]:
             if t >= 0 and not seen[t]:
                 seen[t] = 1
                 stack.append(t)
