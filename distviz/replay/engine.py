@@ -307,9 +307,8 @@ class Engine:
             if flags and not w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
             if k == SEND:
-                pushed, counts, zero_in = self._run_send(i, w)
+                counts, zero_in = self._run_send(i, w, heap)
             else:
-                pushed = []
                 counts = []
                 nz = nonzero[i]
                 zero_in = not nz
@@ -323,11 +322,13 @@ class Engine:
                         nonzero[t] = 1
                         if kinds[t] == RECV:
                             p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
-                    if d == 0:
-                        pushed.append(t)
-            if pushed:   # in next-edge order, after the decrements, as evaluate_function does
-                heap.push_ready(pushed, key)
-            w_out[w] += len(pushed) - 1
+                    if d == 0:          # ready: pushed in next-edge order
+                        if heap:
+                            heap.push(t, key[t])
+                        else:           # heap.push into an empty queue, inline
+                            heap.append((key[t], t))
+                            heap.pushes += 1
+            w_out[w] += counts.count(0) - 1     # each target that became ready is a new task
             if rec is None or pool is None:
                 continue
             # EventLog's layout, inline: the columns, then the payload
@@ -372,16 +373,15 @@ class Engine:
             self.log.add_ints(_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
                               [n, *q])
 
-    def _run_send(self, i: int, w: int) -> tuple[list[int], list[int], bool]:
-        """A send's next edges get the message's gradients (zeros in unused slots):
-        ``(ready nodes, each target's remaining count, all zero)``."""
+    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], bool]:
+        """A send's next edges get the message's gradients (zeros in unused slots); the ready
+        ones are pushed. Returns ``(each target's remaining count, all zero)``."""
         g, p = self.g, self.p
         targets, nrs = g.next[g.next_at[i]:g.next_at[i + 1]], g.nrs[i]
         deps, nonzero, kinds = self.s.deps, p.nonzero, g.kind
         p.w_left[w] -= 1
         p.send_ran[i] = 1
         mask = p.send_mask.get(i, 0)
-        pushed: list[int] = []
         counts: list[int] = []
         j = 0
         for t, nr in zip(targets, nrs, strict=False):
@@ -393,10 +393,10 @@ class Engine:
                     if kinds[t] == RECV:
                         p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
                 if d == 0:
-                    pushed.append(t)
+                    heap.push(t, g.key[t])
                 counts.append(d)
             j += 1
-        return pushed, counts, mask == 0
+        return counts, mask == 0
 
     def _accumulate(self, i: int, w: int, call: int | None) -> None:
         """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""

@@ -12,7 +12,6 @@ Only keys are compared (``less(a, b) = key(a) < key(b)``); items are never compa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from heapq import heappop, heappush
 from typing import Generic, TypeVar
 
@@ -55,15 +54,16 @@ class StdPriorityQueue(list[tuple[int, T]], Generic[T]):
     ``push(item, key)`` and ``pop()`` are O(log n); ``pop_order()`` returns what successive pops
     would return without changing the queue. Raises ``IndexError`` on ``pop``/``top`` when empty.
     The queue is its heap array, a list of ``(key, item)``: ``len`` and truth are the list's (the
-    replay asks them once per node), and ``q[0][1]`` is the top. Change it only through
-    ``push`` and ``pop``.
+    replay asks them once per node), and ``q[0][1]`` is the top. Change it through ``push`` and
+    ``pop``; code that appends to an empty queue itself (the replay's hot loop) adds one to
+    ``pushes``, which keeps the pop-order cache honest.
     """
 
-    __slots__ = ("_pushes", "_cache", "_cache_len", "_cache_pushes")
+    __slots__ = ("pushes", "_cache", "_cache_len", "_cache_pushes")
 
     def __init__(self) -> None:
         super().__init__()
-        self._pushes = 0
+        self.pushes = 0
         # a prefix of the pop order as of (_cache_len items, _cache_pushes pushes); pops since
         # then only remove its head, so it stays valid until the next push
         self._cache: list[T] = []
@@ -80,18 +80,7 @@ class StdPriorityQueue(list[tuple[int, T]], Generic[T]):
         n = len(self)
         if n > 1:
             _push_heap(self, n - 1, 0, v)
-        self._pushes += 1
-
-    def push_ready(self: StdPriorityQueue[int], items: list[int], keys: Sequence[int]) -> None:
-        """``push(t, keys[t])`` for each ``t`` of ``items`` in order: the nodes one run made
-        ready (most often one, into an empty queue: that case costs one append)."""
-        if len(items) == 1 and not self:
-            t = items[0]
-            self.append((keys[t], t))
-            self._pushes += 1
-            return
-        for t in items:
-            self.push(t, keys[t])
+        self.pushes += 1
 
     def pop(self) -> T:  # type: ignore[override]
         """``std::pop_heap(c.begin(), c.end(), less); x = c.back(); c.pop_back()``.
@@ -136,7 +125,7 @@ class StdPriorityQueue(list[tuple[int, T]], Generic[T]):
         want = n if limit is None else min(limit, n)
         if want == 0:
             return []
-        if self._cache_pushes == self._pushes and self._cache_len >= n:
+        if self._cache_pushes == self.pushes and self._cache_len >= n:
             popped = self._cache_len - n
             if len(self._cache) - popped >= want:
                 return self._cache[popped:popped + want]
@@ -147,7 +136,7 @@ class StdPriorityQueue(list[tuple[int, T]], Generic[T]):
             out = _best_first(c, want)
             if out is None:
                 out = _partial_pop_order(c, max(want, 64))
-        self._cache, self._cache_len, self._cache_pushes = out, n, self._pushes
+        self._cache, self._cache_len, self._cache_pushes = out, n, self.pushes
         return out[:want]
 
 
