@@ -166,7 +166,7 @@ def test_multi_root_seeds_every_root() -> None:
 def test_unused_output_of_multi_output_rpc_sends_zeros_that_are_accumulated() -> None:
     r = replay(F.multi_output_unused())
     sent = next(e for e in r.events if e.action == "send_gradient" and e.worker == "worker0")
-    assert sent.message is not None and sent.message.zero_slots == [1]
+    assert sent.message is not None and sent.message.zero_slots == (1,)
     assert "zeros for unused output 1" in sent.text
     assert r.accumulated["worker1/AccumulateGrad(W2)"].zero is True
     assert r.accumulated["worker1/AccumulateGrad(W1)"].zero is False

@@ -435,7 +435,8 @@ class Engine:
             p.w_first_inflight[to] = True
         # Message(msg_id, label, context_id, sender, to, send, recv, shapes, first,
         #         retain_graph, zero_slots, pass_index), positional: one per gradient message
-        zero = [] if mask == (1 << nslots) - 1 else [j for j in range(nslots) if not (mask >> j) & 1]
+        zero = () if mask == (1 << nslots) - 1 else tuple(
+            [j for j in range(nslots) if not (mask >> j) & 1])
         message = _step(Message, (msg_id, message_label(msg_id), g.trace.context_id, g.workers[w],
                                   g.workers[to] if to >= 0 else None,
                                   g.ids[snd] if snd >= 0 else None, g.ids[r], shapes,

@@ -69,14 +69,14 @@ class Message(NamedTuple):
     shapes: list[list[int]] | None      # the gradients' shapes, when recorded
     first: bool                         # the receiver's first message for this context
     retain_graph: bool
-    zero_slots: list[int]               # gradient slots sent as zeros (unused RPC outputs)
+    zero_slots: tuple[int, ...]         # gradient slots sent as zeros (unused RPC outputs)
     pass_index: int
 
     def to_json(self) -> dict[str, Any]:
         return {"msg_id": self.msg_id, "label": self.label, "context_id": self.context_id,
                 "from": self.sender, "to": self.to, "send": self.send, "recv": self.recv,
                 "shapes": self.shapes, "first": self.first, "retain_graph": self.retain_graph,
-                "zero_slots": self.zero_slots, "pass": self.pass_index}
+                "zero_slots": list(self.zero_slots), "pass": self.pass_index}
 
 
 @dataclass(slots=True)
