@@ -151,7 +151,13 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     order = _walk(list(roots) + [sends[k] for k in sorted(sends)]
                   + [recvs[k] for k in sorted(recvs)] + list(var_of_fn))
     rec = _WorkerRecord(worker=worker)
-    _give_ids(rec, order, leaf_names)
+    earlier = _RECORDS.get(context_id)
+    if earlier is not None:   # recorded again (a later pass): every node keeps its id
+        for h in earlier.handles:
+            h.remove()
+        reached = set(order)
+        order += [fn for fn in earlier.nodes.values() if fn not in reached]
+    _give_ids(rec, order, leaf_names, earlier.ids if earlier is not None else {})
     nodes: list[dict[str, Any]] = []
     for fn in order:
         node = _node(rec, fn, msg_of, leaf_names, inspect_saved)
@@ -199,12 +205,20 @@ def _walk(starts: list[Any]) -> list[Any]:
     return order
 
 
-def _give_ids(rec: _WorkerRecord, order: list[Any], leaf_names: dict[int, str]) -> None:
+def _give_ids(rec: _WorkerRecord, order: list[Any], leaf_names: dict[int, str],
+              earlier: dict[Any, str]) -> None:
     """Stable ids: ``worker/Name#seq``, ``worker/AccumulateGrad(var)`` or
-    ``worker/AccumulateGrad#k`` for unnamed leaves, ``~n`` added to repeats."""
+    ``worker/AccumulateGrad#k`` for unnamed leaves, ``~n`` added to repeats. A node of an
+    ``earlier`` recording of the context keeps its id there; new nodes get ids it does not use."""
     used: dict[str, int] = {}
+    taken = set(earlier.values())
     unnamed_leaf = 0
     for fn in order:
+        known = earlier.get(fn)
+        if known is not None:
+            rec.ids[fn] = known
+            rec.nodes[known] = fn
+            continue
         fname = fn.name()
         if _kind(fname) == "accumulate_grad":
             var = leaf_names.get(id(fn.variable))
@@ -212,12 +226,18 @@ def _give_ids(rec: _WorkerRecord, order: list[Any], leaf_names: dict[int, str]) 
                 base = f"{rec.worker}/AccumulateGrad({var})"
             else:
                 base = f"{rec.worker}/AccumulateGrad#{unnamed_leaf}"
+                while base in taken:
+                    unnamed_leaf += 1
+                    base = f"{rec.worker}/AccumulateGrad#{unnamed_leaf}"
                 unnamed_leaf += 1
         else:
             base = f"{rec.worker}/{short_name(fname)}#{int(fn._sequence_nr())}"
         n = used.get(base, 0)
-        used[base] = n + 1
         nid = base if n == 0 else f"{base}~{n}"
+        while nid in taken:
+            n += 1
+            nid = f"{base}~{n}"
+        used[base] = n + 1
         rec.ids[fn] = nid
         rec.nodes[nid] = fn
 

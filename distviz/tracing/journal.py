@@ -27,7 +27,7 @@ class ContextRow:
     ``outcome`` is the final verdict (``completed``, ``hang``, ``error``, or ``unfinished``
     when the process ended during the real backward); ``predicted`` the replay's outcome;
     ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
-    ``running`` while it runs); ``agreement`` is ``agrees``, ``differs`` or ``not compared``; ``shape`` counts
+    ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``; ``shape`` counts
     nodes by ``worker/name`` (for the difference with the previous context of the initiator).
     """
 
@@ -47,6 +47,7 @@ class ContextRow:
     violations: int = 0
     explanation: str | None = None
     time: str | None = None   # where a completed real backward spent its time: the critical path
+    passes: int = 1           # backward passes recorded in the context (``outcome``: the last's)
     shape: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
 

@@ -15,6 +15,15 @@ backward) it:
    replay, writes the trace (atomically, to a file no other process writes) and a row for the
    session's summary, then returns or re-raises exactly what PyTorch did.
 
+A later ``dist_autograd.backward`` in a recorded context (``retain_graph=True`` on the one
+before, or the mistake of leaving it out) goes through the same steps (``record_again``): the
+graph is recorded again as it is now (every node keeps its id; the workers keep their node
+references from one pass to the next, until the context ends), the trace holds every pass so
+far, the replay runs them all, and the real pass is observed and appended to ``real``. The
+trace file is rewritten each time, so it ends with the context's last pass. Passes after one
+that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
+lives on), and the summary says so.
+
 Other contexts go straight to PyTorch's backward.
 """
 
@@ -61,6 +70,8 @@ class _Process:
     worker: str | None = None
     rank: int | None = None
     exhausted: bool = False
+    runs: dict[int, _Run] = field(default_factory=dict)   # recorded contexts, for later passes
+    ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
 
     def number(self, context_id: int) -> tuple[int, bool]:
         """``(number of this context for this initiator, first backward on it)``."""
@@ -75,7 +86,7 @@ class _Process:
         """Whether calls made in ``context_id`` may end up in a trace (the gate of
         ``callsites``): a context this process made is recorded only if it is the next one
         ``--contexts`` selects; a context from elsewhere may be recorded by its initiator."""
-        if self.rank is None or (context_id >> 48) != self.rank:
+        if self.rank is None or (context_id >> 48) != self.rank or context_id in self.runs:
             return True
         if self.exhausted or context_id in self.index:   # its backward has started already
             return False
@@ -129,11 +140,40 @@ def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> 
     if proc is None:
         return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
     k, first = proc.number(context_id)
+    if not first and context_id in proc.runs:
+        record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
+        return None
     if not first or not proc.config.spec.selects(k) or not proc.claim_slot():
+        if not first:
+            _unfollowed(proc, context_id)
         callsites.drop(context_id)
         return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
     record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _unfollowed(proc: _Process, context_id: int) -> None:
+    """Log, once, that a later pass of a recorded context runs unrecorded, and why."""
+    why = proc.ended.get(context_id)
+    if why:
+        proc.ended[context_id] = ""
+        journal.append(proc.config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=why))
+
+
+def context_ended(context_id: int) -> None:
+    """The program leaves ``with dist_autograd.context()``: drop the node references kept on
+    every worker for the context's later passes (one RPC round, recorded contexts only)."""
+    proc = PROCESS
+    run = proc.runs.pop(context_id, None) if proc is not None else None
+    if proc is not None:
+        proc.ended.pop(context_id, None)
+    if run is None:
+        return
+    try:
+        _forget(run.trace, run.me)
+    except Exception:  # noqa: BLE001 - RPC already shut down: nothing is left to drop
+        pass
 
 
 # -- recording ---------------------------------------------------------------------------------
@@ -153,13 +193,17 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     return piece
 
 
-def collect_piece(context_id: int, with_gradients: bool, forget: bool) -> dict[str, Any]:
+def collect_piece(context_id: int, with_gradients: bool, forget: bool,
+                  keep: bool = False) -> dict[str, Any]:
     """This worker's observed events and gradients (``recorder_hooks.collect``), then, with
-    ``forget``, its hooks and node references dropped: one RPC round after the backward."""
+    ``forget``, its hooks and node references dropped, with ``keep`` only its hooks (the node
+    references stay for a later pass): one RPC round after the backward."""
     piece = recorder_hooks.collect(context_id, with_gradients)
     piece["boot"] = recorder_hooks.clock_sample()[0]
     if forget:
         recorder.forget(context_id)
+    elif keep:
+        recorder_hooks.remove_hooks(context_id)
     return piece
 
 
@@ -177,16 +221,20 @@ def _function_sites(context_id: int) -> dict[str, str]:
 
 
 def _record(context_id: int, roots: list[Any], retain: bool, frame: types.FrameType | None,
-            names: list[tuple[Any, Any]] | None = None) -> Trace:
+            names: list[tuple[Any, Any]] | None = None,
+            earlier: list[BackwardPass] | None = None) -> Trace:
     """The trace of ``context_id`` with only the workers that took part; ``names`` (the
-    API's) come before the variables of the program's frames."""
+    API's) come before the variables of the program's frames. ``earlier``: the passes the
+    context already ran (recorded again, every node keeps its id), before this one."""
     named: list[tuple[Any, Any]] = list(names or []) + list(
         naming.in_graph(naming.frame_names(frame), roots))
     me = rpc.get_worker_info().name
     workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=True,
                                       record_fn=record_piece)
-    passes = [BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,
-                           root_vars=naming.root_names(roots, named))]
+    passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
+                           root_vars=list(p.root_vars)) for p in earlier or []]
+    passes.append(BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,
+                               root_vars=naming.root_names(roots, named)))
     trace = recorder.build_trace(workers, me, context_id, pieces, passes)
     code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
     if code:
@@ -242,6 +290,15 @@ class _Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
     finished: bool = False
     hung: bool = False
+    keep: bool = False       # follow the context's later passes (``distviz trace``)
+    sites: list[str | None] = field(default_factory=list)   # where each pass was called
+    t0_ns: int = 0           # the first pass's start
+    end_ns: int = 0          # the end of the pass collected last
+    windows: list[tuple[int, int]] = field(default_factory=list)   # earlier passes
+    events: list[dict[str, Any]] = field(default_factory=list)     # earlier passes'
+
+    def add_seconds(self, key: str, value: float) -> None:
+        self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
 
     def collect(self, outcome: str, error: str | None, end_ns: int) -> None:
         """Fill ``trace.real`` from every worker's hook events and gradients (the same
@@ -251,13 +308,17 @@ class _Run:
         from distviz.tracing import report
 
         cid, workers, me = self.trace.context_id, self.trace.workers, self.me
-        got = _on_all(workers, me, collect_piece, cid, outcome != "hang", outcome != "hang")
+        keep = self.keep and outcome == "completed"
+        got = _on_all(workers, me, collect_piece, cid, outcome != "hang",
+                      outcome != "hang" and not keep, keep)
         boot = recorder_hooks.clock_sample()[0]
         away = [w for w in workers if isinstance(got.get(w), dict) and got[w]["boot"] != boot]
         offsets = clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
         sends = {n.id for n in self.trace.nodes if n.kind == "send"}
-        window = [(self.start_ns, end_ns)]
-        events: list[dict[str, Any]] = []
+        windows = [*self.windows, (self.start_ns, end_ns)]
+        self.end_ns = end_ns
+        t0 = self.t0_ns or self.start_ns
+        events: list[dict[str, Any]] = list(self.events)
         grads: dict[str, Any] = {}
         unreachable: list[dict[str, str]] = []
         for w in workers:
@@ -267,12 +328,13 @@ class _Run:
                 unreachable.append({"worker": w, "error": why})
                 continue
             grads.update(piece["grads"])
-            events.extend(pair_events(w, piece["events"], window, self.start_ns, sends,
+            events.extend(pair_events(w, piece["events"], windows, t0, sends,
                                        offsets.get(w, (0, 0))[0]))
         events.sort(key=lambda e: (e["t_us"], e["worker"]))
         self.trace.real = {
-            "outcome": outcome, "error": error, "passes_run": 1,
-            "pass_seconds": [(end_ns - self.start_ns) / 1e9], "pass_start_us": [0.0],
+            "outcome": outcome, "error": error, "passes_run": len(windows),
+            "pass_seconds": [(e - s) / 1e9 for s, e in windows],
+            "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows],
             "interop_threads": torch.get_num_interop_threads(), "durations": "measured",
             "events": events,
             "gradients": {nid: summarize(g) for nid, g in sorted(grads.items())},
@@ -288,11 +350,14 @@ class _Run:
         ``detail`` is the backward's full error text, when it raised."""
         from distviz.tracing import report
 
+        traced: dict[str, Any] = {"pid": os.getpid(), "argv": list(sys.argv),
+                                  "context": self.index, "seconds": self.seconds}
+        if len(self.trace.passes) > 1:
+            traced["backward_sites"] = list(self.sites)
+        self.trace.meta["traced"] = traced
         row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
                          os.getpid(), self.seconds, detail)
-        self.trace.meta["traced"] = {"pid": os.getpid(), "argv": list(sys.argv),
-                                     "context": self.index, "seconds": self.seconds,
-                                     "agreement": row.agreement_text}
+        traced["agreement"] = row.agreement_text
         if self.path is not None:
             journal.write_trace(self.path, self.trace.dumps())
         journal.append(self.config.session_dir, journal.Event(
@@ -306,8 +371,8 @@ class _Run:
                 return
             self.hung = True
             timeout = self.config.hang_timeout
-            self.collect("hang", f"pass 1: dist_autograd.backward did not return within "
-                                 f"{timeout:g} s", time.monotonic_ns())
+            self.collect("hang", f"pass {len(self.trace.passes)}: dist_autograd.backward did "
+                                 f"not return within {timeout:g} s", time.monotonic_ns())
             row = self.write()
         stop = self.config.on_hang == "stop"
         _say(f"{self.me} context {self.index}: PyTorch's backward has not returned after "
@@ -368,7 +433,72 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     if path is None:
         path = journal.claim(config.out_dir, config.session_dir, trace.initiator, index)
     return _Run(config=config, trace=trace, replay=rp, path=path, index=index,
-                me=trace.initiator, seconds=seconds)
+                me=trace.initiator, seconds=seconds,
+                sites=[callsites.site_text(callsites.own_frames(frame, 1))])
+
+
+def record_again(run: _Run, roots: Any, retain_graph: bool, frame: types.FrameType | None
+                 ) -> None:
+    """A later backward of a recorded context: record the graph again (the program may have
+    run more of the forward since), replay every pass so far, then observe this one and
+    rewrite the context's trace (``run_backward``). Raises what PyTorch raised."""
+    from distviz.replay import replay
+    from distviz.tracing import report
+
+    n = len(run.trace.passes) + 1
+    root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+    t0 = time.perf_counter()
+    why: str | None = None
+    try:
+        trace = _record(run.trace.context_id, root_list, retain_graph, frame,
+                        earlier=run.trace.passes)
+    except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
+        trace, why = run.trace, report.first_line(str(exc))
+    else:
+        why = report.new_rpcs(run.trace, trace)
+    if why is not None:
+        _stop_following(run, "")
+        _note(run, f"context {run.index}: pass {n} was not recorded: {why}")
+        _forget(trace, run.me)
+        ORIGINAL_BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
+        return
+    run.add_seconds("record", time.perf_counter() - t0)
+    t1 = time.perf_counter()
+    run.trace, run.replay = trace, replay(trace)
+    run.add_seconds("replay", time.perf_counter() - t1)
+    run.sites.append(callsites.site_text(callsites.own_frames(frame, 1)))
+    run.finished = run.hung = False
+    run_backward(run, roots, retain_graph)
+
+
+def _note(run: _Run, message: str) -> None:
+    journal.append(run.config.session_dir, journal.Event(kind="not_recorded", pid=os.getpid(),
+                                                         worker=run.me, message=message))
+
+
+def _stop_following(run: _Run, why: str) -> None:
+    """Later passes of ``run``'s context run unrecorded; the first of them logs ``why``."""
+    proc = PROCESS
+    if proc is not None and run.keep:
+        proc.runs.pop(run.trace.context_id, None)
+        proc.ended[run.trace.context_id] = why
+
+
+def _after_pass(run: _Run, outcome: str) -> None:
+    """Keep following ``run``'s context after a completed pass; else say why not."""
+    proc = PROCESS
+    if not run.keep or proc is None:
+        return
+    cid, n = run.trace.context_id, len(run.trace.passes)
+    if outcome != "completed":
+        what = {"error": "raised", "hang": "hung", "skipped": "was predicted to hang"}
+        _stop_following(run, f"context {run.index}: the passes after pass {n} were not "
+                             f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
+                             "stops at a failed pass")
+        return
+    run.windows.append((run.start_ns, run.end_ns))
+    run.events = list((run.trace.real or {}).get("events") or [])
+    proc.runs[cid] = run
 
 
 def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
@@ -384,6 +514,7 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
         _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
         _say(report.hang_text(trace, rp))
         _say(f"trace: {run.path}")
+        _stop_following(run, "")
         if run.config.on_hang == "stop":
             _forget(trace, me)
             stop_program(run.config, f"{me} context {run.index}: the replay predicts a hang",
@@ -391,6 +522,9 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
         _say("--on-hang continue: running PyTorch's backward anyway")
     else:
         run.write()     # the graph is kept even if the process dies in the backward
+        if rp.outcome == "error":
+            _say(f"{me} context {run.index}: the replay predicts that "
+                 f"{_which_pass(trace)} raises: {report.predicted_error(trace, rp)}")
     _observe(run, roots, retain_graph)
     return trace
 
@@ -408,7 +542,12 @@ def record_and_observe(config: TraceConfig, context_id: int, roots: Any, retain_
     if run is None:
         ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
         return None
+    run.keep = True
     return run_backward(run, roots, retain_graph)
+
+
+def _which_pass(trace: Trace) -> str:
+    return "this backward" if len(trace.passes) == 1 else f"pass {len(trace.passes)}"
 
 
 def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
@@ -420,6 +559,7 @@ def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
     watchdog.daemon = True
     error: BaseException | None = None
     run.start_ns = time.monotonic_ns()
+    run.t0_ns = run.t0_ns or run.start_ns
     t = time.perf_counter()
     watchdog.start()
     try:
@@ -429,13 +569,14 @@ def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
     finally:
         watchdog.cancel()
     end = time.monotonic_ns()
-    run.seconds["backward"] = round(time.perf_counter() - t, 4)
+    run.add_seconds("backward", time.perf_counter() - t)
     with run.lock:
         run.finished = True
         outcome = "error" if error is not None else "completed"
         detail = str(error) if error is not None else None
         run.collect(outcome, report.first_line(detail) if detail is not None else None, end)
         row = run.write(detail)
+        _after_pass(run, outcome)
     if row.outcome == "error" or row.agreement == "differs":
         _say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         _say(f"trace: {run.path}")

@@ -9,7 +9,9 @@
   up in ``torch.distributed.rpc.api`` when RPC starts, after this patch.
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
-* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``.
+* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
+  ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
+  references are kept on its workers for later passes until then).
 
 Each patched function keeps the original as ``__wrapped__``.
 """
@@ -62,6 +64,16 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
     return init_rpc
 
 
+def _context_exit(original: Any) -> Any:
+    @functools.wraps(original)
+    def __exit__(self: Any, *exc: Any) -> Any:
+        ctx = getattr(self, "autograd_context", None)
+        if ctx is not None:
+            observe.context_ended(int(ctx._context_id()))
+        return original(self, *exc)
+    return __exit__
+
+
 def _after_fork() -> None:
     """A forked child counts its own contexts and keeps no calls of its parent."""
     if observe.PROCESS is not None:
@@ -102,4 +114,6 @@ def install(config: TraceConfig) -> None:
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
     dist_autograd.backward = traced
+    dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
+        dist_autograd.context.__exit__)
     os.register_at_fork(after_in_child=_after_fork)

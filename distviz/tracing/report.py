@@ -60,6 +60,72 @@ def hang_text(trace: Trace, replay: Any) -> str:
     return "\n".join(lines)
 
 
+_FREED = "Trying to backward through the graph a second time"
+_FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) \(or directly.*?"
+                         r"calling backward\.")
+
+
+def _pass_site(trace: Trace, k: int) -> str | None:
+    """Where the program called the backward of pass ``k`` (0-based), when known."""
+    sites = ((trace.meta or {}).get("traced") or {}).get("backward_sites") or []
+    return sites[k] if k < len(sites) else None
+
+
+def freed_text(trace: Trace, replay: Any) -> str | None:
+    """Why a pass meets saved tensors an earlier pass freed, in the program's terms (``None``
+    for any other error): the node, and the pass without ``retain_graph`` that ran it."""
+    err = replay.error
+    if err is None or _FREED not in err.origin or err.node is None:
+        return None
+    node = trace.node_map().get(err.node)
+    what = f"{short_name(node.name) if node is not None else err.node} on {err.worker}"
+    if node is not None and node.vars:
+        what += f" (`{'`, `'.join(node.vars)}`)"
+    site = _pass_site(trace, err.pass_index)
+    head = (f"pass {err.pass_index + 1}" + (f" ({site})" if site else "")
+            + f" goes through the graph a second time: {what} needs its saved tensors, but ")
+    order = replay.order
+    freer = next((k for k in range(err.pass_index) if not trace.passes[k].retain_graph
+                  and err.node in order[k].get(err.worker, [])), None)
+    if freer is None:
+        return head + ("an earlier pass without retain_graph=True freed them; fix: pass "
+                       "retain_graph=True to that backward")
+    site = _pass_site(trace, freer)
+    return head + (f"pass {freer + 1} freed them: it ran without retain_graph=True; fix: pass "
+                   f"retain_graph=True to {f'the backward at {site}' if site else 'it'}")
+
+
+def new_rpcs(before: Trace, after: Trace) -> str | None:
+    """Why ``after`` (the context recorded again for a later pass) cannot hold the passes of
+    ``before``: RPCs made since added send functions, which take part in every pass of a trace
+    (FAST mode), though the earlier passes ran without them. ``None`` when there are none."""
+    old = {n.id for n in before.nodes if n.kind == "send"}
+    added = {n.msg_id for n in after.nodes if n.kind == "send" and n.id not in old}
+    if not added:
+        return None
+    calls = [c for c in after.rpc_calls if added & set(c.msg_ids)]
+    first = (f"{calls[0].api}({calls[0].func})" + (f" at {calls[0].site}" if calls[0].site
+                                                    else "")) if calls else "an RPC"
+    k = len(before.passes)
+    kept = f"passes 1 to {k}" if k > 1 else "pass 1"
+    more = ", ..." if len(calls) > 1 else ""
+    return (f"the program made {plural(max(len(calls), 1), 'RPC')} in the context since pass "
+            f"{k} ({first}{more}); a trace's passes share one graph, in which every send takes "
+            f"part in each pass, so the trace keeps {kept}")
+
+
+def predicted_error(trace: Trace, replay: Any) -> str:
+    """The error the replay predicts, explained (``freed_text``) or as PyTorch will say it."""
+    freed = freed_text(trace, replay)
+    if freed is not None:
+        return freed
+    err = replay.error
+    if err is None:
+        return "the backward raises"
+    where = f" ({err.node.split('/', 1)[-1]} on {err.worker})" if err.node else ""
+    return f"{first_line(err.message)}{where}"
+
+
 def program_site(text: str) -> str | None:
     """The innermost frame of the program's own files in a (remote) traceback text."""
     found = [m for m in _FRAME.finditer(text)
@@ -182,6 +248,9 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
                            f"{real.get('hang_timeout_s')} s, but the replay completes: {text}")
     elif outcome == "error":
         explanation = error_text(trace, detail)
+        freed = freed_text(trace, replay) if replay.outcome == "error" else None
+        if freed is not None:
+            explanation = freed + "; " + _FREED_TAIL.sub(r"\1 (...)", explanation)
     elif label == "differs":
         explanation = text
     timing = analyze(trace) if real.get("outcome") == "completed" else None
@@ -192,5 +261,5 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
         outcome=outcome, predicted=str(replay.outcome),
         real=str(real.get("outcome") or "skipped") if trace.real is not None else "running",
         agreement=label, agreement_text=text, violations=len(violations),
-        explanation=explanation, time=_time_line(timing),
+        explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))

@@ -80,7 +80,7 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
         contexts.append({
             "file": r.file, "initiator": r.initiator, "context": r.index,
             "context_id": r.context_id, "pid": r.pid, "workers": r.workers, "nodes": r.nodes,
-            "messages": r.messages, "outcome": r.outcome, "predicted": r.predicted,
+            "messages": r.messages, "passes": r.passes, "outcome": r.outcome, "predicted": r.predicted,
             "real": r.real, "agreement": r.agreement, "agreement_text": r.agreement_text,
             "violations": r.violations, "explanation": r.explanation, "time": r.time,
             "change": e.change, "seconds": r.seconds})
@@ -91,9 +91,9 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
 def table(found: list[Entry]) -> Table:
     """The summary as a rich table (one row per recorded context)."""
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for col in ("initiator", "ctx", "workers", "nodes", "msgs", "outcome", "agreement"):
-        t.add_column(col, no_wrap=True, justify="right" if col in ("ctx", "workers", "nodes",
-                                                                     "msgs") else "left")
+    numbers = ("ctx", "workers", "nodes", "msgs", "passes")
+    for col in ("initiator", *numbers, "outcome", "agreement"):
+        t.add_column(col, no_wrap=True, justify="right" if col in numbers else "left")
     t.add_column("graph vs previous", overflow="fold")
     styles = {"completed": "green", "hang": "red", "error": "red", "unfinished": "red"}
     for e in found:
@@ -101,7 +101,7 @@ def table(found: list[Entry]) -> Table:
         agree = Text(r.agreement, style="green" if r.agreement == "agrees" else
                      ("red" if r.agreement == "differs" else "yellow"))
         t.add_row(r.initiator, str(r.index), str(len(r.workers)), str(r.nodes),
-                  str(r.messages), Text(r.outcome, style=styles.get(r.outcome, "")), agree,
+                  str(r.messages), str(r.passes), Text(r.outcome, style=styles.get(r.outcome, "")), agree,
                   e.change)
     return t
 
