@@ -111,6 +111,8 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "crash": ([str(PROGRAMS / "faults.py"), "crash"], ["--contexts", "all"]),
     "no-backward": ([str(PROGRAMS / "faults.py"), "no-backward"], []),
     "outside": ([str(PROGRAMS / "faults.py"), "outside-context"], []),
+    "retain": ([str(PROGRAMS / "passes.py"), "retain"], []),
+    "no-retain": ([str(PROGRAMS / "passes.py"), "no-retain"], []),
 }
 
 
@@ -310,6 +312,79 @@ def test_backward_outside_a_context(traced: Any) -> None:
     assert run.code == 1, run.stdout + run.stderr[-3000:]
     assert ("dist_autograd.backward(1000, ...) was called outside a dist_autograd context "
             "(PyTorch: Could not find autograd context with id: 1000)") in run.stdout
+
+
+# -- several backward passes in one context -----------------------------------------------------
+
+def _printed_sums(stdout: str) -> dict[int, dict[str, float]]:
+    """``get_gradients`` sums by leaf after each pass, as ``passes.py`` prints them."""
+    out: dict[int, dict[str, float]] = {}
+    for line in stdout.splitlines():
+        if line.startswith("pass "):
+            head, rest = line.split(": ", 1)
+            words = rest.split()
+            out[int(head.split()[1])] = {words[i]: float(words[i + 1])
+                                         for i in range(0, len(words), 2)}
+    return out
+
+
+def _traced_sums(t: Trace) -> dict[str, float]:
+    assert t.real is not None
+    return {nid.split("(")[1].rstrip(")"): g["sum"] for nid, g in t.real["gradients"].items()}
+
+
+def test_a_second_pass_with_retain_graph_is_recorded_and_agrees(traced: Any) -> None:
+    run = traced("retain")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    row = run.row("worker0", 1)
+    assert (row["passes"], row["outcome"], row["agreement"]) == (2, "completed", "agrees"), row
+    t = run.context("worker0", 1)
+    assert [(p.roots, p.retain_graph, p.root_vars) for p in t.passes] == [
+        (["worker0/SumBackward0#2"], True, ["loss"])] * 2
+    assert t.meta["traced"]["backward_sites"] == ["tests/programs/passes.py:37 in run_worker",
+                                                  "tests/programs/passes.py:39 in run_worker"]
+    assert t.real is not None and t.real["passes_run"] == 2
+    assert len(t.real["pass_seconds"]) == 2 and t.real["pass_start_us"][0] == 0.0
+    ran = [sorted(e["node"] for e in t.real["events"] if e["pass"] == k) for k in (0, 1)]
+    assert ran[0] == ran[1] == sorted(n.id for n in t.nodes)    # every node, once per pass
+    rp = replay(t)
+    assert rp.outcome == "completed"
+    assert {a.var: a.count for a in rp.accumulated.values()} == {"x": 2, "w": 2}
+    # get_gradients accumulated twice, as the program printed it after each pass
+    printed = _printed_sums(run.stdout)
+    assert _traced_sums(t) == pytest.approx(printed[2], rel=1e-9)
+    assert printed[2] == pytest.approx({k: 2 * v for k, v in printed[1].items()}, rel=1e-6)
+    # the third pass follows another RPC: not recorded, named in a note; PyTorch still ran it
+    assert 3 in printed
+    assert ("worker0: context 1: pass 3 was not recorded: the program made 1 RPC in the "
+            "context since pass 2 (rpc_sync(torch.add) at tests/programs/passes.py:41 in "
+            "run_worker)") in "\n".join(run.index["notes"])
+    assert "passes" in run.stdout.splitlines()[
+        next(i for i, line in enumerate(run.stdout.splitlines()) if line.startswith("initiator"))]
+
+
+def test_a_second_pass_without_retain_graph_is_predicted_and_explained(traced: Any) -> None:
+    run = traced("no-retain")
+    assert run.code == 1, run.stdout + run.stderr[-3000:]      # the program's own status
+    explained = ("pass 2 (tests/programs/passes.py:39 in run_worker) goes through the graph a "
+                 "second time: MulBackward0 on worker0 (`sq`) needs its saved tensors, but pass "
+                 "1 freed them: it ran without retain_graph=True; fix: pass retain_graph=True to "
+                 "the backward at tests/programs/passes.py:37 in run_worker")
+    predicted = run.stderr.index(f"the replay predicts that pass 2 raises: {explained}")
+    assert predicted < run.stderr.index("Error on Node 0: Trying to backward through the graph "
+                                        "a second time")     # before PyTorch raised it
+    row = run.row("worker0", 1)
+    assert (row["passes"], row["outcome"], row["agreement"]) == (2, "error", "agrees"), row
+    assert row["explanation"].startswith(explained + "; the backward raised: Error on Node 0: ")
+    t = run.context("worker0", 1)
+    assert [p.retain_graph for p in t.passes] == [False, False]
+    assert t.real is not None and t.real["outcome"] == "error" and t.real["passes_run"] == 2
+    rp = replay(t)
+    assert rp.error is not None and rp.error.pass_index == 1
+    assert rp.error.node == "worker0/MulBackward0#1"
+    # the second pass raised before any leaf: get_gradients holds the first pass's only
+    assert _traced_sums(t) == pytest.approx(_printed_sums(run.stdout)[1], rel=1e-9)
+    assert "the program exited with status 1" in run.stdout
 
 
 # -- bad input -----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_fixtures import M, TraceBuilder, design_note
+from replay_fixtures import M, TraceBuilder, design_note, two_passes
 
 from distviz.errors import UsageError
 from distviz.replay import replay
@@ -157,6 +157,32 @@ def test_each_context_is_compared_with_the_previous_one_of_its_initiator() -> No
         ("t1", 3, "same node count (-1 ps/AddBackward0, +1 t/MulBackward0)"),
         ("t2", 1, "first recorded")]
     assert summary.verdict(found) == 6
+
+
+def test_the_index_and_the_summary_say_how_many_passes_each_context_had() -> None:
+    row = _row("t1", 1, {"t/MulBackward0": 1})
+    row.passes = 3
+    found = summary.entries([journal.Event(kind="context", pid=1, row=row)])
+    assert summary.index_json(found, ["python", "x.py"], 0, [])["contexts"][0]["passes"] == 3
+    header = summary.table(found).columns
+    assert [c.header for c in header][:6] == ["initiator", "ctx", "workers", "nodes", "msgs",
+                                              "passes"]
+
+
+@pytest.mark.parametrize("saved_on", ["worker0", "worker1"])
+def test_a_pass_through_freed_saved_tensors_names_the_pass_that_freed_them(
+        saved_on: str) -> None:
+    t = two_passes(retain_first=False, saved_on=saved_on)
+    t.meta["traced"] = {"backward_sites": ["main.py:7 in train", "main.py:9 in train"]}
+    rp = replay(t)
+    assert rp.outcome == "error" and rp.error is not None and rp.error.pass_index == 1
+    node = {"worker0": "MulBackward0", "worker1": "AddBackward0"}[saved_on]
+    assert report.freed_text(t, rp) == (
+        f"pass 2 (main.py:9 in train) goes through the graph a second time: {node} on "
+        f"{saved_on} needs its saved tensors, but pass 1 freed them: it ran without "
+        "retain_graph=True; fix: pass retain_graph=True to the backward at main.py:7 in train")
+    kept = two_passes(retain_first=True, saved_on=saved_on)
+    assert replay(kept).outcome == "completed" and report.freed_text(kept, replay(kept)) is None
 
 
 def _finished(returncode: int = 0, **kw: Any) -> Finished:
