@@ -96,6 +96,9 @@ TRACE_INTERRUPT_GRACE: Final = 5.0
 TRACE_STOP_GRACE: Final = 2.0
 #: After the command ends, how long its helper processes may take to leave by themselves.
 TRACE_SETTLE: Final = 2.0
+#: Backward passes recorded per context: each later pass replays all the earlier ones again, so
+#: a loop of a thousand ``retain_graph`` passes would cost quadratic time; the rest run unrecorded.
+TRACE_MAX_PASSES: Final = 100
 
 # -- pictures -------------------------------------------------------------------------------------------
 

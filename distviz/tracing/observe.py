@@ -449,13 +449,18 @@ def record_again(run: _Run, roots: Any, retain_graph: bool, frame: types.FrameTy
     root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
     t0 = time.perf_counter()
     why: str | None = None
-    try:
-        trace = _record(run.trace.context_id, root_list, retain_graph, frame,
-                        earlier=run.trace.passes)
-    except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
-        trace, why = run.trace, report.first_line(str(exc))
+    trace = run.trace
+    if n > limits.TRACE_MAX_PASSES:
+        why = (f"distviz records at most {limits.TRACE_MAX_PASSES} passes of a context (each "
+               "pass replays all the earlier ones); the later ones run unrecorded")
     else:
-        why = report.new_rpcs(run.trace, trace)
+        try:
+            trace = _record(run.trace.context_id, root_list, retain_graph, frame,
+                            earlier=run.trace.passes)
+        except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
+            why = report.first_line(str(exc))
+        else:
+            why = report.new_rpcs(run.trace, trace)
     if why is not None:
         _stop_following(run, "")
         _note(run, f"context {run.index}: pass {n} was not recorded: {why}")
