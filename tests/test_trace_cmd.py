@@ -337,39 +337,48 @@ def test_a_second_pass_with_retain_graph_is_recorded_and_agrees(traced: Any) -> 
     run = traced("retain")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
     row = run.row("worker0", 1)
-    assert (row["passes"], row["outcome"], row["agreement"]) == (2, "completed", "agrees"), row
+    assert (row["passes"], row["outcome"], row["agreement"]) == (3, "completed", "agrees"), row
     t = run.context("worker0", 1)
-    assert [(p.roots, p.retain_graph, p.root_vars) for p in t.passes] == [
-        (["worker0/SumBackward0#2"], True, ["loss"])] * 2
-    assert t.meta["traced"]["backward_sites"] == ["tests/programs/passes.py:37 in run_worker",
-                                                  "tests/programs/passes.py:39 in run_worker"]
-    assert t.real is not None and t.real["passes_run"] == 2
-    assert len(t.real["pass_seconds"]) == 2 and t.real["pass_start_us"][0] == 0.0
-    ran = [sorted(e["node"] for e in t.real["events"] if e["pass"] == k) for k in (0, 1)]
-    assert ran[0] == ran[1] == sorted(n.id for n in t.nodes)    # every node, once per pass
+    first = (["worker0/SumBackward0#2"], True, ["loss"])
+    assert [(p.roots, p.retain_graph, p.root_vars) for p in t.passes][:2] == [first] * 2
+    assert t.passes[2].root_vars == ["scaled"] and t.passes[2].retain_graph
+    assert t.meta["traced"]["backward_sites"] == [
+        f"tests/programs/passes.py:{n} in run_worker" for n in (38, 40, 43)]
+    assert t.real is not None and t.real["passes_run"] == 3
+    assert len(t.real["pass_seconds"]) == 3 and t.real["pass_start_us"][0] == 0.0
+    ran = [sorted(e["node"] for e in t.real["events"] if e["pass"] == k) for k in (0, 1, 2)]
+    # the first two passes ran the graph of their time, whose nodes kept their ids when the
+    # third pass's root (computed after them) was recorded with them
+    assert ran[0] == ran[1] and len(ran[0]) == len(set(ran[0]))
+    new = set(n.id for n in t.nodes) - set(ran[0])
+    assert sorted(i.split("#")[0] for i in new) == ["worker0/MulBackward0",
+                                                     "worker0/SumBackward0"]
+    assert t.passes[2].roots[0] in new and new <= set(ran[2])
     rp = replay(t)
     assert rp.outcome == "completed"
-    assert {a.var: a.count for a in rp.accumulated.values()} == {"x": 2, "w": 2}
-    # get_gradients accumulated twice, as the program printed it after each pass
+    assert {a.var: a.count for a in rp.accumulated.values()} == {"x": 3, "w": 3}
+    assert [sorted(n for w in p.values() for n in w) for p in rp.order] == ran
+    # get_gradients accumulated twice, as the program printed it after each pass, then a third
     printed = _printed_sums(run.stdout)
-    assert _traced_sums(t) == pytest.approx(printed[2], rel=1e-9)
     assert printed[2] == pytest.approx({k: 2 * v for k, v in printed[1].items()}, rel=1e-6)
-    # the third pass follows another RPC: not recorded, named in a note; PyTorch still ran it
-    assert 3 in printed
-    assert ("worker0: context 1: pass 3 was not recorded: the program made 1 RPC in the "
-            "context since pass 2 (rpc_sync(torch.add) at tests/programs/passes.py:41 in "
-            "run_worker)") in "\n".join(run.index["notes"])
-    assert "passes" in run.stdout.splitlines()[
-        next(i for i, line in enumerate(run.stdout.splitlines()) if line.startswith("initiator"))]
+    assert _traced_sums(t) == pytest.approx(printed[3], rel=1e-9)
+    # the fourth pass follows another RPC: not recorded, named in a note; PyTorch still ran it
+    assert 4 in printed
+    assert ("worker0: context 1: pass 4 was not recorded: the program made 1 RPC in the "
+            "context since pass 3 (rpc_sync(torch.add) at tests/programs/passes.py:45 in "
+            "run_worker); a trace's passes share one graph, in which every send takes part in "
+            "each pass, so the trace keeps passes 1 to 3") in run.index["notes"]
+    lines = run.stdout.splitlines()
+    assert "passes" in next(line for line in lines if line.startswith("initiator")).split()
 
 
 def test_a_second_pass_without_retain_graph_is_predicted_and_explained(traced: Any) -> None:
     run = traced("no-retain")
     assert run.code == 1, run.stdout + run.stderr[-3000:]      # the program's own status
-    explained = ("pass 2 (tests/programs/passes.py:39 in run_worker) goes through the graph a "
+    explained = ("pass 2 (tests/programs/passes.py:40 in run_worker) goes through the graph a "
                  "second time: MulBackward0 on worker0 (`sq`) needs its saved tensors, but pass "
                  "1 freed them: it ran without retain_graph=True; fix: pass retain_graph=True to "
-                 "the backward at tests/programs/passes.py:37 in run_worker")
+                 "the backward at tests/programs/passes.py:38 in run_worker")
     predicted = run.stderr.index(f"the replay predicts that pass 2 raises: {explained}")
     assert predicted < run.stderr.index("Error on Node 0: Trying to backward through the graph "
                                         "a second time")     # before PyTorch raised it

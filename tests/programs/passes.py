@@ -2,8 +2,9 @@
 
 Usage: python passes.py MODE, with MODE one of
   retain     the first dist_autograd.backward keeps the graph (retain_graph=True), the second
-             runs through it again; then one more RPC, and a third pass through both results.
-             Prints get_gradients' sums after each pass.
+             runs through it again, the third from a new root computed since; then one more
+             RPC, and a fourth pass through both results. Prints get_gradients' sums after each
+             pass.
   no-retain  the first backward frees the saved tensors (no retain_graph); the second raises
              PyTorch's "Trying to backward through the graph a second time"
 """
@@ -38,10 +39,13 @@ def run_worker(rank, mode):
             show(context_id, 1, x, w)
             dist_autograd.backward(context_id, [loss], retain_graph=mode == "retain")
             show(context_id, 2, x, w)
+            scaled = (y * 3).sum()
+            dist_autograd.backward(context_id, [scaled], retain_graph=True)
+            show(context_id, 3, x, w)
             z = rpc.rpc_sync("worker1", torch.add, args=(x, 1))
             total = (y * z).sum()
             dist_autograd.backward(context_id, [total])
-            show(context_id, 3, x, w)
+            show(context_id, 4, x, w)
     rpc.shutdown()
 
 
