@@ -27,7 +27,7 @@ from distviz.render.dot_text import shape_text
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
-from distviz.replay.model import ACTIONS, Agreement, ReplayLike
+from distviz.replay.model import ACTIONS, Agreement, Message, ReplayLike
 from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, message_label, short_name
 from distviz.views.groups import call_groups
@@ -115,61 +115,60 @@ def _graph(nodes: Sequence[Node], g: IndexedGraph) -> dict[str, Any]:
             "worker": list(g.worker), "ids": g.ids}
 
 
+class _Messages:
+    """The viewer's message table: one row per message id and pass, ``[label, sender, receiver,
+    send, recv]`` as indices."""
+
+    def __init__(self, g: IndexedGraph) -> None:
+        self.wix = {w: k for k, w in enumerate(g.workers)}
+        self.index = g.index
+        self.rows: list[list[Any]] = []
+        self._row_of: dict[tuple[int, int], int] = {}
+
+    def row(self, m: Message) -> int:
+        """The row of ``m`` (added on first sight)."""
+        key = (m.msg_id, m.pass_index)
+        k = self._row_of.get(key)
+        if k is None:
+            wix, index = self.wix, self.index
+            k = self._row_of[key] = len(self.rows)
+            self.rows.append([m.label, wix.get(m.sender, -1), wix.get(m.to or "", -1),
+                              index.get(m.send or "", -1), index.get(m.recv, -1)])
+        return k
+
+
 def _events(replay: ReplayLike, g: IndexedGraph) -> dict[str, Any]:
     if isinstance(replay.events, EventLog):
         return _logged_events(replay.events, g)
     action_code = {a: k for k, a in enumerate(ACTIONS)}
-    wix = {w: k for k, w in enumerate(g.workers)}
-    index = g.index
+    msgs = _Messages(g)
+    wix, index = msgs.wix, msgs.index
     ea, ew, en, ep, em = [], [], [], [], []
-    msgs: list[list[Any]] = []
-    msg_of: dict[tuple[int, int], int] = {}
     changes: dict[str, list[list[int]]] = {}
     for ev in replay.events:
         ea.append(action_code[ev.action])
         ew.append(wix.get(ev.worker, -1) if ev.worker is not None else -1)
         en.append(index[ev.node] if ev.node is not None and ev.node in index else -1)
         ep.append(ev.pass_index)
-        m = ev.message
-        if m is None:
-            em.append(-1)
-        else:
-            key = (m.msg_id, m.pass_index)
-            k = msg_of.get(key)
-            if k is None:
-                k = msg_of[key] = len(msgs)
-                msgs.append([m.label, wix.get(m.sender, -1), wix.get(m.to or "", -1),
-                             index.get(m.send or "", -1), index.get(m.recv, -1)])
-            em.append(k)
+        em.append(-1 if ev.message is None else msgs.row(ev.message))
         if ev.action in ("compute_dependencies", "call_start", "execute"):
             deps, decs, pushed = index_changes(g, ev)
             if deps or decs or pushed:
                 changes[str(ev.step)] = [deps, decs, pushed]
     return {"actions": list(ACTIONS), "ea": ea, "ew": ew, "en": en, "ep": ep, "em": em,
-            "msgs": msgs, "ed": changes}
+            "msgs": msgs.rows, "ed": changes}
 
 
 def _logged_events(log: EventLog, g: IndexedGraph) -> dict[str, Any]:
     """``_events`` read from a replay's columns (its node and worker indices are ``g``'s)."""
-    wix = {w: k for k, w in enumerate(g.workers)}
-    index = g.index
-    msgs: list[list[Any]] = []
-    msg_of: dict[tuple[int, int], int] = {}
-    em_of: list[int] = []      # log.messages index -> msgs index (one per msg id and pass)
-    for m in log.messages:
-        key = (m.msg_id, m.pass_index)
-        k = msg_of.get(key)
-        if k is None:
-            k = msg_of[key] = len(msgs)
-            msgs.append([m.label, wix.get(m.sender, -1), wix.get(m.to or "", -1),
-                         index.get(m.send or "", -1), index.get(m.recv, -1)])
-        em_of.append(k)
+    msgs = _Messages(g)
+    row_of = [msgs.row(m) for m in log.messages]    # log.messages index -> row
     ea, ep, ew, en, em = (c.tolist() for c in log.columns())
-    if msgs:
-        em = [em_of[k] if k >= 0 else -1 for k in em]
+    if row_of:
+        em = [row_of[k] if k >= 0 else -1 for k in em]
     changes = {str(k): [deps, decs, pushed] for k, deps, decs, pushed in log.changes()}
     return {"actions": list(ACTIONS), "ea": ea, "ew": ew, "en": en, "ep": ep, "em": em,
-            "msgs": msgs, "ed": changes}
+            "msgs": msgs.rows, "ed": changes}
 
 
 def event_texts(replay: ReplayLike) -> str:
