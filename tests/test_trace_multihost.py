@@ -10,6 +10,7 @@ CI); nothing is sent to any address outside them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -78,12 +79,30 @@ def _tx_bytes(host: Host) -> int:
 
 
 def _shape(t: Trace) -> list[tuple[object, ...]]:
-    """The graph with send and recv functions named by their message, not their
-    ``sequence_nr``: a response's recv takes its number from whichever RPC agent thread
-    received it, which varies from run to run on one host as on two."""
-    canon = {n.id: f"{n.worker}/{n.kind}({n.msg_id})" if n.msg_id is not None else n.id
-             for n in t.nodes}
-    return sorted((canon[n.id], n.kind, n.msg_id, tuple(canon[e[0]] for e in n.next if e),
+    """The graph with every node named by what it is, not by its ``sequence_nr``: a send or
+    recv by its message, any other node by its worker, kind, name and variable and the names
+    of its next edges' targets. ``sequence_nr`` counts per thread, and the ops the parameter
+    server runs for an RPC, like a response's recv, take theirs from whichever RPC agent
+    thread ran them, which varies from run to run on one host as on two."""
+    nodes = {n.id: n for n in t.nodes}
+    name: dict[str, str] = {}
+    for start in nodes:                     # post-order, iteratively: targets first
+        stack = [(start, False)]
+        while stack:
+            nid, ready = stack.pop()
+            if nid in name:
+                continue
+            n = nodes[nid]
+            if n.msg_id is not None:
+                name[nid] = f"{n.worker}/{n.kind}({n.msg_id})"
+            elif not ready:
+                stack.append((nid, True))
+                stack.extend((e[0], False) for e in n.next if e and e[0] not in name)
+            else:
+                whole = repr((n.worker, n.kind, n.name.rsplit("#", 1)[0], n.var,
+                              [name[e[0]] for e in n.next if e]))
+                name[nid] = hashlib.sha1(whole.encode()).hexdigest()[:16]
+    return sorted((name[n.id], n.kind, n.msg_id, tuple(name[e[0]] for e in n.next if e),
                    n.var, tuple(n.vars)) for n in t.nodes)
 
 
