@@ -22,6 +22,9 @@ MAX_YAML_DEPTH: Final = 32
 MAX_WORKERS: Final = 32
 #: Most problems of one scenario file printed (``distviz check``); the rest are counted.
 MAX_PROBLEMS_SHOWN: Final = 20
+#: Most steps the step log of ``distviz replay`` and ``distviz run`` prints when no ``--from`` or
+#: ``--to`` is given: the first and last halves of it, and how many steps are left out between.
+LOG_STEPS_SHOWN: Final = 4_000
 
 # -- what a scenario program may do at run time (per worker) ---------------------------------------
 

@@ -233,6 +233,19 @@ def test_log_worker_filter_and_range() -> None:
     assert any(line.startswith("outcome: completed") for line in lines)
 
 
+def test_a_long_log_shows_its_first_and_last_steps_and_says_what_it_left_out() -> None:
+    trace = design_note_trace()
+    rep = replay_of(trace)
+    n = len(rep.events)
+    lines = [line.plain for line in render_log(trace, rep, limit=6)]
+    steps = [int(line.split()[0]) for line in lines if re.match(r"\s*\d+ ", line)]
+    assert steps == [0, 1, 2, n - 3, n - 2, n - 1]
+    assert f"… {n - 6} steps not shown: pick any range with --from and --to" in "\n".join(lines)
+    assert any(line.startswith("outcome: completed") for line in lines)
+    whole = [line.plain for line in render_log(trace, rep, limit=n)]
+    assert not any("not shown" in line for line in whole)
+
+
 def test_log_unknown_worker_is_an_error() -> None:
     trace = design_note_trace()
     with pytest.raises(ValueError, match="unknown worker 'worker9'"):

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
-from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.limits import (
+    EXIT_BACKWARD_ERROR,
+    EXIT_DISAGREE,
+    EXIT_HANG,
+    EXIT_OK,
+    LOG_STEPS_SHOWN,
+)
 from distviz.trace import Trace, is_stream, write_atomic
 from distviz.words import plural, word_for
 
@@ -88,8 +94,9 @@ def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,
     if log:
         # one event per line, never wrapped or cropped, so the log greps well in a pipe
         width = out.width if out.is_terminal else None
+        limit = LOG_STEPS_SHOWN if start is None and end is None else None
         for line in terminal.render_log(trace, rp, worker=worker, start=start, end=end,
-                                        agreement=agreement, width=width):
+                                        agreement=agreement, width=width, limit=limit):
             out.print(line, crop=False, overflow="ignore")
 
 

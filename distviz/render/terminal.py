@@ -115,7 +115,7 @@ def event_sentence(event: Event) -> str:
 def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
                start: int | None = None, end: int | None = None,
                agreement: Agreement | None = None,
-               width: int | None = None) -> Iterator[Text]:
+               width: int | None = None, limit: int | None = None) -> Iterator[Text]:
     """Yield the replay as a numbered log, one ``Text`` line per event, then the outcome.
 
     Each event line is ``<step> <worker> <tag> <sentence>`` (step right-aligned); a blank line and
@@ -124,6 +124,8 @@ def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
     ``worker`` keeps only that worker's events; ``start``/``end`` keep steps ``start..end``
     inclusive. With ``width``, long sentences wrap under the sentence column (print the lines
     with ``soft_wrap=True`` so rich does not wrap them again); without it, one event is one line.
+    With ``limit``, a range of more steps shows its first and last ``limit // 2`` and a line
+    that says how many are left out and how to see them.
 
     Streams: O(1) work per event, so a huge trace prints at constant speed per step.
     Raises ``ValueError`` for an unknown ``worker``.
@@ -139,7 +141,12 @@ def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
     n_passes = max(len(trace.passes), 1)
     yield _log_title(trace, len(events), worker, start, end, lo, hi)
     current_pass: int | None = None
-    for i in range(lo, hi + 1):
+    for i in _shown_steps(lo, hi, limit):
+        if i < 0:
+            yield Text(f"… {plural(-i, 'step', grouped=True)} not shown: pick any range with --from and --to "
+                       "(or read them all with --json)", style="dim")
+            current_pass = None
+            continue
         ev = events[i]
         if worker is not None and ev.worker is not None and ev.worker != worker:
             continue
@@ -159,6 +166,18 @@ def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
     yield from explain_outcome(trace, replay, width=width)
     if agreement is not None:
         yield from agreement_lines(agreement, width)
+
+
+def _shown_steps(lo: int, hi: int, limit: int | None) -> Iterator[int]:
+    """The steps ``lo..hi``, or with ``limit`` and more steps than that, the first and last
+    ``limit // 2`` with ``-(how many are left out)`` between them."""
+    if limit is None or hi - lo + 1 <= limit:
+        yield from range(lo, hi + 1)
+        return
+    half = max(limit // 2, 1)
+    yield from range(lo, lo + half)
+    yield -(hi - lo + 1 - 2 * half)
+    yield from range(hi - half + 1, hi + 1)
 
 
 def _log_title(trace: Trace, n_events: int, worker: str | None, start: int | None,
