@@ -290,10 +290,14 @@ class Engine:
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
         pop_last = list.pop
         step = s.step      # counted here, written back before anything else reads it
-        while limit and heap and not agenda:
+        held = -1          # the one node an op made ready into an empty queue: it runs next
+        while limit and (heap or held >= 0) and not agenda:
             limit -= 1
             step += 1
-            i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
+            if held >= 0:
+                i, held = held, -1
+            else:
+                i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
             k = kinds[i]
             flags = flags_of[i]
             if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
@@ -323,23 +327,31 @@ class Engine:
                         if kinds[t] == RECV:
                             p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
                     if d == 0:          # ready: pushed in next-edge order
+                        if held >= 0:   # a second one: the first goes into the queue too
+                            heap.append((key[held], held))
+                            heap.pushes += 1
+                            held = -1
                         if heap:
                             heap.push(t, key[t])
-                        else:           # heap.push into an empty queue, inline
-                            heap.append((key[t], t))
-                            heap.pushes += 1
+                        else:           # the only node in the queue: kept out of it
+                            held = t
             w_out[w] += counts.count(0) - 1     # each target that became ready is a new task
             if rec is None or pool is None:
                 continue
             # EventLog's layout, inline: the columns, then the payload
             rec.fromlist([_EXECUTE, pi, w, i, call, -1, len(pool)])
             n = len(heap)
-            if n == 1:
+            if held >= 0:
+                pool.fromlist([zero_in, 1, *counts, held])
+            elif n == 1:
                 pool.fromlist([zero_in, 1, *counts, heap[0][1]])
             else:
                 pool.fromlist([zero_in, n, *counts])
                 if n:
                     pool.fromlist(heap.pop_order(QUEUE_CAP))
+        if held >= 0:   # the loop stopped before running it: into the queue, as pushed
+            heap.append((key[held], held))
+            heap.pushes += 1
         s.step = step
 
     def _run_other(self, i: int) -> None:
