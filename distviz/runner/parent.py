@@ -7,6 +7,9 @@ outside 127.0.0.1 and parallel runs never collide. The parent never imports torc
 
 Every run ends with every worker gone: on success, on error, on timeout and on Ctrl-C
 (``finally``), and a worker whose parent dies exits by itself (its lifeline pipe closes).
+Ctrl-C is held back while a process starts (``procs.ctrl_c_held``), so that nothing is half
+made when it lands: multiprocessing's temporary folder, the fork server's pid, a worker not
+yet in the run's list; the fork server and the workers start with SIGINT blocked.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
 from distviz.recording import Recording
 from distviz.runner.collate import TrainingRun
-from distviz.runner.procs import no_main_import
+from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
     Backward,
     ContextDone,
@@ -125,10 +129,19 @@ def _context() -> Any:
 def stop_server() -> None:
     """Stop the fork server (it is restarted by the next run)."""
     try:
-        from multiprocessing import forkserver
         forkserver._forkserver._stop()  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - nothing to stop
         pass
+
+
+def _kill_server() -> None:
+    """Kill the fork server now (Ctrl-C while a worker starts; the next run starts another)."""
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def run_scenario(scenario: Scenario, options: RunOptions | None = None,
@@ -144,12 +157,13 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     was recorded before the failure, if anything.
     """
     options = options or RunOptions()
-    tmp = tempfile.mkdtemp(prefix="distviz-run-")
-    result = RunResult(trace=None, tmpdir=tmp)
+    result = RunResult(trace=None)
     run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
-    aborted = False
+    aborted = interrupted = False
     ctx = _context()
     try:
+        with ctrl_c_held():  # the folder is made and known to the ``finally`` at once
+            result.tmpdir = tmp = tempfile.mkdtemp(prefix="distviz-run-")
         run.start(ctx, "file://" + os.path.join(tmp, "rendezvous"))
         run.drive()
         _note_deaths(run.procs, run.workers, result)
@@ -157,14 +171,18 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
             from distviz.runner.parent_training import finish_training
             finish_training(ctx, scenario, options, run.training, result, run.say)
     except KeyboardInterrupt:
+        interrupted = True
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
     except BaseException:
         aborted = True
         raise
     finally:
         _teardown(run.procs, run.conns, run.lifelines, options, result, aborted)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if result.tmpdir is not None:
+            shutil.rmtree(result.tmpdir, ignore_errors=True)
         if not options.keep_server:
+            if interrupted:
+                _kill_server()  # it may be importing torch yet, with SIGINT blocked
             stop_server()
     result.timings["total"] = time.monotonic() - run.t_start
     return result
@@ -199,26 +217,37 @@ class _Run:
             TrainingRun(trainers=scenario.trainers) if scenario.training else None)
 
     def start(self, ctx: Any, init_method: str) -> None:
-        """Start one process per worker, each with its own pipe and lifeline."""
+        """Start one process per worker, each with its own pipe and lifeline.
+
+        Ctrl-C is held back while a worker starts and is put in the run's lists (see
+        ``ctrl_c_held``); it kills the fork server, which may be importing torch for seconds
+        yet, so that the start ends at once."""
         self.say(f"starting {plural(len(self.workers), 'worker')}")
         worker_options = self.options.worker_options()
+        with ctrl_c_held():
+            # the fork server, and the workers it forks, start with SIGINT blocked (the
+            # resource tracker, which unblocks SIGINT once it is started, first)
+            resource_tracker.ensure_running()
+            with sigint_blocked():
+                forkserver.ensure_running()
         for rank, name in enumerate(self.workers):
-            parent_conn, child_conn = ctx.Pipe(duplex=True)
-            life_r, life_w = ctx.Pipe(duplex=False)
             spec = WorkerSpec(rank=rank, workers=self.workers, scenario=self.scenario,
                               init_method=init_method,
                               interop_threads=self.options.interop_threads,
                               options=worker_options)
-            p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
-                            name=f"distviz-{name}", daemon=False)
-            with no_main_import():
-                p.start()
-            self.result.pids[name] = int(p.pid)
-            child_conn.close()
-            life_r.close()
-            self.procs.append(p)
-            self.conns.append(parent_conn)
-            self.lifelines.append(life_w)
+            with ctrl_c_held(then=_kill_server):
+                parent_conn, child_conn = ctx.Pipe(duplex=True)
+                life_r, life_w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=worker_main, args=(child_conn, life_r, spec),
+                                name=f"distviz-{name}", daemon=False)
+                with no_main_import():
+                    p.start()
+                self.result.pids[name] = int(p.pid)
+                child_conn.close()
+                life_r.close()
+                self.procs.append(p)
+                self.conns.append(parent_conn)
+                self.lifelines.append(life_w)
 
     def drive(self) -> None:
         """Handle messages and deaths until every worker is gone after the results, or the run

@@ -6,13 +6,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from distviz import limits
 
-__all__ = ["no_main_import", "redirect_stderr", "watch_lifeline"]
+__all__ = ["ctrl_c_held", "no_main_import", "redirect_stderr", "sigint_blocked",
+           "watch_lifeline"]
 
 
 @contextmanager
@@ -35,6 +36,54 @@ def no_main_import() -> Iterator[None]:
         yield
     finally:
         spawn.get_preparation_data = orig
+
+
+@contextmanager
+def ctrl_c_held(then: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold Ctrl-C back for the block: a SIGINT that comes meanwhile calls ``then()`` at once
+    (to cut short a wait in the block), and raises ``KeyboardInterrupt`` (through the handler
+    there was before) only when the block ends. In the main thread only: elsewhere Python
+    raises it in the main thread anyway.
+
+    For the steps that make something the parent must later remove: a ``KeyboardInterrupt``
+    in the middle of them loses what was half made. In ``Process.start()``, multiprocessing
+    creates its temporary folder (``pymp-*``, for the fork server's socket) and registers its
+    removal only after ``mkdir`` returned; it learns the fork server's pid from a
+    ``fork``/``exec``; a worker exists before its ``Process`` is in the run's list.
+    """
+    held: list[int] = []
+    old: Any = None
+
+    def hold(signum: int, _frame: Any) -> None:
+        held.append(signum)
+        if then is not None and len(held) == 1:
+            then()
+    if threading.current_thread() is threading.main_thread():
+        old = signal.getsignal(signal.SIGINT)
+        if callable(old):
+            signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        if callable(old):
+            signal.signal(signal.SIGINT, old)
+            if held:
+                old(signal.SIGINT, None)
+
+
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread for the block, so that a process started in it (and every
+    process that one forks) starts with SIGINT blocked: Ctrl-C in a terminal, sent to the whole
+    process group, neither kills it half started nor prints a traceback from the middle of
+    ``import torch``; the parent stops it. A SIGINT that came meanwhile is delivered when the
+    block ends (use it inside ``ctrl_c_held``)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if signal.SIGINT not in blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def watch_lifeline(lifeline: Any) -> None:
