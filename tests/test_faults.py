@@ -237,9 +237,11 @@ def _workers_of(pid: int) -> list[int]:
 
 
 @pytest.mark.parametrize("phase,marker", [
-    ("start-up", "starting"), ("forward", "running the forward pass"),
+    ("start-up", "starting"), ("importing", "starting"), ("forward", "running the forward pass"),
     ("backward", "running the real dist_autograd.backward")])
 def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -> None:
+    # "importing": Ctrl-C while the fork server imports torch, which it must not print a
+    # traceback about
     args = [str(FAULTS / "slow_forward.yaml"), "-o", str(tmp_path / "t.json")]
     if phase == "backward":
         args = [str(ROOT / "scenarios" / "unused_result.yaml"), "--confirm-hang",
@@ -249,8 +251,8 @@ def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -
     proc = _start(tmp_path, *args)
     try:
         _wait_for(proc, marker)
-        if phase == "backward":
-            time.sleep(1.0)
+        if phase in ("backward", "importing"):
+            time.sleep({"backward": 1.0, "importing": 0.5}[phase])
         kids = _workers_of(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground group
         _, err = proc.communicate(timeout=30)
