@@ -12,6 +12,7 @@ Only this module and ``distviz.runner`` import torch.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
+from distviz import limits
 from distviz.errors import RecordError
 from distviz.trace import (
     ACCUMULATE_GRAD_SEQ,
@@ -342,22 +344,49 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
     ``record_fn`` records one worker (default ``record_local``; it is called over RPC on the
     others, so it must be a module-level function they can import). Returns ``(worker names by
     rank, pieces)``.
+
+    The forward pass may have left requests on their way (an ``rpc.remote`` or ``rpc_async``
+    nobody waited for): their callee has no recv function for them yet, or no context at all
+    ("Could not find autograd context"). Until every request has its recv, or for at most
+    ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every worker is recorded again; after that a
+    worker that still has no context raises PyTorch's ``RuntimeError``.
     """
     local = record_fn or record_local
-    root_fns = []
-    for r in roots:
-        if isinstance(r, torch.Tensor):
-            root_fns.append(r.grad_fn)
-    pieces = [local(context_id, root_fns, _names_list(names), inspect_saved)]
+    root_fns = [r.grad_fn for r in roots if isinstance(r, torch.Tensor)]
+    named = _names_list(names)
+    deadline = time.monotonic() + limits.RECORD_SETTLE_TIMEOUT
+    while True:
+        workers, pieces, pending = _gather_once(context_id, local, root_fns, named, inspect_saved)
+        if not pending and _settled(pieces):
+            return workers, pieces
+        if time.monotonic() >= deadline:
+            if pending:
+                raise pending[0]
+            return workers, pieces
+        time.sleep(0.02)
+
+
+def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns: list[Any],
+                 named: list[tuple[Any, str]], inspect_saved: bool
+                 ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
+    """One recording of every reachable worker: ``(workers, pieces, errors)``, where errors
+    are those of workers that do not know the context yet."""
+    pieces = [local(context_id, root_fns, named, inspect_saved)]
     infos = rpc._get_current_rpc_agent().get_worker_infos()
     by_id = {int(i.id): i.name for i in infos}
     workers = [by_id[k] for k in sorted(by_id)]
     me = rpc.get_worker_info()
     seen = {int(me.id)}
     frontier = [w for w in pieces[0]["known"] if w not in seen]
+    pending: list[RuntimeError] = []
 
-    def fetch(wid: int) -> dict[str, Any]:
-        return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved))
+    def fetch(wid: int) -> dict[str, Any] | RuntimeError:
+        try:
+            return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved))
+        except RuntimeError as exc:
+            if "Could not find autograd context" not in str(exc):
+                raise
+            return exc
 
     while frontier:
         batch = sorted(set(frontier) - seen)
@@ -365,9 +394,30 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
         frontier = []
         results = _side_thread(lambda b: [fetch(w) for w in b], batch)
         for piece in results:
+            if isinstance(piece, RuntimeError):
+                pending.append(piece)
+                continue
             pieces.append(piece)
             frontier.extend(w for w in piece["known"] if w not in seen)
-    return workers, pieces
+    return workers, pieces, pending
+
+
+def _settled(pieces: list[dict[str, Any]]) -> bool:
+    """Whether the callee of every RPC the program made read its request: each message a
+    call sent from its caller has its recv. (A response may have no recv for good: one that
+    arrived under ``torch.no_grad()``.)"""
+    sends: dict[str, set[int]] = {}
+    recvs: set[int] = set()
+    for p in pieces:
+        for n in p["nodes"]:
+            if n.get("msg_id") is None:
+                continue
+            if n["kind"] == "send":
+                sends.setdefault(p["worker"], set()).add(n["msg_id"])
+            elif n["kind"] == "recv":
+                recvs.add(n["msg_id"])
+    return all(m in recvs for p in pieces for c in p["calls"] for m in c["msg_ids"]
+               if m in sends.get(c["caller"], set()))
 
 
 def build_trace(workers: list[str], initiator: str, context_id: int,
