@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from distviz.replay.engine_errors import EngineErrors
 from distviz.replay.event_log import CODE, EventLog
 from distviz.replay.graph import (
     ACC,
@@ -48,7 +49,7 @@ from distviz.replay.graph import (
     participating_sends,
 )
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Event, Message, PassError, ReplayState
+from distviz.replay.model import Event, Message, ReplayState
 from distviz.replay.state import (
     QUEUE_CAP,
     Ack,
@@ -86,7 +87,7 @@ FREED_MESSAGE = (
 
 # -- the engine -----------------------------------------------------------------------------------
 
-class Engine:
+class Engine(EngineErrors):
     """The step function over a ``RunState`` and a ``PassState``.
 
     ``emit=False`` skips event building (used to re-simulate for ``Replay.state_at``); the state
@@ -186,14 +187,6 @@ class Engine:
         key = (s.pass_index, p.m_to[mi])
         s.arr_ptr[key] = s.arr_ptr.get(key, 0) + 1
         return mi
-
-    def _event(self, action: str, worker: int | None, payload: tuple[Any, ...], *,
-               node: int | None = None, call: int | None = None, msg: int = -1) -> None:
-        """Log an event that keeps its payload tuple (``msg``: the pass's message index)."""
-        assert self.log is not None
-        self.log.add(CODE[action], self.s.pass_index, -1 if worker is None else worker,
-                     -1 if node is None else node, -1 if call is None else call,
-                     self._msg_base + msg if msg >= 0 else -1, payload)
 
     def _check_complete(self, w: int) -> None:
         """Worker ``w`` is done and owes no ack: answer its first message or end the pass."""
@@ -544,92 +537,6 @@ class Engine:
         if self.log is None:
             return None
         self.log.add_ints(_ACK, self.s.pass_index, p.m_to[mi], -1, -1, self._msg_base + mi, [])
-
-    # -- errors -----------------------------------------------------------------------------------
-    def _abort(self, w: int) -> list[int]:
-        """Abort ``w``'s graph task: its current call stops; returns the skipped nodes."""
-        p = self.p
-        p.w_failed[w] = True
-        skipped: list[int] = []
-        if p.cur_w == w and p.heap is not None:
-            skipped = p.heap.pop_order(QUEUE_CAP)
-            p.heap = None
-            p.cur_call, p.cur_w = None, -1
-        return skipped
-
-    def _fail(self, w: int, error: PassError, text: str) -> None:
-        """``w``'s graph task fails with ``text``: the error travels towards the initiator."""
-        s = self.s
-        s.err_text = text
-        s.err_chain = [w]
-        s.error = error
-        s.agenda.append(PassEnd("error") if w == self.g.initiator else ErrorHop(w))
-
-    def _fault(self, i: int, w: int) -> None:
-        """Node ``i`` has a recorded fault: it raises, or its worker crashes."""
-        fault = self.g.fault[i]
-        if fault.get("kind") == "crash":
-            return self._crash(i, w)
-        return self._node_error(i, w, str(fault.get("message", "error in backward")))
-
-    def _node_error(self, i: int, w: int, msg: str) -> None:
-        g = self.g
-        call = self.p.cur_call
-        skipped = self._abort(w)
-        text_err = f"Error on Node {g.ranks[w]}: {msg}"
-        self._fail(w, PassError(worker=g.workers[w], node=g.ids[i], message=text_err,
-                                pass_index=self.s.pass_index, origin=msg), text_err)
-        if not self.emit:
-            return None
-        return self._event("error", w, ("node", i, msg, text_err, tuple(skipped)), node=i,
-                           call=call)
-
-    def _crash(self, i: int, w: int) -> None:
-        g = self.g
-        call = self.p.cur_call
-        self._abort(w)
-        name = g.workers[w]
-        who = f"rank {w}, the initiator" if w == g.initiator else f"rank {w}"
-        msg = f"{name} ({who}) died during the backward pass"
-        text = msg if w == g.initiator else ""   # the sender's RPC fails: see _error_hop
-        self._fail(w, PassError(worker=name, node=g.ids[i], message=msg,
-                                pass_index=self.s.pass_index, origin=msg, crash=True), text)
-        if not self.emit:
-            return None
-        return self._event("crash", w, (i, msg), node=i, call=call)
-
-    def _raise(self, item: RaiseError) -> None:
-        """An outstanding RPC of ``w`` failed (missing send): ``w``'s graph task errors."""
-        g, w, text_err, node = self.g, item.worker, item.error, item.node
-        self._abort(w)
-        self._fail(w, PassError(worker=g.workers[w], node=g.ids[node] if node >= 0 else None,
-                                message=text_err, pass_index=self.s.pass_index,
-                                origin=text_err.split(": ", 1)[1]), text_err)
-        if not self.emit:
-            return None
-        return self._event("error", w, ("raise", text_err), node=node if node >= 0 else None)
-
-    def _error_hop(self, item: ErrorHop) -> None:
-        """The error reaches the sender of ``child``'s first message (its outstanding RPC)."""
-        g, p, s, child = self.g, self.p, self.s, item.child
-        mi = p.w_first[child]
-        parent = p.m_from[mi]
-        crashed = s.error is not None and s.error.crash and not s.err_text
-        if crashed:
-            inner = (f"RPC to {g.workers[child]} failed: {g.workers[child]} (rank {g.ranks[child]}) "
-                     "died during the backward pass")
-            s.err_text = f"Error on Node {g.ranks[parent]}: {inner}"
-        else:
-            s.err_text = f"Error on Node {g.ranks[parent]}: {s.err_text}"
-        s.err_chain.append(parent)
-        self._abort(parent)
-        if s.error is not None:
-            s.error = replace(s.error, message=s.err_text)
-        s.agenda.append(PassEnd("error") if parent == g.initiator else ErrorHop(parent))
-        if not self.emit:
-            return None
-        return self._event("error", parent, ("hop", crashed, g.workers[child], s.err_text),
-                           msg=mi)
 
     # -- 7. nothing can run: the pass hangs (diagnosed once the engine stops) ----------------------
     def _hang(self) -> None:
