@@ -14,7 +14,7 @@ from pathlib import Path
 
 from distviz.errors import OutputError
 
-__all__ = ["STDOUT", "is_stream", "write_atomic"]
+__all__ = ["STDOUT", "is_stream", "replace_file", "write_atomic"]
 
 STDOUT = "-"  # the output path that means standard output
 
@@ -52,7 +52,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
         raise OutputError(f"{kind}; give the name of a file to write (or - for standard "
                           "output)", path=os.fspath(path))
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    _replace(target, data, None if st is None else stat.S_IMODE(st.st_mode))
+    replace_file(target, data, None if st is None else stat.S_IMODE(st.st_mode))
     return path
 
 
@@ -79,8 +79,11 @@ def _write_stdout(data: bytes) -> None:
         sys.stdout.flush()
 
 
-def _replace(path: Path, data: bytes, mode: int | None) -> None:
-    """Write ``data`` into a temporary file beside ``path``, then ``os.replace`` it."""
+def replace_file(path: Path, data: bytes, mode: int | None, *, sync: bool = True) -> None:
+    """Write ``data`` into a temporary file beside ``path``, then ``os.replace`` it: a reader,
+    or a process killed half-way, never sees half a file. ``mode`` None: as a new file gets
+    under the umask. ``sync=False`` skips the ``fsync`` (the kernel still keeps what a killed
+    process wrote; only a machine crash can lose it)."""
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -92,8 +95,9 @@ def _replace(path: Path, data: bytes, mode: int | None) -> None:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

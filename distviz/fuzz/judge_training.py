@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from distviz.errors import DistvizError, Interrupted
 from distviz.fuzz.verdict import Verdict
 from distviz.limits import EXIT_DISAGREE
 
@@ -75,22 +74,11 @@ def run_training_program(program: TrainingProgram, options: FuzzOptions
     """Run ``program`` on real workers and judge it: ``(verdict, None)``, or ``(None,
     error)`` when the scenario does not load, the run fails or nothing was recorded.
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone."""
-    from distviz.runner.parent import RunOptions, run_scenario
-    from distviz.scenario import load_scenario_text
+    from distviz.fuzz.execute import run_text
 
-    try:
-        scenario = load_scenario_text(program.text, f"{program.name}.yaml")
-    except DistvizError as exc:
-        return None, exc.one_line()
-    opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
-                      startup_timeout=options.startup_timeout,
-                      forward_timeout=options.forward_timeout, keep_server=True)
-    result = run_scenario(scenario, opts)
-    if isinstance(result.error, Interrupted):
-        raise result.error
-    if result.error is not None:
-        err = result.error
-        return None, err.one_line() if isinstance(err, DistvizError) else str(err)
+    result, error = run_text(program.text, f"{program.name}.yaml", options)
+    if result is None or error is not None:
+        return None, error
     if result.recording is None or not result.recording.contexts:
         return None, "no context was recorded"
     return training_verdict(result.recording, result.stopped), None

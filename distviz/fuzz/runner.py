@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from distviz import limits
-from distviz.errors import DistvizError, Interrupted
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
@@ -198,25 +197,14 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
     does not load or the run fails (a generator or runner problem, not a disagreement).
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
     """
+    from distviz.fuzz.execute import run_text
     from distviz.replay.result import replay
-    from distviz.runner.parent import RunOptions, run_scenario
-    from distviz.scenario import load_scenario_text
 
-    try:
-        scenario = load_scenario_text(to_yaml(program), f"{program.name}.yaml")
-    except DistvizError as exc:
-        return None, exc.one_line(), None
-    opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
-                      startup_timeout=options.startup_timeout,
-                      forward_timeout=options.forward_timeout, keep_server=True)
-    result = run_scenario(scenario, opts)
-    if isinstance(result.error, Interrupted):
-        raise result.error
-    if result.error is not None or result.trace is None:
-        err = result.error
-        text = err.one_line() if isinstance(err, DistvizError) else str(err or "no trace")
-        return None, text, result.trace
-    return judge(result.trace, replay(result.trace)), None, result.trace
+    result, error = run_text(to_yaml(program), f"{program.name}.yaml", options)
+    trace = result.trace if result is not None else None
+    if error is not None or trace is None:
+        return None, error or "no trace", trace
+    return judge(trace, replay(trace)), None, trace
 
 
 def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,

@@ -125,10 +125,6 @@ class EventLog(Sequence[Event]):
     def __repr__(self) -> str:
         return f"EventLog({len(self):,} events)"
 
-    def action_code(self, k: int) -> int:
-        """The code of event ``k``'s action (``ACTIONS[code]``), without building the event."""
-        return self.rec[k * WIDTH]
-
     def columns(self) -> tuple[memoryview, memoryview, memoryview, memoryview, memoryview]:
         """Per event: action code, pass, worker index, node index, message index (-1: none),
         as read-only views for views that read every event."""

@@ -1,7 +1,8 @@
 """Replay events and their sentences: one way of building every event.
 
-The engine makes each event as a ``LazyEvent``: the step, the action, the worker, node, call and
-message, and a compact payload of integers and tuples. The sentence (``text``) and the
+An event read from a replay's ``EventLog`` (``distviz.replay.event_log``, where the engine writes
+it as integers) is a ``LazyEvent``: the step, the action, the worker, node, call and message, and
+a compact payload of integers and tuples. The sentence (``text``) and the
 ``detail`` dict are built from the payload when read, by the formatter this module registers
 for the action (``FORMAT``). A million-node replay makes millions of events; building every
 sentence up front would cost gigabytes, and building them on read always gives the same text.
@@ -30,8 +31,7 @@ class LazyEvent(Event):
 
     Reading ``text``/``detail`` (or ``to_json()``) builds them from the payload and the trace
     each time, with ``FORMAT[action]``. Assigning either one turns the event into a plain stored
-    one. ``amend(payload)`` replaces the payload (the hang event gets its diagnosis this way
-    once the engine has stopped).
+    one.
     """
 
     __slots__ = ("_g", "_a")
@@ -48,10 +48,6 @@ class LazyEvent(Event):
         self.message = message
         self._g = g
         self._a: tuple[Any, ...] | None = payload
-
-    def amend(self, payload: tuple[Any, ...]) -> None:
-        """Replace the payload the text and detail are built from."""
-        self._a = payload
 
     def _build(self) -> tuple[str, dict[str, Any]]:
         assert self._a is not None

@@ -245,7 +245,8 @@ class IndexedGraph:
 
     def edges(self, i: int) -> list[tuple[int, int]]:
         """Return node ``i``'s next edges as ``(target index, input_nr)``."""
-        return list(zip(self.targets[i], self.nrs[i], strict=True))
+        at = self.next_at
+        return list(zip(self.next[at[i]:at[i + 1]], self.nrs[i], strict=True))
 
     def disp(self, i: int) -> str:
         """Return a short display name: ``MulBackward0``, ``AccumulateGrad(t4)``, or

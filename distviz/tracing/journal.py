@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from distviz.output_file import replace_file
 
 EVENTS = "events.jsonl"
 
@@ -122,18 +123,7 @@ def write_trace(path: Path, text: str) -> None:
     ``os.replace``): a reader, or a process killed half-way, never leaves half a trace. No
     ``fsync``: a traced program writes one or two traces per recorded context and must not wait
     for the disk each time; the kernel keeps what a killed process wrote."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(path, text.encode("utf-8"), 0o644, sync=False)
 
 
 def claim(out_dir: str, session_dir: str | None, initiator: str, index: int) -> Path:
