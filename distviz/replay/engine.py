@@ -157,15 +157,27 @@ class Engine(EngineErrors):
         return self._hang()
 
     def run(self) -> None:
-        """Run to the end: what ``advance`` in a loop does, with a task's nodes run in one
-        ``_drain`` (the same steps and events, fewer calls)."""
+        """Run to the end: the steps ``advance`` takes, in one loop (no call per step), with a
+        task's nodes run in one ``_drain`` (the same steps and events, fewer calls)."""
         s = self.s
-        advance, drain = self.advance, self._drain
+        agenda, steps, drain = s.agenda, _STEPS, self._drain
         while not s.finished:
-            if self.p.heap and not s.agenda:
+            if agenda:
+                s.step += 1
+                item = agenda.popleft()
+                steps[type(item)](self, item)
+                continue
+            heap = self.p.heap
+            if heap:
                 drain(-1)
+                continue
+            s.step += 1
+            if heap is not None:
+                self._call_end()
+            elif self.p.fifo:
+                self._receive(self._next_message())
             else:
-                advance()
+                self._hang()
 
     def _next_message(self) -> int:
         """The message received next: the FIFO head, or with an observed schedule the first
@@ -273,8 +285,8 @@ class Engine(EngineErrors):
         g, p, s = self.g, self.p, self.s
         heap, agenda = p.heap, s.agenda
         assert heap is not None
-        key, kinds, workers, nxt, at, nrs_of, flags_of = (g.key, g.kind, g.worker, g.next,
-                                                          g.next_at, g.nrs, g.flags)
+        key, kinds, workers, nxt, at, flags_of = (g.key, g.kind, g.worker, g.next, g.next_at,
+                                                  g.flags)
         deps, freed = s.deps, s.freed
         nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
         call = -1 if p.cur_call is None else p.cur_call
@@ -298,6 +310,12 @@ class Engine(EngineErrors):
                 self._run_other(i)
                 if p.heap is not heap:     # the task aborted
                     return
+                if limit and len(agenda) == 1 and type(agenda[0]) is SendGradient:
+                    # a recv ran: its send is the next step, and the queue goes on after it
+                    limit -= 1
+                    step += 1
+                    s.step = step
+                    self._send_gradient(agenda.popleft())
                 continue
             w = workers[i]
             order[w].append(i)
@@ -309,7 +327,7 @@ class Engine(EngineErrors):
                 counts = []
                 nz = nonzero[i]
                 zero_in = not nz
-                for t, nr in zip(nxt[at[i]:at[i + 1]], nrs_of[i], strict=False):
+                for t in nxt[at[i]:at[i + 1]]:
                     if t < 0:
                         continue
                     d = deps[t] - 1
@@ -318,7 +336,7 @@ class Engine(EngineErrors):
                     if nz:
                         nonzero[t] = 1
                         if kinds[t] == RECV:
-                            p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                            p.recv_slots[t] = p.recv_slots.get(t, 0) | g.slot_bits(i, t)
                     if d == 0:          # ready: pushed in next-edge order
                         if held >= 0:   # a second one: the first goes into the queue too
                             heap.append((key[held], held))
@@ -382,25 +400,24 @@ class Engine(EngineErrors):
         """A send's next edges get the message's gradients (zeros in unused slots); the ready
         ones are pushed. Returns ``(each target's remaining count, all zero)``."""
         g, p = self.g, self.p
-        targets, nrs = g.next[g.next_at[i]:g.next_at[i + 1]], g.nrs[i]
-        deps, nonzero, kinds = self.s.deps, p.nonzero, g.kind
+        a = g.next_at[i]
+        deps, nonzero, kinds, nrs = self.s.deps, p.nonzero, g.kind, g.next_nr
         p.w_left[w] -= 1
         p.send_ran[i] = 1
         mask = p.send_mask.get(i, 0)
         counts: list[int] = []
-        j = 0
-        for t, nr in zip(targets, nrs, strict=False):
+        for j, t in enumerate(g.next[a:g.next_at[i + 1]]):
             if t >= 0:
                 d = deps[t] - 1
                 deps[t] = d
                 if (mask >> j) & 1:
                     nonzero[t] = 1
                     if kinds[t] == RECV:
+                        nr = nrs[a + j] if nrs is not None else 0
                         p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
                 if d == 0:
                     heap.push(t, g.key[t])
                 counts.append(d)
-            j += 1
         return counts, mask == 0
 
     def _accumulate(self, i: int, w: int, call: int | None) -> None:

@@ -50,9 +50,9 @@ class _RootIndex(dict[str, int]):
 class IndexedGraph:
     """The trace's nodes as integer indices and flat lists, built once per replay.
 
-    ``targets[i]`` (made on first use; the replay reads the flat ``next``) and ``nrs[i]`` are
-    tuples with the next edges' target indices (``-1`` for an
-    edge without a function) and input numbers. ``key[i]`` is the ready-queue priority
+    ``targets[i]`` and ``nrs[i]`` (made on first use; the replay reads the flat ``next`` and
+    ``next_nr``) are tuples with the next edges' target indices (``-1`` for an edge without a
+    function) and input numbers. ``key[i]`` is the ready-queue priority
     (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` is 1 for saved tensors, 2 for a
     recorded fault (no per-node objects: a million tuples would cost the collector a pass).
     Index ints are shared objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
@@ -138,7 +138,10 @@ class IndexedGraph:
         self._targets: list[tuple[int, ...]] | None = targets
         self.next = list(chain.from_iterable(targets))
         self.next_at = list(accumulate(map(len, targets), initial=0))
-        self.nrs, self.msg, self.names = nrs, msg, names
+        self._nrs: list[tuple[int, ...]] | None = nrs
+        flat = list(chain.from_iterable(nrs))
+        self.next_nr: list[int] | None = flat if any(flat) else None
+        self.msg, self.names = msg, names
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
@@ -175,14 +178,11 @@ class IndexedGraph:
         self.next = list(map([*nums, -1].__getitem__, cols.next))
         self.next_at = offs.tolist()
         self._targets = None
-        lens = list(map(operator.sub, offs[1:], offs))
-        zeros = {k: (0,) * k for k in set(lens)}
-        if cols.next_nr is None:
-            nrs = list(map(zeros.__getitem__, lens))
-        else:   # an edge without a function has input number 0
-            fnr = tuple(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))
-            nrs = [ns if any(ns) else zeros[len(ns)]
-                   for ns in map(fnr.__getitem__, map(slice, offs, offs[1:]))]
+        self._nrs = None
+        self.next_nr = None
+        if cols.next_nr is not None:    # an edge without a function has input number 0
+            fnr = list(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))
+            self.next_nr = fnr if any(fnr) else None
         msg = [-1] * self.n
         for i, m in cols.msg_id.items():
             msg[i] = m
@@ -193,7 +193,7 @@ class IndexedGraph:
         cuts = list(accumulate(map(wcol.count, range(len(self.workers))), initial=0))
         nodes_of = list(map(by_worker.__getitem__, map(slice, cuts, cuts[1:])))
         self.kind, self.key, self.worker = kind, key, worker
-        self.nrs, self.msg, self.names = nrs, msg, names
+        self.msg, self.names = msg, names
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
@@ -243,10 +243,34 @@ class IndexedGraph:
             self._index = {nid: i for i, nid in enumerate(self.ids)}
         return self._index
 
+    @property
+    def nrs(self) -> list[tuple[int, ...]]:
+        """Each node's next edges' input numbers as a tuple, built on first use from
+        ``next_nr`` (the replay reads that flat list, or nothing when every number is 0)."""
+        if self._nrs is None:
+            at = self.next_at
+            flat = self.next_nr if self.next_nr is not None else [0] * len(self.next)
+            self._nrs = list(map(tuple, map(flat.__getitem__, map(slice, at, at[1:]))))
+        return self._nrs
+
     def edges(self, i: int) -> list[tuple[int, int]]:
         """Return node ``i``'s next edges as ``(target index, input_nr)``."""
-        at = self.next_at
-        return list(zip(self.next[at[i]:at[i + 1]], self.nrs[i], strict=True))
+        a, b = self.next_at[i], self.next_at[i + 1]
+        nrs = self.next_nr[a:b] if self.next_nr is not None else [0] * (b - a)
+        return list(zip(self.next[a:b], nrs, strict=True))
+
+    def slot_bits(self, i: int, t: int) -> int:
+        """The input slots of ``t`` that node ``i``'s next edges feed, one bit each (a node
+        may feed two slots of one recv: both outputs of an RPC's result used by one op)."""
+        a, b = self.next_at[i], self.next_at[i + 1]
+        nr = self.next_nr
+        if nr is None:
+            return 1
+        bits = 0
+        for j in range(a, b):
+            if self.next[j] == t:
+                bits |= 1 << nr[j]
+        return bits
 
     def disp(self, i: int) -> str:
         """Return a short display name: ``MulBackward0``, ``AccumulateGrad(t4)``, or
