@@ -310,12 +310,14 @@ class Engine(EngineErrors):
                 self._run_other(i)
                 if p.heap is not heap:     # the task aborted
                     return
-                if limit and len(agenda) == 1 and type(agenda[0]) is SendGradient:
+                then = agenda[0] if limit and len(agenda) == 1 else None
+                if isinstance(then, SendGradient):
                     # a recv ran: its send is the next step, and the queue goes on after it
+                    agenda.pop()
                     limit -= 1
                     step += 1
                     s.step = step
-                    self._send_gradient(agenda.popleft())
+                    self._send_gradient(then)
                 continue
             w = workers[i]
             order[w].append(i)
