@@ -18,7 +18,7 @@ from distviz.trace import BackwardPass, Node, RpcCall, Trace, message_label
 __all__ = [
     "M", "TraceBuilder", "design_note", "g1", "nested", "callback", "unused_rpc_result",
     "no_grad_rpc", "no_grad_loop", "leftover_sends", "multi_root", "fail_backward", "crash_backward",
-    "two_passes", "stack_tie", "multi_output_unused", "missing_send", "remote_unused",
+    "two_passes", "stack_tie", "multi_output_unused", "missing_send", "remote_unused", "wide",
 ]
 
 Edge = tuple[str, int] | str | None
@@ -458,5 +458,36 @@ def fanout() -> Trace:
         r = b.recv(k, M(0, k - 1), seq=0)
         tanh = b.op(k, "TanhBackward0", 2, [(r, 0)])
         b.send(k, M(k, 0), [tanh], seq=3)
+    b.backward([loss], root_vars=["loss"])
+    return b.build()
+
+
+def wide(n: int = 12) -> Trace:
+    """Nodes with many next edges, each kind of queue after them: ``CatBackward0`` feeds ``n``
+    ops that wait for worker0's send too, and one recv that becomes ready into an empty queue
+    (the other recv ran first); the send then makes all ``n`` ready at once. On worker1 a send
+    with ``n`` next edges runs first, none becomes ready; later ``TanhBackward0`` makes them all
+    ready while a recv waits in the queue.
+
+    ::
+
+        worker0: loss -> CatBackward0 -> { MulBackward0 x n -> AccumulateGrad(a0..), recv 1:0 }
+                 SendRpcBackward (0:0) -> MulBackward0 x n
+                 loss -> recv 1:1
+        worker1: SendRpcBackward (1:0) -> { TanhBackward0 -> AddBackward0 x n, recv 0:0 }
+                 SendRpcBackward (1:1) -> AddBackward0 x n -> AccumulateGrad(h0..)
+    """
+    b = TraceBuilder(2)
+    muls = [b.op(0, "MulBackward0", 10 + k, [b.acc(0, f"a{k}")]) for k in range(n)]
+    b.send(0, M(0, 0), list(muls), seq=1)
+    recv_a = b.recv(0, M(1, 0), seq=2)
+    recv_b = b.recv(0, M(1, 1), seq=301)
+    cat = b.op(0, "CatBackward0", 200, [*muls, recv_a])
+    loss = b.op(0, "SumBackward0", 300, [cat, recv_b])
+    adds = [b.op(1, "AddBackward0", 20 + k, [b.acc(1, f"h{k}")]) for k in range(n)]
+    tanh = b.op(1, "TanhBackward0", 6, list(adds))
+    back = b.recv(1, M(0, 0), seq=5)
+    b.send(1, M(1, 0), [tanh, back], seq=7)
+    b.send(1, M(1, 1), list(adds), seq=8)
     b.backward([loss], root_vars=["loss"])
     return b.build()

@@ -25,7 +25,7 @@ TRACES: dict[str, Callable[[], Trace]] = {
     "unused_rpc_result": F.unused_rpc_result, "no_grad_loop": F.no_grad_loop,
     "two_passes": lambda: F.two_passes(False), "two_passes_retained": lambda: F.two_passes(True),
     "stack_tie": lambda: F.stack_tie(9), "multi_output_unused": F.multi_output_unused,
-    "missing_send": F.missing_send, "fanout": F.fanout,
+    "missing_send": F.missing_send, "fanout": F.fanout, "wide": F.wide,
     "synthetic_3k": lambda: synthetic_trace(3000, 4, seed=3),
 }
 

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any
 
 from distviz.replay.engine_errors import EngineErrors
-from distviz.replay.event_log import CODE, EventLog
+from distviz.replay.event_log import CODE, PACK, EventLog, pack_event
 from distviz.replay.graph import (
     ACC,
     RECV,
@@ -293,6 +293,7 @@ class Engine(EngineErrors):
         pi = s.pass_index
         log = self.log
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
+        packs, npacks = PACK, len(PACK) - 3
         pop_last = list.pop
         step = s.step      # counted here, written back before anything else reads it
         held = -1          # the one node an op made ready into an empty queue: it runs next
@@ -352,16 +353,21 @@ class Engine(EngineErrors):
             if rec is None or pool is None:
                 continue
             # EventLog's layout, inline: the columns, then the payload
-            rec.fromlist([_EXECUTE, pi, w, i, call, -1, len(pool)])
+            rec.frombytes(pack_event(_EXECUTE, pi, w, i, call, -1, len(pool)))
             n = len(heap)
-            if held >= 0:
-                pool.fromlist([zero_in, 1, *counts, held])
-            elif n == 1:
-                pool.fromlist([zero_in, 1, *counts, heap[0][1]])
+            m = len(counts)
+            if n > 1 or m >= npacks:    # a queue to list, or many edges: the general form
+                if held >= 0 or n == 1:
+                    pool.fromlist([zero_in, 1, *counts, held if held >= 0 else heap[0][1]])
+                else:
+                    pool.fromlist([zero_in, n, *counts])
+                    if n:
+                        pool.fromlist(heap.pop_order(QUEUE_CAP))
+            elif held >= 0 or n:        # the one node in the queue
+                pool.frombytes(packs[m + 3](zero_in, 1, *counts,
+                                            held if held >= 0 else heap[0][1]))
             else:
-                pool.fromlist([zero_in, n, *counts])
-                if n:
-                    pool.fromlist(heap.pop_order(QUEUE_CAP))
+                pool.frombytes(packs[m + 2](zero_in, 0, *counts))
         if held >= 0:   # the loop stopped before running it: into the queue, as pushed
             heap.append((key[held], held))
             heap.pushes += 1
@@ -434,8 +440,8 @@ class Engine(EngineErrors):
         q, qlen = queue_payload(self.p.heap)
         log = self.log
         assert log is not None
-        log.rec.fromlist([_ACCUMULATE, s.pass_index, w, i, -1 if call is None else call, -1,
-                          len(log.pool)])
+        log.rec.frombytes(pack_event(_ACCUMULATE, s.pass_index, w, i,
+                                     -1 if call is None else call, -1, len(log.pool)))
         log.pool.fromlist([zero, count, qlen, *q])
 
     # -- 5. a recv sends its gradients (undefined slots as zeros) ---------------------------------
