@@ -23,8 +23,8 @@ Events are numbered from 0; an event's ``step`` is its index.
 from __future__ import annotations
 
 from array import array
-from struct import Struct
 from collections.abc import Iterator, Sequence
+from struct import Struct
 from typing import Any, overload
 
 from distviz.replay.events import LazyEvent, payload_changes
