@@ -107,3 +107,19 @@ def test_a_predicted_hang_stops_the_training_at_that_context() -> None:
     assert rec.contexts[0].real["outcome"] == "completed"
     assert rec.contexts[1].real["outcome"] == "skipped"
     assert replay(rec.contexts[1]).outcome == "hang"
+
+
+def test_modules_built_back_to_back_by_rpc_remote_start_as_in_the_reference() -> None:
+    """Two ``rpc.remote`` builds on one worker, each drawing from its random generator: built
+    at the same time they would interleave their draws (a different start on every run); one
+    at a time they start as the single-process reference does, and the step equals its."""
+    result = run_cached(str(ROOT / "tests" / "fault_scenarios" / "racing_builds.yaml"))
+    assert result.error is None and result.stopped is None, result.error
+    rec = result.recording
+    assert len(rec.contexts) == 1
+    assert rec.contexts[0].reference["ok"] is True, rec.contexts[0].reference["comparison"]
+    assert rec.training.ok is True
+    assert sorted(f.name for f in rec.training.final) == [
+        "ps.Noisy#0.lin.bias", "ps.Noisy#0.lin.weight", "ps.Noisy#1.lin.bias",
+        "ps.Noisy#1.lin.weight"]
+    assert all(f.status == "match" for f in rec.training.final)

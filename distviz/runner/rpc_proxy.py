@@ -225,6 +225,23 @@ def _unwrap(args: Any) -> Any:
     return args
 
 
+def _wait_built(rref: Any) -> None:
+    """Wait until the owner has built the object an ``rpc.remote(to, SomeClass, ...)`` asked
+    for (``_get_future()``: the owner's reply to the remote call).
+
+    Objects built at the same time on one worker draw their initial values (a module's weights)
+    from that worker's one random generator in an order that changes from run to run (PyTorch's
+    distributed RNN tutorial builds its embedding table and decoder that way); built one at a
+    time, in the order the program asked, they get the values the single-process reference
+    gives them. A failed build is not raised here: the program meets it where PyTorch raises it
+    (``to_here()``, a call on the RRef).
+    """
+    try:
+        rref._get_future().wait()
+    except Exception:  # noqa: BLE001 - raised again where the program uses the RRef
+        return
+
+
 class ScenarioRpc:
     """The ``rpc`` name inside scenario programs on a real worker."""
 
@@ -285,6 +302,8 @@ class ScenarioRpc:
                _dv_target: str | None = None) -> RRefProxy:
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
         log("remote", snap, _dv_line, _dv_target)
+        if isinstance(func, type):
+            _wait_built(rref)
         return RRefProxy(rref, to, log, self)
 
     def get_worker_info(self, name: str | None = None) -> Any:
