@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from itertools import accumulate, chain, compress
+from itertools import accumulate, compress
 from typing import Any
 
 from distviz.errors import TraceError
@@ -91,12 +91,12 @@ class IndexedGraph:
         kind: list[int] = []
         key: list[int] = []
         worker: list[int] = []
-        targets: list[tuple[int, ...]] = []
-        nrs: list[tuple[int, ...]] = []
+        nxt: list[int] = []     # every next edge's target index, node after node
+        nr: list[int] = []      # and its input number
+        at: list[int] = [0]
         msg: list[int] = []
         names: list[str] = []     # MulBackward0, AccumulateGrad(t4), RecvRpcBackward(t3)
         short: dict[str, str] = {}
-        zeros: dict[int, tuple[int, ...]] = {0: (), 1: (0,), 2: (0, 0)}
         nodes_of: list[list[int]] = [[] for _ in self.workers]
         for i, nd in zip(nums, trace.nodes, strict=True):
             k = _KIND[nd.kind]
@@ -116,17 +116,12 @@ class IndexedGraph:
             nx = nd.next
             if len(nx) == 1 and nx[0] is not None:
                 e = nx[0]
-                targets.append((index[e[0]],))
-                nrs.append((e[1],) if e[1] else zeros[1])
-            elif not nx:
-                targets.append(())
-                nrs.append(())
-            else:
-                targets.append(tuple([index[e[0]] if e is not None else -1 for e in nx]))
-                ns = tuple([e[1] if e is not None else 0 for e in nx])
-                if not any(ns):
-                    ns = zeros.setdefault(len(ns), ns)   # share the common all-zero tuple
-                nrs.append(ns)
+                nxt.append(index[e[0]])
+                nr.append(e[1])
+            elif nx:
+                nxt.extend([index[e[0]] if e is not None else -1 for e in nx])
+                nr.extend([e[1] if e is not None else 0 for e in nx])
+            at.append(len(nxt))
             msg.append(-1 if nd.msg_id is None else nd.msg_id)
             if nd.saved:
                 self.saved[i] = 1
@@ -135,12 +130,10 @@ class IndexedGraph:
             if nd.input_shapes is not None:
                 self.input_shapes[i] = nd.input_shapes
         self.kind, self.key, self.worker = kind, key, worker
-        self._targets: list[tuple[int, ...]] | None = targets
-        self.next = list(chain.from_iterable(targets))
-        self.next_at = list(accumulate(map(len, targets), initial=0))
-        self._nrs: list[tuple[int, ...]] | None = nrs
-        flat = list(chain.from_iterable(nrs))
-        self.next_nr: list[int] | None = flat if any(flat) else None
+        self._targets: list[tuple[int, ...]] | None = None
+        self.next, self.next_at = nxt, at
+        self._nrs: list[tuple[int, ...]] | None = None
+        self.next_nr: list[int] | None = nr if any(nr) else None
         self.msg, self.names = msg, names
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
