@@ -124,3 +124,15 @@ def test_leaves_made_inside_rpc_functions_get_stable_names() -> None:
     trace = run_cached(str(PYTORCH / "backward_rref.yaml")).trace
     leaves = {n.var for n in trace.nodes if n.kind == "accumulate_grad"}
     assert leaves == {"t2", "worker1.ones#0"}
+
+
+def test_sparse_gradients_are_compared_in_their_dense_form() -> None:
+    # test_embedding_bag_with_no_grad_tensors: EmbeddingBag(sparse=True) on worker1, two passes
+    trace = run_cached(str(PYTORCH / "embedding_bag_no_grad_tensors.yaml")).trace
+    grads = trace.real["gradients"]
+    weight = "worker1/AccumulateGrad(worker1.EmbeddingBag#0.weight)"
+    assert grads[weight]["layout"] == "sparse_coo" and grads[weight]["zero"] is False
+    assert "layout" not in grads["worker0/AccumulateGrad(per_sample_weights)"]
+    rows = {r["var"]: r for r in trace.reference["comparison"]}
+    assert rows["worker1.EmbeddingBag#0.weight"]["status"] == "match"
+    assert rows["worker1.EmbeddingBag#0.weight"]["max_abs_diff"] is not None

@@ -20,7 +20,7 @@ from distviz.replay.model import Agreement
 from distviz.training import Iteration, TrainingSummary
 from distviz.words import plural
 
-__all__ = ["IterationEvent", "final_lines", "iteration_events", "iteration_log",
+__all__ = ["IterationEvent", "final_lines", "iteration_events", "iteration_log", "losses_text",
            "iteration_table", "yes_no"]
 
 
@@ -29,8 +29,15 @@ def yes_no(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
-def _loss(values: Sequence[float], digits: int = 6) -> str:
-    return ", ".join(f"{v:.{digits}g}" for v in values) if values else "-"
+def losses_text(values: Sequence[float], digits: int = 6, shown: int = 3) -> str:
+    """The losses of a context's backward passes: all of them when there are ``shown`` or
+    fewer, else ``8.1528 ×20`` (all the same) or ``first, second … last (N passes)``."""
+    texts = [f"{v:.{digits}g}" for v in values]
+    if len(texts) <= shown:
+        return ", ".join(texts) or "-"
+    if len(set(texts)) == 1:
+        return f"{texts[0]} ×{len(texts)}"
+    return f"{texts[0]}, {texts[1]} … {texts[-1]} ({len(texts)} passes)"
 
 
 def _grads(it: Iteration) -> str:
@@ -68,8 +75,8 @@ def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]
                           yes_no(same), yes_no(ref.get("ok")))
             continue
         check = it.reference
-        table.add_row(str(i + 1), it.label, str(len(trace.nodes)), _loss(it.loss, 5),
-                      _loss(check.loss, 5) if check and check.comparable else "-", _grads(it),
+        table.add_row(str(i + 1), it.label, str(len(trace.nodes)), losses_text(it.loss, 5),
+                      losses_text(check.loss, 5) if check and check.comparable else "-", _grads(it),
                       _largest(it), yes_no(same), yes_no(ref.get("ok")))
     return table
 
@@ -117,7 +124,7 @@ def iteration_events(it: Iteration) -> list[IterationEvent]:
             f"{': ' + listed if listed else ''}{more}")))
     if it.reference is not None and it.reference.comparable:
         out.append(IterationEvent(it.trainer, "reference", (
-            f"loss {_loss(it.loss)} (reference {_loss(it.reference.loss)}); the updates equal "
+            f"loss {losses_text(it.loss)} (reference {losses_text(it.reference.loss)}); the updates equal "
             f"the reference's: {yes_no(it.reference.ok)}")))
     return out
 

@@ -9,16 +9,25 @@ import torch
 
 from distviz.trace import Trace
 
-__all__ = ["compare", "summarize"]
+__all__ = ["compare", "dense", "summarize"]
+
+
+def dense(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a strided tensor: a sparse gradient (``nn.EmbeddingBag(sparse=True)``,
+    ``nn.Embedding(sparse=True)``) has no ``==``, ``abs`` or ``flatten``; its dense form has."""
+    return t if t.layout == torch.strided else t.to_dense()
 
 
 def summarize(g: torch.Tensor) -> dict[str, Any]:
-    """A JSON summary of one gradient tensor (small tensors keep their values)."""
-    d = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().double()
+    """A JSON summary of one gradient tensor (small tensors keep their values); a sparse one
+    is summarized by its dense form and says its ``layout``."""
+    d = dense(g.detach()).to(torch.float64)
     out: dict[str, Any] = {"shape": [int(s) for s in g.shape],
                            "dtype": str(g.dtype).replace("torch.", ""),
                            "sum": float(d.sum()), "norm": float(d.norm()),
                            "zero": bool((d == 0).all())}
+    if g.layout != torch.strided:
+        out["layout"] = str(g.layout).replace("torch.", "")
     if g.numel() <= 16:
         out["values"] = [float(x) for x in d.flatten()]
     return out
@@ -43,11 +52,12 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
     for n in leaves:
         want = ref["grads"].get(n.var)
         got = real_grads.get(n.id)
+        want = None if want is None else dense(want)
+        got = None if got is None else dense(got)
         row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
-        if want is None and got is None:
-            row["status"] = "no_gradient"
-        elif want is None and got is not None:
-            row["status"] = "zero_unused" if bool((got == 0).all()) else "extra"
+        if want is None:
+            row["status"] = "no_gradient" if got is None else \
+                "zero_unused" if bool((got == 0).all()) else "extra"
         elif got is None:
             row["status"] = "missing"
         else:

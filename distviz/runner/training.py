@@ -38,7 +38,7 @@ from distviz import limits
 from distviz import recorder as rec
 from distviz import recorder_hooks as hooks
 from distviz.runner import modules
-from distviz.runner.gradients import summarize
+from distviz.runner.gradients import dense, summarize
 from distviz.runner.initiator import (
     _first_line,
     _on_all,
@@ -97,7 +97,7 @@ def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
     if t.numel() > budget[0]:
         return None
     budget[0] -= t.numel()
-    return [float(x) for x in t.detach().double().flatten().tolist()]
+    return [float(x) for x in dense(t.detach()).double().flatten().tolist()]
 
 
 def _labels() -> dict[int, str]:
