@@ -44,7 +44,7 @@ RANDOM_FUNCS: Final[frozenset[str]] = frozenset({
 
 #: ``torch.<name>`` functions (callables). Everything not listed is unavailable.
 TORCH_FUNCS: Final[frozenset[str]] = CREATION_FUNCS | frozenset({
-    "tensor", "as_tensor",
+    "tensor", "as_tensor", "sparse_coo_tensor",
     # elementwise
     "add", "sub", "mul", "div", "true_divide", "neg", "abs", "exp", "log", "log1p", "expm1",
     "sin", "cos", "tan", "tanh", "sigmoid", "relu", "pow", "sqrt", "rsqrt", "square",
@@ -85,9 +85,13 @@ TORCH_NN_FUNCTIONAL: Final[frozenset[str]] = frozenset({
 #: ``torch.linalg.<name>``.
 TORCH_LINALG: Final[frozenset[str]] = frozenset({"multi_dot", "norm", "vector_norm", "matrix_norm"})
 
+#: ``torch.sparse.<name>``: what PyTorch's sparse-gradient tests call on sparse tensors.
+TORCH_SPARSE: Final[frozenset[str]] = frozenset({"sum", "mm", "addmm", "softmax", "log_softmax"})
+
 #: ``torch.<name>`` sub-namespaces and what they contain (``torch.nn`` only has ``functional``).
 TORCH_SUBMODULES: Final[dict[str, frozenset[str]]] = {
     "linalg": TORCH_LINALG,
+    "sparse": TORCH_SPARSE,
     "nn": frozenset({"functional"}),
 }
 
@@ -136,12 +140,12 @@ TENSOR_METHODS: Final[frozenset[str]] = frozenset({
     "flip", "roll", "gather", "index_select", "masked_fill", "contiguous",
     "detach", "requires_grad_", "clone", "float", "double", "long", "int", "bool", "half",
     "size", "dim", "numel", "item", "tolist", "eq", "ne", "lt", "le", "gt", "ge",
-    "allclose", "equal", "all", "any", "type_as",
+    "allclose", "equal", "all", "any", "type_as", "coalesce", "to_dense", "to_sparse",
 })
 
 #: Attributes a program may read (not call) on tensors.
 TENSOR_ATTRIBUTES: Final[frozenset[str]] = frozenset({
-    "shape", "T", "mT", "dtype", "ndim", "requires_grad", "is_leaf",
+    "shape", "T", "mT", "dtype", "ndim", "requires_grad", "is_leaf", "is_sparse",
 })
 
 #: Methods a program may call on lists.

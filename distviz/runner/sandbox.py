@@ -280,6 +280,8 @@ class TorchProxy(_Namespace):
             "functional": _Namespace("torch.nn.functional", functional)})
         members["linalg"] = _Namespace(
             "torch.linalg", {n: getattr(torch.linalg, n) for n in sorted(lang.TORCH_LINALG)})
+        members["sparse"] = _Namespace(
+            "torch.sparse", {n: getattr(torch.sparse, n) for n in sorted(lang.TORCH_SPARSE)})
         object.__getattribute__(self, "_members").update(members)
 
     # Declared for type checkers; set in __init__.
