@@ -123,3 +123,20 @@ def test_modules_built_back_to_back_by_rpc_remote_start_as_in_the_reference() ->
         "ps.Noisy#0.lin.bias", "ps.Noisy#0.lin.weight", "ps.Noisy#1.lin.bias",
         "ps.Noisy#1.lin.weight"]
     assert all(f.status == "match" for f in rec.training.final)
+
+
+def test_distributed_optimizer_steps_tensors_a_module_holds_and_skips_a_none_grad() -> None:
+    """dist_optimizer_test.py's none-grads test: the modules hold plain tensors, not
+    Parameters; the second needs no grad, so the optimizer leaves it. The first is named,
+    stepped and compared with the reference."""
+    result = run_cached(str(ROOT / "tests" / "pytorch_scenarios" / "training" /
+                            "dist_optim_none_grads.yaml"))
+    assert result.error is None and result.stopped is None, result.error
+    rec = result.recording
+    it = rec.iterations[0]
+    assert [e.name for e in it.gradients["worker1"]] == ["worker1.MyModule#0.w"]
+    assert "worker2" not in it.gradients      # its module's tensor needs no grad
+    assert [u.name for s in it.steps for u in s.updates if u.worker == "worker1"] == [
+        "worker1.MyModule#0.w"]
+    assert [(f.name, f.status) for f in rec.training.final] == [("worker1.MyModule#0.w", "match")]
+    assert rec.training.ok is True

@@ -7,7 +7,8 @@ is running (``set_worker``: once per real worker process; the single-process ref
 switches it on every local call). The registry holds the modules strongly, so the final
 parameters can still be read after the program dropped its model.
 
-A parameter's name is its module's name plus its path in ``named_parameters()``. A module
+A parameter's name is its module's name plus its path in ``named_parameters()``; a leaf tensor
+that requires grad and that a module holds as a plain attribute is named the same way. A module
 that no other registered module contains is named after the variable holding it when there is
 one (``ps.model`` for a worker's ``init``, ``trainer.model`` for a main's top level) and
 otherwise after its class, numbered per worker in the order the modules appeared
@@ -23,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["install", "module_variables", "names", "set_worker", "use_scope", "worker_of"]
+__all__ = ["install", "module_variables", "names", "register", "set_worker", "use_scope",
+           "worker_of"]
 
 _CURRENT: list[str] = [""]
 _SCOPE: list[str] = ["run"]
@@ -43,6 +45,14 @@ def use_scope(scope: str) -> None:
     """File modules under ``scope`` from now on: the real run's (``run``) and the reference's
     (``reference``) registries stay apart when both run in one process."""
     _SCOPE[0] = scope
+
+
+def register(module: nn.Module) -> None:
+    """File ``module`` under the current worker unless it is filed already: what the global hooks
+    do for a module that gets a parameter or a submodule, for one that only holds tensors
+    (``self.w = torch.rand(3, 3, requires_grad=True)``; the scenario runtime calls it on every
+    ``self.NAME = v`` in a scenario class)."""
+    _register(module)
 
 
 def _register(module: nn.Module) -> None:
@@ -109,10 +119,22 @@ def names(worker: str, labels: dict[int, str] | None = None) -> list[tuple[torch
             counts[cls] = k + 1
             label = f"{worker}.{cls}#{k}"
         for prefix, sub in _walk(m):
-            for pname, p in sub._parameters.items():
-                if p is not None and id(p) not in seen:
+            for pname, p in _trained(sub):
+                if id(p) not in seen:
                     seen.add(id(p))
                     out.append((p, f"{label}.{prefix}{pname}"))
+    return out
+
+
+def _trained(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """A module's own parameters, then the leaf tensors that require grad it holds as plain
+    attributes (``self.w = torch.rand(3, 3, requires_grad=True)``, as PyTorch's distributed
+    optimizer tests write their modules), by attribute name."""
+    out: list[tuple[str, torch.Tensor]] = [
+        (name, p) for name, p in module._parameters.items() if p is not None]
+    out.extend((name, t) for name, t in vars(module).items()
+               if isinstance(t, torch.Tensor) and not isinstance(t, nn.Parameter)
+               and t.requires_grad and t.is_leaf)
     return out
 
 

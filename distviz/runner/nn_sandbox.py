@@ -27,6 +27,7 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import lang, lang_nn
+from distviz.runner import modules
 from distviz.runner.sandbox import TorchProxy, _Namespace, _raise
 
 __all__ = ["LegacyConstructor", "attr", "class_names", "install", "register_class",
@@ -107,6 +108,8 @@ def self_check(obj: Any) -> Any:
     if type(obj) not in _METHODS:
         _fail(f"self.NAME = ... sets attributes only on objects of the scenario's own classes, "
               f"not on a {type(obj).__name__}")
+    if isinstance(obj, torch.nn.Module):
+        modules.register(obj)   # a module that holds only tensors has no parameter to file it
     return obj
 
 
