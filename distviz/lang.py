@@ -36,6 +36,10 @@ CREATION_FUNCS: Final[frozenset[str]] = frozenset({
     "ones_like", "full_like",
 })
 
+#: Tensor creation functions that take data: wrapped like the creation functions so that a leaf
+#: one makes inside an RPC function gets a stable name (``worker2.sparse_coo_tensor#0``).
+DATA_FUNCS: Final[frozenset[str]] = frozenset({"tensor", "as_tensor", "sparse_coo_tensor"})
+
 #: Functions that draw random numbers: the runtime passes each worker's own ``generator=`` so
 #: every worker's stream is reproducible from the scenario seed independently of the others.
 RANDOM_FUNCS: Final[frozenset[str]] = frozenset({

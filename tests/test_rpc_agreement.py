@@ -136,3 +136,10 @@ def test_sparse_gradients_are_compared_in_their_dense_form() -> None:
     rows = {r["var"]: r for r in trace.reference["comparison"]}
     assert rows["worker1.EmbeddingBag#0.weight"]["status"] == "match"
     assert rows["worker1.EmbeddingBag#0.weight"]["max_abs_diff"] is not None
+
+
+def test_a_sparse_leaf_made_inside_an_rpc_function_is_named_and_compared() -> None:
+    # test_backward_rref_nested_sparse: worker2 builds the sparse leaf behind an RRef
+    trace = run_cached(str(PYTORCH / "backward_rref_nested_sparse.yaml")).trace
+    rows = {r["var"]: r["status"] for r in trace.reference["comparison"]}
+    assert rows == {"t2": "match", "worker2.sparse_coo_tensor#0": "match"}

@@ -149,7 +149,10 @@ def _size_numel(args: tuple[Any, ...]) -> int | None:
 
 
 def _requested_numel(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int | None:
-    """How many elements ``torch.<name>(*args, **kwargs)`` would allocate (None: unknown)."""
+    """How many elements ``torch.<name>(*args, **kwargs)`` would allocate (None: unknown, or
+    data given: ``tensor``, ``as_tensor``, ``sparse_coo_tensor``)."""
+    if name in lang.DATA_FUNCS:
+        return None
     if "size" in kwargs:
         size = kwargs["size"]
         return _size_numel((size,) if isinstance(size, (tuple, list, torch.Size)) else (size,))
@@ -269,7 +272,7 @@ class TorchProxy(_Namespace):
         object.__setattr__(self, "max_numel", max_numel)
         object.__setattr__(self, "on_leaf", None)
         for name in sorted(lang.TORCH_FUNCS):
-            if name in lang.CREATION_FUNCS or name in lang.RANDOM_FUNCS:
+            if name in lang.CREATION_FUNCS or name in lang.RANDOM_FUNCS or name in lang.DATA_FUNCS:
                 members[name] = TorchFunction(name, self)
             else:
                 members[name] = getattr(torch, name)
