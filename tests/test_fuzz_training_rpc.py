@@ -51,3 +51,26 @@ def test_training_judge_fails_on_a_final_parameter_off_the_reference(tmp_path: P
     assert "final parameters differ" in bad.text
     stopped = training_verdict(load_recording(out), "a hang was predicted in context 2")
     assert stopped.real == "hang" and not stopped.outcome
+
+
+def test_a_failing_training_program_is_run_again_and_shrunk_as_text() -> None:
+    """A planted error (a shape mismatch on the trainer, first iteration) fails every run: the
+    finding reproduces, and a few real runs shrink the text while it still fails."""
+    from distviz.fuzz.runner import FuzzOptions, _training_finding
+    from distviz.fuzz.shrink_text import lines_of
+    from distviz.scenario import load_scenario_text
+
+    program = generate_training(0, 0)
+    planted = "              h = h + torch.ones(7, 7)"
+    text = program.text.replace("              loss = ", planted + "\n              loss = ", 1)
+    bad = replace(program, text=text)
+    said: list[str] = []
+    finding = _training_finding(bad, None, "planted", FuzzOptions(max_shrink_tries=4),
+                                said.append)
+    assert finding.reproduced and finding.error == "planted"
+    assert 0 < finding.shrink_tries <= 4, said
+    minimal = finding.minimal.split("\n", 1)[1]
+    load_scenario_text(minimal, "minimal.yaml")
+    assert planted.strip() in minimal and lines_of(minimal) <= lines_of(text)
+    assert "iterations: 1" in minimal
+    assert finding.minimal.startswith(f"# minimal program shrunk from {program.name} (")

@@ -5,7 +5,9 @@ one as ``distviz run --confirm-hang`` would (the real backward runs even when th
 predicts a hang, and counts as hung after ``hang_timeout`` seconds), replays the trace and
 judges the agreement. A program that disagrees is run again (does it reproduce?) and shrunk
 (``distviz.fuzz.shrink``) while it still disagrees on the same checks; the result carries the
-minimal program as scenario text. One fork server (which imports torch once) serves every run.
+minimal program as scenario text. A training program (``distviz.fuzz.training``, written as
+text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server (which imports
+torch once) serves every run.
 
 The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is the product's
 rule (``distviz.replay.agreement.compare``); tests pass a double with a planted wrong rule to
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from distviz import limits
+from distviz.errors import DistvizError
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
@@ -293,7 +296,8 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
 def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
                      ) -> ProgramResult:
     """Run and judge the ``index``-th program as a training program; a disagreement (or a
-    failed run) is run again and kept as generated (training programs are not shrunk)."""
+    failed run) is run again and, when it shows again, shrunk as text
+    (``distviz.fuzz.shrink_text``)."""
     from distviz.fuzz.judge_training import run_training_program
     options = runs.options
     program = generate_training(options.seed, index)
@@ -301,26 +305,64 @@ def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
     first, error = run_training_program(program, options)
     finding = None
     if error is not None or (first is not None and not first.agrees):
-        tell(Progress(index, options.count, None, f"{program.name}: running it again"))
-        again, again_error = run_training_program(program, options)
-        finding = _training_finding(program, first, error, again, again_error)
+        def say(text: str) -> None:
+            tell(Progress(index, options.count, None, text))
+        finding = _training_finding(program, first, error, options, say)
     return ProgramResult(index, program.name, program.features, first, error,
                          time.monotonic() - start, finding)
 
 
 def _training_finding(program: TrainingProgram, first: Verdict | None, error: str | None,
-                      again: Verdict | None, again_error: str | None) -> Finding:
+                      options: FuzzOptions, say: Callable[[str], None]) -> Finding:
+    """Run a disagreeing (or failing) training program again and shrink its text while it
+    shows the same problem: a failed run, or a disagreement on one of the same checks."""
+    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.shrink_text import lines_of, shrink_text
     checks = set(first.disagreements) if first is not None else set()
-    reproduced = again_error is not None if error is not None else (
-        again is not None and bool(checks & set(again.disagreements)))
+
+    def same(v: Verdict | None, e: str | None) -> bool:
+        return e is not None if error is not None else (
+            v is not None and bool(checks & set(v.disagreements)))
+
+    say(f"{program.name}: running it again")
+    again, again_error = run_training_program(program, options)
+    reproduced = same(again, again_error)
+    best, minimal, tries = (again if reproduced else first), program.text, 0
+    if reproduced and options.shrink:
+        def still_fails(text: str) -> bool:
+            nonlocal best
+            v, e = run_training_program(replace(program, text=text), options)
+            if same(v, e):
+                best = v
+            return same(v, e)
+
+        def on_try(text: str, failed: bool) -> None:
+            say(f"{program.name}: shrinking, {lines_of(text)} lines "
+                f"{'still disagrees' if failed else 'agrees'}")
+
+        res = shrink_text(program.text, still_fails, _loads, options.max_shrink_tries,
+                          on_try)
+        minimal, tries = res.text, res.tries
     what = (f"the run fails: {error}" if error is not None
             else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
-    note = (f"# {program.name} as generated (training programs are not shrunk); {what}"
-            f"{'' if reproduced else ' (not again on a second run)'}\n")
-    n = program.text.count("\n")
-    return Finding(minimal=note + program.text, original=program.text,
-                   minimal_verdict=again if reproduced else first, error=error,
-                   reproduced=reproduced, shrink_tries=0, original_size=n, minimal_size=n)
+    if not reproduced:
+        note = f"# {program.name} as generated; {what} (not again on a second run)\n"
+    else:
+        note = (f"# minimal program shrunk from {program.name} ({lines_of(program.text)} -> "
+                f"{lines_of(minimal)} lines); {what}\n")
+    return Finding(minimal=note + minimal, original=program.text, minimal_verdict=best,
+                   error=error, reproduced=reproduced, shrink_tries=tries,
+                   original_size=lines_of(program.text), minimal_size=lines_of(minimal))
+
+
+def _loads(text: str) -> bool:
+    """Whether ``text`` loads as a scenario (the checker only; no worker starts)."""
+    from distviz.scenario import load_scenario_text
+    try:
+        load_scenario_text(text, "candidate.yaml")
+    except DistvizError:
+        return False
+    return True
 
 
 def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:
