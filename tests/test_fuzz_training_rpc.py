@@ -74,3 +74,19 @@ def test_a_failing_training_program_is_run_again_and_shrunk_as_text() -> None:
     assert planted.strip() in minimal and lines_of(minimal) <= lines_of(text)
     assert "iterations: 1" in minimal
     assert finding.minimal.startswith(f"# minimal program shrunk from {program.name} (")
+
+
+@pytest.mark.parametrize(("index", "outcome"), [(5, "hang"), (38, "error")])
+def test_planted_hangs_and_errors_are_predicted_and_what_pytorch_does(index: int,
+                                                                      outcome: str) -> None:
+    """Seed 0's programs 5 (an RPC result the loss never uses, in the last iteration) and 38
+    (fail_backward there): the replay predicts it, the real backward confirms it."""
+    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.runner import FuzzOptions
+
+    program = generate_training(0, index)
+    assert f"planted_{outcome}" in program.features
+    verdict, error = run_training_program(program, FuzzOptions(hang_timeout=3.0))
+    assert error is None, error
+    assert verdict is not None and verdict.agrees, verdict
+    assert verdict.predicted == verdict.real == outcome

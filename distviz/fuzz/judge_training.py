@@ -51,7 +51,9 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     predicted = _outcome([rp.outcome for rp, _ag in reports if rp is not None])
     real = _outcome([str((t.real or {}).get("outcome", "skipped"))
                      for t in recording.contexts if t.real])
-    if stopped is not None:
+    if stopped is not None and real not in ("hang", "error"):
+        # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
+        # says what it was; a confirmed hang or a raised error is in the context's own outcome
         real = "hang" if "hang" in stopped else "error"
     bad = [(i, ag) for i, (_rp, ag) in enumerate(reports, 1) if ag is not None and any(
         ag.check(k) is False for k in _CHECKS if k != "fifo_order")]

@@ -15,7 +15,11 @@ scenario text, from ``random.Random`` seeded with the pair (nothing else). What 
   (``rref.rpc_sync().forward(x)``, ``rpc_async().forward(x).wait()`` or
   ``remote().forward(x).to_here()``) and local ops, a loss, ``dist_autograd.backward``,
   sometimes ``get_gradients`` on the trainer and on ``ps``, and a ``DistributedOptimizer``
-  step (SGD) over every parameter.
+  step (SGD) over every parameter;
+* with one trainer, sometimes a plant in the last iteration: an RPC result the loss never
+  uses (``planted_hang``: FAST mode's hang, which the run stops at) or ``fail_backward``
+  (``planted_error``: the backward raises). Plants are drawn from a stream of their own, so
+  the rest of a program is what it would be without one.
 
 Two trainers never step the same parameter, and nothing that runs on a worker while another
 trainer's calls run there draws random numbers, so a run does not depend on thread timing and
@@ -31,7 +35,16 @@ __all__ = ["TRAINING_FEATURES", "TrainingProgram", "generate_training", "is_trai
 
 #: what a training program may contain, in the order the fuzz summary counts them
 TRAINING_FEATURES = ("training", "two_trainers", "embedding", "extra_module", "local_head",
-                     "get_gradients", "rpc_async_forward", "remote_forward")
+                     "get_gradients", "rpc_async_forward", "remote_forward", "planted_hang",
+                     "planted_error")
+
+#: the lines a plant adds to the last iteration, before the loss (one trainer only)
+_PLANTS = {
+    "planted_hang": ["if i == iterations - 1:",
+                     "    unused = net.rpc_sync().forward(x)"],
+    "planted_error": ["if i == iterations - 1:",
+                      '    h = fail_backward(h, "planted failure in the last iteration")'],
+}
 
 _CALLS = {"rpc_sync": "{r}.rpc_sync().forward({x})",
           "rpc_async": "{r}.rpc_async().forward({x}).wait()",
@@ -111,6 +124,7 @@ class _Plan:
     code: list[str]            # the module classes
     layers: int                # Linear layers of the first module
     feats: set[str]
+    plant: str | None = None   # a key of _PLANTS, in the last iteration
 
 
 def _plan(rng: random.Random) -> _Plan:
@@ -168,12 +182,20 @@ def _iteration(rng: random.Random, plan: _Plan, wants_grads: bool) -> list[str]:
         steps.append("h = " + _CALLS[rng.choice(tuple(_CALLS))].format(r="extra", x="h"))
     if plan.head:
         steps.append("h = head(h)")
+    if plan.plant is not None:
+        steps += _PLANTS[plan.plant]
     steps += _loss(rng, "h", plan.d_body if plan.d_head is None else plan.d_head)
     steps.append("dist_autograd.backward(context_id, [loss])")
     if wants_grads:
         steps += ["grads = dist_autograd.get_gradients(context_id)",
                   'on_ps = rpc.rpc_sync("ps", gradients_here, args=(context_id,))']
     return steps + ["opt.step(context_id)"]
+
+
+def _plant(rng: random.Random) -> str | None:
+    """A plant for the last iteration, or none (most programs)."""
+    r = rng.random()
+    return "planted_hang" if r < 0.15 else "planted_error" if r < 0.27 else None
 
 
 def _workers_yaml(plan: _Plan) -> list[str]:
@@ -197,6 +219,10 @@ def generate_training(seed: int, index: int) -> TrainingProgram:
     arguments give the same program."""
     rng = random.Random(f"distviz-fuzz-training/{seed}/{index}/program")
     plan = _plan(rng)
+    plan.plant = None if plan.two else _plant(random.Random(
+        f"distviz-fuzz-training/{seed}/{index}/plant"))
+    if plan.plant is not None:
+        plan.feats.add(plan.plant)
     code = list(plan.code)
     if plan.two:
         code += ["def net_of(k):", "    return net1 if k == 1 else net2", "", ""]
