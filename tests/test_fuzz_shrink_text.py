@@ -3,18 +3,10 @@ only texts that load as scenarios and still show the problem (here a stand-in fo
 
 from __future__ import annotations
 
-from distviz.errors import DistvizError
-from distviz.fuzz.shrink_text import lines_of, shrink_text
+from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
 from distviz.fuzz.training import generate_training
-from distviz.scenario import load_scenario_text
 
-
-def loads(text: str) -> bool:
-    try:
-        load_scenario_text(text, "candidate.yaml")
-    except DistvizError:
-        return False
-    return True
+loads = scenario_loads
 
 
 def _program_with(*markers: str) -> str:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from distviz import limits
-from distviz.errors import DistvizError
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
@@ -317,7 +316,7 @@ def _training_finding(program: TrainingProgram, first: Verdict | None, error: st
     """Run a disagreeing (or failing) training program again and shrink its text while it
     shows the same problem: a failed run, or a disagreement on one of the same checks."""
     from distviz.fuzz.judge_training import run_training_program
-    from distviz.fuzz.shrink_text import lines_of, shrink_text
+    from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
     checks = set(first.disagreements) if first is not None else set()
 
     def same(v: Verdict | None, e: str | None) -> bool:
@@ -340,7 +339,7 @@ def _training_finding(program: TrainingProgram, first: Verdict | None, error: st
             say(f"{program.name}: shrinking, {lines_of(text)} lines "
                 f"{'still disagrees' if failed else 'agrees'}")
 
-        res = shrink_text(program.text, still_fails, _loads, options.max_shrink_tries,
+        res = shrink_text(program.text, still_fails, scenario_loads, options.max_shrink_tries,
                           on_try)
         minimal, tries = res.text, res.tries
     what = (f"the run fails: {error}" if error is not None
@@ -353,16 +352,6 @@ def _training_finding(program: TrainingProgram, first: Verdict | None, error: st
     return Finding(minimal=note + minimal, original=program.text, minimal_verdict=best,
                    error=error, reproduced=reproduced, shrink_tries=tries,
                    original_size=lines_of(program.text), minimal_size=lines_of(minimal))
-
-
-def _loads(text: str) -> bool:
-    """Whether ``text`` loads as a scenario (the checker only; no worker starts)."""
-    from distviz.scenario import load_scenario_text
-    try:
-        load_scenario_text(text, "candidate.yaml")
-    except DistvizError:
-        return False
-    return True
 
 
 def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["TextShrinkResult", "lines_of", "shrink_text"]
+__all__ = ["TextShrinkResult", "lines_of", "scenario_loads", "shrink_text"]
 
 _ITERATIONS = re.compile(r"^(\s+iterations:\s*)(\d+)\s*$", re.MULTILINE)
 
@@ -33,6 +33,18 @@ class TextShrinkResult:
     text: str
     tries: int
     steps: int
+
+
+def scenario_loads(text: str) -> bool:
+    """Whether ``text`` loads as a scenario: the checker alone, no worker starts (the
+    ``loads`` that ``distviz fuzz`` passes to ``shrink_text``)."""
+    from distviz.errors import DistvizError
+    from distviz.scenario import load_scenario_text
+    try:
+        load_scenario_text(text, "candidate.yaml")
+    except DistvizError:
+        return False
+    return True
 
 
 def lines_of(text: str) -> int:
