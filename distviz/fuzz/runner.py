@@ -209,15 +209,22 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
     return judge(trace, replay(trace)), None, trace
 
 
+def _same_problem(checks: set[str], error: str | None
+                  ) -> Callable[[Verdict | None, str | None], bool]:
+    """Whether a later run ``(verdict, error)`` shows the first run's problem: a failed run
+    again when the first failed, else a disagreement on one of the same ``checks``."""
+    def same(v: Verdict | None, e: str | None) -> bool:
+        return e is not None if error is not None else (
+            v is not None and bool(checks & set(v.disagreements)))
+    return same
+
+
 def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,
              say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) program again, and shrink it while it still shows the
     same problem (a failed run, or a disagreement on one of the same checks)."""
     checks = set(first.disagreements) if first is not None else set()
-
-    def same(v: Verdict | None, e: str | None) -> bool:
-        return e is not None if error is not None else (
-            v is not None and bool(checks & set(v.disagreements)))
+    same = _same_problem(checks, error)
 
     best: list[tuple[Verdict | None, Trace | None]] = [(first, runs.last_trace)]
     say(f"{program.name}: running it again")
@@ -318,10 +325,7 @@ def _training_finding(program: TrainingProgram, first: Verdict | None, error: st
     from distviz.fuzz.judge_training import run_training_program
     from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
     checks = set(first.disagreements) if first is not None else set()
-
-    def same(v: Verdict | None, e: str | None) -> bool:
-        return e is not None if error is not None else (
-            v is not None and bool(checks & set(v.disagreements)))
+    same = _same_problem(checks, error)
 
     say(f"{program.name}: running it again")
     again, again_error = run_training_program(program, options)

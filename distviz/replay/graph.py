@@ -76,6 +76,9 @@ class IndexedGraph:
         self.fault: dict[int, dict[str, Any]] = {}
         #: the shapes of the gradients a node receives (a recv: those it sends), when recorded
         self.input_shapes: dict[int, list[list[int]]] = {}
+        # per-node tuples of ``next``/``next_nr``, made on first use (``targets``, ``nrs``)
+        self._targets: list[tuple[int, ...]] | None = None
+        self._nrs: list[tuple[int, ...]] | None = None
         index = self._build_nodes(trace, wix) if cols is None else self._build_columns(cols, wix)
         self._build_sends()
         self.roots = self._pass_roots(trace, index)
@@ -130,9 +133,7 @@ class IndexedGraph:
             if nd.input_shapes is not None:
                 self.input_shapes[i] = nd.input_shapes
         self.kind, self.key, self.worker = kind, key, worker
-        self._targets: list[tuple[int, ...]] | None = None
         self.next, self.next_at = nxt, at
-        self._nrs: list[tuple[int, ...]] | None = None
         self.next_nr: list[int] | None = nr if any(nr) else None
         self.msg, self.names = msg, names
         self.nodes_of = nodes_of
@@ -170,8 +171,6 @@ class IndexedGraph:
         # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
         self.next = list(map([*nums, -1].__getitem__, cols.next))
         self.next_at = offs.tolist()
-        self._targets = None
-        self._nrs = None
         self.next_nr = None
         if cols.next_nr is not None:    # an edge without a function has input number 0
             fnr = list(map(operator.mul, map((-1).__ne__, cols.next), cols.next_nr))

@@ -48,14 +48,10 @@ def use_scope(scope: str) -> None:
 
 
 def register(module: nn.Module) -> None:
-    """File ``module`` under the current worker unless it is filed already: what the global hooks
-    do for a module that gets a parameter or a submodule, for one that only holds tensors
-    (``self.w = torch.rand(3, 3, requires_grad=True)``; the scenario runtime calls it on every
-    ``self.NAME = v`` in a scenario class)."""
-    _register(module)
-
-
-def _register(module: nn.Module) -> None:
+    """File ``module`` under the current worker unless it is filed already. The global hooks
+    call it for a module that gets a parameter or a submodule; the scenario runtime calls it on
+    every ``self.NAME = v`` in a scenario class, for a module that only holds tensors
+    (``self.w = torch.rand(3, 3, requires_grad=True)``)."""
     if id(module) in _SEEN or not _CURRENT[0]:
         return
     key = (_SCOPE[0], _CURRENT[0])
@@ -64,11 +60,11 @@ def _register(module: nn.Module) -> None:
 
 
 def _on_parameter(module: nn.Module, name: str, param: Any) -> None:
-    _register(module)
+    register(module)
 
 
 def _on_module(module: nn.Module, name: str, submodule: Any) -> None:
-    _register(module)
+    register(module)
 
 
 def install() -> None:
