@@ -9,7 +9,7 @@ layers, ``micro`` microbatches, no RPC, one intra-op thread) and times ``loss.ba
 * ``empty``: a pre-hook and a post-hook that do nothing (the cost of calling Python at all);
 * ``lean_pre``: a pre-hook appending ``(node, native thread id, time_ns)`` to a list;
 * ``lean_both``: ``lean_pre`` plus the same post-hook;
-* ``distviz``: the hooks ``distviz.recorder_hooks.install_hooks`` registers (``make_prehook`` and
+* ``distviz``: the hooks ``distviz.recorder.hooks.install_hooks`` registers (``make_prehook`` and
   ``make_posthook``: one tuple append each, with the node, thread id and time).
 
 Ratios are against ``none``. Local backward runs hooks on the calling thread, so the numbers
@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from common import emit
 
-rec = importlib.import_module("distviz.recorder")
-hooks = importlib.import_module("distviz.recorder_hooks")
+rec = importlib.import_module("distviz.recorder.graph")
+hooks = importlib.import_module("distviz.recorder.hooks")
 VARIANTS = ("none", "empty", "lean_pre", "lean_both", "distviz")
 
 
@@ -71,7 +71,7 @@ def hook(fn: Any, variant: str, nid: str, events: list[Any], lock: threading.Loc
         fn.register_prehook(lambda g, _n=nid: events.append((_n, gid(), tns(), 0)))
         if variant == "lean_both":
             fn.register_hook(lambda gi, go, _n=nid: events.append((_n, gid(), tns(), 1)))
-    elif variant == "distviz":   # exactly the hooks distviz.recorder_hooks.install_hooks registers
+    elif variant == "distviz":   # exactly the hooks distviz.recorder.hooks.install_hooks registers
         fn.register_prehook(hooks.make_prehook(nid, events))
         fn.register_hook(hooks.make_posthook(nid, events))
 

@@ -1,7 +1,7 @@
 """distviz: record, replay and visualize PyTorch distributed autograd.
 
 The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
-``distviz.recorder`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
+``distviz.recorder.graph`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
 torch side of ``distviz.tracing`` (imported lazily by ``backward`` and ``record(observe=True)``) do.
 """
 
@@ -46,7 +46,7 @@ def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = Fa
 
         from distviz.tracing.api import record as _observed
         return _observed(context_id, roots, names, path=path, frame=sys._getframe(1))
-    from distviz.recorder import record as _record
+    from distviz.recorder.graph import record as _record
 
     trace = _record(context_id, roots, names)
     if path is not None:
@@ -85,6 +85,6 @@ def __getattr__(attr: str) -> Any:
 def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
     """Name a tensor on this worker (``distviz.name(w, "ps.w")``) so traces recorded by
     ``record`` on the initiator show its leaf under that name; returns the tensor."""
-    from distviz.recorder import name as _name
+    from distviz.recorder.graph import name as _name
 
     return _name(tensor, label)

@@ -29,7 +29,7 @@ from distviz.replay import replay
 from distviz.replay.agreement import compare, smart_report
 from distviz.replay.model import ACTIONS
 from distviz.scenario import load_scenario
-from distviz.shipped import resolve_scenario
+from distviz.scenario.shipped import resolve_scenario
 from distviz.trace import KINDS, BackwardPass, Node, RpcCall, Trace, loads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -428,7 +428,7 @@ def test_layout_mentions_every_module_file() -> None:
 
 def test_layout_lists_the_stages_in_data_flow_order() -> None:
     text = LAYOUT.read_text(encoding="utf-8")
-    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder.py", "distviz/trace.py",
+    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/graph.py", "distviz/trace/__init__.py",
               "distviz/replay/", "distviz/render/", "distviz/cli/"]
     where = [text.find(f"| `{s}") for s in stages]
     assert -1 not in where, dict(zip(stages, where, strict=True))

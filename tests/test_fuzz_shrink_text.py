@@ -4,7 +4,7 @@ only texts that load as scenarios and still show the problem (here a stand-in fo
 from __future__ import annotations
 
 from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
-from distviz.fuzz.training import generate_training
+from distviz.fuzz.training_program import generate_training
 
 loads = scenario_loads
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from distviz.cli import app
-from distviz.fuzz.training import (
+from distviz.fuzz.training_program import (
     TRAINING_FEATURES,
     generate_training,
     is_training,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from distviz.fuzz.judge_training import training_verdict
-from distviz.fuzz.training import generate_training
-from distviz.recording import load_recording
+from distviz.fuzz.training_program import generate_training
+from distviz.trace.recording import load_recording
 
 pytestmark = pytest.mark.rpc
 

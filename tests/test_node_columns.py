@@ -15,7 +15,7 @@ from distviz.replay import replay
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.synthetic import synthetic_trace
 from distviz.trace import Node, Trace, load, loads
-from distviz.trace_compact import COMPACT_VERSION, NodeColumns, encode_nodes
+from distviz.trace.compact import COMPACT_VERSION, NodeColumns, encode_nodes
 
 TRACES = Path(__file__).parent / "traces"
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import ScenarioError
-from distviz.shipped import resolve_scenario, scenario_dir, shipped_scenarios
+from distviz.scenario.shipped import resolve_scenario, scenario_dir, shipped_scenarios
 from distviz.trace import loads
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -154,7 +154,7 @@ def test_wheel_carries_each_scenario_byte_for_byte(built: tuple[Path, Path]) -> 
         names = whl.namelist()
         entry = whl.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert shipped == {p.name: p.read_bytes() for p in SCENARIOS.glob("*.yaml")}
-    assert "distviz/shipped.py" in names and "distviz/py.typed" in names
+    assert "distviz/scenario/shipped.py" in names and "distviz/py.typed" in names
     assert "distviz/tracing/boot/sitecustomize.py" in names     # distviz trace's bootstrap
     assert "distviz = distviz.cli:main" in entry
     assert not [n for n in names if n.startswith(("tests/", "scenarios/", "docs/"))]

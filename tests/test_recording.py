@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import TraceError
-from distviz.recording import Recording, load_recording
 from distviz.replay.contexts import shared_workers
 from distviz.runner.collate import TrainingRun, collate, schedule, shared_updates
 from distviz.trace import Trace, load
-from distviz.training import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
+from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
+from distviz.trace.recording import Recording, load_recording
 
 
 def _iteration(trainer: str, index: int) -> Iteration:

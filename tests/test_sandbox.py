@@ -13,7 +13,6 @@ import textwrap
 import pytest
 import torch
 
-from distviz import lang
 from distviz.limits import CRASH_EXIT_CODE
 from distviz.runner.sandbox import (
     Budget,
@@ -25,7 +24,7 @@ from distviz.runner.sandbox import (
     fail_backward,
     make_generator,
 )
-from distviz.scenario import load_scenario_text
+from distviz.scenario import lang, load_scenario_text
 
 
 def proxy(max_numel: int = 1000, seed: int = 0) -> TorchProxy:

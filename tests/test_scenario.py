@@ -367,6 +367,6 @@ def test_null_bytes_in_program() -> None:
 
 
 def test_scenario_module_does_not_import_torch() -> None:
-    code = ("import sys, distviz.scenario, distviz.lang\n"
+    code = ("import sys, distviz.scenario, distviz.scenario.lang\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

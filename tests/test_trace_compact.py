@@ -15,7 +15,7 @@ from distviz.errors import TraceError
 from distviz.replay import replay
 from distviz.replay.synthetic import synthetic_trace
 from distviz.trace import Trace, load, loads
-from distviz.trace_compact import COMPACT_TRACE_NODES, COMPACT_VERSION, NodeColumns, encode_nodes
+from distviz.trace.compact import COMPACT_TRACE_NODES, COMPACT_VERSION, NodeColumns, encode_nodes
 
 
 def _compact_text(trace: Trace) -> str:

@@ -72,7 +72,7 @@ from distviz.cli.output import (
 from distviz.cli.running import finish_run, run_trace, run_with_progress
 from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
-from distviz.training import ContextSelection
+from distviz.trace.iteration import ContextSelection
 from distviz.words import plural
 
 
@@ -119,7 +119,7 @@ def run(
     from distviz.replay.changes import parse_inject_delay
     from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario
-    from distviz.shipped import resolve_scenario
+    from distviz.scenario.shipped import resolve_scenario
 
     # data on standard output moves the text report to stderr
     data_on_stdout = stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
@@ -148,7 +148,7 @@ def run(
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
                            "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
     if sc.training:
-        from distviz.cli.training import finish_training_run
+        from distviz.cli.recording import finish_training_run
         raise typer.Exit(finish_training_run(sc, result, mode, out_path, context, view))
     trace = run_trace(sc, result, mode, out_path)
     raise typer.Exit(finish_run(trace, mode, out_path, view))
@@ -167,7 +167,7 @@ def check(
       distviz check pipeline --set micro=200
     """
     from distviz.scenario import load_scenario
-    from distviz.shipped import resolve_scenario
+    from distviz.scenario.shipped import resolve_scenario
     sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
     passes = (f"{plural(len(sc.mains), 'main')} calling dist_autograd.backward" if sc.training
               else plural(len(sc.passes), "backward pass", "backward passes"))
@@ -187,7 +187,7 @@ def scenarios() -> None:
     from rich.table import Table
 
     from distviz.scenario import load_scenario
-    from distviz.shipped import scenario_dir, shipped_scenarios
+    from distviz.scenario.shipped import scenario_dir, shipped_scenarios
     found = shipped_scenarios()
     if not found:
         raise UsageError(f"no shipped scenarios in {scenario_dir()}; reinstall distviz")
@@ -228,11 +228,11 @@ def replay(
 
       distviz replay design-note.trace.json --worker worker1
     """
-    from distviz.recording import load_recording
     from distviz.render import terminal
+    from distviz.trace.recording import load_recording
     recording = load_recording(trace_file)
     if len(recording.contexts) > 1 or recording.training is not None:
-        from distviz.cli.training import replay_recording
+        from distviz.cli.recording import replay_recording
         view = View(as_json=as_json, step=step, log=True, worker=worker, start=start, end=end,
                     pictures={})
         raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
@@ -292,10 +292,10 @@ def export(
                            "--focus": focus, "--depth": depth})
     spec = view_spec(view, full, worker, rpc_call, focus, depth)
     if fmt == "html" and context is None and frames is None:
-        from distviz.recording import load_recording
+        from distviz.trace.recording import load_recording
         recording = load_recording(trace_file)
         if len(recording.contexts) > 1:
-            from distviz.cli.training import context_reports, write_html
+            from distviz.cli.recording import context_reports, write_html
             target = output or trace_file.with_suffix("").with_suffix(".html")
             write_html(recording, context_reports(recording, mode), target)
             stdout_console().print(f"wrote {target} ({len(recording.contexts)} contexts)",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def load_trace(path: Path, context: int | None = None) -> Trace:
     """The trace in ``path``; in a recording of several contexts, context ``context`` (from 1;
     default: the first)."""
-    from distviz.recording import load_recording
+    from distviz.trace.recording import load_recording
     return load_recording(path).pick(context)
 
 

@@ -1,7 +1,7 @@
 """Run a generated training program on real workers and judge it as ``distviz run`` does.
 
-The judgement is the training path's own: ``distviz.cli.training.context_reports`` replays
-and compares every recorded context, and ``distviz.cli.training.exit_code`` is the code
+The judgement is the training path's own: ``distviz.cli.recording.context_reports`` replays
+and compares every recorded context, and ``distviz.cli.recording.exit_code`` is the code
 ``distviz run`` would exit with (a final parameter that differs from the reference training
 counts as a disagreement). ``training_verdict`` folds them into one ``Verdict``: a check holds
 when it holds in every context, and ``gradients`` also needs the final parameters to equal the
@@ -17,8 +17,8 @@ from distviz.limits import EXIT_DISAGREE
 
 if TYPE_CHECKING:
     from distviz.fuzz.runner import FuzzOptions
-    from distviz.fuzz.training import TrainingProgram
-    from distviz.recording import Recording
+    from distviz.fuzz.training_program import TrainingProgram
+    from distviz.trace.recording import Recording
 
 __all__ = ["run_training_program", "training_verdict"]
 
@@ -38,7 +38,7 @@ def _outcome(outcomes: list[str]) -> str:
 def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     """The ``Verdict`` of a training run: the agreement of every recorded context (as
     ``distviz run`` computes it) and the final parameters against the reference."""
-    from distviz.cli.training import context_reports, exit_code
+    from distviz.cli.recording import context_reports, exit_code
     reports = context_reports(recording, "fast")
     code = exit_code(recording, reports, stopped)
     agreements = [ag for _rp, ag in reports if ag is not None]

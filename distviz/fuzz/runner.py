@@ -5,7 +5,7 @@ one as ``distviz run --confirm-hang`` would (the real backward runs even when th
 predicts a hang, and counts as hung after ``hang_timeout`` seconds), replays the trace and
 judges the agreement. A program that disagrees is run again (does it reproduce?) and shrunk
 (``distviz.fuzz.shrink``) while it still disagrees on the same checks; the result carries the
-minimal program as scenario text. A training program (``distviz.fuzz.training``, written as
+minimal program as scenario text. A training program (``distviz.fuzz.training_program``, written as
 text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server (which imports
 torch once) serves every run.
 
@@ -30,7 +30,7 @@ from distviz import limits
 from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
-from distviz.fuzz.training import (
+from distviz.fuzz.training_program import (
     TRAINING_FEATURES,
     TrainingProgram,
     generate_training,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from distviz.render.html import json_for_script, page, page_parts
-from distviz.render.training import iteration_events
+from distviz.render.recording import iteration_events
 from distviz.replay.model import Agreement, ReplayLike
 from distviz.replay.timing import Timing
 from distviz.trace import Trace
-from distviz.training import Iteration
+from distviz.trace.iteration import Iteration
 
 __all__ = ["ContextPage", "to_html_contexts"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from distviz.errors import TraceError
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
-from distviz.trace_compact import NodeColumns
+from distviz.trace.compact import NodeColumns
 
 __all__ = ["ACC", "MODES", "OP", "RECV", "SEND", "IndexedGraph", "count_dependencies",
            "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, IndexedGraph
 from distviz.trace import Trace
-from distviz.trace_compact import NodeColumns
+from distviz.trace.compact import NodeColumns
 
 __all__ = ["CallIndex"]
 

@@ -14,15 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distviz.recording import Recording
 from distviz.trace import Trace
-from distviz.training import (
+from distviz.trace.iteration import (
     Iteration,
     IterationCheck,
     TrainingSummary,
     ValueCheck,
     compare_values,
 )
+from distviz.trace.recording import Recording
 
 __all__ = ["TrainingRun", "collate", "schedule", "shared_updates"]
 

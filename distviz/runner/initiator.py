@@ -14,8 +14,8 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz import recorder as rec
-from distviz import recorder_hooks as hooks
+from distviz.recorder.graph import graph as rec
+from distviz.recorder.graph import hooks
 from distviz.runner.gradients import compare, summarize
 from distviz.runner.protocol import (
     Backward,

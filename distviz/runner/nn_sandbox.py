@@ -1,6 +1,6 @@
 """The run-time side of the training names (torch side; imported only in worker processes).
 
-What ``distviz.lang_nn`` allows, made real:
+What ``distviz.scenario.lang_nn`` allows, made real:
 
 * the namespaces ``nn``, ``optim`` and ``F`` (and ``torch.nn``, ``torch.optim``): PyTorch's own
   classes and functions, so a model's autograd graph is exactly PyTorch's;
@@ -26,9 +26,9 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
-from distviz import lang, lang_nn
 from distviz.runner import modules
 from distviz.runner.sandbox import TorchProxy, _Namespace, _raise
+from distviz.scenario import lang, lang_nn
 
 __all__ = ["LegacyConstructor", "attr", "class_names", "install", "register_class",
            "self_check", "worker_rng_seed"]

@@ -28,7 +28,6 @@ from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
-from distviz.recording import Recording
 from distviz.runner.collate import TrainingRun
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
@@ -52,12 +51,13 @@ from distviz.runner.protocol import (
 from distviz.runner.worker import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
+from distviz.trace.recording import Recording
 from distviz.words import plural
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder",
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.graph",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
            "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
-           "distviz.runner.training", "distviz.runner.train_worker",
+           "distviz.runner.session", "distviz.runner.train_worker",
            "distviz.runner.reference_training", "distviz.replay", "distviz.scenario"]
 
 #: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
@@ -84,7 +84,7 @@ class RunOptions:
     observe: bool = True
     keep_server: bool = False
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
-    # "slow": {worker: factor}}; see ``distviz.recorder_hooks.install_hooks``
+    # "slow": {worker: factor}}; see ``distviz.recorder.hooks.install_hooks``
     inject: dict[str, Any] = field(default_factory=dict)
     contexts: str = "all"
 

@@ -47,7 +47,7 @@ class WorkerOptions:
     reference: bool = True
     observe: bool = True
     # slow the real backward down on purpose (``--inject-delay``): {"recv_s": seconds,
-    # "slow": {worker: factor}}; see ``distviz.recorder_hooks.install_hooks``
+    # "slow": {worker: factor}}; see ``distviz.recorder.hooks.install_hooks``
     inject: dict[str, Any] = field(default_factory=dict)
     confirm_hang: bool = False
     contexts: str = "all"

@@ -25,14 +25,14 @@ from typing import Any
 
 import torch
 
-from distviz import recorder as rec
+from distviz.recorder.graph import graph as rec
 from distviz.runner import modules
 from distviz.runner.gradients import summarize
 from distviz.runner.namespace import build_namespace, state_names
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, WorkerOptions, send
 from distviz.runner.rpc_proxy import LocalRpc, LocalRRef, LocalWorld, worker_name
 from distviz.runner.sandbox import _Namespace
-from distviz.runner.training import MAX_VALUES, tensor_values
+from distviz.runner.session import MAX_VALUES, tensor_values
 from distviz.scenario import Scenario
 
 __all__ = ["Baton", "reference_main", "run_training_reference"]

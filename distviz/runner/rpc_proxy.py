@@ -21,7 +21,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder import log_call
+from distviz.recorder.graph import log_call
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"

@@ -3,7 +3,7 @@
 The syntax-tree whitelist in ``distviz.scenario`` is the primary guard; this module supplies
 the names a validated program runs with and enforces the limits a syntax check cannot:
 
-* ``TorchProxy``: exactly the whitelisted ``torch`` names (``distviz.lang``). Non-random,
+* ``TorchProxy``: exactly the whitelisted ``torch`` names (``distviz.scenario.lang``). Non-random,
   non-creation functions are the real torch objects (``proxy.add is torch.add``) so that
   ``rpc.rpc_sync("worker1", torch.add, ...)`` is a real builtin RPC. Creation functions check
   the number of elements against ``max_numel`` before allocating; random functions draw from
@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from distviz import lang
 from distviz.limits import (
     CRASH_EXIT_CODE,
     DEFAULT_MAX_NUMEL,
@@ -37,6 +36,7 @@ from distviz.limits import (
     MAX_INT_BITS,
     MAX_SEQUENCE_LEN,
 )
+from distviz.scenario import lang
 
 __all__ = [
     "Budget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
@@ -260,7 +260,7 @@ class _Namespace:
 
 
 class TorchProxy(_Namespace):
-    """The ``torch`` a scenario sees: exactly the names in ``distviz.lang``.
+    """The ``torch`` a scenario sees: exactly the names in ``distviz.scenario.lang``.
 
     ``generator`` feeds the random functions; ``max_numel`` caps creation functions.
     """

@@ -143,11 +143,11 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     torch.set_num_threads(1)
     import torch.distributed.rpc as rpc
 
-    from distviz import recorder
+    from distviz.recorder.graph import graph as recorder
     from distviz.runner import modules
     from distviz.runner.namespace import build_namespace, state_names
     from distviz.runner.rpc_proxy import SCENARIO_MODULE, ScenarioRpc
-    from distviz.runner.training import TrainingSession, install_namers
+    from distviz.runner.session import TrainingSession, install_namers
 
     scenario, options, worker, rank = spec.scenario, spec.options, spec.worker, spec.rank
     state["phase"] = "init"

@@ -1,7 +1,7 @@
 """Scenario files: YAML + restricted program text -> a validated, instrumented ``Scenario``.
 
 Pure: never imports torch. A scenario is YAML whose ``code``, ``main`` and per-worker ``init``
-values are programs in a small subset of Python (see ``distviz.lang`` for the names it may use).
+values are programs in a small subset of Python (see ``distviz.scenario.lang`` for the names it may use).
 Every program is parsed with ``ast.parse`` and its syntax tree is checked against a whitelist
 before anything runs; nothing here ever executes user text. Every problem is a
 ``ScenarioError`` whose one line names the file, the line in the YAML file and the key::

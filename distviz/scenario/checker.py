@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from distviz import lang, lang_nn
 from distviz.errors import ScenarioError
 from distviz.scenario import classes as class_rules
-from distviz.scenario import rules, rules_nn
+from distviz.scenario import lang, lang_nn, rules, rules_nn
 from distviz.scenario.messages import (
     expression_message,
     reserved_reason,

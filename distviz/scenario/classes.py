@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from distviz import lang, lang_nn
+from distviz.scenario import lang, lang_nn
 from distviz.scenario.messages import reserved_reason
 from distviz.scenario.model import ClassInfo
 from distviz.scenario.rules import Fail, dotted

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 
-from distviz import lang
+from distviz.scenario import lang
 from distviz.scenario.rules import dotted
 from distviz.scenario.rules_nn import NAMESPACE_ROOTS, is_static_member
 

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from distviz import lang, lang_nn
+from distviz.scenario import lang, lang_nn
 
 __all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message",
            "suggest"]

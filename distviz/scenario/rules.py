@@ -3,7 +3,7 @@
 Each ``check_*`` function looks at one construct the checker met and calls ``fail(node,
 message)`` (which raises) when the scenario language does not allow it: ``torch.NAME`` paths,
 ``rpc.NAME`` paths, methods and tensor attributes, the fault helpers, the shape of an RPC call
-and its worker name. The tables they read are in ``distviz.lang``.
+and its worker name. The tables they read are in ``distviz.scenario.lang``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import ast
 from collections.abc import Callable
 from typing import NoReturn
 
-from distviz import lang
+from distviz.scenario import lang
 from distviz.scenario.messages import short, suggest
 from distviz.words import plural
 

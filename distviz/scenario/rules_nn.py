@@ -4,7 +4,7 @@ methods and attributes of modules and RRefs, and ``"...".format(...)``.
 
 Like ``distviz.scenario.rules``, each ``check_*`` calls ``fail(node, message)`` (which raises)
 when the scenario language does not allow what it is given. The tables are in
-``distviz.lang_nn``.
+``distviz.scenario.lang_nn``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import ast
 import re
 import string
 
-from distviz import lang, lang_nn
+from distviz.scenario import lang, lang_nn
 from distviz.scenario.messages import short, suggest
 from distviz.scenario.rules import Fail
 

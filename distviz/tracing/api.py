@@ -38,7 +38,7 @@ def _process(out_dir: str, hang_timeout: float) -> observe._Process:
 
 def _names(names: Any) -> list[tuple[Any, str]]:
     """``names`` as ``distviz.record`` takes them (``{"w": w}`` or ``{w: "w"}``)."""
-    from distviz.recorder import _names_list
+    from distviz.recorder.graph import _names_list
 
     return _names_list(names)
 

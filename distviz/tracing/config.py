@@ -2,7 +2,7 @@
 
 The parent puts one JSON object in the environment variable ``DISTVIZ_TRACE``; the injected
 bootstrap (``distviz/tracing/boot/sitecustomize.py``) reads it in each Python process the command
-starts. ``--contexts`` is parsed by ``distviz.training.ContextSelection`` (the same forms as
+starts. ``--contexts`` is parsed by ``distviz.trace.iteration.ContextSelection`` (the same forms as
 ``distviz run``): here contexts count from 1 per initiator, in the order they reach
 ``dist_autograd.backward``.
 """
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.training import ContextSelection
+from distviz.trace.iteration import ContextSelection
 
 ENV = "DISTVIZ_TRACE"
 ON_HANG = ("stop", "continue")

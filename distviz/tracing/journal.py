@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distviz.output_file import replace_file
+from distviz.trace.files import replace_file
 
 EVENTS = "events.jsonl"
 

@@ -44,7 +44,9 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
-from distviz import limits, recorder, recorder_hooks
+from distviz import limits
+from distviz.recorder.graph import graph as recorder
+from distviz.recorder.graph import hooks as recorder_hooks
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming
 from distviz.tracing.config import TraceConfig

@@ -23,7 +23,7 @@ from itertools import accumulate, compress, count, repeat
 from typing import Any, overload
 
 from distviz.errors import TraceError
-from distviz.trace_node import Node
+from distviz.trace.node import Node
 
 __all__ = ["COMPACT_TRACE_NODES", "COMPACT_VERSION", "NodeColumns", "decode_nodes",
            "encode_nodes"]

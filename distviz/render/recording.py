@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from rich.table import Table
 from rich.text import Text
 
-from distviz.recording import Recording
 from distviz.replay.model import Agreement
-from distviz.training import Iteration, TrainingSummary
+from distviz.trace.iteration import Iteration, TrainingSummary
+from distviz.trace.recording import Recording
 from distviz.words import plural
 
 __all__ = ["IterationEvent", "final_lines", "iteration_events", "iteration_log", "losses_text",

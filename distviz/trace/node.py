@@ -1,6 +1,6 @@
 """One autograd node of a trace (``distviz.trace.Node``, re-exported there).
 
-Its own module so that the compact layout (``distviz.trace_compact``), which ``distviz.trace``
+Its own module so that the compact layout (``distviz.trace.compact``), which ``distviz.trace``
 reads and writes with, can build nodes without importing ``distviz.trace``.
 """
 

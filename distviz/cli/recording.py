@@ -21,8 +21,8 @@ from distviz.cli.output import (
 from distviz.cli.output import exit_code as trace_exit_code
 from distviz.errors import DistvizError, RunError
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
-from distviz.recording import Recording
 from distviz.replay.model import Agreement
+from distviz.trace.recording import Recording
 from distviz.words import plural
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
@@ -96,7 +96,7 @@ def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
 def show_recording(recording: Recording, reports: Reports) -> None:
     """The iteration table, what went wrong in a context, the shared workers and the final
     parameters."""
-    from distviz.render import training as render_training
+    from distviz.render import recording as render_training
     out = unbounded_console()
     n = len(recording.contexts)
     summary = recording.training
@@ -119,8 +119,8 @@ def show_context(recording: Recording, number: int, report_: tuple[Any, Agreemen
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
+    from distviz.render import recording as render_training
     from distviz.render import terminal
-    from distviz.render import training as render_training
     trace = recording.pick(number)
     rp, agreement = report_
     out = unbounded_console()

@@ -273,7 +273,7 @@ def _node(rec: _WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[
     return node
 
 
-# -- forgetting a context (its hooks are ``distviz.recorder_hooks``') ----------------------------------------
+# -- forgetting a context (its hooks are ``distviz.recorder.hooks``') ----------------------------------------
 
 def nodes_of(context_id: int) -> dict[str, Any]:
     """The node objects recorded on this worker for ``context_id``, by node id (empty when
@@ -284,7 +284,7 @@ def nodes_of(context_id: int) -> dict[str, Any]:
 
 def forget(context_id: int) -> None:
     """Drop this worker's registry entries for ``context_id``, and the hooks
-    ``distviz.recorder_hooks.install_hooks`` put on its nodes."""
+    ``distviz.recorder.hooks.install_hooks`` put on its nodes."""
     rec = _RECORDS.pop(context_id, None)
     if rec is not None:
         for h in rec.handles:

@@ -35,8 +35,8 @@ import torch.distributed.autograd as real_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz import recorder as rec
-from distviz import recorder_hooks as hooks
+from distviz.recorder.graph import graph as rec
+from distviz.recorder.graph import hooks
 from distviz.runner import modules
 from distviz.runner.gradients import dense, summarize
 from distviz.runner.initiator import (
@@ -50,7 +50,7 @@ from distviz.runner.protocol import ContextDone, WorkerOptions
 from distviz.runner.rpc_proxy import _unwrap
 from distviz.runner.sandbox import _Namespace
 from distviz.trace import BackwardPass, Trace
-from distviz.training import ContextSelection
+from distviz.trace.iteration import ContextSelection
 
 __all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters", "tensor_values"]
 

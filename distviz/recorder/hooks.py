@@ -1,6 +1,6 @@
 """Observing the real backward (torch side): hooks on every recorded node, and what they saw.
 
-``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node ``distviz.recorder``
+``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node ``distviz.recorder.graph``
 recorded for the context on this worker; each appends one tuple (node id, native thread id,
 ``CLOCK_MONOTONIC`` ns), tagged with the running graph task when several contexts may share
 nodes. ``collect(context_id)`` reads them back (with thread names, gradient shapes and the
@@ -21,7 +21,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
-from distviz.recorder import _RECORDS, _kind, _WorkerRecord
+from distviz.recorder.graph import _RECORDS, _kind, _WorkerRecord
 
 __all__ = ["SPIN_NS", "clock_sample", "collect", "install_hooks", "make_posthook",
            "make_prehook", "remove_hooks", "wait_until"]

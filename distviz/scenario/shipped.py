@@ -20,7 +20,7 @@ SUFFIX = ".yaml"
 def scenario_dir() -> Path:
     """Return the folder of the shipped scenarios: ``distviz/scenarios`` in an installed wheel,
     the top-level ``scenarios/`` beside the package in a checkout or an editable install."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent
     installed = package / "scenarios"
     return installed if installed.is_dir() else package.parent / "scenarios"
 

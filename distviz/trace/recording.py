@@ -27,7 +27,7 @@ from distviz.trace import (
     read_trace_text,
     write_atomic,
 )
-from distviz.training import Iteration, TrainingSummary
+from distviz.trace.iteration import Iteration, TrainingSummary
 
 __all__ = ["RECORDING_VERSION", "Recording", "load_recording", "loads_recording"]
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from distviz.errors import TraceError
-from distviz.output_file import STDOUT as STDOUT  # re-exported: callers import them from here
-from distviz.output_file import is_stream as is_stream
-from distviz.output_file import write_atomic
-from distviz.trace_node import Node as Node  # re-exported: callers import it from here
+from distviz.trace.files import STDOUT as STDOUT  # re-exported: callers import them from here
+from distviz.trace.files import is_stream as is_stream
+from distviz.trace.files import write_atomic
+from distviz.trace.node import Node as Node  # re-exported: callers import it from here
 
 try:
     import orjson
@@ -103,7 +103,7 @@ class Trace:
     ``docs/trace-format.md``); the pure side reads them but never needs torch to do so.
 
     ``nodes`` is a list for traces built in code and read from version 1 files. A compact file
-    (version 3) gives a read-only ``distviz.trace_compact.NodeColumns``: each ``Node`` taken from
+    (version 3) gives a read-only ``distviz.trace.compact.NodeColumns``: each ``Node`` taken from
     it is a fresh object, and editing one does not edit the trace; to edit, take
     ``list(trace.nodes)``, edit that and assign it back to ``trace.nodes``.
     """
@@ -175,8 +175,8 @@ class Trace:
 
     def encode(self) -> bytes:
         """Return the file's bytes: ``dumps()``, or for ``COMPACT_TRACE_NODES`` nodes and more
-        the compact layout (``schema_version`` 3, ``distviz.trace_compact``) written by orjson."""
-        from distviz.trace_compact import COMPACT_TRACE_NODES, COMPACT_VERSION, encode_nodes
+        the compact layout (``schema_version`` 3, ``distviz.trace.compact``) written by orjson."""
+        from distviz.trace.compact import COMPACT_TRACE_NODES, COMPACT_VERSION, encode_nodes
         if len(self.nodes) < COMPACT_TRACE_NODES:
             return self.dumps().encode("utf-8")
         obj = self._head()
@@ -379,7 +379,7 @@ def _parse_trace(obj: Any, source: str) -> Trace:
         raise TraceError("expected one distinct rank (an integer >= 0) per worker", path=source,
                          key="ranks")
     if version == 3:
-        from distviz.trace_compact import decode_nodes
+        from distviz.trace.compact import decode_nodes
         columns, ids = decode_nodes(obj.get("nodes"), list(workers), source)
         return _rest(obj, source, workers, initiator, context_id, ranks, columns, ids)
     raw_nodes = _need(obj, "nodes", list, source, "")
