@@ -9,6 +9,7 @@ installs it)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -102,9 +103,21 @@ _PANEL = """(function () {
 })()"""
 
 
+def _kind(text: str) -> str:
+    """What a line of a worker's list in the side panel says."""
+    if re.fullmatch(r".+: \d+ of \d+ deps left", text):
+        return "pending"
+    if text.endswith(": ready"):
+        return "ready"
+    if re.fullmatch(r"[\d,]+ executed", text):
+        return "executed"
+    return ""
+
+
 def _panel(browser: Chromium) -> dict[str, list[tuple[str, str]]]:
+    """Each worker's list in the side panel: ``[(kind, text), ...]`` (``_kind``)."""
     got = browser.eval(_PANEL)
-    return {w: [(c, t) for c, t in items] for w, items in got.items()}
+    return {w: [(_kind(t), t) for _c, t in items] for w, items in got.items()}
 
 
 @pytest.mark.browser
@@ -139,8 +152,9 @@ def test_hang_at_its_last_step_panel_and_graph_agree(browser: Chromium, tmp_path
     panel = _panel(browser)
     for w, ws in rep.state_at(last).workers.items():
         for n, left in ws.deps.items():
-            line = next(t for c, t in panel[w] if c == "pending" and t.startswith(node_label(n)))
-            assert f": {left} of " in line
+            line = next((t for c, t in panel[w]
+                         if c == "pending" and t.startswith(node_label(n))), "")
+            assert f": {left} of " in line, (w, n, panel[w])
         if ws.deps:
             assert ("", "nothing pending") not in panel[w]
 

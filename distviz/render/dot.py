@@ -26,8 +26,8 @@ from distviz.render.dot_style import (
 )
 from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import IndexedGraph, initial_dependencies
-from distviz.replay.rpc_calls import recv_names
 from distviz.replay.model import Event, ReplayLike
+from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
