@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 from chromium import CHROMIUM, Chromium
+from rich.console import Console
 from test_render_dot import _node, design_trace, hang_trace, replay_of
 
 from distviz.render.dot import to_dot
 from distviz.render.html import VIEWER_MODULES, to_html, viewer_script
 from distviz.render.html_data import viewer_data
 from distviz.render.text import node_label
+from distviz.render.tree import render_graph
 from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Trace
 
 VIEWER = Path(__file__).resolve().parent.parent / "distviz" / "render" / "viewer"
@@ -70,6 +72,14 @@ def test_unused_result_recv_names_its_variable_in_every_picture() -> None:
     callee_recv = data["ids"].index("worker1/RecvRpcBackward#2")
     assert "= side" not in notes.get(callee_recv, "")
     assert "RecvRpcBackward #2 = side" not in dot
+    tree = _text(render_graph(tr))                          # the terminal's graph
+    assert "RecvRpcBackward#4 = side" in tree and "RecvRpcBackward#2 = side" not in tree
+
+
+def _text(renderable: Any) -> str:
+    console = Console(width=200, color_system=None, record=True)
+    console.print(renderable)
+    return console.export_text()
 
 
 # -- in a browser ----------------------------------------------------------------------------------

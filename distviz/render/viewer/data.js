@@ -20,7 +20,25 @@
  */
 
 // -- the page's data ----------------------------------------------------------------------------
+/**
+ * The page's data (distviz/render/html_data.py viewer_data): per node kind, worker, name (into
+ * names), seq, group, deps0 and ids; next edges as a compressed row (off, next); message pairs;
+ * label notes; per event ea (into actions), ew, en, ep, em (into msgs) and ed (the count changes
+ * by step); the hang, the worker summary, the critical path and the view to start on.
+ * @typedef {{title: string, workers: string[], order: number[], initiator: number,
+ *   names: string[], name: number[], seq: number[], off: number[], next: number[],
+ *   pairs: number[], kind: number[], worker: number[], ids: string[], notes: (number|string)[],
+ *   group: number[], groups: [string, string, number][], deps0: number[], roots: number[][],
+ *   rootVars: string[][], actions: string[], ea: number[], ew: number[], en: number[],
+ *   ep: number[], em: number[], msgs: [string, number, number, number, number][],
+ *   ed: Object<string, number[][]>, outcome: string, mode: string, summaryText: string,
+ *   hang: ?{summary: string, chain: string[], fixes: string[], blocked: number[],
+ *     blockedText: string[], neverText: string[]},
+ *   error: ?Object, agreement: ?Object, summary: {workers: any[], links: any[]},
+ *   critical: {nodes: number[], messages: number[]}, start: any}} ViewerData
+ */
 var T0 = performance.now();
+/** @type {ViewerData} */
 var D = JSON.parse(document.getElementById("distviz-data").textContent);
 var TEXTS = null;
 function textOf(k) {

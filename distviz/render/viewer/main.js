@@ -36,7 +36,7 @@ function search(q) {
   q = q.trim().toLowerCase(); hits = []; hitAt = -1;
   if (q) {
     var vars = {};
-    D.notes.forEach(function (v, k) { if (k % 2) vars[D.notes[k - 1]] = v.toLowerCase(); });
+    D.notes.forEach(function (v, k) { if (k % 2) vars[D.notes[k - 1]] = String(v).toLowerCase(); });
     for (var n = 0; n < N && hits.length < 5000; n++) {
       var name = D.names[D.name[n]].toLowerCase();
       if (D.ids[n].toLowerCase().indexOf(q) >= 0 || name === q || name.indexOf(q) >= 0 ||
