@@ -228,3 +228,20 @@ def test_viewer_modules_type_check_with_tsc() -> None:
     out = subprocess.run([tsc, "-p", str(VIEWER / "tsconfig.json")], capture_output=True,
                          text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_viewer_function_is_over_80_lines() -> None:
+    """Each top-level function of the modules (``function name(`` at the start of a line up to
+    the ``}`` that starts a line) is at most 80 lines, as the project's Python is."""
+    long = []
+    for m in VIEWER_MODULES:
+        lines = (VIEWER / m).read_text(encoding="utf-8").splitlines()
+        start = None
+        for k, line in enumerate(lines):
+            if re.match(r"function \w+\(", line) and not line.rstrip().endswith("}"):
+                start = k
+            elif start is not None and line.startswith("}"):
+                if k - start + 1 > 80:
+                    long.append(f"{m}:{start + 1} {k - start + 1} lines")
+                start = None
+    assert long == []

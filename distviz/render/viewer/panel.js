@@ -10,6 +10,7 @@ function pendingLine(n) {
   var extra = NOTE[n] && NOTE[n].indexOf("msg ") === 0 ? " (" + NOTE[n].split(" · ")[0] + ")" : "";
   return label(n) + extra + ": " + deps[n] + " of " + init[n] + " deps left";
 }
+var HANG_AT = D.ea.indexOf(A.hang);   // the step the replay hangs at (-1: none)
 function panel() {
   var box = $("workers"); box.textContent = "";
   var states = workerStates();
@@ -32,7 +33,7 @@ function panel() {
     box.appendChild(ul);
   });
   var hb = $("hang"); hb.textContent = "";
-  if (D.hang && cur >= 0 && D.ea.slice(0, cur + 1).indexOf(A.hang) >= 0) {
+  if (D.hang && HANG_AT >= 0 && cur >= HANG_AT) {
     var p = document.createElement("p"); p.textContent = "The replay hangs: " + D.hang.summary; hb.appendChild(p);
     var ul2 = document.createElement("ul");
     D.hang.blockedText.forEach(function (b) { li(ul2, "blocked send: " + b); });
