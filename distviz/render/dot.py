@@ -27,6 +27,7 @@ from distviz.render.dot_style import (
 from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.model import Event, ReplayLike
+from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
@@ -156,7 +157,9 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
     drawn = sum(1 for b in boxes.values() if b.kind != "ghost")
     title = _title(trace, scope, plan.detail, drawn, replay, view)
     out = _header(len(boxes), title)
-    out.extend(_clusters(trace, rep, boxes, deps, view))
+    g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)
+    held = {g.ids[i]: names for i, names in recv_names(trace, g).items()}
+    out.extend(_clusters(trace, rep, boxes, deps, view, held))
     out.extend(_local_edges(trace, rep, plan.detail != "full"))
     message_edges, lines = _message_edges(trace, rep, view.message_id())
     out.extend(lines)
@@ -200,9 +203,11 @@ def _header(drawn: int, title: str) -> list[str]:
 
 
 def _clusters(trace: Trace, rep: Mapping[str, str], boxes: Mapping[str, Box],
-              deps: Mapping[str, int], view: _StepView) -> list[str]:
+              deps: Mapping[str, int], view: _StepView,
+              held: Mapping[str, list[str]]) -> list[str]:
     """One cluster per worker (the initiator first) with its boxes, in trace order; the
-    initiator's starts with the backward call that feeds the roots."""
+    initiator's starts with the backward call that feeds the roots. ``held``: the variables
+    each recv's RPC result went to (``distviz.replay.rpc_calls.recv_names``)."""
     nodes = trace.node_map()
     by_worker: dict[str, list[Box]] = {w: [] for w in ordered_workers(trace.workers,
                                                                       trace.initiator)}
@@ -228,7 +233,7 @@ def _clusters(trace: Trace, rep: Mapping[str, str], boxes: Mapping[str, Box],
             out.extend(_graph_root(trace, rep, root_vars))
         for box in wboxes:
             out.append("    " + dot_quote(box.key) + " " + attrs(
-                _box_attrs(box, nodes, deps, view, root_vars)) + ";")
+                _box_attrs(box, nodes, deps, view, root_vars, held)) + ";")
         out.append("  }")
     return out
 
@@ -335,9 +340,10 @@ def _deps_line(node_id: str, deps: Mapping[str, int], view: _StepView) -> str:
 
 
 def _single_lines(first: Node, deps: Mapping[str, int], view: _StepView,
-                  root_vars: Mapping[str, list[str]]) -> list[str]:
+                  root_vars: Mapping[str, list[str]], held: Mapping[str, list[str]]
+                  ) -> list[str]:
     """The label of one node: title, message, variable, deps, never runs, fault."""
-    lines = [node_title(first)]
+    lines = [node_title(first, held.get(first.id))]
     if first.msg_id is not None:
         lines.append(f"msg {message_label(first.msg_id)}")
     names = list(root_vars.get(first.id, []))
@@ -355,8 +361,8 @@ def _single_lines(first: Node, deps: Mapping[str, int], view: _StepView,
 
 
 def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
-               view: _StepView, root_vars: Mapping[str, list[str]]
-               ) -> dict[str, str | int | float]:
+               view: _StepView, root_vars: Mapping[str, list[str]],
+               held: Mapping[str, list[str]]) -> dict[str, str | int | float]:
     shape, fill, color = KIND_STYLE[box.kind]
     lines = list(box.lines)
     first = nodes[box.members[0]]
@@ -365,7 +371,7 @@ def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
                 "style": "dotted,filled", "fillcolor": fill, "color": color,
                 "fontcolor": "#868e96"}
     if len(box.members) == 1 and box.kind not in ("chain", "group"):
-        lines = _single_lines(first, deps, view, root_vars)
+        lines = _single_lines(first, deps, view, root_vars, held)
     elif box.kind == "chain":
         lines.append(_deps_line(first.id, deps, _StepView({}, {}, None, None)))
     member_states = [view.states[m] for m in box.members if m in view.states]

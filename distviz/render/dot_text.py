@@ -77,14 +77,17 @@ def shape_text(shape: Sequence[int] | None) -> str:
     return "[" + ",".join(str(s) for s in shape) + "]"
 
 
-def node_title(node: Node) -> str:
+def node_title(node: Node, names: Sequence[str] | None = None) -> str:
     """Return the first label line of a node: ``MulBackward0 #2``, ``t1 [3,3]``, and for a
-    recv the variables its RPC result was assigned to: ``RecvRpcBackward #0 = t3``."""
+    recv the variables its RPC result was assigned to: ``RecvRpcBackward #0 = t3`` (``names``,
+    from ``distviz.replay.rpc_calls.recv_names``: also a result never used; else the
+    variables the recorder found)."""
     if node.kind == "accumulate_grad":
         name = node.var if node.var else "AccumulateGrad"
         shp = shape_text(node.shape)
         return f"{name} {shp}" if shp else name
     title = f"{display_name(node)} #{node.seq}"
-    if node.kind == "recv" and node.vars:
-        title += f" = {', '.join(node.vars)}"
+    held = node.vars if names is None else names
+    if node.kind == "recv" and held:
+        title += f" = {', '.join(held)}"
     return title

@@ -3,7 +3,7 @@
 The page needs no network (a Content-Security-Policy forbids it) and no library: the graph and
 the replay are inlined as JSON (``distviz.render.html_data``: flat integer arrays, so 100,000
 nodes load in a second), the event sentences as one more JSON string, and a hand-written script
-(``viewer/viewer.js``, about 600 lines) lays the graph out in lanes (one per worker, the
+(``viewer/*.js``, modules concatenated in the order of ``VIEWER_MODULES``) lays the graph out in lanes (one per worker, the
 initiator first) and rows (the gradient flow), and draws it on a canvas with culling and levels
 of detail. Measured in headless Chromium (``bench/bench_viewer.py``): a 100,000-node trace paints
 in about a second and steps in a few milliseconds.
@@ -18,11 +18,14 @@ What the page offers:
 * pan (drag), zoom (wheel, ``+``/``-``), fit (``0``), back to the step's node (``.``);
 * search (``/``) by node id, op name or variable; Enter goes to the next match;
 * the step slider and keys: ``n``/``→``/space next, ``p``/``←`` previous, ``g``/Home first,
-  ``G``/End last; the step lives in ``location.hash`` (``#step=5``), ``#search=loss`` searches
-  at load and ``#keys=nnp`` replays key presses (for tests);
+  ``G``/End last; the step lives in ``location.hash`` (``#step=5``; ``#step=-1`` the last
+  step), ``#search=loss`` searches at load and ``#keys=nnp`` replays key presses from the first
+  step (for tests). A replay that hangs or fails opens on its last step, where the outcome is
+  drawn and explained; one that completes on its first;
 * a legend (``l``), help with every key and the notation (``?``), the pending nodes per worker
-  (each with its message or id), the hang's explanation, the agreement with the real run in
-  words.
+  (named as the terminal names them, ``MulBackward0#1~1``, each with its message; read from the
+  same replay state the graph is drawn from), the hang's explanation, the agreement with the
+  real run in words.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from distviz.trace import Trace
 from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 
-__all__ = ["CSP", "PageParts", "json_for_script", "page", "page_parts", "to_html", "viewer_data"]
+__all__ = ["CSP", "VIEWER_MODULES", "PageParts", "json_for_script", "page", "page_parts", "to_html",
+           "viewer_data", "viewer_script"]
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")
@@ -61,6 +65,19 @@ def json_for_script(obj: Any) -> str:
 
 def _asset(name: str) -> str:
     return (resources.files("distviz.render") / "viewer" / name).read_text(encoding="utf-8")
+
+
+#: The viewer's script modules, in the order they run: the page's data, the replay state, the
+#: views, the layout, the drawing, the side panel, then stepping, search, input and the start.
+VIEWER_MODULES = ("data.js", "state.js", "views.js", "layout.js", "draw.js", "panel.js", "main.js")
+
+
+def viewer_script() -> str:
+    """Return the viewer's script: ``VIEWER_MODULES`` concatenated inside one function, so the
+    modules share one scope (as ``tsc --checkJs`` checks them) and nothing leaks into the
+    page's globals but ``window.distviz``."""
+    body = "\n".join(_asset(name) for name in VIEWER_MODULES)
+    return f'(function () {{\n"use strict";\n{body}}})();\n'
 
 
 _LEGEND = """<div id="legend" class="overlay"><b>legend</b> (l)<table>
@@ -166,7 +183,7 @@ def page(name: str, what: str, header_extra: str, extra: str, after: str,
 <aside id="side"><div id="hang"></div><div id="extra">{extra}</div><h3>selected node</h3><div id="details">click a node</div>
 <h3>pending per worker</h3><div id="workers"></div><div id="after">{after}</div></aside></main>
 {data_script}
-<script>{_asset("viewer.js")}</script>
+<script>{viewer_script()}</script>
 </body></html>
 """
 

@@ -28,6 +28,7 @@ from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
 from distviz.replay.model import ACTIONS, Agreement, Message, ReplayLike
+from distviz.replay.rpc_calls import recv_names
 from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, message_label, short_name
 from distviz.views.groups import call_groups
@@ -67,7 +68,9 @@ def agreement_words(agreement: Agreement) -> list[str]:
     return out
 
 
-def _notes(trace: Trace, nodes: Sequence[Node]) -> list[Any]:
+def _notes(trace: Trace, nodes: Sequence[Node], held: dict[int, list[str]]) -> list[Any]:
+    """Each node's extra label lines; ``held``: the variables of each recv's RPC result
+    (``distviz.replay.rpc_calls.recv_names``, as the pictures and the hang's explanation)."""
     roots: dict[str, list[str]] = {}
     for bp in trace.passes:
         for r, v in zip(bp.roots, bp.root_vars, strict=False):
@@ -81,8 +84,8 @@ def _notes(trace: Trace, nodes: Sequence[Node]) -> list[Any]:
             lines.append(shape_text(nd.shape))
         if nd.id in roots:
             lines.append("root: " + ", ".join(dict.fromkeys(roots[nd.id])))
-        elif nd.vars:
-            lines.append("= " + ", ".join(nd.vars[:2]) + (" …" if len(nd.vars) > 2 else ""))
+        elif (names := held.get(i, []) if nd.kind == "recv" else nd.vars):
+            lines.append("= " + ", ".join(names[:2]) + (" …" if len(names) > 2 else ""))
         if nd.fault:
             lines.append(f"fault: {nd.fault.get('kind', '?')}")
         if lines:
@@ -219,7 +222,7 @@ def viewer_data(trace: Trace, replay: ReplayLike, agreement: Agreement | None = 
         "order": [g.workers.index(w) for w in ordered_workers(g.workers, trace.initiator)],
         "initiator": g.workers.index(trace.initiator),
         **_graph(nodes, g),
-        "notes": _notes(trace, nodes),
+        "notes": _notes(trace, nodes, recv_names(trace, g)),
         "group": list(grouping.of),
         "groups": [[grp.short, grp.title, -1 if grp.call is None else grp.call]
                    for grp in grouping.groups],

@@ -18,7 +18,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from distviz.render.text import more, node_label
-from distviz.replay.graph import initial_dependencies
+from distviz.replay.graph import IndexedGraph, initial_dependencies
+from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, Trace, message_label, short_name
 from distviz.words import NOTATION, plural
 
@@ -38,7 +39,8 @@ def _pair_ends(trace: Trace) -> dict[str, str | None]:
     return out
 
 
-def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None]) -> Text:
+def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None],
+                 held: Mapping[str, list[str]]) -> Text:
     t = Text()
     if node.kind == "accumulate_grad":
         t.append(short_name(node.name), style="green")
@@ -50,8 +52,10 @@ def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None]) -> T
             t.append(f" {node.dtype}", style="dim")
     elif node.kind in ("send", "recv"):
         t.append(node_label(node.id), style="magenta")
-        if node.vars:  # a recv: the variables its RPC result was assigned to
-            t.append(f" = {', '.join(node.vars)}", style="dim")
+        # a recv: the variables its RPC result was assigned to (also a result never used)
+        names = held.get(node.id) if node.kind == "recv" else node.vars
+        if names:
+            t.append(f" = {', '.join(names)}", style="dim")
         label = message_label(node.msg_id) if node.msg_id is not None else "?"
         other = ends.get(node.id)
         arrow = "←" if node.kind == "send" else "→"
@@ -108,10 +112,13 @@ def render_graph(trace: Trace, max_nodes: int = 200, *, pass_index: int = 0,
                                            for shown, meaning in NOTATION
                                            if shown in ("#3", "~1", "1:0", "[in 1]", "↺")),
                   style="dim")
-    return Group(*(_worker_tree(trace, w, deps, roots) for w in trace.workers), legend)
+    g = IndexedGraph(trace)
+    held = {g.ids[i]: names for i, names in recv_names(trace, g).items()}
+    return Group(*(_worker_tree(trace, w, deps, roots, held) for w in trace.workers), legend)
 
 
-def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str]) -> Tree:
+def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str],
+                 held: Mapping[str, list[str]]) -> Tree:
     nodes = trace.node_map()
     ends = _pair_ends(trace)
     mine = [n for n in trace.nodes if n.worker == w]
@@ -140,7 +147,7 @@ def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str])
             parent.add(ref)
             continue
         shown.add(nid)
-        branch = parent.add(prefix + _graph_label(node, deps.get(nid), ends))
+        branch = parent.add(prefix + _graph_label(node, deps.get(nid), ends, held))
         for e in reversed(node.next):
             if e is not None:
                 stack.append((branch, e[0], e[1]))

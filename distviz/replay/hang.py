@@ -62,10 +62,9 @@ class _Hung:
         it); ``overwritten`` a phrase when a later call assigned the same variable.
         """
         rc = self.rpc(c)
-        names = list(self.trace.nodes[r].vars)
-        over = self.calls.overwritten_by(c, names) if c is not None else None
-        if not names and rc is not None and rc.result_var:
-            names = [rc.result_var]
+        held = list(self.trace.nodes[r].vars)
+        over = self.calls.overwritten_by(c, held) if c is not None else None
+        names = self.calls.result_names(c, held)
         if rc is None:
             return "", names, None
         if over is not None:

@@ -10,6 +10,10 @@ need more:
   response send that will never get a gradient. Message ids are ``(sender << 48) | counter``
   with one counter per worker, so the request's id tells the caller and where the call sits
   among that caller's other calls (``CallIndex.infer_call``).
+* A result the program never used (``side = rpc.rpc_sync(...)``, then nothing reads ``side``)
+  is held by no variable once the graph is recorded, so its recv names none; the variable the
+  call was assigned to still names it (``CallIndex.result_names``, which every picture and the
+  hang's explanation read).
 * A call inside a loop (``for i in range(3): t3 = rpc.rpc_sync(...)``) assigns the same
   variable each time: every result but the last is overwritten (``CallIndex.overwritten_by``).
 """
@@ -21,7 +25,7 @@ from distviz.replay.graph import RECV, IndexedGraph
 from distviz.trace import Trace
 from distviz.trace.compact import NodeColumns
 
-__all__ = ["CallIndex"]
+__all__ = ["CallIndex", "recv_names"]
 
 _COUNTER = (1 << 48) - 1
 
@@ -44,6 +48,15 @@ class CallIndex:
         if c is not None and 0 <= c < len(self.trace.rpc_calls):
             return c
         return self.by_msg.get(self.g.msg[i])
+
+    def result_names(self, c: int | None, held: list[str]) -> list[str]:
+        """The variables that hold (or held) the result of call ``c``: ``held`` (those the
+        recorder found holding it at its recv), else the variable the call was assigned to (a
+        result never used, or overwritten by a later call)."""
+        if held or c is None:
+            return list(held)
+        rc = self.trace.rpc_calls[c]
+        return [rc.result_var] if rc.result_var else []
 
     # -- a response send whose caller attached no recv ----------------------------------------------
     def request_recvs(self, s: int) -> list[int]:
@@ -136,3 +149,25 @@ class CallIndex:
             return f"the {ordinal(self.iteration(later)[0])}"
         where = f" at line {lc.line}" if lc.line is not None else ""
         return f"the result of {lc.api}({lc.func}){where}"
+
+
+def recv_names(trace: Trace, g: IndexedGraph) -> dict[int, list[str]]:
+    """``{recv index: variables}`` for every recv that got an RPC result a variable holds or
+    held (``CallIndex.result_names``; the recv on the caller, not the callee's recv of the
+    arguments): the ``= side`` of the pictures."""
+    calls = CallIndex(trace, g)
+    nodes = trace.nodes
+    out: dict[int, list[str]] = {}
+    for i, k in enumerate(g.kind):
+        if k != RECV:
+            continue
+        held = list(nodes[i].vars)
+        c = None if held else calls.call_of(i)
+        if c is not None:
+            rc = trace.rpc_calls[c]
+            if rc.api == "remote" or g.workers[g.worker[i]] != rc.caller:
+                continue
+        names = calls.result_names(c, held)
+        if names:
+            out[i] = names
+    return out
