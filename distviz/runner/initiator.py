@@ -14,7 +14,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder.graph import graph as rec
+from distviz.recorder import graph as rec
 from distviz.recorder.graph import hooks
 from distviz.runner.gradients import compare, summarize
 from distviz.runner.protocol import (

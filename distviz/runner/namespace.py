@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from distviz.recorder.graph import graph as recorder
+from distviz.recorder import graph as recorder
 from distviz.runner import modules, nn_sandbox, sandbox
 from distviz.runner.protocol import WorkerOptions
 from distviz.runner.rpc_proxy import SCENARIO_MODULE

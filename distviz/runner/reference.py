@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from distviz.recorder.graph import graph as rec
+from distviz.recorder import graph as rec
 from distviz.runner import modules
 from distviz.runner.namespace import build_namespace, state_names
 from distviz.runner.protocol import WorkerOptions

@@ -35,7 +35,7 @@ import torch.distributed.autograd as real_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder.graph import graph as rec
+from distviz.recorder import graph as rec
 from distviz.recorder.graph import hooks
 from distviz.runner import modules
 from distviz.runner.gradients import dense, summarize

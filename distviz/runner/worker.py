@@ -143,7 +143,7 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     torch.set_num_threads(1)
     import torch.distributed.rpc as rpc
 
-    from distviz.recorder.graph import graph as recorder
+    from distviz.recorder import graph as recorder
     from distviz.runner import modules
     from distviz.runner.namespace import build_namespace, state_names
     from distviz.runner.rpc_proxy import SCENARIO_MODULE, ScenarioRpc

@@ -45,7 +45,7 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder.graph import graph as recorder
+from distviz.recorder import graph as recorder
 from distviz.recorder.graph import hooks as recorder_hooks
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming
