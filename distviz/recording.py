@@ -81,6 +81,22 @@ class Recording:
         head = f"context {index + 1}"
         return head if it is None else f"{head} ({it.trainer} {it.index})"
 
+    # -- as a networkx graph, and in Jupyter ----------------------------------------------------
+    def to_networkx(self, context: int | None = None, pass_index: int | None = None,
+                    mode: str = "fast") -> Any:
+        """``Trace.to_networkx`` of the context numbered ``context`` (from 1; default the
+        first). Raises ``TraceError`` when there is no such context."""
+        return self.pick(context).to_networkx(pass_index, mode)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: a table of the contexts and the step viewer of the first."""
+        from distviz.render.notebook import recording_html
+        return recording_html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's display without JavaScript: the first context's picture."""
+        return self.pick(None)._repr_svg_()
+
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The version 2 object (contexts without the shared keys)."""
