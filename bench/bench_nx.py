@@ -3,8 +3,8 @@
     python bench/bench_nx.py --nodes 100000 [--repeat 5] [--json]
 
 On ``synthetic_trace(nodes)`` (not timed), each repeat alternates the two sides so that machine
-noise hits both, and reports medians (seconds) and ratios networkx / distviz (above 1:
-networkx is slower):
+noise hits both, and reports medians (CPU seconds of this one-threaded process) and ratios
+networkx / distviz (above 1: networkx is slower):
 
 * ``focus``: the neighbourhood ``--focus NODE --depth 2`` shows
   (``distviz.views.scope.neighbourhood``: flat lists, predecessors built per call) against the
@@ -66,9 +66,11 @@ def nx_neighbourhood(g: IndexedGraph, G: nx.DiGraph, center: int, depth: int) ->
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
+    """``fn()`` and the CPU seconds it took (one thread: on a busy machine the wall time
+    counts the other processes' turns too)."""
+    t0 = time.process_time()
     out = fn()
-    return time.perf_counter() - t0, out
+    return time.process_time() - t0, out
 
 
 def main() -> None:

@@ -147,3 +147,38 @@ def test_a_recording_gives_the_graph_of_the_context_asked_for() -> None:
     from distviz.recording import Recording
     rec = Recording.single(fx.design_note())
     assert set(rec.to_networkx(1).nodes) == {n.id for n in fx.design_note().nodes}
+
+
+# -- distviz export --format graphml / gexf ----------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["graphml", "gexf"])
+def test_export_writes_a_file_networkx_reads_back_with_the_same_nodes(tmp_path: Path,
+                                                                      fmt: str) -> None:
+    from typer.testing import CliRunner
+
+    from distviz.cli import app
+    trace = fx.unused_rpc_result()
+    path = tmp_path / "t.json"
+    trace.save(path)
+    result = CliRunner().invoke(app, ["export", str(path), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / f"t.{fmt}"
+    assert result.output.strip() == f"wrote {out}"
+    back = nx.read_graphml(out) if fmt == "graphml" else nx.read_gexf(out)
+    assert set(back.nodes) == {n.id for n in trace.nodes}
+    rp = replay(trace)
+    assert rp.hang is not None
+    blocked = {n for n, a in back.nodes(data=True) if a["outcome"] == "blocked"}
+    assert blocked == {b.node for b in rp.hang.blocked_sends}
+
+
+def test_export_graphml_refuses_view_flags(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from distviz.cli import app
+    path = tmp_path / "t.json"
+    fx.design_note().save(path)
+    result = CliRunner().invoke(app, ["export", str(path), "-f", "graphml", "--worker",
+                                      "worker1"])
+    assert result.exit_code == 2
+    assert "--worker cannot be used with --format graphml" in result.output

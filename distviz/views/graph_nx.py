@@ -30,7 +30,7 @@ never imports torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
@@ -91,6 +91,19 @@ def trace_graph(trace: Trace, replay: ReplayLike | None = None,
     return g
 
 
+def to_networkx(trace: Trace, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
+    """``Trace.to_networkx``: ``trace_graph`` of ``trace``; with ``pass_index``, replayed in
+    ``mode`` (``fast`` or ``smart``) so that each node also carries its step and outcome in
+    that pass. Raises ``IndexError`` for a pass the trace does not have and ``ValueError`` for
+    an unknown mode."""
+    if pass_index is None:
+        return trace_graph(trace)
+    from distviz.replay import replay
+    if trace.passes and not 0 <= pass_index < len(trace.passes):
+        raise IndexError(f"pass {pass_index}: the trace has passes 0 to {len(trace.passes) - 1}")
+    return trace_graph(trace, replay(trace, mode=mode), pass_index)
+
+
 def _label(name: str, kind: str, var: str | None) -> str:
     """``MulBackward0``, ``AccumulateGrad(w)``, ``RecvRpcBackward(t3)``: as the views name it."""
     short = short_name(name)
@@ -128,54 +141,45 @@ def _add_replay(g: nx.DiGraph, replay: ReplayLike, p: int) -> None:
     g.graph.update(pass_index=p, mode=replay.mode, outcome=end)
 
 
-def _file_value(value: Any, number: bool) -> Any:
+#: Attributes that are numbers when present (a missing one is written as -1).
+_NUMBERS = frozenset({"sequence_nr", "msg_id", "dependencies", "step", "pass_index"})
+
+
+def _file_value(key: str, value: Any) -> Any:
+    """``value`` as GraphML and GEXF hold it: a missing number -1, a missing string ``""``, a
+    shape ``2x3``, other tuples ``0,1``."""
     if value is None:
-        return -1 if number else ""
+        return -1 if key in _NUMBERS else ""
     if isinstance(value, tuple):
-        return ("x" if number else ",").join(str(v) for v in value)
+        return ("x" if key == "shape" else ",").join(str(v) for v in value)
     return value
 
 
-#: Attributes that are numbers when present (a missing one is written as -1).
-_NUMBERS = frozenset({"sequence_nr", "msg_id", "dependencies", "step", "passes", "context_id",
-                      "pass_index"})
-
-
 def file_graph(graph: nx.DiGraph) -> nx.DiGraph:
-    """A copy of ``graph`` that GraphML and GEXF can hold: a missing string ``""``, a missing
-    number ``-1``, a shape ``2x3``, ``input_nrs`` and ``workers`` as ``0,1``."""
+    """A copy of ``graph`` that GraphML and GEXF can hold (see ``_file_value``)."""
     out = nx.DiGraph()
-    out.graph.update({k: _file_value(v, False) for k, v in graph.graph.items()})
+    out.graph.update({k: _file_value(k, v) for k, v in graph.graph.items()})
     for nid, attrs in graph.nodes(data=True):
-        out.add_node(nid, **{k: _file_value(v, k in _NUMBERS) if k != "shape"
-                             else _file_value(v, True) if v is not None else ""
-                             for k, v in attrs.items()})
+        out.add_node(nid, **{k: _file_value(k, v) for k, v in attrs.items()})
     for u, v, attrs in graph.edges(data=True):
-        out.add_edge(u, v, **{k: _file_value(x, k in _NUMBERS) for k, x in attrs.items()})
+        out.add_edge(u, v, **{k: _file_value(k, x) for k, x in attrs.items()})
     return out
 
 
 def graph_file(graph: nx.DiGraph, fmt: str) -> bytes:
-    """The bytes of ``graph`` as a GraphML or GEXF file (UTF-8), through ``file_graph``.
+    """The bytes of ``graph`` as a GraphML or GEXF file (UTF-8), through ``file_graph``; the same
+    graph gives the same bytes (GEXF's date of last change is left out).
 
     Raises ``ValueError`` for another format (the CLI checks ``--format`` first)."""
     if fmt not in FILE_FORMATS:
         raise ValueError(f"unknown graph file format {fmt!r} (expected one of "
                          f"{', '.join(FILE_FORMATS)})")
     flat = file_graph(graph)
-    lines: Sequence[str] = (list(nx.generate_graphml(flat)) if fmt == "graphml"
-                            else list(nx.generate_gexf(flat)))
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    lines = nx.generate_graphml(flat) if fmt == "graphml" else nx.generate_gexf(flat)
+    text = "\n".join(_LAST_CHANGE.sub("<meta>", line, count=1) for line in lines)
+    return f"<?xml version='1.0' encoding='utf-8'?>\n{text}\n".encode()
 
 
-def to_networkx(trace: Trace, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
-    """``Trace.to_networkx``: ``trace_graph`` of ``trace``; with ``pass_index``, replayed in
-    ``mode`` (``fast`` or ``smart``) so that each node also carries its step and outcome in
-    that pass. Raises ``IndexError`` for a pass the trace does not have and ``ValueError`` for
-    an unknown mode."""
-    if pass_index is None:
-        return trace_graph(trace)
-    from distviz.replay import replay
-    if trace.passes and not 0 <= pass_index < len(trace.passes):
-        raise IndexError(f"pass {pass_index}: the trace has passes 0 to {len(trace.passes) - 1}")
-    return trace_graph(trace, replay(trace, mode=mode), pass_index)
+#: GEXF's ``<meta lastmodifieddate="2026-01-31">``: today's date, so the same graph would give
+#: other bytes tomorrow.
+_LAST_CHANGE = re.compile(r'<meta lastmodifieddate="[^"]*">')
