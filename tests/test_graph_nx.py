@@ -182,3 +182,15 @@ def test_export_graphml_refuses_view_flags(tmp_path: Path) -> None:
                                       "worker1"])
     assert result.exit_code == 2
     assert "--worker cannot be used with --format graphml" in result.output
+
+
+def test_bench_nx_runs_on_a_small_trace_and_both_walks_agree() -> None:
+    import json
+    import subprocess
+    import sys
+    bench = Path(__file__).resolve().parent.parent / "bench" / "bench_nx.py"
+    proc = subprocess.run([sys.executable, str(bench), "--nodes", "2000", "--repeat", "1",
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]   # it asserts that the walks agree
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["nodes"] > 1500 and out["focus_ratio"] > 0 and out["reach_ratio"] > 0
