@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = ["HangPredicted", "Trace", "backward", "load", "name", "record", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
     import torch
 
 
@@ -79,7 +80,7 @@ class _TraceViews:
     """``distviz.trace.TraceViews``: the networkx graph and Jupyter's display of a trace, from
     the replay and render side, each imported on first use (loading a trace stays fast)."""
 
-    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> Any:
+    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph:
         from distviz.views.graph_nx import to_networkx
         return to_networkx(trace, pass_index, mode)
 

@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.errors import TraceError
 from distviz.trace import (
@@ -28,6 +28,9 @@ from distviz.trace import (
     write_atomic,
 )
 from distviz.training import Iteration, TrainingSummary
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
 
 __all__ = ["RECORDING_VERSION", "Recording", "load_recording", "loads_recording"]
 
@@ -83,7 +86,7 @@ class Recording:
 
     # -- as a networkx graph, and in Jupyter ----------------------------------------------------
     def to_networkx(self, context: int | None = None, pass_index: int | None = None,
-                    mode: str = "fast") -> Any:
+                    mode: str = "fast") -> nx.DiGraph:
         """``Trace.to_networkx`` of the context numbered ``context`` (from 1; default the
         first). Raises ``TraceError`` when there is no such context."""
         return self.pick(context).to_networkx(pass_index, mode)

@@ -19,13 +19,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from distviz.errors import TraceError
 from distviz.output_file import STDOUT as STDOUT  # re-exported: callers import them from here
 from distviz.output_file import is_stream as is_stream
 from distviz.output_file import write_atomic
 from distviz.trace_node import Node as Node  # re-exported: callers import it from here
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
 
 try:
     import orjson
@@ -153,7 +156,7 @@ class Trace:
         return [by_msg[k] for k in sorted(by_msg)]
 
     # -- as a networkx graph, and in Jupyter (see ``TraceViews``) ------------------------
-    def to_networkx(self, pass_index: int | None = None, mode: str = "fast") -> Any:
+    def to_networkx(self, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
         """Return the whole distributed graph as a ``networkx.DiGraph``: every node (by id)
         with its worker, op name, ``sequence_nr``, variable, shape and initial dependency
         count; an edge from each node to each next function, and one edge per gradient
@@ -240,7 +243,7 @@ class TraceViews(Protocol):
     ``distviz`` package (which Python loads before any ``distviz.*`` module) lends them once
     with ``lend_views``, importing each on first use."""
 
-    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> Any: ...
+    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph: ...
 
     def html(self, trace: Trace) -> str: ...
 
