@@ -61,17 +61,18 @@ def trace_html(trace: Trace, height_px: int = CELL_HEIGHT_PX) -> str:
 
 def trace_svg(trace: Trace) -> str | None:
     """The picture ``distviz export -f svg`` draws, as SVG text; ``None`` when no Graphviz
-    backend is installed or Graphviz fails (the front end then shows another form)."""
+    backend is installed, or the trace cannot be replayed or drawn (the front end then shows
+    another form)."""
     from distviz.render import graphviz_backend
     from distviz.render.pictures import draw_picture
     from distviz.replay import replay
     from distviz.views import ViewSpec
     if not graphviz_backend.available_backends():
         return None
-    rp = replay(trace, mode="fast")
     try:
+        rp = replay(trace, mode="fast")
         pic = draw_picture(trace, rp, "svg", ViewSpec(), graph=rp.graph)
-    except DistvizError:
+    except DistvizError:   # the HTML form says why
         return None
     return pic.data.decode("utf-8")
 
