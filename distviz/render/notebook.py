@@ -25,7 +25,8 @@ from distviz.words import plural
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.recording import Recording
 
-__all__ = ["CELL_HEIGHT_PX", "cell_title", "inline_page", "recording_html", "trace_html", "trace_svg"]
+__all__ = ["CELL_HEIGHT_PX", "cell_title", "inline_page", "recording_html", "trace_html",
+           "trace_svg"]
 
 #: The height of an inline viewer in a notebook cell; its width is the cell's.
 CELL_HEIGHT_PX = 600

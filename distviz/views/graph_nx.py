@@ -110,7 +110,7 @@ def _label(name: str, kind: str, var: str | None) -> str:
     return f"{short}({var})" if var and kind in ("accumulate_grad", "recv") else short
 
 
-#: The events that run a node: an AccumulateGrad's is ``accumulate``, every other node's ``execute``.
+#: The events that run a node: ``accumulate`` for an AccumulateGrad, ``execute`` for the others.
 _RUNS = ("execute", "accumulate")
 
 
