@@ -11,12 +11,13 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.trace import Trace, load
+from distviz.trace import Trace, lend_views, load
 
 __version__ = "0.1.0"
 __all__ = ["HangPredicted", "Trace", "backward", "load", "name", "record", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
     import torch
 
 
@@ -73,6 +74,26 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *, names: 
     from distviz.tracing.api import backward as _backward
     return _backward(context_id, roots, retain_graph, names=names, path=path,
                      out_dir=out_dir, hang_timeout=hang_timeout, frame=sys._getframe(1))
+
+
+class _TraceViews:
+    """``distviz.trace.TraceViews``: the networkx graph and Jupyter's display of a trace, from
+    the replay and render side, each imported on first use (loading a trace stays fast)."""
+
+    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph:
+        from distviz.views.graph_nx import to_networkx
+        return to_networkx(trace, pass_index, mode)
+
+    def html(self, trace: Trace) -> str:
+        from distviz.render.notebook import trace_html
+        return trace_html(trace)
+
+    def svg(self, trace: Trace) -> str | None:
+        from distviz.render.notebook import trace_svg
+        return trace_svg(trace)
+
+
+lend_views(_TraceViews())
 
 
 def __getattr__(attr: str) -> Any:

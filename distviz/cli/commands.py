@@ -266,7 +266,7 @@ def replay(
 @guard
 def export(
     trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="svg, png, dot, html or perfetto.")] = "svg",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="svg, png, dot, html, perfetto, graphml or gexf.")] = "svg",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write.")] = None,
     step: Annotated[int | None, typer.Option("--step", help="Draw the state after replay step N.")] = None,
     frames: Annotated[Path | None, typer.Option("--frames", help="Write one picture per step into this folder.")] = None,
@@ -279,7 +279,8 @@ def export(
     mode: Mode = "fast",
     context: ContextOpt = None,
 ) -> None:
-    """Export a trace as a picture, an HTML step viewer or a Perfetto trace. Pictures show the
+    """Export a trace as a picture, an HTML step viewer, a Perfetto trace or a graph file
+    (GraphML, GEXF: the whole graph, for networkx, Gephi or yEd). Pictures show the
     most detailed view that stays readable and say which one; --view, --worker, --rpc-call and
     --focus pick another (the HTML viewer starts on it).
 
@@ -311,6 +312,14 @@ def export(
         return
     ext = {"perfetto": "json"}.get(fmt, fmt)
     target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
+    if fmt in ("graphml", "gexf"):   # the whole graph, with the first pass's replay
+        from distviz.trace.files import write_atomic
+        from distviz.views.graph_nx import graph_file, trace_graph
+        write_atomic(target, graph_file(trace_graph(trace, rp), fmt))
+        to_stdout = bool(stdout_flags({"-o": target}))
+        (stderr_console() if to_stdout else stdout_console()).print(
+            f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}", markup=False)
+        return
     written = write_pictures(trace, rp, agreement_of(trace, rp), {fmt: target}, step=step,
                              spec=spec)
     to_stdout = bool(stdout_flags({"-o": target}))

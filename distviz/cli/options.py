@@ -161,7 +161,7 @@ def check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
                         output: Path | None, full: bool) -> None:
     """``UsageError`` naming both flags when ``export`` was given a flag that the format or
     another flag would ignore."""
-    formats = ("svg", "png", "dot", "html", "perfetto")
+    formats = ("svg", "png", "dot", "html", "perfetto", "graphml", "gexf")
     if fmt not in formats:
         raise UsageError(f"--format {fmt}: expected one of {', '.join(formats)}")
     pictures = ("svg", "png", "dot")
@@ -176,16 +176,16 @@ def check_export_flags(fmt: str, *, step: int | None, frames: Path | None,
     if step is not None and fmt not in pictures:
         raise UsageError(f"--step cannot be used with --format {fmt}; it draws one step as svg, "
                          "png or dot")
-    if full and fmt == "perfetto":
-        raise UsageError("--full cannot be used with --format perfetto; it applies to pictures "
+    if full and fmt in ("perfetto", "graphml", "gexf"):
+        raise UsageError(f"--full cannot be used with --format {fmt}; it applies to pictures "
                          "and the HTML viewer")
 
 
 def check_view_flags(fmt: str, flags: dict[str, Any]) -> None:
     """``UsageError`` for a view flag (``--view``, ``--worker``, ...) the format ignores."""
     given = [f for f, v in flags.items() if v is not None and v is not False]
-    if given and fmt == "perfetto":
-        raise UsageError(f"{given[0]} cannot be used with --format perfetto; it applies to "
+    if given and fmt in ("perfetto", "graphml", "gexf"):
+        raise UsageError(f"{given[0]} cannot be used with --format {fmt}; it applies to "
                          "pictures and the HTML viewer")
 
 

@@ -15,7 +15,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.recorder import graph as rec
-from distviz.recorder.graph import hooks
+from distviz.recorder import hooks
 from distviz.runner.gradients import compare, summarize
 from distviz.runner.protocol import (
     Backward,

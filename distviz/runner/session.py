@@ -36,7 +36,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.recorder import graph as rec
-from distviz.recorder.graph import hooks
+from distviz.recorder import hooks
 from distviz.runner import modules
 from distviz.runner.gradients import dense, summarize
 from distviz.runner.initiator import (

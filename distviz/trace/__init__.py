@@ -19,13 +19,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from distviz.errors import TraceError
 from distviz.trace.files import STDOUT as STDOUT  # re-exported: callers import them from here
 from distviz.trace.files import is_stream as is_stream
 from distviz.trace.files import write_atomic
 from distviz.trace.node import Node as Node  # re-exported: callers import it from here
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
 
 try:
     import orjson
@@ -152,6 +155,25 @@ class Trace:
             entry[n.kind] = n.id
         return [by_msg[k] for k in sorted(by_msg)]
 
+    # -- as a networkx graph, and in Jupyter (see ``TraceViews``) ------------------------
+    def to_networkx(self, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
+        """Return the whole distributed graph as a ``networkx.DiGraph``: every node (by id)
+        with its worker, op name, ``sequence_nr``, variable, shape and initial dependency
+        count; an edge from each node to each next function, and one edge per gradient
+        message, recv -> send, marked ``kind="message"`` with its ``msg_id``. With
+        ``pass_index`` the pass is replayed in ``mode`` and each node also carries its
+        ``step`` and ``outcome`` (``distviz.views.graph_nx`` lists every attribute). Raises
+        ``IndexError`` for a pass the trace does not have."""
+        return _views().networkx(self, pass_index, mode)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the interactive step viewer, inline and self-contained."""
+        return _views().html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's display without JavaScript: the picture ``export -f svg`` draws."""
+        return _views().svg(self)
+
     # -- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
@@ -213,6 +235,33 @@ class Trace:
     def from_json(cls, obj: Any, source: str = "<trace>") -> Trace:
         """Build a Trace from parsed JSON; raises ``TraceError`` naming the bad key."""
         return _parse_trace(obj, source)
+
+
+class TraceViews(Protocol):
+    """What ``Trace.to_networkx`` and Jupyter's display of a trace call. They need the replay
+    and the renderers, which import this module, so this module imports none of them: the
+    ``distviz`` package (which Python loads before any ``distviz.*`` module) lends them once
+    with ``lend_views``, importing each on first use."""
+
+    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph: ...
+
+    def html(self, trace: Trace) -> str: ...
+
+    def svg(self, trace: Trace) -> str | None: ...
+
+
+_lent: list[TraceViews] = []
+
+
+def lend_views(views: TraceViews) -> None:
+    """Set what ``Trace.to_networkx``, ``_repr_html_`` and ``_repr_svg_`` call."""
+    _lent[:] = [views]
+
+
+def _views() -> TraceViews:
+    if not _lent:  # pragma: no cover - distviz/__init__.py lends them before any trace exists
+        raise RuntimeError("distviz.trace: no views lent; import distviz")
+    return _lent[0]
 
 
 def load(path: str | os.PathLike[str]) -> Trace:

@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.errors import TraceError
 from distviz.trace import (
@@ -28,6 +28,9 @@ from distviz.trace import (
     write_atomic,
 )
 from distviz.trace.iteration import Iteration, TrainingSummary
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
 
 __all__ = ["RECORDING_VERSION", "Recording", "load_recording", "loads_recording"]
 
@@ -80,6 +83,22 @@ class Recording:
         it = self.iterations[index] if index < len(self.iterations) else None
         head = f"context {index + 1}"
         return head if it is None else f"{head} ({it.trainer} {it.index})"
+
+    # -- as a networkx graph, and in Jupyter ----------------------------------------------------
+    def to_networkx(self, context: int | None = None, pass_index: int | None = None,
+                    mode: str = "fast") -> nx.DiGraph:
+        """``Trace.to_networkx`` of the context numbered ``context`` (from 1; default the
+        first). Raises ``TraceError`` when there is no such context."""
+        return self.pick(context).to_networkx(pass_index, mode)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: a table of the contexts and the step viewer of the first."""
+        from distviz.render.notebook import recording_html
+        return recording_html(self)
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter's display without JavaScript: the first context's picture."""
+        return self.pick(None)._repr_svg_()
 
     # -- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

@@ -46,7 +46,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.recorder import graph as recorder
-from distviz.recorder.graph import hooks as recorder_hooks
+from distviz.recorder import hooks as recorder_hooks
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming
 from distviz.tracing.config import TraceConfig
