@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from distviz import limits
-from distviz.cli.app import app, guard, stdout_console
+from distviz.cli.app import app, guard, stdout_console, unbounded_console
 from distviz.cli.options import (
     Contexts,
     HangTimeout,
@@ -70,11 +70,12 @@ def trace(
               f"in {finished.seconds:.1f} s: {output}/<initiator>.ctx<N>.trace.json, "
               f"index {index}", markup=False)
     if found:
-        out.print(summary.table(found))
+        unbounded_console().print(summary.table(found))
     for e in found:
-        for line in (e.row.explanation, e.row.time):
-            if line:
-                out.print(f"{e.row.initiator} context {e.row.index}: {line}", markup=False)
+        if e.row.explanation:
+            out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
+    for line in summary.timing_lines(found):
+        out.print(line)
     for note in notes:
         out.print(note, markup=False)
     own = finished.returncode != 0 and not (finished.stopped_for_hang or finished.interrupted)

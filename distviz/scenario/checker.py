@@ -494,18 +494,23 @@ class Checker:
         self.arguments(node, scope)
 
     def arguments(self, node: ast.Call, scope: Scope) -> None:
+        """Each argument of a call, on its own: a problem in one is kept and the next ones
+        are checked too (``rpc.rpc_sync("wroker1", my_ad)`` names both)."""
         for arg in node.args:
-            self.expr(arg, scope)
+            self.problems.attempt(lambda a=arg: self.expr(a, scope), None)
         for kw in node.keywords:
-            if kw.arg is None:
-                if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
-                    continue  # passing a function's own **kwargs on
-                self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
-                                    "one by one (a def may pass its own **kwargs on)")
-            if kw.arg.startswith("_"):
-                self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
-                                    "names starting with '_' are reserved")
-            self.expr(kw.value, scope)
+            self.problems.attempt(lambda k=kw: self.keyword(k, scope), None)
+
+    def keyword(self, kw: ast.keyword, scope: Scope) -> None:
+        if kw.arg is None:
+            if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
+                return  # passing a function's own **kwargs on
+            self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
+                                "one by one (a def may pass its own **kwargs on)")
+        if kw.arg.startswith("_"):
+            self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
+                                "names starting with '_' are reserved")
+        self.expr(kw.value, scope)
 
     def call_name(self, node: ast.Call, name: str, scope: Scope) -> None:
         if name == "super":
@@ -531,7 +536,8 @@ class Checker:
         if self.kind == "init":
             self.fail(node, "rpc calls are not allowed in a worker's init: it runs before the "
                             "workers are connected; call from main or from a function in code")
-        rules.check_rpc_shape(self.fail, node, fn, self.workers)
+        self.problems.attempt(lambda: rules.check_rpc_shape(self.fail, node, fn, self.workers),
+                              None)
         self.arguments(node, scope)
 
 

@@ -317,3 +317,116 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
     to_here.__wrapped__ = orig    # type: ignore[attr-defined]
     to_here.__doc__ = getattr(orig, "__doc__", None)
     return to_here
+
+
+# -- the Python API's first context: calls made before the wrappers were installed ---------------
+
+_RPC_APIS = ("rpc_sync", "rpc_async", "remote")
+
+
+@functools.lru_cache(maxsize=256)
+def _module_tree(path: str) -> ast.Module | None:
+    try:
+        return ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _function_node(code: types.CodeType) -> ast.AST | None:
+    """The ``def`` (or the module) whose code ``code`` is, from its file's source."""
+    tree = _module_tree(code.co_filename)
+    if tree is None or code.co_name == "<module>":
+        return tree
+    first = def_line(code)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name == code.co_name and node.lineno == first:
+            return node
+    return None
+
+
+def _rpc_shape(call: ast.expr) -> tuple[str, str] | None:
+    """``(api, func)`` of an RPC written as an expression: ``rpc.rpc_sync(to, mult, ...)``,
+    ``rpc.rpc_async(...).wait()``, ``rref.to_here()``; ``None`` for anything else."""
+    calls = [n for n in ast.walk(call) if isinstance(n, ast.Call)]
+    for node in calls:
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else (
+            node.func.id if isinstance(node.func, ast.Name) else None)
+        if name == "to_here":
+            return "to_here", "RRef"
+        if name in _RPC_APIS:
+            func = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "func"), None)
+            return name, ast.unparse(func) if func is not None else "?"
+    return None
+
+
+def _rpc_assignments(code: types.CodeType, upto: int) -> dict[str, tuple[int, str, str]]:
+    """``{variable: (line, api, func)}``: the last statement up to line ``upto`` of the
+    function of ``code`` that assigns an RPC's result to a plain name."""
+    fn = _function_node(code)
+    if fn is None:
+        return {}
+    out: dict[str, tuple[int, str, str]] = {}
+    stack = list(getattr(fn, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and node.lineno <= upto:
+            shape = _rpc_shape(node.value)
+            name = node.targets[0].id
+            if shape is not None and node.lineno >= out.get(name, (0, "", ""))[0]:
+                out[name] = (node.lineno, *shape)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def has_calls(context_id: int) -> bool:
+    """Whether the wrappers kept any call of ``context_id`` in this process."""
+    with _LOCK:
+        return bool(_CALLS.get(context_id))
+
+
+def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
+                      workers: dict[int, str]) -> int:
+    """Keep, as calls of ``context_id``, the RPCs whose results the program's own frames
+    still hold, found in their source (``side = rpc.rpc_sync("worker1", mult, ...)``): the
+    Python API's first ``distviz.backward`` in a process comes after a forward pass that no
+    wrapper saw, and this gives its RPC results the same call sites and variables as
+    ``distviz trace`` does (the messages of their arguments stay unknown). ``workers`` names
+    ranks. Returns how many calls it kept."""
+    ctx = current_context()
+    if ctx is None:
+        return 0
+    by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    kept = frames = 0
+    f = frame
+    seen: set[int] = set()
+    while f is not None and frames < MAX_FRAMES:
+        code = f.f_code
+        if is_own(code.co_filename):
+            frames += 1
+            path = os.path.abspath(code.co_filename)
+            outer = own_frames(f.f_back, MAX_FRAMES - 1)
+            for var, (line, api, func) in sorted(_rpc_assignments(code, f.f_lineno).items()):
+                mids = [m for m in recv_ids_by(by_fn, f.f_locals.get(var)) if m not in seen]
+                if not mids:
+                    continue
+                seen.update(mids)
+                log(context_id, Call(caller=me, callee=workers.get(mids[0] >> 48, "?"),
+                                     api=api, func=func, builtin=func.startswith("torch."),
+                                     grad_enabled=True, frames=[(path, line, code.co_name),
+                                                                *outer], msg_ids=mids))
+                kept += 1
+        f = f.f_back
+    return kept
+
+
+def recv_ids_by(by_fn: dict[Any, int], value: Any) -> list[int]:
+    """Message ids of the ``RecvRpcBackward`` (``by_fn``: function -> id) behind the tensors
+    in ``value`` (a tensor, or a list or tuple of them)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return sorted({by_fn[v.grad_fn] for v in values
+                   if isinstance(v, torch.Tensor) and v.grad_fn in by_fn})
