@@ -93,7 +93,7 @@ def test_replay_takes_no_log_like_run(tmp_path: Path) -> None:
     quiet = CliRunner().invoke(app, ["replay", str(path), "--no-log"])
     assert quiet.exit_code == 0, quiet.output
     assert "step 0" not in quiet.output and "replay steps (--no-log)" in quiet.output
-    assert "completed" in quiet.output
+    assert "completes in 28 steps" in quiet.output
     loud = CliRunner().invoke(app, ["replay", str(path), "--log"])
     assert len(loud.output.splitlines()) > len(quiet.output.splitlines())
 
@@ -127,7 +127,8 @@ def test_options_shared_by_run_and_trace_have_one_name() -> None:
     ("trace", "Usage: distviz trace [OPTIONS] -- COMMAND..."),
 ])
 def test_usage_lines_read_plainly(command: str, usage: str) -> None:
-    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+    out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"},
+                             prog_name="distviz").output
     first = out.strip().splitlines()[0]
     assert first == usage, first
     assert not re.search(r"[{}<>]", "\n".join(out.splitlines()[:3])), out
@@ -136,8 +137,8 @@ def test_usage_lines_read_plainly(command: str, usage: str) -> None:
 def test_a_missing_argument_names_it_plainly() -> None:
     result = _distviz("replay")
     assert result.returncode == 2
-    assert "error: missing TRACE_FILE: give the trace file written by distviz run" in \
-        result.stderr, result.stderr
+    assert result.stderr.splitlines() == [
+        "error: missing TRACE_FILE: trace JSON written by distviz run; see distviz replay --help"]
     assert "{" not in result.stderr and "Traceback" not in result.stderr
 
 
@@ -160,8 +161,21 @@ def test_an_unknown_option_suggests_the_near_one() -> None:
     result = _distviz("replay", "x.json", "--no-logg")
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == ["error: no such option --no-logg (did you mean --no-log?); see distviz "
+    assert lines == ["error: no such option --no-logg (did you mean '--no-log'?); see distviz "
                      "replay --help"], result.stderr
+
+
+def test_an_unknown_command_suggests_the_near_one() -> None:
+    result = _distviz("replai", "x.json")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: no such command 'replai' (did you mean 'replay'?); see distviz --help"]
+
+
+def test_help_shows_value_types_in_words() -> None:
+    out = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output
+    assert "--interop-threads N " in out and "--hang-timeout NUMBER " in out
+    assert not re.search(r"<(int|float|str|path)>", out), out
 
 
 # -- the program's output and the spinner -------------------------------------------------------

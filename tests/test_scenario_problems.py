@@ -142,5 +142,5 @@ def test_every_problem_of_one_rpc_call_is_reported() -> None:
         "s.yaml:8 main: unknown worker 'wroker1' (did you mean 'worker1'?); workers: worker0, "
         "worker1",
         "s.yaml:8 main: unknown name 'my_ad' (did you mean 'my_add'?)",
-        "s.yaml:8 main: unknown name 't22' (did you mean 't1'?)",
+        "s.yaml:8 main: unknown name 't22'",
     ]

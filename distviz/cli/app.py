@@ -9,15 +9,24 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from distviz.cli.usage import Command, Group
 from distviz.errors import DistvizError, Interrupted
 from distviz.limits import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
 
 __all__ = ["app", "fail", "guard", "main", "stderr_console", "stdout_console",
            "unbounded_console"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
-                       "Example:\n\n  distviz run design_note")
+class App(typer.Typer):
+    """The typer app whose commands read like distviz (``distviz.cli.usage``)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
+app = App(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=Group,
+          help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
+               "Example:\n\n  distviz run design_note")
 
 
 def version_text() -> str:
@@ -113,7 +122,7 @@ def internal_error(exc: BaseException) -> typer.Exit:
 def main() -> None:
     """Console-script entry point."""
     try:
-        app()
+        app(prog_name="distviz")
     except KeyboardInterrupt:
         print("error: interrupted by Ctrl-C", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)

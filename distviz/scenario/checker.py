@@ -11,6 +11,7 @@ problem and the walk goes on with the next one, so every bad statement is report
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -497,9 +498,9 @@ class Checker:
         """Each argument of a call, on its own: a problem in one is kept and the next ones
         are checked too (``rpc.rpc_sync("wroker1", my_ad)`` names both)."""
         for arg in node.args:
-            self.problems.attempt(lambda a=arg: self.expr(a, scope), None)
+            self.problems.attempt(functools.partial(self.expr, arg, scope), None)
         for kw in node.keywords:
-            self.problems.attempt(lambda k=kw: self.keyword(k, scope), None)
+            self.problems.attempt(functools.partial(self.keyword, kw, scope), None)
 
     def keyword(self, kw: ast.keyword, scope: Scope) -> None:
         if kw.arg is None:
