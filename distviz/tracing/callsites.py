@@ -395,12 +395,13 @@ def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
     still hold, found in their source (``side = rpc.rpc_sync("worker1", mult, ...)``): the
     Python API's first ``distviz.backward`` in a process comes after a forward pass that no
     wrapper saw, and this gives its RPC results the same call sites and variables as
-    ``distviz trace`` does (the messages of their arguments stay unknown). ``workers`` names
-    ranks. Returns how many calls it kept."""
+    ``distviz trace`` does; the callee names the messages of the call's arguments
+    (``arguments_sent``). ``workers`` names ranks. Returns how many calls it kept."""
     ctx = current_context()
     if ctx is None:
         return 0
     by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    me_rank = next((rank for rank, name in workers.items() if name == me), -1)
     kept = frames = 0
     f = frame
     seen: set[int] = set()
@@ -415,10 +416,12 @@ def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
                 if not mids:
                     continue
                 seen.update(mids)
-                log(context_id, Call(caller=me, callee=workers.get(mids[0] >> 48, "?"),
-                                     api=api, func=func, builtin=func.startswith("torch."),
-                                     grad_enabled=True, frames=[(path, line, code.co_name),
-                                                                *outer], msg_ids=mids))
+                callee = workers.get(mids[0] >> 48, "?")
+                sent = _arguments_of(callee, context_id, mids, me_rank) if callee != "?" else []
+                log(context_id, Call(caller=me, callee=callee, api=api, func=func,
+                                     builtin=func.startswith("torch."), grad_enabled=True,
+                                     frames=[(path, line, code.co_name), *outer],
+                                     msg_ids=sorted(set(mids) | set(sent))))
                 kept += 1
         f = f.f_back
     return kept
@@ -430,3 +433,41 @@ def recv_ids_by(by_fn: dict[Any, int], value: Any) -> list[int]:
     values = value if isinstance(value, (list, tuple)) else [value]
     return sorted({by_fn[v.grad_fn] for v in values
                    if isinstance(v, torch.Tensor) and v.grad_fn in by_fn})
+
+
+def _arguments_of(callee: str, context_id: int, results: list[int], caller_rank: int
+                  ) -> list[int]:
+    """The argument messages of the call whose results came in ``results``, asked of
+    ``callee`` (PyTorch's own ``rpc_sync``: a call of distviz's is no call of the program);
+    none when it cannot tell."""
+    import torch.distributed.rpc as rpc
+    call = getattr(rpc.rpc_sync, "__wrapped__", rpc.rpc_sync)
+    try:
+        return [int(m) for m in call(callee, arguments_sent,
+                                     args=(context_id, list(results), caller_rank))]
+    except Exception:  # noqa: BLE001 - the call site is still named without them
+        return []
+
+
+def arguments_sent(context_id: int, results: list[int], caller_rank: int) -> list[int]:
+    """On the callee: the messages from ``caller_rank`` whose ``RecvRpcBackward`` the sends of
+    ``results`` reach in this worker's graph of ``context_id`` (the call's arguments; the walk
+    stops at every recv, so a nested call's results are not taken)."""
+    ctx = dist_autograd._retrieve_context(context_id)
+    sends = ctx._send_functions()
+    recv_id = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    stack = [sends[m] for m in results if m in sends]
+    seen: set[Any] = set()
+    found: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        mid = recv_id.get(fn)
+        if mid is not None:
+            if mid >> 48 == caller_rank:
+                found.add(mid)
+            continue
+        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return sorted(found)
