@@ -144,3 +144,10 @@ def test_every_problem_of_one_rpc_call_is_reported() -> None:
         "s.yaml:8 main: unknown name 'my_ad' (did you mean 'my_add'?)",
         "s.yaml:8 main: unknown name 't22'",
     ]
+
+
+def test_an_unknown_function_does_not_hide_its_bad_argument() -> None:
+    err = _problems("name: x\nworkers: [w0]\nmain: |\n  t1 = torch.ones(2, requires_grad=True)\n"
+                    "  loss = sumx(t22)\nbackward: [loss]\n")
+    assert [line.split(" main: ")[1] for line in err.lines()] == [
+        "unknown function 'sumx' (did you mean 'sum'?)", "unknown name 't22'"]

@@ -471,6 +471,13 @@ class Checker:
     # -- calls --------------------------------------------------------------------------------
 
     def call(self, node: ast.Call, scope: Scope) -> None:
+        """A call: what it calls, then its arguments, each checked even when the other has a
+        problem (``unknwn(t22)`` names both)."""
+        if self.problems.attempt(functools.partial(self.callee, node, scope), True):
+            self.arguments(node, scope)
+
+    def callee(self, node: ast.Call, scope: Scope) -> bool:
+        """What ``node`` calls; ``False`` when its arguments were checked here already."""
         func = node.func
         if isinstance(func, ast.Name):
             self.call_name(node, func.id, scope)
@@ -482,17 +489,17 @@ class Checker:
                                 "statement in a class's __init__")
             if rules_nn.check_format_call(self.fail, node):
                 self.arguments(node, scope)
-                return
+                return False
             self.attribute(func, scope, call=True)
             path = rules.dotted(func)
             if path == ["dist_autograd", "backward"]:
                 self.backward_calls += 1
             if path is not None and path[0] == "rpc" and func.attr in lang.RPC_FUNCS:
                 self.rpc_call(node, func.attr, scope)
-                return
+                return False
         else:
             self.expr(func, scope)
-        self.arguments(node, scope)
+        return True
 
     def arguments(self, node: ast.Call, scope: Scope) -> None:
         """Each argument of a call, on its own: a problem in one is kept and the next ones
