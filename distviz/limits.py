@@ -129,7 +129,9 @@ PARENT_GONE_EXIT: Final = 70
 # -- exit codes of the distviz command ---------------------------------------------------------------
 
 EXIT_OK: Final = 0
-EXIT_INTERNAL: Final = 1
+#: A bug in distviz (sysexits' EX_SOFTWARE): apart from 1, which under ``distviz trace`` is
+#: the traced program's own failure (pytest's and Python's usual status).
+EXIT_INTERNAL: Final = 70
 EXIT_BAD_INPUT: Final = 2
 EXIT_RUN_FAILED: Final = 3
 EXIT_TIMEOUT: Final = 4
@@ -143,7 +145,6 @@ EXIT_INTERRUPTED: Final = 130
 
 EXIT_CODES: Final[dict[int, str]] = {
     EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
-    EXIT_INTERNAL: "a bug in distviz (please report it with the trace file)",
     EXIT_BAD_INPUT: "bad input: scenario, trace file or options; nothing was run",
     EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, a worker died, or a "
                      "worker hit its memory limit or the RPC nesting limit",
@@ -155,6 +156,8 @@ EXIT_CODES: Final[dict[int, str]] = {
                    "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
     EXIT_NOT_EXECUTABLE: "distviz trace: the command exists but is not executable",
     EXIT_NOT_FOUND: "distviz trace: the command was not found",
+    EXIT_INTERNAL: "a bug in distviz (EX_SOFTWARE; please report it with the trace file); "
+                   "never the status of a traced program, which `distviz trace` passes on",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
 }
 

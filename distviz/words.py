@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-__all__ = ["NOTATION", "plural", "word_for"]
+__all__ = ["NOTATION", "context_label", "plural", "word_for"]
 
 
 def word_for(n: int, one: str, many: str | None = None) -> str:
@@ -23,6 +23,16 @@ def plural(n: int, one: str, many: str | None = None, *, grouped: bool = False) 
     plural (``plural(3, "pass", "passes")``); ``grouped`` writes ``12,000``."""
     count = f"{n:,}" if grouped else str(n)
     return f"{count} {word_for(n, one, many)}"
+
+
+def context_label(number: int, context_id: int | None = None, more: str | None = None) -> str:
+    """The one way distviz names a context: the number the user counts (from 1: ``--context
+    N``, the N of ``trainer.ctxN.trace.json``) and, where it helps, PyTorch's context id and
+    more words beside it. ``context_label(1, 562949953421312)`` is
+    ``"context 1 (id 562949953421312)"``, ``context_label(3, 7, "trainer 3")`` is
+    ``"context 3 (trainer 3, id 7)"``, ``context_label(2)`` is ``"context 2"``."""
+    extra = [x for x in (more, None if context_id is None else f"id {context_id}") if x]
+    return f"context {number}" + (f" ({', '.join(extra)})" if extra else "")
 
 
 #: The notation distviz writes, explained once for every view (the graph's legend, the

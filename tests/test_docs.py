@@ -143,7 +143,8 @@ def _problems(argv: list[str]) -> list[str]:
     too many arguments, or a scenario that fails ``load_scenario`` with the given ``--set``."""
     group = _group()
     if not argv or argv[0].startswith("-"):
-        bad = [a for a in argv if a != "--help"]
+        top = {o for p in group.params for o in p.opts} | {"--help"}   # --version
+        bad = [a for a in argv if a not in top]
         return [f"unknown top-level option(s) {bad}"] if bad else []
     name = argv[0]
     cmd = group.commands.get(name)

@@ -49,7 +49,7 @@ def test_a_recording_round_trips_and_keeps_one_node_per_line(tmp_path: Path) -> 
     assert [len(t.nodes) for t in back.contexts] == [len(t.nodes) for t in rec.contexts]
     assert back.iterations == rec.iterations and back.training == rec.training
     assert back.pick(2).nodes == rec.contexts[1].nodes
-    assert back.label(1) == "context 2 (worker0 2)"
+    assert back.label(1) == "context 2 (worker0 2, id 0)"
 
 
 def test_version_1_files_read_as_one_context(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_replay_shows_every_context_and_one_with_context(tmp_path: Path) -> None
     assert table.exit_code in (0, 8), table.output
     assert "2 contexts recorded of 2" in table.output and "worker0 2" in table.output
     one = _invoke("replay", path, "--context", 2)
-    assert "-- context 2 (worker0 2)" in one.output
+    assert "-- context 2 (worker0 2, id 0)" in one.output
     assert "SGD.step(context) through DistributedOptimizer updates 1 parameter" in one.output
     report = json.loads(_invoke("replay", path, "--json").stdout)
     assert [c["context"] for c in report["contexts"]] == [1, 2]
@@ -187,7 +187,7 @@ def _html(tmp_path: Path) -> tuple[Path, Recording]:
 def test_the_html_viewer_of_a_recording_holds_every_context(tmp_path: Path) -> None:
     out, rec = _html(tmp_path)
     text = out.read_text()
-    assert 'id="context"' in text and "context 2 (worker0 2)" in text
+    assert 'id="context"' in text and "context 2 (worker0 2, id 0)" in text
     assert "SGD.step(context) through DistributedOptimizer" in text
 
 

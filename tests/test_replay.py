@@ -58,7 +58,7 @@ def test_design_note_replays_as_the_note_narrates() -> None:
     assert r.events[9].action == "receive_gradient" and r.events[9].message is not None
     assert r.events[9].message.first is True
     assert r.events[9].text == ("worker1 receives gradient for message 1:0 from worker0; first "
-                                "message for context 0 here, so it computes dependencies")
+                                "message for context 1 here, so it computes dependencies")
     assert sorted(a.var for a in r.accumulated.values()) == ["t1", "t2", "t4"]
     assert r.order == [{
         "worker0": ["worker0/SumBackward0#3", "worker0/MulBackward0#2",

@@ -122,3 +122,32 @@ def test_a_refused_function_name_states_the_rule(tmp_path: Path, name: str, rule
                                   f"{rule}; choose another name")
     else:
         assert name == "_call_method", f"{name} should be refused"
+
+
+def test_every_problem_of_one_rpc_call_is_reported() -> None:
+    # a misspelled worker does not hide a misspelled function, nor a bad argument after it
+    err = _problems("""\
+        name: x
+        workers: [worker0, worker1]
+        code: |
+          def my_add(a, b):
+              return a + b
+        main: |
+          t1 = torch.rand((3, 3), requires_grad=True)
+          t3 = rpc.rpc_sync("wroker1", my_ad, args=(t1, t22))
+          loss = t3.sum()
+        backward: [loss]
+        """)
+    assert err.lines() == [
+        "s.yaml:8 main: unknown worker 'wroker1' (did you mean 'worker1'?); workers: worker0, "
+        "worker1",
+        "s.yaml:8 main: unknown name 'my_ad' (did you mean 'my_add'?)",
+        "s.yaml:8 main: unknown name 't22'",
+    ]
+
+
+def test_an_unknown_function_does_not_hide_its_bad_argument() -> None:
+    err = _problems("name: x\nworkers: [w0]\nmain: |\n  t1 = torch.ones(2, requires_grad=True)\n"
+                    "  loss = sumx(t22)\nbackward: [loss]\n")
+    assert [line.split(" main: ")[1] for line in err.lines()] == [
+        "unknown function 'sumx' (did you mean 'sum'?)", "unknown name 't22'"]

@@ -56,7 +56,7 @@ def test_one_message_one_pass_one_leaf_are_singular() -> None:
     console.print(render_summary(t))
     console.print(render_graph(t))
     text = console.export_text()
-    assert "4 nodes on 2 workers · initiator worker0 · context 0 · 1 backward pass" in text
+    assert "4 nodes on 2 workers · initiator worker0 · context 1 (id 0) · 1 backward pass" in text
     assert "worker1 (2 nodes)" in text
     log = "\n".join(ev.text for ev in rp.events)
     assert "its 1 send (message 1:0): 1 node to wait for, 1 task outstanding" in log

@@ -9,19 +9,53 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from distviz.cli.usage import Command, Group
 from distviz.errors import DistvizError, Interrupted
 from distviz.limits import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
 
 __all__ = ["app", "fail", "guard", "main", "stderr_console", "stdout_console",
            "unbounded_console"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
-                       "Example:\n\n  distviz run design_note")
+class App(typer.Typer):
+    """The typer app whose commands read like distviz (``distviz.cli.usage``)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
+
+app = App(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=Group,
+          help="Record, replay and visualize PyTorch distributed autograd (FAST mode).\n\n"
+               "Example:\n\n  distviz run design_note")
+
+
+def version_text() -> str:
+    """``distviz X.Y.Z (Python A.B.C)``: what ``distviz --version`` prints."""
+    from distviz import __version__
+    return f"distviz {__version__} (Python {sys.version.split()[0]})"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(version_text(), flush=True)
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _top(version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                      help="Print distviz's version and exit.")) -> None:
+    """Record, replay and visualize PyTorch distributed autograd (FAST mode).
+
+    Example:
+
+      distviz run design_note
+    """
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    """Standard output. Like every console of distviz it reads no markup: names, descriptions
+    and file names (``dist_autograd.backward(context_id, [loss])``) print as they are."""
+    return Console(highlight=False, soft_wrap=True, markup=False)
 
 
 def unbounded_console() -> Console:
@@ -30,11 +64,11 @@ def unbounded_console() -> Console:
     out = stdout_console()
     if out.is_terminal:
         return out
-    return Console(highlight=False, soft_wrap=True, width=1_000_000)
+    return Console(highlight=False, soft_wrap=True, width=1_000_000, markup=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, markup=False)
 
 
 def fail(err: DistvizError) -> typer.Exit:
@@ -72,17 +106,27 @@ def guard(fn: Any) -> Any:
         except Exception as exc:  # noqa: BLE001
             if os.environ.get("DISTVIZ_DEBUG"):
                 raise
-            text = " ".join(str(exc).split())
-            print(f"internal error: {type(exc).__name__}: {text} (set DISTVIZ_DEBUG=1 for the "
-                  "traceback and report it)", file=sys.stderr, flush=True)
-            raise typer.Exit(EXIT_INTERNAL) from None
+            raise internal_error(exc) from None
     return wrapper
+
+
+def internal_error(exc: BaseException) -> typer.Exit:
+    """Print a bug in distviz as one line on stderr; return the Exit (``EXIT_INTERNAL``, 70,
+    never 1: under ``distviz trace`` 1 is the program's own failure) to raise."""
+    text = " ".join(str(exc).split())
+    print(f"internal error: {type(exc).__name__}: {text} (set DISTVIZ_DEBUG=1 for the "
+          "traceback and report it)", file=sys.stderr, flush=True)
+    return typer.Exit(EXIT_INTERNAL)
 
 
 def main() -> None:
     """Console-script entry point."""
     try:
-        app()
+        app(prog_name="distviz")
     except KeyboardInterrupt:
         print("error: interrupted by Ctrl-C", file=sys.stderr, flush=True)
         sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # noqa: BLE001 - outside a command body (option parsing)
+        if os.environ.get("DISTVIZ_DEBUG"):
+            raise
+        sys.exit(internal_error(exc).exit_code)

@@ -220,6 +220,7 @@ def replay(
     graph: Annotated[bool, typer.Option("--graph", help="Show each worker's graph as a tree first.")] = False,
     what_if: WhatIfOpt = None,
     context: ContextOpt = None,
+    log: Log = None,
 ) -> None:
     """Replay a saved trace (no torch, no workers) and print the step log, then where the real
     backward spent its time (or, with --what-if, how long it would take with the changes).
@@ -233,8 +234,8 @@ def replay(
     recording = load_recording(trace_file)
     if len(recording.contexts) > 1 or recording.training is not None:
         from distviz.cli.recording import replay_recording
-        view = View(as_json=as_json, step=step, log=True, worker=worker, start=start, end=end,
-                    pictures={})
+        view = View(as_json=as_json, step=step, log=log is not False, worker=worker,
+                    start=start, end=end, pictures={})
         raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
     trace = recording.pick(context)
     if not trace.passes:
@@ -256,7 +257,12 @@ def replay(
     else:
         if graph:
             unbounded_console().print(terminal.render_graph(trace))
-        show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
+        show(trace, rp, agreement, step=step, worker=worker, start=start, end=end,
+             log=log is not False)
+        if log is False and not step:
+            for line in (f"{plural(len(rp.events), 'replay step')} (--no-log)", rp.summary(),
+                         agreement.text):
+                stdout_console().print(line, markup=False)
         for line in time_lines:
             stdout_console().print(line, markup=False)
     raise typer.Exit(exit_code(trace, rp, agreement))

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
@@ -42,9 +47,54 @@ def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
             print(f"distviz: {msg}", file=sys.stderr, flush=True)
         return run_scenario(sc, opts, decide, say)
     if err.is_terminal and not quiet:
-        with err.status("starting workers") as status:
+        with program_output_above() as console, console.status("starting workers") as status:
             return run_scenario(sc, opts, decide, lambda m: status.update(m))
     return run_scenario(sc, opts, decide, None)
+
+
+@contextlib.contextmanager
+def program_output_above() -> Iterator[Console]:
+    """A console on the terminal's standard error for a spinner, while everything else
+    written to standard error (the workers print there: a scenario's ``print``) goes through a
+    pipe and is printed above the spinner, whole lines at a time, never into its line.
+
+    The workers are forked by a fork server that inherits descriptor 2, so descriptor 2 itself
+    is the pipe until the run ends; Python's ``sys.stderr`` of this process goes there too."""
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()     # a helper that outlives the run keeps the terminal
+    sys.stderr.flush()
+    saved = os.dup(2)
+    terminal = os.fdopen(saved, "w", buffering=1, encoding="utf-8", errors="replace")
+    console = Console(file=terminal, highlight=False, markup=False)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    relay = threading.Thread(target=_relay, args=(read_end, console), daemon=True,
+                             name="distviz-output")
+    relay.start()
+    try:
+        yield console
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)       # the pipe ends when the workers and the fork server are gone
+        relay.join(timeout=2.0)
+        terminal.flush()
+
+
+def _relay(fd: int, console: Console) -> None:
+    """Print what arrives on ``fd`` line by line through ``console`` until the pipe ends."""
+    pending = b""
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                console.print(line.decode("utf-8", "replace"), markup=False, highlight=False,
+                              crop=False, overflow="ignore")
+    if pending:
+        console.print(pending.decode("utf-8", "replace"), markup=False, highlight=False)
 
 
 def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:

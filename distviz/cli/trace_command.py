@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from distviz import limits
-from distviz.cli.app import app, guard, stdout_console
+from distviz.cli.app import app, guard, stdout_console, unbounded_console
 from distviz.cli.options import (
     Contexts,
     HangTimeout,
@@ -40,7 +40,7 @@ def trace(
     Every Python process the command starts loads distviz's hooks. Each selected
     dist_autograd.backward is recorded on every worker of its context, replayed first (a
     predicted hang is explained at once), observed, and compared with the replay. Exit status:
-    the program's own when it fails, else 0/6/7/8 as for run.
+    the program's own when it fails, else 0/6/7/8 as for run (a bug in distviz is 70, never 1).
 
     Example:
 
@@ -70,11 +70,12 @@ def trace(
               f"in {finished.seconds:.1f} s: {output}/<initiator>.ctx<N>.trace.json, "
               f"index {index}", markup=False)
     if found:
-        out.print(summary.table(found))
+        unbounded_console().print(summary.table(found))
     for e in found:
-        for line in (e.row.explanation, e.row.time):
-            if line:
-                out.print(f"{e.row.initiator} context {e.row.index}: {line}", markup=False)
+        if e.row.explanation:
+            out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
+    for line in summary.timing_lines(found):
+        out.print(line)
     for note in notes:
         out.print(note, markup=False)
     own = finished.returncode != 0 and not (finished.stopped_for_hang or finished.interrupted)

@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run_replay(trace, mode="fast")
     agreement = compare(trace, result) if trace.real is not None else None
-    console = Console()
+    console = Console(markup=False)
     if not console.is_terminal:
         for line in render_log(trace, result, agreement=agreement):  # one line per event
             console.print(line, soft_wrap=True)

@@ -21,7 +21,7 @@ from distviz.render.text import more, node_label
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, Trace, message_label, short_name
-from distviz.words import NOTATION, plural
+from distviz.words import NOTATION, context_label, plural
 
 __all__ = ["render_graph", "render_summary"]
 
@@ -160,7 +160,8 @@ def render_summary(trace: Trace, *, max_items: int = 20) -> RenderableType:
     ``max_items`` end with ``… N more``."""
     head = Text(f"{plural(len(trace.nodes), 'node')} on {plural(len(trace.workers), 'worker')}",
                 style="bold")
-    head.append(f" · initiator {trace.initiator} · context {trace.context_id}"
+    head.append(f" · initiator {trace.initiator} · "
+                f"{context_label(trace.number, trace.context_id)}"
                 f" · {plural(len(trace.passes), 'backward pass', 'backward passes')}")
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     table.add_column("worker")

@@ -16,7 +16,7 @@ from typing import Any
 from distviz.replay.graph import RECV, SEND, IndexedGraph
 from distviz.replay.model import Event, Message
 from distviz.trace import message_label, seq_text
-from distviz.words import plural, word_for
+from distviz.words import context_label, plural, word_for
 
 __all__ = ["FORMAT", "LazyEvent", "clip", "index_changes", "ordinal", "payload_changes"]
 
@@ -130,7 +130,8 @@ def _fmt_pass_start(g: IndexedGraph, e: LazyEvent,
     roots = g.roots[e.pass_index]
     what = ", ".join(f"`{v}`" for v in bp.root_vars) if bp.root_vars else _names_text(g, roots)
     text = (f"pass {e.pass_index + 1} starts: {e.worker} calls backward on {what} "
-            f"(retain_graph={bp.retain_graph}) in context {g.trace.context_id}")
+            f"(retain_graph={bp.retain_graph}) in "
+            f"{context_label(g.trace.number, g.trace.context_id)}")
     detail: dict[str, Any] = {"roots": [g.ids[r] for r in roots],
                               "retain_graph": bp.retain_graph, "mode": mode}
     if bp.root_vars:
@@ -219,7 +220,7 @@ def _fmt_accumulate(g: IndexedGraph, e: LazyEvent,
     i, zero, count, q, qlen = a
     var = g.trace.nodes[i].var
     what = f"the gradient of {var}" if var else f"the gradient of {g.ids[i]}"
-    text = (f"{e.worker} accumulates {what} into context {g.trace.context_id} "
+    text = (f"{e.worker} accumulates {what} into context {g.trace.number} "
             f"({ordinal(count)} time)")
     if zero:
         text += "; it is all zeros (an unused RPC output)"
@@ -272,7 +273,7 @@ def _fmt_receive(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
     m = _message(e)
     text = f"{e.worker} receives gradient for message {m.label} from {m.sender}"
     if first:
-        text += (f"; first message for context {g.trace.context_id} here, so it computes "
+        text += (f"; first message for context {g.trace.number} here, so it computes "
                  "dependencies")
     else:
         text += "; it already runs this backward, so it acknowledges at once"

@@ -11,6 +11,7 @@ problem and the walk goes on with the next one, so every bad statement is report
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -469,6 +470,13 @@ class Checker:
     # -- calls --------------------------------------------------------------------------------
 
     def call(self, node: ast.Call, scope: Scope) -> None:
+        """A call: what it calls, then its arguments, each checked even when the other has a
+        problem (``unknwn(t22)`` names both)."""
+        if self.problems.attempt(functools.partial(self.callee, node, scope), True):
+            self.arguments(node, scope)
+
+    def callee(self, node: ast.Call, scope: Scope) -> bool:
+        """What ``node`` calls; ``False`` when its arguments were checked here already."""
         func = node.func
         if isinstance(func, ast.Name):
             self.call_name(node, func.id, scope)
@@ -480,31 +488,36 @@ class Checker:
                                 "statement in a class's __init__")
             if rules_nn.check_format_call(self.fail, node):
                 self.arguments(node, scope)
-                return
+                return False
             self.attribute(func, scope, call=True)
             path = rules.dotted(func)
             if path == ["dist_autograd", "backward"]:
                 self.backward_calls += 1
             if path is not None and path[0] == "rpc" and func.attr in lang.RPC_FUNCS:
                 self.rpc_call(node, func.attr, scope)
-                return
+                return False
         else:
             self.expr(func, scope)
-        self.arguments(node, scope)
+        return True
 
     def arguments(self, node: ast.Call, scope: Scope) -> None:
+        """Each argument of a call, on its own: a problem in one is kept and the next ones
+        are checked too (``rpc.rpc_sync("wroker1", my_ad)`` names both)."""
         for arg in node.args:
-            self.expr(arg, scope)
+            self.problems.attempt(functools.partial(self.expr, arg, scope), None)
         for kw in node.keywords:
-            if kw.arg is None:
-                if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
-                    continue  # passing a function's own **kwargs on
-                self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
-                                    "one by one (a def may pass its own **kwargs on)")
-            if kw.arg.startswith("_"):
-                self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
-                                    "names starting with '_' are reserved")
-            self.expr(kw.value, scope)
+            self.problems.attempt(functools.partial(self.keyword, kw, scope), None)
+
+    def keyword(self, kw: ast.keyword, scope: Scope) -> None:
+        if kw.arg is None:
+            if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
+                return  # passing a function's own **kwargs on
+            self.fail(kw.value, "**kwargs in calls is not supported; pass keywords "
+                                "one by one (a def may pass its own **kwargs on)")
+        if kw.arg.startswith("_"):
+            self.fail(kw.value, f"keyword argument '{kw.arg}' is not allowed: keyword "
+                                "names starting with '_' are reserved")
+        self.expr(kw.value, scope)
 
     def call_name(self, node: ast.Call, name: str, scope: Scope) -> None:
         if name == "super":
@@ -530,7 +543,8 @@ class Checker:
         if self.kind == "init":
             self.fail(node, "rpc calls are not allowed in a worker's init: it runs before the "
                             "workers are connected; call from main or from a function in code")
-        rules.check_rpc_shape(self.fail, node, fn, self.workers)
+        self.problems.attempt(lambda: rules.check_rpc_shape(self.fail, node, fn, self.workers),
+                              None)
         self.arguments(node, scope)
 
 

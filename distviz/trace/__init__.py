@@ -125,6 +125,11 @@ class Trace:
     reference: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     ranks: list[int] | None = None     # RPC rank of each worker when not its position in workers
+    #: The context's number as the user counts it, from 1 (``--context N``, the N of
+    #: ``trainer.ctxN.trace.json``), beside PyTorch's ``context_id``; not a key of its own in
+    #: the file: a recording numbers its contexts in order, ``distviz trace`` keeps it in
+    #: ``meta.traced.context``. See ``distviz.words.context_label``.
+    number: int = 1
 
     # -- lookups -------------------------------------------------------------------------
     def node_map(self) -> dict[str, Node]:
@@ -497,7 +502,15 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
                  interop_threads=interop, scenario=obj.get("scenario"),
                  torch_version=obj.get("torch_version"), real=obj.get("real"),
                  reference=obj.get("reference"), meta=obj.get("meta") or {},
-                 ranks=list(ranks) if ranks is not None else None)
+                 ranks=list(ranks) if ranks is not None else None,
+                 number=_traced_number(obj.get("meta")))
+
+
+def _traced_number(meta: Any) -> int:
+    """The context's number ``distviz trace`` wrote in ``meta.traced.context``, else 1."""
+    traced = meta.get("traced") if isinstance(meta, dict) else None
+    n = traced.get("context") if isinstance(traced, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
 
 
 _OPTIONAL_STR = ("var", "dtype")

@@ -28,6 +28,7 @@ from distviz.trace import (
     write_atomic,
 )
 from distviz.trace.iteration import Iteration, TrainingSummary
+from distviz.words import context_label
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -78,11 +79,18 @@ class Recording:
                              f"{len(self.contexts)}", key="--context")
         return self.contexts[index - 1]
 
+    def __post_init__(self) -> None:
+        if len(self.contexts) > 1 or any(it is not None for it in self.iterations):
+            for i, trace in enumerate(self.contexts):   # the numbers --context N counts
+                trace.number = i + 1
+
     def label(self, index: int) -> str:
-        """``context 3 (trainer 3)``: a context's number and its trainer's context number."""
+        """``context 3 (trainer 3, id 562949953421314)``: a context's number, its trainer's
+        context number and PyTorch's context id (``distviz.words.context_label``)."""
         it = self.iterations[index] if index < len(self.iterations) else None
-        head = f"context {index + 1}"
-        return head if it is None else f"{head} ({it.trainer} {it.index})"
+        trace = self.contexts[index] if index < len(self.contexts) else None
+        return context_label(index + 1, trace.context_id if trace is not None else None,
+                             f"{it.trainer} {it.index}" if it is not None else None)
 
     # -- as a networkx graph, and in Jupyter ----------------------------------------------------
     def to_networkx(self, context: int | None = None, pass_index: int | None = None,

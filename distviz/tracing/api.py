@@ -36,6 +36,18 @@ def _process(out_dir: str, hang_timeout: float) -> observe._Process:
     return proc
 
 
+def _guess_sites(context_id: int, frame: types.FrameType | None) -> None:
+    """The first context of a process ran its forward before distviz wrapped the RPC
+    functions: name its RPC results from the program's source, as ``distviz trace`` would."""
+    from distviz.tracing import callsites
+    if callsites.has_calls(context_id):
+        return
+    import torch.distributed.rpc as rpc
+    infos = rpc._get_current_rpc_agent().get_worker_infos()
+    callsites.guess_from_frames(context_id, frame, rpc.get_worker_info().name,
+                                {int(i.id): i.name for i in infos})
+
+
 def _names(names: Any) -> list[tuple[Any, str]]:
     """``names`` as ``distviz.record`` takes them (``{"w": w}`` or ``{w: "w"}``)."""
     from distviz.recorder.graph import _names_list
@@ -50,11 +62,12 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
     """See ``distviz.backward``."""
     proc = _process(out_dir, hang_timeout)
     index, _ = proc.number(context_id)
+    _guess_sites(context_id, frame)
     run = observe.prepare(proc.config, context_id, roots, retain_graph, index, frame,
                           names=_names(names), path=Path(path) if path is not None else None)
     if run is None:
         observe.ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
-        raise RuntimeError(f"distviz could not record context {context_id}, but PyTorch's "
+        raise RuntimeError(f"distviz could not record context id {context_id}, but PyTorch's "
                            "backward ran")
     return observe.run_backward(run, roots, retain_graph)
 
@@ -65,10 +78,11 @@ def record(context_id: int, roots: Any, names: Any = None, *, path: str | os.Pat
     ``dist_autograd.backward`` of this context (which fills ``trace.real`` in place)."""
     proc = _process("distviz-traces", hang_timeout)
     index, _ = proc.number(context_id)
+    _guess_sites(context_id, frame)
     run = observe.prepare(proc.config, context_id, roots, False, index, frame,
                           names=_names(names), path=Path(path) if path is not None else None)
     if run is None:
-        raise RuntimeError(f"distviz could not record context {context_id}; is the program "
+        raise RuntimeError(f"distviz could not record context id {context_id}; is the program "
                            "inside `with dist_autograd.context() as context_id:`?")
     if path is None:
         run.path = None

@@ -317,3 +317,157 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
     to_here.__wrapped__ = orig    # type: ignore[attr-defined]
     to_here.__doc__ = getattr(orig, "__doc__", None)
     return to_here
+
+
+# -- the Python API's first context: calls made before the wrappers were installed ---------------
+
+_RPC_APIS = ("rpc_sync", "rpc_async", "remote")
+
+
+@functools.lru_cache(maxsize=256)
+def _module_tree(path: str) -> ast.Module | None:
+    try:
+        return ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _function_node(code: types.CodeType) -> ast.AST | None:
+    """The ``def`` (or the module) whose code ``code`` is, from its file's source."""
+    tree = _module_tree(code.co_filename)
+    if tree is None or code.co_name == "<module>":
+        return tree
+    first = def_line(code)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name == code.co_name and node.lineno == first:
+            return node
+    return None
+
+
+def _rpc_shape(call: ast.expr) -> tuple[str, str] | None:
+    """``(api, func)`` of an RPC written as an expression: ``rpc.rpc_sync(to, mult, ...)``,
+    ``rpc.rpc_async(...).wait()``, ``rref.to_here()``; ``None`` for anything else."""
+    calls = [n for n in ast.walk(call) if isinstance(n, ast.Call)]
+    for node in calls:
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else (
+            node.func.id if isinstance(node.func, ast.Name) else None)
+        if name == "to_here":
+            return "to_here", "RRef"
+        if name in _RPC_APIS:
+            func = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "func"), None)
+            return name, ast.unparse(func) if func is not None else "?"
+    return None
+
+
+def _rpc_assignments(code: types.CodeType, upto: int) -> dict[str, tuple[int, str, str]]:
+    """``{variable: (line, api, func)}``: the last statement up to line ``upto`` of the
+    function of ``code`` that assigns an RPC's result to a plain name."""
+    fn = _function_node(code)
+    if fn is None:
+        return {}
+    out: dict[str, tuple[int, str, str]] = {}
+    stack = list(getattr(fn, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and node.lineno <= upto:
+            shape = _rpc_shape(node.value)
+            name = node.targets[0].id
+            if shape is not None and node.lineno >= out.get(name, (0, "", ""))[0]:
+                out[name] = (node.lineno, *shape)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def has_calls(context_id: int) -> bool:
+    """Whether the wrappers kept any call of ``context_id`` in this process."""
+    with _LOCK:
+        return bool(_CALLS.get(context_id))
+
+
+def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
+                      workers: dict[int, str]) -> int:
+    """Keep, as calls of ``context_id``, the RPCs whose results the program's own frames
+    still hold, found in their source (``side = rpc.rpc_sync("worker1", mult, ...)``): the
+    Python API's first ``distviz.backward`` in a process comes after a forward pass that no
+    wrapper saw, and this gives its RPC results the same call sites and variables as
+    ``distviz trace`` does; the callee names the messages of the call's arguments
+    (``arguments_sent``). ``workers`` names ranks. Returns how many calls it kept."""
+    ctx = current_context()
+    if ctx is None:
+        return 0
+    by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    me_rank = next((rank for rank, name in workers.items() if name == me), -1)
+    kept = frames = 0
+    f = frame
+    seen: set[int] = set()
+    while f is not None and frames < MAX_FRAMES:
+        code = f.f_code
+        if is_own(code.co_filename):
+            frames += 1
+            path = os.path.abspath(code.co_filename)
+            outer = own_frames(f.f_back, MAX_FRAMES - 1)
+            for var, (line, api, func) in sorted(_rpc_assignments(code, f.f_lineno).items()):
+                mids = [m for m in recv_ids_by(by_fn, f.f_locals.get(var)) if m not in seen]
+                if not mids:
+                    continue
+                seen.update(mids)
+                callee = workers.get(mids[0] >> 48, "?")
+                sent = _arguments_of(callee, context_id, mids, me_rank) if callee != "?" else []
+                log(context_id, Call(caller=me, callee=callee, api=api, func=func,
+                                     builtin=func.startswith("torch."), grad_enabled=True,
+                                     frames=[(path, line, code.co_name), *outer],
+                                     msg_ids=sorted(set(mids) | set(sent))))
+                kept += 1
+        f = f.f_back
+    return kept
+
+
+def recv_ids_by(by_fn: dict[Any, int], value: Any) -> list[int]:
+    """Message ids of the ``RecvRpcBackward`` (``by_fn``: function -> id) behind the tensors
+    in ``value`` (a tensor, or a list or tuple of them)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return sorted({by_fn[v.grad_fn] for v in values
+                   if isinstance(v, torch.Tensor) and v.grad_fn in by_fn})
+
+
+def _arguments_of(callee: str, context_id: int, results: list[int], caller_rank: int
+                  ) -> list[int]:
+    """The argument messages of the call whose results came in ``results``, asked of
+    ``callee`` (PyTorch's own ``rpc_sync``: a call of distviz's is no call of the program);
+    none when it cannot tell."""
+    import torch.distributed.rpc as rpc
+    call = getattr(rpc.rpc_sync, "__wrapped__", rpc.rpc_sync)
+    try:
+        return [int(m) for m in call(callee, arguments_sent,
+                                     args=(context_id, list(results), caller_rank))]
+    except Exception:  # noqa: BLE001 - the call site is still named without them
+        return []
+
+
+def arguments_sent(context_id: int, results: list[int], caller_rank: int) -> list[int]:
+    """On the callee: the messages from ``caller_rank`` whose ``RecvRpcBackward`` the sends of
+    ``results`` reach in this worker's graph of ``context_id`` (the call's arguments; the walk
+    stops at every recv, so a nested call's results are not taken)."""
+    ctx = dist_autograd._retrieve_context(context_id)
+    sends = ctx._send_functions()
+    recv_id = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    stack = [sends[m] for m in results if m in sends]
+    seen: set[Any] = set()
+    found: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        mid = recv_id.get(fn)
+        if mid is not None:
+            if mid >> 48 == caller_rank:
+                found.add(mid)
+            continue
+        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    return sorted(found)

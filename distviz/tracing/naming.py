@@ -7,7 +7,9 @@ parameter or a submodule is remembered (weakly). At record time the outermost mo
 process give their ``named_parameters()``, prefixed with the worker:
 ``ps.encoder.weight``, ``trainer.rnn.weight_ih_l0``. That covers modules behind an RRef and
 ``RemoteModule`` (they live on their owner, which names them) and ``DistributedDataParallel``
-(its ``module.`` prefix is dropped). Two outermost modules with the same parameter path are told
+(its ``module.`` prefix is dropped). An outermost module that holds parameters itself and that
+a variable of the program holds is named after the variable: ``head = nn.Linear(2, 1)`` on the
+trainer gives ``trainer.head.weight``. Two outermost modules with the same parameter path are told
 apart by class: ``ps.Decoder.weight``.
 
 On the initiator the program's own frames at the ``dist_autograd.backward`` call add the
@@ -18,6 +20,7 @@ intermediate results.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import types
 import weakref
@@ -124,22 +127,52 @@ def _outermost(modules: list[torch.nn.Module]) -> list[torch.nn.Module]:
     return [m for m in modules if id(m) not in inner]
 
 
-def parameter_names(worker: str) -> list[tuple[torch.Tensor, str]]:
+def module_variables(frame: types.FrameType | None) -> dict[int, str]:
+    """``{id(module): variable}`` for the modules the program's own frames hold in a variable
+    (``head = nn.Linear(2, 1)``), innermost frame first; the first name wins."""
+    out: dict[int, str] = {}
+    f = frame
+    frames = 0
+    while f is not None and frames < MAX_FRAMES:
+        if is_own(f.f_code.co_filename):
+            frames += 1
+            for name, value in list(f.f_locals.items()):
+                if (isinstance(value, torch.nn.Module) and id(value) not in out
+                        and not name.startswith("_") and name != "self"):
+                    out[id(value)] = name
+        f = f.f_back
+    return out
+
+
+def _own_direct(top: torch.nn.Module) -> bool:
+    return any(p is not None for p in (getattr(top, "_parameters", None) or {}).values())
+
+
+def parameter_names(worker: str, frame: types.FrameType | None = None
+                    ) -> list[tuple[torch.Tensor, str]]:
     """``[(parameter, "<worker>.<path>")]`` for the outermost live modules of this process.
 
-    Recomputed only when a module registered a parameter or submodule since the last call.
+    An outermost module that holds parameters itself (``head = nn.Linear(2, 1)``, whose
+    paths are just ``weight`` and ``bias``) is named after the variable that holds it in the
+    program's frames from ``frame`` (default: the caller's stack), as roots are:
+    ``trainer.head.weight``, not ``trainer.weight``. Recomputed only when a module registered
+    a parameter or submodule since the last call, or the variables changed.
     """
+    labels = module_variables(frame if frame is not None else sys._getframe(1))
     with _LOCK:
         version = _VERSION[0]
         modules = [m for _, m in sorted(_MODULES.items())]
+    key = tuple(sorted(labels.items()))
     cached = _CACHE.get(worker)
-    if cached is not None and cached[0] == version and len(cached[2]) == len(modules):
+    if (cached is not None and cached[0] == version and len(cached[2]) == len(modules)
+            and cached[3] == key):
         return list(cached[1])
     by_path: dict[str, list[tuple[str, torch.Tensor]]] = {}
     for top in _outermost(modules):
         label = type(top).__name__
+        var = labels.get(id(top)) if _own_direct(top) else None
         for path, p in _walk(top):
-            by_path.setdefault(path, []).append((label, p))
+            by_path.setdefault(f"{var}.{path}" if var else path, []).append((label, p))
     out: list[tuple[torch.Tensor, str]] = []
     for path, owners in by_path.items():
         if len(owners) == 1:
@@ -151,7 +184,7 @@ def parameter_names(worker: str) -> list[tuple[torch.Tensor, str]]:
             count[label] = k + 1
             tag = label if k == 0 else f"{label}[{k}]"
             out.append((p, f"{worker}.{tag}.{path}"))
-    _CACHE[worker] = (version, out, [weakref.ref(m) for m in modules])
+    _CACHE[worker] = (version, out, [weakref.ref(m) for m in modules], key)
     return list(out)
 
 

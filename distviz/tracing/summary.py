@@ -89,12 +89,14 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
 
 
 def table(found: list[Entry]) -> Table:
-    """The summary as a rich table (one row per recorded context)."""
+    """The summary as a rich table, one line per recorded context at any width: the columns
+    never wrap, and the last, how the graph differs from the previous context, is cut with
+    ``…`` to fit the console (a pipe gets it whole; ``index.json`` always has it)."""
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     numbers = ("ctx", "workers", "nodes", "msgs", "passes")
     for col in ("initiator", *numbers, "outcome", "agreement"):
         t.add_column(col, no_wrap=True, justify="right" if col in numbers else "left")
-    t.add_column("graph vs previous", overflow="fold")
+    t.add_column("graph vs previous", no_wrap=True, overflow="ellipsis", min_width=10)
     styles = {"completed": "green", "hang": "red", "error": "red", "unfinished": "red"}
     for e in found:
         r = e.row
@@ -104,6 +106,51 @@ def table(found: list[Entry]) -> Table:
                   str(r.messages), str(r.passes), Text(r.outcome, style=styles.get(r.outcome, "")), agree,
                   e.change)
     return t
+
+
+#: Above this many contexts with a measured backward, the summary gives their timing as a
+#: median, the slowest and the outliers; ``index.json`` keeps every context's.
+TIMING_LINES_SHOWN = 10
+#: A context whose backward takes more than this many times the median is an outlier.
+OUTLIER_FACTOR = 2.0
+
+
+def _who(e: Entry) -> str:
+    return f"{e.row.initiator} context {e.row.index}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[str]:
+    """Where each completed backward spent its time: a line per context (``trainer context
+    1: backward 2.9 ms (measured); critical path ...``) for up to ``shown`` of them; for more,
+    the median and the slowest backward, then each outlier (over ``OUTLIER_FACTOR`` times the
+    median) with its critical path, which says why, and where the rest is."""
+    timed = [e for e in found if e.row.time]
+    if len(timed) <= shown:
+        return [f"{_who(e)}: {e.row.time}" for e in timed]
+    measured = sorted((e.row.seconds["backward"], i) for i, e in enumerate(timed)
+                      if "backward" in e.row.seconds)
+    if not measured:
+        return [f"timing of {plural(len(timed), 'context')}: see index.json"]
+    n = len(measured)
+    median = (measured[(n - 1) // 2][0] + measured[n // 2][0]) / 2
+    slow_s, slow_i = measured[-1]
+    out = [f"backward time over {plural(n, 'context')}: median {_ms(median)}, slowest "
+           f"{_ms(slow_s)} ({_who(timed[slow_i])}); every context's critical path is in "
+           "index.json"]
+    outliers = [(sec, i) for sec, i in reversed(measured) if sec > OUTLIER_FACTOR * median]
+    if not outliers:
+        out.append(f"no outliers: every backward took at most {OUTLIER_FACTOR:g} times the "
+                   "median")
+    for sec, i in outliers[:5]:
+        out.append(f"outlier {_who(timed[i])} ({sec / median:.1f}x the median): "
+                   f"{timed[i].row.time}")
+    if len(outliers) > 5:
+        out.append(f"and {plural(len(outliers) - 5, 'more outlier')} (index.json)")
+    return out
 
 
 def verdict(found: list[Entry]) -> int:

@@ -1,0 +1,72 @@
+"""``distviz trace``'s summary at the end of a run: one line per context at any terminal
+width, and for many contexts their timing as a median, the slowest and the outliers with their
+critical path (pure, milliseconds)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from distviz.tracing import journal, summary
+
+CHANGE = ("+6 nodes (+2 trainer/AddBackward0, +2 trainer/MulBackward0, +1 ps/AddmmBackward0, "
+          "+1 ps/TBackward0)")
+
+
+def _entry(k: int, backward_s: float | None = None, change: str = "same shape",
+           initiator: str = "trainer") -> summary.Entry:
+    seconds = {"record": 0.01, "replay": 0.001}
+    time = None
+    if backward_s is not None:
+        seconds["backward"] = backward_s
+        time = (f"backward {backward_s * 1000:.3g} ms (measured); critical path 9 nodes, 2 "
+                f"messages: compute {k} ms on ps")
+    row = journal.ContextRow(
+        file=f"{initiator}.ctx{k}.trace.json", initiator=initiator, index=k,
+        context_id=562949953421312 + k, pid=1, workers=[initiator, "ps"], nodes=20,
+        messages=4, outcome="completed", predicted="completed", real="completed",
+        agreement="agrees", time=time, seconds=seconds)
+    return summary.Entry(row=row, change=change)
+
+
+def _render(found: list[summary.Entry], width: int) -> list[str]:
+    console = Console(width=width, color_system=None, record=True, file=open("/dev/null", "w"))
+    console.print(summary.table(found))
+    return [line for line in console.export_text().splitlines() if line.strip()]
+
+
+def test_the_table_has_one_line_per_context_at_80_columns() -> None:
+    found = [_entry(1, change="first recorded"), _entry(2, change=CHANGE), _entry(3)]
+    lines = _render(found, 80)
+    assert len(lines) == 1 + len(found), "\n".join(lines)
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[2].rstrip().endswith("…")     # cut to fit; index.json keeps it whole
+
+
+def test_a_wide_console_shows_the_whole_change() -> None:
+    lines = _render([_entry(1, change=CHANGE)], 400)
+    assert CHANGE in lines[1]
+
+
+def test_a_few_contexts_get_a_timing_line_each() -> None:
+    found = [_entry(k, 0.002) for k in range(1, 4)]
+    lines = summary.timing_lines(found)
+    assert lines == [f"trainer context {k}: {found[k - 1].row.time}" for k in range(1, 4)]
+
+
+def test_many_contexts_get_median_slowest_and_outliers_with_their_critical_path() -> None:
+    found = [_entry(k, 0.002) for k in range(1, 51)]
+    found[6] = _entry(7, 0.020)
+    found[30] = _entry(31, 0.009)
+    lines = summary.timing_lines(found)
+    assert len(lines) == 3, lines
+    assert lines[0] == ("backward time over 50 contexts: median 2 ms, slowest 20 ms (trainer "
+                        "context 7); every context's critical path is in index.json")
+    assert lines[1] == ("outlier trainer context 7 (10.0x the median): backward 20 ms "
+                        "(measured); critical path 9 nodes, 2 messages: compute 7 ms on ps")
+    assert lines[2].startswith("outlier trainer context 31 (4.5x the median): backward 9 ms")
+
+
+def test_many_even_contexts_say_there_is_no_outlier() -> None:
+    found = [_entry(k, 0.002 + k * 1e-6) for k in range(1, 21)]
+    lines = summary.timing_lines(found)
+    assert len(lines) == 2 and lines[1].startswith("no outliers")

@@ -1,0 +1,45 @@
+"""Leaf names of ``distviz trace`` and the Python API: a module held in a variable of the
+program and holding parameters itself is named after the variable, as roots are
+(``trainer.head.weight``), on the recording worker (needs torch, no RPC; milliseconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from distviz.tracing import naming  # noqa: E402
+
+
+def _names(worker: str) -> dict[str, object]:
+    """What ``record_piece`` asks for on the initiator: called from the program's frames."""
+    naming.ensure()
+    return {name: p for p, name in naming.parameter_names(worker)}
+
+
+class Body(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(2, 2)
+
+
+def test_a_module_in_a_local_variable_is_named_after_it() -> None:
+    head = torch.nn.Linear(2, 1)
+    names = _names("trainer")
+    assert names["trainer.head.weight"] is head.weight
+    assert names["trainer.head.bias"] is head.bias
+    assert [n for n, p in names.items() if p is head.weight] == ["trainer.head.weight"]
+
+
+def test_two_local_modules_of_one_class_keep_their_own_names() -> None:
+    encoder = torch.nn.Linear(2, 2)
+    decoder = torch.nn.Linear(2, 2)
+    names = _names("trainer")
+    assert names["trainer.encoder.weight"] is encoder.weight
+    assert names["trainer.decoder.weight"] is decoder.weight
+
+
+def test_a_model_of_submodules_keeps_its_parameter_paths() -> None:
+    model = Body()   # like the RNN tutorial's RNNModel: trainer.rnn.weight_ih_l0 stays
+    names = _names("trainer")
+    assert names["trainer.fc.weight"] is model.fc.weight
