@@ -39,9 +39,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits, recorder, recorder_hooks
@@ -72,6 +73,7 @@ class _Process:
     exhausted: bool = False
     runs: dict[int, _Run] = field(default_factory=dict)   # recorded contexts, for later passes
     ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
+    unrecorded: set[str] = field(default_factory=set)     # why calls went unrecorded, logged
 
     def number(self, context_id: int) -> tuple[int, bool]:
         """``(number of this context for this initiator, first backward on it)``."""
@@ -134,11 +136,47 @@ def _say(text: str) -> None:
         print(f"distviz: {line}", file=stream, flush=True)
 
 
-def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> None:
-    """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
+class _Call(NamedTuple):
+    """A ``dist_autograd.backward`` call distviz can record: its arguments as PyTorch reads
+    them."""
+
+    context_id: int
+    roots: list[torch.Tensor]
+    retain_graph: bool
+
+
+_NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
+
+
+def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+    """The call's arguments when PyTorch accepts them: an ``int`` context id, a list or tuple
+    of scalar tensors that require grad and have a ``grad_fn``, a ``bool``. ``None`` for any
+    other call: it goes to PyTorch untouched, which raises what it raises."""
+    if len(args) > 3 or set(kwargs) - set(_NAMES[len(args):]):
+        return None
+    bound = dict(zip(_NAMES, args, strict=False)) | kwargs
+    cid, roots = bound.get("contextId"), bound.get("roots")
+    retain = bound.get("retain_graph", False)
+    if type(cid) is not int or type(retain) is not bool or type(roots) not in (list, tuple):
+        return None
+    if not roots or not all(isinstance(r, torch.Tensor) and r.requires_grad and
+                            r.numel() == 1 and r.grad_fn is not None for r in roots):
+        return None
+    return _Call(cid, list(roots), retain)
+
+
+def traced_backward(*args: Any, **kwargs: Any) -> None:
+    """``dist_autograd.backward`` as a traced program sees it; see the module docstring. A
+    call PyTorch rejects (``recordable``) goes to PyTorch as it was made."""
     proc = PROCESS
+    call = recordable(args, kwargs) if proc is not None else None
     if proc is None:
-        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        return ORIGINAL_BACKWARD(*args, **kwargs)
+    if call is None:
+        return _unrecordable(proc, args, kwargs)
+    context_id, roots, retain_graph = call
+    if not _exists(context_id):     # counts as no context of the program's: PyTorch raises
+        return _unrecordable(proc, args, kwargs, context_id)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
         record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
@@ -147,9 +185,48 @@ def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> 
         if not first:
             _unfollowed(proc, context_id)
         callsites.drop(context_id)
-        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        return ORIGINAL_BACKWARD(*args, **kwargs)
     record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _exists(context_id: int) -> bool:
+    try:
+        dist_autograd._retrieve_context(context_id)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _unrecordable(proc: _Process, args: tuple[Any, ...], kwargs: dict[str, Any],
+                  context_id: int | None = None) -> None:
+    """PyTorch's backward for a call distviz does not record (bad arguments, or with
+    ``context_id`` a context that does not exist); the summary says so, once per kind of call
+    and process. Returns or raises what PyTorch does."""
+    try:
+        ORIGINAL_BACKWARD(*args, **kwargs)
+    except Exception as exc:
+        if context_id is not None:
+            from distviz.tracing import report
+            _log_unrecorded(proc, report.not_recorded(context_id, exc))
+        else:
+            text = _first_line(str(exc)).split(" Exception raised from ")[0]
+            _log_unrecorded(proc, "a dist_autograd.backward call was not recorded: PyTorch "
+                                  f"rejected its arguments ({type(exc).__name__}: {text})")
+        raise
+    _log_unrecorded(proc, "a dist_autograd.backward call was not recorded: distviz records "
+                          "roots given as a list or tuple of scalar tensors")
+
+
+def _log_unrecorded(proc: _Process, message: str) -> None:
+    if message not in proc.unrecorded:
+        proc.unrecorded.add(message)
+        journal.append(proc.config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), text.strip())
 
 
 def _unfollowed(proc: _Process, context_id: int) -> None:
@@ -416,9 +493,9 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     from distviz.replay import replay
     from distviz.tracing import report
 
-    root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
     t0 = time.perf_counter()
     try:
+        root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         trace = _record(context_id, root_list, retain_graph, frame, names)
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
