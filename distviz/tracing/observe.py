@@ -8,9 +8,12 @@ backward) it:
    workers over the program's own RPC agent; each worker adds its module parameter names and
    the call sites of the RPCs it made, ``record_piece``);
 2. replays FAST mode on it (pure Python) and, when the replay predicts a hang, prints why at
-   once and stops the program (``--on-hang stop``) or lets the real backward run;
+   once and stops the program (``--on-hang stop``) or lets the real backward run (the trace
+   then has no ``real`` yet: it runs);
 3. runs PyTorch's real backward in the program's thread with distviz's pre-hooks on every
-   node of every worker of the context, a watchdog declaring it hung after ``--hang-timeout``;
+   node of every worker of the context, a watchdog declaring it hung after ``--hang-timeout``
+   (an observed hang stays the outcome; what PyTorch raises later, with ``--on-hang
+   continue``, is kept as its consequence, ``real["after_hang"]``);
 4. collects the hook events and ``get_gradients`` of every worker, compares them with the
    replay, writes the trace (atomically, to a file no other process writes) and a row for the
    session's summary, then returns or re-raises exactly what PyTorch did.
@@ -24,7 +27,9 @@ trace file is rewritten each time, so it ends with the context's last pass. Pass
 that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
 lives on), and the summary says so.
 
-Other contexts go straight to PyTorch's backward.
+Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
+arguments, a context that does not exist: ``recordable``), exactly as it was made; the summary
+notes it.
 """
 
 from __future__ import annotations
@@ -452,12 +457,28 @@ class _Run:
                                  f"not return within {timeout:g} s", time.monotonic_ns())
             row = self.write()
         stop = self.config.on_hang == "stop"
+        if self.replay.outcome == "hang":   # explained when it was predicted: said once
+            said = "it hangs, as the replay predicts."
+        else:
+            said = f"it hangs. {row.explanation}" if row.explanation else "it hangs."
         _say(f"{self.me} context {self.index}: PyTorch's backward has not returned after "
-             f"{timeout:g} s: it hangs. {row.explanation or ''}".rstrip())
+             f"{timeout:g} s: {said}")
         _say(f"trace: {self.path}" + ("" if stop else
                                       "; the program keeps running (--on-hang continue)"))
         if stop:
             stop_program(self.config, f"{self.me} context {self.index} hangs", row.explanation)
+
+    def after_hang(self, error: BaseException) -> None:
+        """What PyTorch raised after the observed hang (its own RPC time-out, a worker gone):
+        the consequence of the hang, kept in ``real["after_hang"]``; the outcome stays a hang."""
+        text = _first_line(str(error)).split(" Exception raised from ")[0] or \
+            type(error).__name__
+        assert self.trace.real is not None
+        self.trace.real["after_hang"] = text
+        self.write()
+        _forget(self.trace, self.me)
+        _say(f"{self.me} context {self.index}: after the hang, PyTorch's backward raised: "
+             f"{text}")
 
 
 def stop_program(config: TraceConfig, reason: str, explanation: str | None = None) -> None:
@@ -590,17 +611,20 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
 
     trace, rp, me = run.trace, run.replay, run.me
     if rp.outcome == "hang":
-        trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
-                      "error": None, "events": [], "gradients": {}}
-        row = run.write()
         _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
         _say(report.hang_text(trace, rp))
-        _say(f"trace: {run.path}")
         _stop_following(run, "")
         if run.config.on_hang == "stop":
+            trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
+                          "error": None, "events": [], "gradients": {}}
+            row = run.write()
+            _say(f"trace: {run.path}")
             _forget(trace, me)
             stop_program(run.config, f"{me} context {run.index}: the replay predicts a hang",
                          row.explanation)
+        trace.real = None   # running: the graph is kept even if the process dies in it
+        run.write()
+        _say(f"trace: {run.path}")
         _say("--on-hang continue: running PyTorch's backward anyway")
     else:
         run.write()     # the graph is kept even if the process dies in the backward
@@ -654,6 +678,13 @@ def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
     run.add_seconds("backward", time.perf_counter() - t)
     with run.lock:
         run.finished = True
+        if run.hung and error is not None:
+            run.after_hang(error)
+            _after_pass(run, "hang")
+            raise error
+        if run.hung:
+            _say(f"{me} context {run.index}: PyTorch's backward returned after "
+                 f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
         outcome = "error" if error is not None else "completed"
         detail = str(error) if error is not None else None
         run.collect(outcome, report.first_line(detail) if detail is not None else None, end)
