@@ -28,12 +28,13 @@ that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's
 lives on), and the summary says so.
 
 Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
-arguments, a context that does not exist: ``recordable``), exactly as it was made; the summary
+arguments, a context that does not exist: ``observe_args``), exactly as it was made; the summary
 notes it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -44,21 +45,23 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
-import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits, recorder, recorder_hooks
+from distviz.runner import observe_real
+from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
-from distviz.tracing import callsites, journal, naming
+from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig
 
-# The runner's event pairing, the replay and the verdict are imported at the first recorded
-# context: every process of a traced program loads this module, most record nothing.
+# The replay and the verdict are imported at the first recorded context: every process of a
+# traced program loads this module, most record nothing. The real backward is observed by the
+# runner's observer (``distviz.runner.observe_real``), the one ``distviz run`` uses.
 
-ORIGINAL_BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
+ORIGINAL_BACKWARD: Callable[..., Any] = observe_real.BACKWARD
 
 
 class HangPredicted(RuntimeError):
@@ -141,47 +144,19 @@ def _say(text: str) -> None:
         print(f"distviz: {line}", file=stream, flush=True)
 
 
-class _Call(NamedTuple):
-    """A ``dist_autograd.backward`` call distviz can record: its arguments as PyTorch reads
-    them."""
-
-    context_id: int
-    roots: list[torch.Tensor]
-    retain_graph: bool
-
-
-_NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
-
-
-def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
-    """The call's arguments when PyTorch accepts them: an ``int`` context id, a list or tuple
-    of scalar tensors that require grad and have a ``grad_fn``, a ``bool``. ``None`` for any
-    other call: it goes to PyTorch untouched, which raises what it raises."""
-    if len(args) > 3 or set(kwargs) - set(_NAMES[len(args):]):
-        return None
-    bound = dict(zip(_NAMES, args, strict=False)) | kwargs
-    cid, roots = bound.get("contextId"), bound.get("roots")
-    retain = bound.get("retain_graph", False)
-    if type(cid) is not int or type(retain) is not bool or type(roots) not in (list, tuple):
-        return None
-    if not roots or not all(isinstance(r, torch.Tensor) and r.requires_grad and
-                            r.numel() == 1 and r.grad_fn is not None for r in roots):
-        return None
-    return _Call(cid, list(roots), retain)
-
-
 def traced_backward(*args: Any, **kwargs: Any) -> None:
     """``dist_autograd.backward`` as a traced program sees it; see the module docstring. A
-    call PyTorch rejects (``recordable``) goes to PyTorch as it was made."""
+    call PyTorch rejects (``observe_args.recordable``) goes to PyTorch as it was made."""
     proc = PROCESS
-    call = recordable(args, kwargs) if proc is not None else None
+    call = observe_args.recordable(args, kwargs) if proc is not None else None
     if proc is None:
         return ORIGINAL_BACKWARD(*args, **kwargs)
+    log = functools.partial(_log_unrecorded, proc)
     if call is None:
-        return _unrecordable(proc, args, kwargs)
+        return observe_args.unrecorded(args, kwargs, None, log)
     context_id, roots, retain_graph = call
-    if not _exists(context_id):     # counts as no context of the program's: PyTorch raises
-        return _unrecordable(proc, args, kwargs, context_id)
+    if not observe_args.context_exists(context_id):   # no context of the program's
+        return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
         record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
@@ -195,43 +170,12 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _exists(context_id: int) -> bool:
-    try:
-        dist_autograd._retrieve_context(context_id)
-    except RuntimeError:
-        return False
-    return True
-
-
-def _unrecordable(proc: _Process, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  context_id: int | None = None) -> None:
-    """PyTorch's backward for a call distviz does not record (bad arguments, or with
-    ``context_id`` a context that does not exist); the summary says so, once per kind of call
-    and process. Returns or raises what PyTorch does."""
-    try:
-        ORIGINAL_BACKWARD(*args, **kwargs)
-    except Exception as exc:
-        if context_id is not None:
-            from distviz.tracing import report
-            _log_unrecorded(proc, report.not_recorded(context_id, exc))
-        else:
-            text = _first_line(str(exc)).split(" Exception raised from ")[0]
-            _log_unrecorded(proc, "a dist_autograd.backward call was not recorded: PyTorch "
-                                  f"rejected its arguments ({type(exc).__name__}: {text})")
-        raise
-    _log_unrecorded(proc, "a dist_autograd.backward call was not recorded: distviz records "
-                          "roots given as a list or tuple of scalar tensors")
-
-
 def _log_unrecorded(proc: _Process, message: str) -> None:
+    """Note in the summary, once per process, that a call was not recorded."""
     if message not in proc.unrecorded:
         proc.unrecorded.add(message)
         journal.append(proc.config.session_dir, journal.Event(
             kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), text.strip())
 
 
 def _unfollowed(proc: _Process, context_id: int) -> None:
@@ -272,20 +216,6 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     piece = recorder.record_local(context_id, roots, named, inspect_saved)
     piece["code"] = _function_sites(context_id)
     recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
-    return piece
-
-
-def collect_piece(context_id: int, with_gradients: bool, forget: bool,
-                  keep: bool = False) -> dict[str, Any]:
-    """This worker's observed events and gradients (``recorder_hooks.collect``), then, with
-    ``forget``, its hooks and node references dropped, with ``keep`` only its hooks (the node
-    references stay for a later pass): one RPC round after the backward."""
-    piece = recorder_hooks.collect(context_id, with_gradients)
-    piece["boot"] = recorder_hooks.clock_sample()[0]
-    if forget:
-        recorder.forget(context_id)
-    elif keep:
-        recorder_hooks.remove_hooks(context_id)
     return piece
 
 
@@ -346,10 +276,8 @@ def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
     """Run ``fn(*args)`` on every worker (here for ``me``) from a helper thread, so that no
     RPC joins the program's context (the thread has none); a failure comes back as the
     exception."""
-    from distviz.runner.initiator import call_on_workers
-
     def run() -> dict[str, Any]:
-        return call_on_workers(workers, me, fn, args, timeout)
+        return observe_real.call_on_workers(workers, me, fn, args, timeout)
     if threading.current_thread().name.startswith("distviz-rpc"):
         return run()
     return _helper().submit(run).result()
@@ -367,65 +295,28 @@ class _Run:
     path: Path | None
     index: int
     me: str
-    start_ns: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     finished: bool = False
     hung: bool = False
     keep: bool = False       # follow the context's later passes (``distviz trace``)
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
-    t0_ns: int = 0           # the first pass's start
-    end_ns: int = 0          # the end of the pass collected last
-    windows: list[tuple[int, int]] = field(default_factory=list)   # earlier passes
+    passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
     events: list[dict[str, Any]] = field(default_factory=list)     # earlier passes'
 
     def add_seconds(self, key: str, value: float) -> None:
         self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
 
-    def collect(self, outcome: str, error: str | None, end_ns: int) -> None:
-        """Fill ``trace.real`` from every worker's hook events and gradients (the same
-        section ``distviz run`` writes; times on the initiator's ``CLOCK_MONOTONIC``)."""
-        from distviz.runner.gradients import summarize
-        from distviz.runner.initiator import clock_offsets, pair_events
-        from distviz.tracing import report
-
-        cid, workers, me = self.trace.context_id, self.trace.workers, self.me
-        keep = self.keep and outcome == "completed"
-        got = _on_all(workers, me, collect_piece, cid, outcome != "hang",
-                      outcome != "hang" and not keep, keep)
-        boot = recorder_hooks.clock_sample()[0]
-        away = [w for w in workers if isinstance(got.get(w), dict) and got[w]["boot"] != boot]
-        offsets = clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
-        sends = {n.id for n in self.trace.nodes if n.kind == "send"}
-        windows = [*self.windows, (self.start_ns, end_ns)]
-        self.end_ns = end_ns
-        t0 = self.t0_ns or self.start_ns
-        events: list[dict[str, Any]] = list(self.events)
-        grads: dict[str, Any] = {}
-        unreachable: list[dict[str, str]] = []
-        for w in workers:
-            piece = got.get(w)
-            if not isinstance(piece, dict):
-                why = report.first_line(str(piece)) if piece is not None else "no answer"
-                unreachable.append({"worker": w, "error": why})
-                continue
-            grads.update(piece["grads"])
-            events.extend(pair_events(w, piece["events"], windows, t0, sends,
-                                       offsets.get(w, (0, 0))[0]))
-        events.sort(key=lambda e: (e["t_us"], e["worker"]))
-        self.trace.real = {
-            "outcome": outcome, "error": error, "passes_run": len(windows),
-            "pass_seconds": [(e - s) / 1e9 for s, e in windows],
-            "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows],
-            "interop_threads": torch.get_num_interop_threads(), "durations": "measured",
-            "events": events,
-            "gradients": {nid: summarize(g) for nid, g in sorted(grads.items())},
-            "unreachable": unreachable, "hang_timeout_s": self.config.hang_timeout,
-            "clock": {"source": "CLOCK_MONOTONIC",
-                      "offsets_us": {w: round(o / 1000.0, 3) for w, (o, _) in
-                                     sorted(offsets.items())},
-                      "rtt_us": {w: round(r / 1000.0, 3) for w, (_, r) in
-                                 sorted(offsets.items())}}}
+    def collect(self, passes: Passes) -> None:
+        """Fill ``trace.real`` from every worker's hook events and gradients
+        (``observe_real.collect``: the same section ``distviz run`` writes; times on the
+        initiator's ``CLOCK_MONOTONIC``)."""
+        keep = self.keep and passes.outcome == "completed"
+        real = observe_real.collect(
+            self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
+            {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
+            forget=not keep, keep=keep, call=_on_all)
+        self.trace.real = real.to_json()
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
@@ -453,8 +344,9 @@ class _Run:
                 return
             self.hung = True
             timeout = self.config.hang_timeout
-            self.collect("hang", f"pass {len(self.trace.passes)}: dist_autograd.backward did "
-                                 f"not return within {timeout:g} s", time.monotonic_ns())
+            self.collect(self.passes.running("hang", f"pass {len(self.trace.passes)}: "
+                                             "dist_autograd.backward did not return within "
+                                             f"{timeout:g} s"))
             row = self.write()
         stop = self.config.on_hang == "stop"
         if self.replay.outcome == "hang":   # explained when it was predicted: said once
@@ -471,7 +363,7 @@ class _Run:
     def after_hang(self, error: BaseException) -> None:
         """What PyTorch raised after the observed hang (its own RPC time-out, a worker gone):
         the consequence of the hang, kept in ``real["after_hang"]``; the outcome stays a hang."""
-        text = _first_line(str(error)).split(" Exception raised from ")[0] or \
+        text = first_line(error).split(" Exception raised from ")[0] or \
             type(error).__name__
         assert self.trace.real is not None
         self.trace.real["after_hang"] = text
@@ -599,7 +491,6 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
                              "stops at a failed pass")
         return
-    run.windows.append((run.start_ns, run.end_ns))
     run.events = list((run.trace.real or {}).get("events") or [])
     proc.runs[cid] = run
 
@@ -657,24 +548,13 @@ def _which_pass(trace: Trace) -> str:
 
 
 def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
-    """Run the real backward with hooks everywhere and a watchdog; save; re-raise."""
-    from distviz.tracing import report
-
+    """Run the real backward in the program's thread, with hooks everywhere and a watchdog
+    (``observe_real.watch``); save; re-raise."""
     trace, me = run.trace, run.me
-    watchdog = threading.Timer(run.config.hang_timeout, run.on_timeout)
-    watchdog.daemon = True
-    error: BaseException | None = None
-    run.start_ns = time.monotonic_ns()
-    run.t0_ns = run.t0_ns or run.start_ns
     t = time.perf_counter()
-    watchdog.start()
-    try:
-        ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph)
-    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the trace is saved
-        error = exc
-    finally:
-        watchdog.cancel()
-    end = time.monotonic_ns()
+    error = observe_real.watch(
+        lambda: ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph),
+        run.config.hang_timeout, run.on_timeout, run.passes)
     run.add_seconds("backward", time.perf_counter() - t)
     with run.lock:
         run.finished = True
@@ -685,11 +565,10 @@ def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
         if run.hung:
             _say(f"{me} context {run.index}: PyTorch's backward returned after "
                  f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
-        outcome = "error" if error is not None else "completed"
         detail = str(error) if error is not None else None
-        run.collect(outcome, report.first_line(detail) if detail is not None else None, end)
+        run.collect(run.passes)
         row = run.write(detail)
-        _after_pass(run, outcome)
+        _after_pass(run, run.passes.outcome)
     if row.outcome == "error" or row.agreement == "differs":
         _say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         _say(f"trace: {run.path}")
