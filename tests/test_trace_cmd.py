@@ -309,7 +309,7 @@ def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
     assert row["outcome"] == "error"
     assert "gradient rejected by Checked.backward" in row["explanation"]
     assert "on worker1 while running CheckedBackward" in row["explanation"]
-    assert "tests/programs/faults.py:30 in Checked.backward" in row["explanation"]
+    assert "tests/programs/faults.py:33 in Checked.backward" in row["explanation"]
     assert "the program exited with status 1" in run.stdout
 
 
