@@ -508,8 +508,8 @@ def _status_values() -> set[str]:
 
 def test_trace_format_documents_what_the_runner_writes() -> None:
     text = TRACE_FORMAT.read_text(encoding="utf-8")
-    keys = (_written_keys("distviz/runner/initiator.py", "run_real_backward", {"real"})
-            | _written_keys("distviz/runner/initiator.py", "pair_events", set())
+    keys = (_written_keys("distviz/runner/observe_real.py", "to_json", {"real"})
+            | _written_keys("distviz/runner/observe_real.py", "pair_events", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
             | _written_keys("distviz/runner/parent.py", "_note_deaths", set()))

@@ -270,11 +270,35 @@ def test_ctrl_c_with_on_hang_continue_keeps_the_observed_hang(tmp_path: Path) ->
     stdout, stderr = proc.communicate(timeout=60)
     run = finish(tmp_path, proc, stdout, stderr)
     assert run.code == 130, stdout + stderr[-3000:]
-    assert "PyTorch's backward has not returned after 2 s: it hangs" in stderr
+    assert "PyTorch's backward has not returned after 2 s: it hangs, as the replay predicts." \
+        in stderr
+    # the explanation is printed once while the program runs (and once in the summary)
+    assert stderr.count("is not used by the loss (`loss`)") == 1, stderr
+    assert stdout.count("is not used by the loss (`loss`)") == 1, stdout
     t = run.context("worker0", 1)
     assert t.real is not None and t.real["outcome"] == "hang"
+    assert "after_hang" not in t.real
     assert [e["node"] for e in t.real["events"]]      # what ran before it stopped
+    row = run.row("worker0", 1)
+    assert (row["outcome"], row["real"]) == ("hang", "hang")    # it ran: never "skipped"
     assert "interrupted" in stdout
+
+
+def test_an_error_after_an_observed_hang_is_reported_as_its_consequence(
+        tmp_path: Path) -> None:
+    # worker1's backward takes 8 s, then raises: a hang for --hang-timeout 2, which PyTorch
+    # ends with an error; the hang stays the outcome and the error is what came after it
+    run = run_traced(tmp_path, [str(PROGRAMS / "faults.py"), "late-raise"], "--on-hang",
+                     "continue", "--hang-timeout", "2")
+    assert run.code == 1, run.stdout + run.stderr[-3000:]     # the program's own status
+    t = run.context("worker0", 1)
+    assert t.real is not None and t.real["outcome"] == "hang"
+    assert "gradient rejected late by Late.backward" in t.real["after_hang"]
+    row = run.row("worker0", 1)
+    assert (row["outcome"], row["real"]) == ("hang", "hang")
+    assert "PyTorch's backward has not returned after 2 s: it hangs." in run.stderr
+    assert "after the hang, PyTorch's backward raised: " in run.stderr
+    assert run.stderr.count("did not return within 2") == 1, run.stderr
 
 
 def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
@@ -285,7 +309,7 @@ def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
     assert row["outcome"] == "error"
     assert "gradient rejected by Checked.backward" in row["explanation"]
     assert "on worker1 while running CheckedBackward" in row["explanation"]
-    assert "tests/programs/faults.py:30 in Checked.backward" in row["explanation"]
+    assert "tests/programs/faults.py:33 in Checked.backward" in row["explanation"]
     assert "the program exited with status 1" in run.stdout
 
 

@@ -148,7 +148,7 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
                                                          workers=list(sc.workers))
     recording.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
                       "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
-                      "mode": mode}
+                      "mode": mode, **recording.meta}   # a partial recording says so
     if recording.contexts:
         recording.save(out_path)
     if result.error is not None:

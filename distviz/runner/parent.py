@@ -173,6 +173,9 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     except KeyboardInterrupt:
         interrupted = True
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
+        if run.training is not None:     # nothing recorded is lost: the contexts so far
+            from distviz.runner.parent_training import keep_partial
+            keep_partial(scenario, run.training, result, run.drain)
     except BaseException:
         aborted = True
         raise
@@ -272,6 +275,18 @@ class _Run:
                     stop = self.on_message(conn_rank[id(obj)], msg)
                 if stop:
                     return
+
+    def drain(self) -> None:
+        """Handle the messages the workers have sent already (after Ctrl-C: contexts they
+        finished before it), without waiting for more."""
+        for rank, conn in enumerate(self.conns):
+            while rank not in self.dead and conn.poll(0):
+                try:
+                    msg = recv(conn)
+                except Exception:  # noqa: BLE001 - gone, or a message Ctrl-C cut in two
+                    break
+                if isinstance(msg, ContextDone):
+                    self.on_training(msg)
 
     def timed_out(self) -> None:
         if self.phase == "done":

@@ -32,11 +32,29 @@ def finish_training(ctx: Any, scenario: Scenario, options: Any, training: Traini
         training.reference = run_reference_process(
             ctx, ReferenceSpec(scenario=scenario, options=options.worker_options(),
                                schedule=order), options.forward_timeout)
+    _collate(scenario, training, result)
+
+
+def _collate(scenario: Scenario, training: TrainingRun, result: Any) -> None:
     sc = {"name": scenario.name, "description": scenario.description, "path": scenario.path,
           "params": dict(scenario.params), "seed": scenario.seed}
     result.recording = collate(training, sc)
     # the first context stands for the run where one trace is expected
     result.trace = result.recording.contexts[0] if result.recording.contexts else None
+
+
+def keep_partial(scenario: Scenario, training: TrainingRun, result: Any,
+                 drain: Callable[[], None]) -> None:
+    """After Ctrl-C: the recording of the contexts received so far (``drain`` reads those
+    still in the pipes), without a reference, marked ``meta["partial"]``; nothing when no
+    context was recorded."""
+    drain()
+    if not training.contexts:
+        return
+    _collate(scenario, training, result)
+    result.recording.meta["partial"] = (
+        f"interrupted by Ctrl-C after {len(training.contexts)} recorded contexts; the run "
+        "did not finish (no reference, no final parameters)")
 
 
 def run_reference_process(ctx: Any, spec: ReferenceSpec, timeout: float) -> dict[str, Any]:

@@ -39,13 +39,9 @@ from distviz.recorder import graph as rec
 from distviz.recorder import hooks
 from distviz.runner import modules
 from distviz.runner.gradients import dense, summarize
-from distviz.runner.initiator import (
-    _first_line,
-    _on_all,
-    _side,
-    check_root,
-    observed,
-)
+from distviz.runner.initiator import check_root
+from distviz.runner.observe_real import Passes, first_line, on_all, run_pass, side
+from distviz.runner.observe_real import collect as collect_real
 from distviz.runner.protocol import ContextDone, WorkerOptions
 from distviz.runner.rpc_proxy import _unwrap
 from distviz.runner.sandbox import _Namespace
@@ -82,14 +78,11 @@ class ContextRun:
     exit_ns: int | None = None
     trace: Trace | None = None
     roots: list[list[torch.Tensor]] = field(default_factory=list)
-    windows: list[tuple[int, int]] = field(default_factory=list)
-    durations: list[float] = field(default_factory=list)
-    outcome: str = "completed"
-    error: str | None = None
-    reason: str | None = None
+    passes: Passes = field(default_factory=Passes)   # the real passes run so far
+    skipped: str | None = None     # why the real backward did not run (a predicted hang)
     losses: list[float] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
-    t0: int = 0
+    sent: bool = False
 
 
 def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
@@ -234,7 +227,7 @@ def _call_on(worker: str, me: str, fn: Callable[..., Any], *args: Any) -> Any:
     program's context, so it adds nothing to its graph)."""
     if worker == me:
         return fn(*args)
-    return _side(lambda: rpc.rpc_sync(worker, fn, args=args, timeout=limits.COLLECT_TIMEOUT))
+    return side(lambda: rpc.rpc_sync(worker, fn, args=args, timeout=limits.COLLECT_TIMEOUT))
 
 
 class TrainingSession:
@@ -300,7 +293,7 @@ class TrainingSession:
                 real_autograd.backward(context_id, roots, retain_graph=retain_graph)
             except Exception as exc:
                 self.failed = self.failed or f"{self.worker}: the backward raised: " \
-                                             f"{_first_line(exc)}"
+                                             f"{first_line(exc)}"
                 raise
             return
         frame = sys._getframe(1)
@@ -327,9 +320,8 @@ class TrainingSession:
                     named.extend(rec._expand(label, value))
             workers, pieces = rec.gather(cid, roots, named, inspect_saved=True)
             run.trace = rec.build_trace(workers, self.worker, cid, pieces, [])
-            run.t0 = time.monotonic_ns()
             if self.options.observe:
-                _on_all(_context_workers(run.trace), self.worker, hooks.install_hooks, cid,
+                on_all(_context_workers(run.trace), self.worker, hooks.install_hooks, cid,
                         None, True)
         ids = rec.root_ids(cid, roots)
         run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
@@ -344,61 +336,44 @@ class TrainingSession:
             return
         predicted = replay(run.trace)
         if predicted.outcome == "hang":
-            run.outcome = "skipped"
-            run.reason = ("the replay predicts a FAST-mode hang; the real backward was skipped "
-                          "(use --confirm-hang to run it anyway)")
+            run.skipped = ("the replay predicts a FAST-mode hang; the real backward was skipped "
+                           "(use --confirm-hang to run it anyway)")
             self.finish(run)
             raise HangPredicted(f"context {run.index} of {self.worker}: the replay predicts "
                                 "that this backward hangs")
 
     def run_pass(self, run: ContextRun, roots: list[torch.Tensor], retain_graph: bool) -> None:
-        """The real ``dist_autograd.backward`` under the hang time-out."""
-        box: dict[str, BaseException] = {}
-
-        def go() -> None:
-            try:
-                real_autograd.backward(run.cid, roots, retain_graph=retain_graph)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                box["exc"] = exc
-        start = time.monotonic_ns()
-        thread = threading.Thread(target=go, name=f"distviz-backward-{run.cid}", daemon=True)
-        thread.start()
-        thread.join(self.options.hang_timeout)
-        end = time.monotonic_ns()
-        run.windows.append((start, end))
-        run.durations.append((end - start) / 1e9)
-        if thread.is_alive():
-            run.outcome = "hang"
-            run.error = (f"pass {len(run.windows)}: dist_autograd.backward did not return "
-                         f"within {self.options.hang_timeout:g} s")
-            self.finish(run, gradients=False)
-            raise BackwardHung(f"context {run.index} of {self.worker}: {run.error}")
-        if "exc" in box:
-            run.outcome = "error"
-            run.error = _first_line(box["exc"])
-            self.failed = f"context {run.index} of {self.worker}: the backward raised: {run.error}"
+        """The real ``dist_autograd.backward`` under the hang time-out
+        (``observe_real.run_pass``)."""
+        ran = run.passes
+        error = run_pass(run.cid, roots, retain_graph, self.options.hang_timeout, ran)
+        if ran.outcome == "hang":
             self.finish(run)
-            raise box["exc"]
+            raise BackwardHung(f"context {run.index} of {self.worker}: {ran.error}")
+        if error is not None:
+            self.failed = f"context {run.index} of {self.worker}: the backward raised: {ran.error}"
+            self.finish(run)
+            raise error
 
     # -- the end of a recorded context --------------------------------------------------------
 
-    def finish(self, run: ContextRun, gradients: bool = True) -> None:
+    def finish(self, run: ContextRun) -> None:
         """Collect the observed events and gradients, forget the context on every worker and
         send it to the parent (once)."""
         trace = run.trace
-        if trace is None or getattr(run, "_sent", False):
+        if trace is None or run.sent:
             return
-        run._sent = True  # type: ignore[attr-defined]
+        run.sent = True
         workers = _context_workers(trace)
         real: dict[str, Any] | None = None
         values: dict[str, Any] = {}
         per_worker: dict[str, list[dict[str, Any]]] = {}
-        if run.outcome != "skipped":
-            real, values, per_worker = self.collect(run, workers, gradients)
+        if run.skipped is None:
+            real, values, per_worker = self.collect(run, workers)
         else:
-            real = {"outcome": "skipped", "reason": run.reason, "error": None, "events": [],
+            real = {"outcome": "skipped", "reason": run.skipped, "error": None, "events": [],
                     "gradients": {}}
-        _on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
+        on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
         trace.real = real
         info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
                 "loss": run.losses, "gradients": per_worker, "steps": run.steps,
@@ -406,17 +381,19 @@ class TrainingSession:
         self.send(ContextDone(worker=self.worker, index=run.index, trace=trace.to_json(),
                               info=info, values=values))
 
-    def collect(self, run: ContextRun, workers: list[str], gradients: bool
+    def collect(self, run: ContextRun, workers: list[str]
                 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[dict[str, Any]]]]:
         """The context's ``real`` section, the gradient values by leaf id (for the reference)
         and what ``get_gradients`` holds on each worker, by parameter name."""
         assert run.trace is not None
-        outcome = run.outcome if gradients else "hang"
-        real = observed(run.cid, workers, self.worker, self.options, outcome, run.error,
-                        run.windows, run.durations, run.t0,
-                        [n.id for n in run.trace.nodes if n.kind == "send"])
-        grads: dict[str, torch.Tensor] = real.pop("_grads", {})
-        real["t0_ns"] = run.t0
+        observed = collect_real(run.cid, workers, self.worker, run.passes,
+                                self.options.hang_timeout,
+                                {n.id for n in run.trace.nodes if n.kind == "send"})
+        observed.measured = self.options.observe
+        observed.injected = dict(self.options.inject) or None
+        real = observed.to_json()
+        grads = observed.gradients
+        real["t0_ns"] = run.passes.t0
         var_of = {n.id: n.var for n in run.trace.nodes if n.kind == "accumulate_grad"}
         worker_of = {n.id: n.worker for n in run.trace.nodes}
         values: dict[str, Any] = {}

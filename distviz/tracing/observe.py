@@ -8,9 +8,12 @@ backward) it:
    workers over the program's own RPC agent; each worker adds its module parameter names and
    the call sites of the RPCs it made, ``record_piece``);
 2. replays FAST mode on it (pure Python) and, when the replay predicts a hang, prints why at
-   once and stops the program (``--on-hang stop``) or lets the real backward run;
+   once and stops the program (``--on-hang stop``) or lets the real backward run (the trace
+   then has no ``real`` yet: it runs);
 3. runs PyTorch's real backward in the program's thread with distviz's pre-hooks on every
-   node of every worker of the context, a watchdog declaring it hung after ``--hang-timeout``;
+   node of every worker of the context, a watchdog declaring it hung after ``--hang-timeout``
+   (an observed hang stays the outcome; what PyTorch raises later, with ``--on-hang
+   continue``, is kept as its consequence, ``real["after_hang"]``);
 4. collects the hook events and ``get_gradients`` of every worker, compares them with the
    replay, writes the trace (atomically, to a file no other process writes) and a row for the
    session's summary, then returns or re-raises exactly what PyTorch did.
@@ -24,11 +27,14 @@ trace file is rewritten each time, so it ends with the context's last pass. Pass
 that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
 lives on), and the summary says so.
 
-Other contexts go straight to PyTorch's backward.
+Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
+arguments, a context that does not exist: ``observe_args``), exactly as it was made; the summary
+notes it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -47,14 +53,17 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.recorder import graph as recorder
 from distviz.recorder import hooks as recorder_hooks
+from distviz.runner import observe_real
+from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
-from distviz.tracing import callsites, journal, naming
+from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig
 
-# The runner's event pairing, the replay and the verdict are imported at the first recorded
-# context: every process of a traced program loads this module, most record nothing.
+# The replay and the verdict are imported at the first recorded context: every process of a
+# traced program loads this module, most record nothing. The real backward is observed by the
+# runner's observer (``distviz.runner.observe_real``), the one ``distviz run`` uses.
 
-ORIGINAL_BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
+ORIGINAL_BACKWARD: Callable[..., Any] = observe_real.BACKWARD
 
 
 class HangPredicted(RuntimeError):
@@ -74,6 +83,7 @@ class _Process:
     exhausted: bool = False
     runs: dict[int, _Run] = field(default_factory=dict)   # recorded contexts, for later passes
     ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
+    unrecorded: set[str] = field(default_factory=set)     # why calls went unrecorded, logged
 
     def number(self, context_id: int) -> tuple[int, bool]:
         """``(number of this context for this initiator, first backward on it)``."""
@@ -136,11 +146,19 @@ def _say(text: str) -> None:
         print(f"distviz: {line}", file=stream, flush=True)
 
 
-def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> None:
-    """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
+def traced_backward(*args: Any, **kwargs: Any) -> None:
+    """``dist_autograd.backward`` as a traced program sees it; see the module docstring. A
+    call PyTorch rejects (``observe_args.recordable``) goes to PyTorch as it was made."""
     proc = PROCESS
+    call = observe_args.recordable(args, kwargs) if proc is not None else None
     if proc is None:
-        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        return ORIGINAL_BACKWARD(*args, **kwargs)
+    log = functools.partial(_log_unrecorded, proc)
+    if call is None:
+        return observe_args.unrecorded(args, kwargs, None, log)
+    context_id, roots, retain_graph = call
+    if not observe_args.context_exists(context_id):   # no context of the program's
+        return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
         record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
@@ -149,9 +167,17 @@ def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> 
         if not first:
             _unfollowed(proc, context_id)
         callsites.drop(context_id)
-        return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        return ORIGINAL_BACKWARD(*args, **kwargs)
     record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _log_unrecorded(proc: _Process, message: str) -> None:
+    """Note in the summary, once per process, that a call was not recorded."""
+    if message not in proc.unrecorded:
+        proc.unrecorded.add(message)
+        journal.append(proc.config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
 
 
 def _unfollowed(proc: _Process, context_id: int) -> None:
@@ -192,20 +218,6 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     piece = recorder.record_local(context_id, roots, named, inspect_saved)
     piece["code"] = _function_sites(context_id)
     recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
-    return piece
-
-
-def collect_piece(context_id: int, with_gradients: bool, forget: bool,
-                  keep: bool = False) -> dict[str, Any]:
-    """This worker's observed events and gradients (``recorder_hooks.collect``), then, with
-    ``forget``, its hooks and node references dropped, with ``keep`` only its hooks (the node
-    references stay for a later pass): one RPC round after the backward."""
-    piece = recorder_hooks.collect(context_id, with_gradients)
-    piece["boot"] = recorder_hooks.clock_sample()[0]
-    if forget:
-        recorder.forget(context_id)
-    elif keep:
-        recorder_hooks.remove_hooks(context_id)
     return piece
 
 
@@ -266,10 +278,8 @@ def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
     """Run ``fn(*args)`` on every worker (here for ``me``) from a helper thread, so that no
     RPC joins the program's context (the thread has none); a failure comes back as the
     exception."""
-    from distviz.runner.initiator import call_on_workers
-
     def run() -> dict[str, Any]:
-        return call_on_workers(workers, me, fn, args, timeout)
+        return observe_real.call_on_workers(workers, me, fn, args, timeout)
     if threading.current_thread().name.startswith("distviz-rpc"):
         return run()
     return _helper().submit(run).result()
@@ -287,65 +297,28 @@ class _Run:
     path: Path | None
     index: int
     me: str
-    start_ns: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     finished: bool = False
     hung: bool = False
     keep: bool = False       # follow the context's later passes (``distviz trace``)
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
-    t0_ns: int = 0           # the first pass's start
-    end_ns: int = 0          # the end of the pass collected last
-    windows: list[tuple[int, int]] = field(default_factory=list)   # earlier passes
+    passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
     events: list[dict[str, Any]] = field(default_factory=list)     # earlier passes'
 
     def add_seconds(self, key: str, value: float) -> None:
         self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
 
-    def collect(self, outcome: str, error: str | None, end_ns: int) -> None:
-        """Fill ``trace.real`` from every worker's hook events and gradients (the same
-        section ``distviz run`` writes; times on the initiator's ``CLOCK_MONOTONIC``)."""
-        from distviz.runner.gradients import summarize
-        from distviz.runner.initiator import clock_offsets, pair_events
-        from distviz.tracing import report
-
-        cid, workers, me = self.trace.context_id, self.trace.workers, self.me
-        keep = self.keep and outcome == "completed"
-        got = _on_all(workers, me, collect_piece, cid, outcome != "hang",
-                      outcome != "hang" and not keep, keep)
-        boot = recorder_hooks.clock_sample()[0]
-        away = [w for w in workers if isinstance(got.get(w), dict) and got[w]["boot"] != boot]
-        offsets = clock_offsets([me, *away], me, got) if away and outcome != "hang" else {}
-        sends = {n.id for n in self.trace.nodes if n.kind == "send"}
-        windows = [*self.windows, (self.start_ns, end_ns)]
-        self.end_ns = end_ns
-        t0 = self.t0_ns or self.start_ns
-        events: list[dict[str, Any]] = list(self.events)
-        grads: dict[str, Any] = {}
-        unreachable: list[dict[str, str]] = []
-        for w in workers:
-            piece = got.get(w)
-            if not isinstance(piece, dict):
-                why = report.first_line(str(piece)) if piece is not None else "no answer"
-                unreachable.append({"worker": w, "error": why})
-                continue
-            grads.update(piece["grads"])
-            events.extend(pair_events(w, piece["events"], windows, t0, sends,
-                                       offsets.get(w, (0, 0))[0]))
-        events.sort(key=lambda e: (e["t_us"], e["worker"]))
-        self.trace.real = {
-            "outcome": outcome, "error": error, "passes_run": len(windows),
-            "pass_seconds": [(e - s) / 1e9 for s, e in windows],
-            "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows],
-            "interop_threads": torch.get_num_interop_threads(), "durations": "measured",
-            "events": events,
-            "gradients": {nid: summarize(g) for nid, g in sorted(grads.items())},
-            "unreachable": unreachable, "hang_timeout_s": self.config.hang_timeout,
-            "clock": {"source": "CLOCK_MONOTONIC",
-                      "offsets_us": {w: round(o / 1000.0, 3) for w, (o, _) in
-                                     sorted(offsets.items())},
-                      "rtt_us": {w: round(r / 1000.0, 3) for w, (_, r) in
-                                 sorted(offsets.items())}}}
+    def collect(self, passes: Passes) -> None:
+        """Fill ``trace.real`` from every worker's hook events and gradients
+        (``observe_real.collect``: the same section ``distviz run`` writes; times on the
+        initiator's ``CLOCK_MONOTONIC``)."""
+        keep = self.keep and passes.outcome == "completed"
+        real = observe_real.collect(
+            self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
+            {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
+            forget=not keep, keep=keep, call=_on_all)
+        self.trace.real = real.to_json()
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
@@ -373,16 +346,33 @@ class _Run:
                 return
             self.hung = True
             timeout = self.config.hang_timeout
-            self.collect("hang", f"pass {len(self.trace.passes)}: dist_autograd.backward did "
-                                 f"not return within {timeout:g} s", time.monotonic_ns())
+            self.collect(self.passes.running("hang", f"pass {len(self.trace.passes)}: "
+                                             "dist_autograd.backward did not return within "
+                                             f"{timeout:g} s"))
             row = self.write()
         stop = self.config.on_hang == "stop"
+        if self.replay.outcome == "hang":   # explained when it was predicted: said once
+            said = "it hangs, as the replay predicts."
+        else:
+            said = f"it hangs. {row.explanation}" if row.explanation else "it hangs."
         _say(f"{self.me} context {self.index}: PyTorch's backward has not returned after "
-             f"{timeout:g} s: it hangs. {row.explanation or ''}".rstrip())
+             f"{timeout:g} s: {said}")
         _say(f"trace: {self.path}" + ("" if stop else
                                       "; the program keeps running (--on-hang continue)"))
         if stop:
             stop_program(self.config, f"{self.me} context {self.index} hangs", row.explanation)
+
+    def after_hang(self, error: BaseException) -> None:
+        """What PyTorch raised after the observed hang (its own RPC time-out, a worker gone):
+        the consequence of the hang, kept in ``real["after_hang"]``; the outcome stays a hang."""
+        text = first_line(error).split(" Exception raised from ")[0] or \
+            type(error).__name__
+        assert self.trace.real is not None
+        self.trace.real["after_hang"] = text
+        self.write()
+        _forget(self.trace, self.me)
+        _say(f"{self.me} context {self.index}: after the hang, PyTorch's backward raised: "
+             f"{text}")
 
 
 def stop_program(config: TraceConfig, reason: str, explanation: str | None = None) -> None:
@@ -418,9 +408,9 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     from distviz.replay import replay
     from distviz.tracing import report
 
-    root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
     t0 = time.perf_counter()
     try:
+        root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         trace = _record(context_id, root_list, retain_graph, frame, names)
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
@@ -503,7 +493,6 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
                              "stops at a failed pass")
         return
-    run.windows.append((run.start_ns, run.end_ns))
     run.events = list((run.trace.real or {}).get("events") or [])
     proc.runs[cid] = run
 
@@ -515,17 +504,20 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
 
     trace, rp, me = run.trace, run.replay, run.me
     if rp.outcome == "hang":
-        trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
-                      "error": None, "events": [], "gradients": {}}
-        row = run.write()
         _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
         _say(report.hang_text(trace, rp))
-        _say(f"trace: {run.path}")
         _stop_following(run, "")
         if run.config.on_hang == "stop":
+            trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
+                          "error": None, "events": [], "gradients": {}}
+            row = run.write()
+            _say(f"trace: {run.path}")
             _forget(trace, me)
             stop_program(run.config, f"{me} context {run.index}: the replay predicts a hang",
                          row.explanation)
+        trace.real = None   # running: the graph is kept even if the process dies in it
+        run.write()
+        _say(f"trace: {run.path}")
         _say("--on-hang continue: running PyTorch's backward anyway")
     else:
         run.write()     # the graph is kept even if the process dies in the backward
@@ -558,32 +550,27 @@ def _which_pass(trace: Trace) -> str:
 
 
 def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
-    """Run the real backward with hooks everywhere and a watchdog; save; re-raise."""
-    from distviz.tracing import report
-
+    """Run the real backward in the program's thread, with hooks everywhere and a watchdog
+    (``observe_real.watch``); save; re-raise."""
     trace, me = run.trace, run.me
-    watchdog = threading.Timer(run.config.hang_timeout, run.on_timeout)
-    watchdog.daemon = True
-    error: BaseException | None = None
-    run.start_ns = time.monotonic_ns()
-    run.t0_ns = run.t0_ns or run.start_ns
     t = time.perf_counter()
-    watchdog.start()
-    try:
-        ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph)
-    except BaseException as exc:  # noqa: BLE001 - re-raised below, after the trace is saved
-        error = exc
-    finally:
-        watchdog.cancel()
-    end = time.monotonic_ns()
+    error = observe_real.watch(
+        lambda: ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph),
+        run.config.hang_timeout, run.on_timeout, run.passes)
     run.add_seconds("backward", time.perf_counter() - t)
     with run.lock:
         run.finished = True
-        outcome = "error" if error is not None else "completed"
+        if run.hung and error is not None:
+            run.after_hang(error)
+            _after_pass(run, "hang")
+            raise error
+        if run.hung:
+            _say(f"{me} context {run.index}: PyTorch's backward returned after "
+                 f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
         detail = str(error) if error is not None else None
-        run.collect(outcome, report.first_line(detail) if detail is not None else None, end)
+        run.collect(run.passes)
         row = run.write(detail)
-        _after_pass(run, outcome)
+        _after_pass(run, run.passes.outcome)
     if row.outcome == "error" or row.agreement == "differs":
         _say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         _say(f"trace: {run.path}")

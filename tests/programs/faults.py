@@ -3,6 +3,8 @@
 Usage: python faults.py MODE, with MODE one of
   raise            a custom autograd Function on worker1 raises in its backward (the program
                    fails with PyTorch's error)
+  late-raise       worker1's backward takes 8 s, then raises (a hang for --hang-timeout 2
+                   that PyTorch ends with an error)
   crash            worker1 is killed in the middle of the second iteration's backward
   no-backward      the forward runs over RPC, nothing ever calls backward
   outside-context  dist_autograd.backward is called with a context id that does not exist
@@ -11,6 +13,7 @@ Usage: python faults.py MODE, with MODE one of
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -29,6 +32,19 @@ class Checked(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         raise ValueError("gradient rejected by Checked.backward")
+
+
+class Late(torch.autograd.Function):
+    """Scales by 2; its backward takes 8 s, then rejects the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(8)
+        raise ValueError("gradient rejected late by Late.backward")
 
 
 class Fragile(torch.autograd.Function):
@@ -52,6 +68,10 @@ def checked(x):
     return Checked.apply(x)
 
 
+def late(x):
+    return Late.apply(x)
+
+
 def fragile(x):
     return Fragile.apply(x)
 
@@ -72,7 +92,7 @@ def run_worker(rank, mode):
         init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"))
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
     if rank == 0:
-        model = Model(checked if mode == "raise" else fragile)
+        model = Model({"raise": checked, "late-raise": late}.get(mode, fragile))
         for _ in range(2):
             with dist_autograd.context() as context_id:
                 loss = model(torch.rand(3, 4))

@@ -1,0 +1,87 @@
+"""``distviz trace`` changes nothing a traced program sees.
+
+Each program of ``tests/programs/transparency.py`` runs twice, plainly and under ``distviz
+trace``: what every ``dist_autograd.backward`` call returned or raised (PyTorch's own exception,
+type and message), what ``get_gradients`` held afterwards, and the program's exit status must be
+the same. PyTorch is the oracle: the plain run is what the program sees without distviz. Where
+distviz cannot record a call, the summary says so.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_trace_cmd import PROGRAMS, ROOT, Traced, _environment, finish, trace_command
+
+pytestmark = pytest.mark.rpc
+
+PROGRAM = str(PROGRAMS / "transparency.py")
+
+
+def _plain_and_traced(tmp: Path, mode: str, *options: str) -> tuple[str, str, Traced]:
+    """The program's log without and with ``distviz trace``, and the traced run."""
+    plain_dir, traced_dir = tmp / "plain", tmp / "traced"
+    plain_dir.mkdir()
+    traced_dir.mkdir()
+    plain = subprocess.run([sys.executable, PROGRAM, mode, str(plain_dir / "log")], cwd=ROOT,
+                           env=_environment(plain_dir), capture_output=True, text=True,
+                           timeout=400)
+    assert plain.returncode == 7, plain.stderr[-3000:]
+    proc = subprocess.run(trace_command(traced_dir, [PROGRAM, mode, str(traced_dir / "log")],
+                                        *options),
+                          cwd=ROOT, env=_environment(traced_dir), capture_output=True, text=True,
+                          timeout=600)
+    traced = finish(traced_dir, proc, proc.stdout, proc.stderr)
+    assert traced.code == 7, proc.stdout + proc.stderr[-3000:]   # the program's own status
+    return ((plain_dir / "log").read_text(encoding="utf-8"),
+            (traced_dir / "log").read_text(encoding="utf-8"), traced)
+
+
+def test_wrong_arguments_reach_pytorch_untouched(tmp_path: Path) -> None:
+    # PyTorch's test_backward_invalid_args: its TypeError ("incompatible function arguments",
+    # naming the arguments as given) and its RuntimeErrors, never distviz's own
+    plain, traced, run = _plain_and_traced(tmp_path, "invalid-args")
+    assert traced == plain
+    assert "backward(ctx, None): raised TypeError: backward(): incompatible function " \
+           "arguments." in traced
+    # the good backward after them is the context's first: recorded, and it agrees
+    assert [(c["context"], c["outcome"], c["agreement"]) for c in run.index["contexts"]] == [
+        (1, "completed", "agrees")]
+    assert ("worker0: a dist_autograd.backward call was not recorded: PyTorch rejected its "
+            "arguments (TypeError: backward(): incompatible function arguments.") in run.stdout
+
+
+def test_a_dummy_context_id_fails_as_in_pytorch(tmp_path: Path) -> None:
+    plain, traced, run = _plain_and_traced(tmp_path, "dummy-context")
+    assert traced == plain
+    assert "Could not find autograd context with id" in traced
+    assert "was called outside a dist_autograd context" in run.stdout
+    # the call with the dummy id is no context of the program's: the real one is the first
+    assert [(c["context"], c["outcome"], c["agreement"]) for c in run.index["contexts"]] == [
+        (1, "completed", "agrees")]
+
+
+def test_more_passes_than_distviz_records(tmp_path: Path) -> None:
+    plain, traced, run = _plain_and_traced(tmp_path, "many-passes")
+    assert traced == plain
+    assert traced.count("returned None") == 105
+    assert run.row("worker0", 1)["passes"] == 100
+    assert "pass 101 was not recorded: distviz records at most 100 passes" in run.stdout
+
+
+def test_passes_after_a_failed_one(tmp_path: Path) -> None:
+    plain, traced, run = _plain_and_traced(tmp_path, "after-failed")
+    assert traced == plain
+    assert "pass 1: raised RuntimeError" in traced and "pass 3: returned None" in traced
+    assert run.row("worker0", 1)["outcome"] == "error"
+    assert "the passes after pass 1 were not recorded: pass 1 raised" in run.stdout
+
+
+def test_an_async_execution_function(tmp_path: Path) -> None:
+    plain, traced, run = _plain_and_traced(tmp_path, "async")
+    assert traced == plain
+    assert "backward(ctx, [loss]): returned None" in traced
+    assert run.index["contexts"], run.stdout
