@@ -211,6 +211,10 @@ class RRefProxy:
         return MethodCaller(self, "remote", self._rpc, timeout)
 
 
+def _nothing() -> None:
+    return None
+
+
 def _as_is(value: Any) -> Any:
     return value
 
@@ -248,6 +252,14 @@ class ScenarioRpc:
     def __init__(self, worker: str, max_depth: int = limits.DEFAULT_MAX_RPC_DEPTH) -> None:
         self._worker = worker
         self._max_depth = max_depth
+        #: ``clock("rpc")`` at each call the worker's own code makes (not one it serves):
+        #: returns what to call when the call's result is in (the training form's order)
+        self.clock: Callable[[str], Callable[[], None]] | None = None
+
+    def _began(self) -> Callable[[], None]:
+        if self.clock is None or _chain():
+            return _nothing
+        return self.clock("rpc")
 
     def _logger(self, callee: str, func: Any) -> Callable[[str, _Snapshot, int | None,
                                                            str | None], None]:
@@ -287,19 +299,27 @@ class ScenarioRpc:
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float = -1.0, _dv_line: int | None = None,
                  _dv_target: str | None = None) -> Any:
+        done = self._began()
         result, log, snap = self._send("rpc_sync", to, func, args, kwargs, timeout)
+        done()
         log("rpc_sync", snap, _dv_line, _dv_target)
         return result
 
     def rpc_async(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                   timeout: float = -1.0, _dv_line: int | None = None,
                   _dv_target: str | None = None) -> FutureProxy:
+        done = self._began()
         fut, log, snap = self._send("rpc_async", to, func, args, kwargs, timeout)
-        return FutureProxy(fut, lambda: log("rpc_async", snap, _dv_line, _dv_target))
+
+        def finish() -> None:
+            done()
+            log("rpc_async", snap, _dv_line, _dv_target)
+        return FutureProxy(fut, finish)
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, _dv_line: int | None = None,
                _dv_target: str | None = None) -> RRefProxy:
+        self._began()  # its end is never known: the call stays open
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
         log("remote", snap, _dv_line, _dv_target)
         if isinstance(func, type):
@@ -466,6 +486,8 @@ class LocalRpc:
 
     def __init__(self, world: LocalWorld) -> None:
         self.world = world
+        #: ``clock("rpc")`` before each call a trainer's own code makes (as ``ScenarioRpc``'s)
+        self.clock: Callable[[str], None] | None = None
 
     def _translate(self, value: Any, ns: dict[str, Any]) -> Any:
         if isinstance(value, (list, tuple)):
@@ -482,6 +504,8 @@ class LocalRpc:
         return value
 
     def _run(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
+        if self.clock is not None and self.world.stack == [self.world.trainer]:
+            self.clock("rpc")
         name = worker_name(to)
         ns = self.world.namespaces[name]
         target = self._translate(func, ns)

@@ -210,6 +210,13 @@ class OptimizerProxy:
         self._real = DistributedOptimizer(optimizer_class, self._rrefs, *args, **kwargs)
 
     def step(self, context_id: int) -> None:
+        done = self._session.point("step")
+        try:
+            self._step(context_id)
+        finally:
+            done()
+
+    def _step(self, context_id: int) -> None:
         run = self._session.runs.get(int(context_id))
         if run is None or not run.selected or run.trace is None:
             self._real.step(context_id)
@@ -256,6 +263,7 @@ class TrainingSession:
         self.main_ns: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.failed: str | None = None  # the first backward that raised, in words
+        self.points: list[list[Any]] = []  # the main's order: see ``point``
 
     def names(self) -> dict[str, Any]:
         """The names a program sees: ``dist_autograd``, ``DistributedOptimizer``, ``RRef``,
@@ -271,7 +279,21 @@ class TrainingSession:
 
     # -- contexts ---------------------------------------------------------------------------
 
+    def point(self, kind: str) -> Callable[[], None]:
+        """Note a step of the main's order that the reference follows: a context opens
+        (``context``), a call to another worker (``rpc``), an optimizer step (``step``), as
+        ``[kind, start ns, end ns]`` (end ``-1`` while it is open). Returns what ends it."""
+        if not self.main_ns:
+            return _nothing
+        entry: list[Any] = [kind, time.monotonic_ns(), -1]
+        self.points.append(entry)
+
+        def done() -> None:
+            entry[2] = time.monotonic_ns()
+        return done
+
     def begin(self, cid: int) -> None:
+        self.point("context")()
         with self.lock:
             self.count += 1
             index = self.count
@@ -428,6 +450,10 @@ class TrainingSession:
                 dict(real["gradients"][nid], name=name))
             values[nid] = tensor_values(g, budget)
         return real, values, per_worker
+
+
+def _nothing() -> None:
+    return None
 
 
 def _context_workers(trace: Trace) -> list[str]:
