@@ -3,7 +3,8 @@ and the fork server (which imports torch once) is kept between runs and stopped 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ def pid_alive(pid: int) -> bool:
         return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
     except psutil.Error:
         return False
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``check`` until it holds; after ``timeout`` seconds fail, saying ``what`` did not
+    happen (a deadline for something that takes a moment, never a fixed wait)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (waited {timeout:g} s)")
+        time.sleep(0.05)
 
 
 def descendants(pid: int) -> list[int]:

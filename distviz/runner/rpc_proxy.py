@@ -21,7 +21,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder import log_call
+from distviz.recorder import before_gather, log_call
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
@@ -109,6 +109,46 @@ class _Snapshot:
         sends = set(self.ctx._send_functions()) - self.sends
         recvs = set(self.ctx._recv_functions()) - self.recvs
         return sorted(sends | recvs)
+
+
+_REPLIES: dict[int, list[Any]] = {}   # context id -> futures of calls not waited for yet
+_REPLIES_LOCK = threading.Lock()
+
+
+def _expect_reply(snap: _Snapshot, fut: Any) -> None:
+    """Keep the future of a call made in a context (``rpc_async``, ``remote``) until its
+    reply came (then ``_replied`` drops it) or the context is recorded (``wait_replies``)."""
+    if snap.ctx is None:
+        return
+    cid, key = int(snap.ctx._context_id()), id(fut)
+    with _REPLIES_LOCK:
+        _REPLIES.setdefault(cid, []).append(fut)
+    fut.add_done_callback(lambda _done: _replied(cid, key))  # ids only: no cycle via fut
+
+
+def _replied(cid: int, key: int) -> None:
+    with _REPLIES_LOCK:
+        pending = _REPLIES.get(cid)
+        if pending is None:
+            return
+        pending[:] = [f for f in pending if id(f) != key]
+        if not pending:
+            del _REPLIES[cid]
+
+
+def wait_replies(context_id: int) -> None:
+    """Wait for the reply to every call made in the context that nobody waited for (an
+    ``rpc.remote`` whose RRef is never fetched): a reply means the callee read the request
+    and holds its recv function, so the recording that follows sees the whole graph. Bounded
+    by each call's RPC time-out; a failed call is not raised here (the program meets it where
+    PyTorch raises it)."""
+    with _REPLIES_LOCK:
+        pending = _REPLIES.pop(int(context_id), [])
+    for fut in pending:
+        try:
+            fut.wait()
+        except Exception:  # noqa: BLE001, S112 - raised where the program uses the result
+            continue
 
 
 class FutureProxy:
@@ -255,6 +295,7 @@ class ScenarioRpc:
         #: ``clock("rpc")`` at each call the worker's own code makes (not one it serves):
         #: returns what to call when the call's result is in (the training form's order)
         self.clock: Callable[[str], Callable[[], None]] | None = None
+        before_gather(wait_replies)
 
     def _began(self) -> Callable[[], None]:
         if self.clock is None or _chain():
@@ -310,6 +351,7 @@ class ScenarioRpc:
                   _dv_target: str | None = None) -> FutureProxy:
         done = self._began()
         fut, log, snap = self._send("rpc_async", to, func, args, kwargs, timeout)
+        _expect_reply(snap, fut)
 
         def finish() -> None:
             done()
@@ -321,6 +363,7 @@ class ScenarioRpc:
                _dv_target: str | None = None) -> RRefProxy:
         self._began()  # its end is never known: the call stays open
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
+        _expect_reply(snap, rref._get_future())
         log("remote", snap, _dv_line, _dv_target)
         if isinstance(func, type):
             _wait_built(rref)
