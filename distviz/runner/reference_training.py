@@ -327,7 +327,15 @@ class _LocalRemoteModule:
         self.module = ref.world.run(self.owner, target, *tuple(args or ()), **dict(kwargs or {}))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._point()
         return self.ref.world.run(self.owner, self.module, *args, **kwargs)
+
+    def _point(self) -> None:
+        """A call to the owner from a trainer's main: a point, as in the real run
+        (``TrainingSession.remote_module``)."""
+        world = self.ref.world
+        if world.stack == [world.trainer]:
+            self.ref.point("rpc")
 
     __call__ = forward
 
@@ -336,6 +344,7 @@ class _LocalRemoteModule:
         return _LocalFuture(self.forward(*args, **kwargs))
 
     def remote_parameters(self, recurse: bool = True) -> list[LocalRRef]:
+        self._point()
         return [LocalRRef(p, self.owner, self.ref.local) for p in self.module.parameters(recurse)]
 
     def get_module_rref(self) -> LocalRRef:

@@ -275,7 +275,27 @@ class TrainingSession:
         def optimizer(cls: Any, params: Any, *args: Any, **kwargs: Any) -> OptimizerProxy:
             return OptimizerProxy(self, cls, params, *args, **kwargs)
         return {"dist_autograd": autograd, "DistributedOptimizer": optimizer,
-                "RRef": make_rref, "RemoteModule": remote_module}
+                "RRef": make_rref, "RemoteModule": self.remote_module}
+
+    def remote_module(self, remote_device: str, module_cls: Any, args: Any = None,
+                      kwargs: Any = None) -> Any:
+        """``RemoteModule(...)`` whose calls to its owner are points of the main's order
+        (``point``): ``forward`` (and calling it), ``forward_async`` (open: its end is not
+        known), ``remote_parameters``."""
+        module = remote_module(remote_device, module_cls, args, kwargs)
+        for name in ("forward", "forward_async", "remote_parameters"):
+            setattr(module, name, self._timed(getattr(module, name), name != "forward_async"))
+        return module
+
+    def _timed(self, fn: Callable[..., Any], ends: bool) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            done = self.point("rpc")
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if ends:
+                    done()
+        return call
 
     # -- contexts ---------------------------------------------------------------------------
 
