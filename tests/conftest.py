@@ -3,11 +3,12 @@ and the fork server (which imports torch once) is kept between runs and stopped 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,34 +34,28 @@ def run_cached(name: str, overrides: dict[str, str] | None = None, **options: An
 def pid_alive(pid: int) -> bool:
     """True if ``pid`` is a live (not zombie) process."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
         return False
-    return state not in ("Z", "X")
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``check`` until it holds; after ``timeout`` seconds fail, saying ``what`` did not
+    happen (a deadline for something that takes a moment, never a fixed wait)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (waited {timeout:g} s)")
+        time.sleep(0.05)
 
 
 def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (reads /proc; iterative)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] in ("Z", "X"):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    out: list[int] = []
-    stack = [pid]
-    while stack:
-        for c in children.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
-    return out
+    """All live descendants of ``pid``."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [c.pid for c in children if pid_alive(c.pid)]
 
 
 @pytest.fixture(scope="session", autouse=True)

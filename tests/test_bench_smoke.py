@@ -83,3 +83,4 @@ def test_bench_trace_cmd_runs_on_a_tiny_program() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = proc.stdout.splitlines()[-1]
     assert '"all_s"' in report and '"contexts_recorded_all": 2' in report
+    assert '"all_cpu_s"' in report

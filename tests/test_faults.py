@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from conftest import ROOT, descendants, pid_alive, run_cached
+from conftest import ROOT, descendants, pid_alive, run_cached, wait_until
 
 pytestmark = pytest.mark.rpc
 
@@ -123,11 +124,9 @@ def test_fast_mode_hang_is_confirmed_and_torn_down() -> None:
 
 def test_predicted_hang_skips_the_real_backward_unless_confirmed(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
-    t0 = time.monotonic()
     proc = _cli("run", str(ROOT / "scenarios" / "unused_result.yaml"), "-o", str(out),
                 "--hang-timeout", "30", cwd=tmp_path)
-    assert proc.returncode == 6
-    assert time.monotonic() - t0 < 25  # never waited for the 30 s timeout
+    assert proc.returncode == 6     # (skipped: never waited for the 30 s time-out)
     data = json.loads(out.read_text())
     assert data["real"]["outcome"] == "skipped"
     assert "--confirm-hang" in data["real"]["reason"]
@@ -156,19 +155,19 @@ def _run_watched(tmp_path: Path, *args: str, timeout: float = 120) -> tuple[int,
 
 
 def _no_process_left(kids: list[int]) -> None:
-    time.sleep(0.5)
     assert kids, "no worker process was seen"
-    assert not [k for k in kids if pid_alive(k)], "processes left behind"
+    wait_until(lambda: not [k for k in kids if pid_alive(k)], "processes left behind")
 
 
 def test_recursion_across_workers_stops_within_seconds_naming_the_cycle(tmp_path: Path) -> None:
     # ping on worker1 calls pong on worker0, which calls ping again: without a nesting limit
     # the calls take every RPC thread and the run ends only at the forward time-out
-    code, err, seconds, kids = _run_watched(
+    # (ended by the limit, not by the 60 s time-out: the message says which)
+    code, err, _, kids = _run_watched(
         tmp_path, str(FAULTS / "ping_pong.yaml"), "-o", str(tmp_path / "t.json"),
         "--timeout", "60")
     assert code == 3, err
-    assert seconds < 10, f"took {seconds:.1f} s"
+    assert "timed out" not in err, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert "ping on worker1 -> pong on worker0 -> ping on worker1" in err, err
@@ -236,6 +235,16 @@ def _workers_of(pid: int) -> list[int]:
     return descendants(pid)
 
 
+def _fork_server_of(pid: int) -> int | None:
+    for k in descendants(pid):
+        try:
+            if "multiprocessing.forkserver" in " ".join(psutil.Process(k).cmdline()):
+                return k
+        except psutil.Error:
+            continue
+    return None
+
+
 @pytest.mark.parametrize("phase,marker", [
     ("start-up", "starting"), ("importing", "starting"), ("forward", "running the forward pass"),
     ("backward", "running the real dist_autograd.backward")])
@@ -251,8 +260,8 @@ def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -
     proc = _start(tmp_path, *args)
     try:
         _wait_for(proc, marker)
-        if phase in ("backward", "importing"):
-            time.sleep({"backward": 1.0, "importing": 0.5}[phase])
+        if phase == "importing":   # the fork server is there (and imports torch for seconds)
+            wait_until(lambda: _fork_server_of(proc.pid) is not None, "no fork server started")
         kids = _workers_of(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground group
         _, err = proc.communicate(timeout=30)
@@ -261,8 +270,7 @@ def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     assert "interrupted" in err.lower() and "Traceback" not in err
-    time.sleep(0.5)
-    assert not [k for k in kids if pid_alive(k)]
+    wait_until(lambda: not [k for k in kids if pid_alive(k)], "processes left behind")
     _no_temp_left(tmp_path)
     # the partial trace is saved (atomically): the recorded graph when there is one
     saved = json.loads((tmp_path / "t.json").read_text())
@@ -289,8 +297,7 @@ def test_worker_killed_from_outside_mid_run(tmp_path: Path) -> None:
     assert "partial trace saved" in err
     assert json.loads((tmp_path / "t.json").read_text())["real"]["outcome"] == "error"
     assert "Traceback" not in err
-    time.sleep(0.5)
-    assert not [k for k in kids if pid_alive(k)]
+    wait_until(lambda: not [k for k in kids if pid_alive(k)], "processes left behind")
     _no_temp_left(tmp_path)
 
 
@@ -389,10 +396,9 @@ def test_many_workers_whose_messages_arrive_out_of_order() -> None:
 
     sc = load_scenario(str(FAULTS / "eight_workers.yaml"))
     for _ in range(3):
-        t0 = time.monotonic()
         result = run_scenario(sc, RunOptions(keep_server=True, forward_timeout=30.0,
                                              reference=False))
         assert result.error is None, result.error
         assert result.trace is not None and result.trace.real["outcome"] == "completed"
-        assert time.monotonic() - t0 < 25
+        # (a run that waited for the 30 s forward time-out would end with its error)
         assert not any(pid_alive(p) for p in result.pids.values())

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.errors import TraceError
 from distviz.replay.contexts import shared_workers
-from distviz.runner.collate import TrainingRun, collate, schedule, shared_updates
+from distviz.runner.collate import TrainingRun, collate, interleaving, schedule, shared_updates
 from distviz.trace import Trace, load
 from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
 from distviz.trace.recording import Recording, load_recording
@@ -99,14 +99,66 @@ def test_updates_of_parameters_another_trainer_uses_are_found() -> None:
     assert shared_updates(_training_run(windows, {"a": ["mine"], "b": ["yours"]})) == []
 
 
-def test_collate_compares_nothing_when_shared_updates_overlap() -> None:
+def test_updates_each_hogwild_trainer_makes_to_the_layer_both_use_are_found() -> None:
+    windows = {"a": [[1, 0, 10]], "b": [[1, 5, 15]]}
+    assert shared_updates(_training_run(windows, {"a": ["t1"], "b": ["t1"]})) == ["t1"]
+
+
+def test_collate_compares_nothing_when_the_order_of_shared_updates_is_not_known() -> None:
     run = _training_run({"a": [[1, 0, 10]], "b": [[1, 5, 15]]}, {"a": ["t1"], "b": []})
     run.reference = {"outcome": "completed", "contexts": [], "final": {}}
     rec = collate(run, None)
     assert rec.training is not None and rec.training.shared_updates == ("t1",)
     assert all(t.reference and t.reference["comparable"] is False for t in rec.contexts)
     assert all(it and it.reference and it.reference.ok is None for it in rec.iterations)
-    assert "overlapped" in (rec.contexts[0].reference or {})["error"]
+    assert "was not recorded" in (rec.contexts[0].reference or {})["error"]
+
+
+# a forward call and a step per context: a's step ends (9) before b's forward begins (10)
+APART = {"a": [["context", 0, 0], ["rpc", 1, 3], ["step", 5, 9]],
+         "b": [["context", 2, 2], ["rpc", 10, 12], ["step", 13, 15]]}
+
+
+def test_interleaving_orders_points_by_start_and_finds_a_step_under_way() -> None:
+    assert interleaving(APART) == (
+        [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2), ("b", 3)], None)
+    # two forward calls at once only read: the order is still known
+    assert interleaving({"a": [["rpc", 0, 10]], "b": [["rpc", 5, 15]]}).clash is None
+    late = dict(APART, b=[["context", 2, 2], ["rpc", 8, 12], ["step", 13, 15]])
+    assert interleaving(late).clash == (
+        "a's optimizer step (its context 1) and b's call to another worker (its context 1) "
+        "ran at the same time, so the order the shared parameters were read and updated in "
+        "is not known")
+    still_open = {"a": [["rpc", 0, -1]], "b": [["step", 5, 6]]}    # rpc.remote: never ends
+    assert interleaving(still_open).clash is not None
+
+
+def _hogwild_run(points: dict[str, list[list[Any]]]) -> TrainingRun:
+    run = _training_run({"a": [[1, 0, 9]], "b": [[1, 2, 15]]}, {"a": ["t1"], "b": ["t1"]})
+    run.points = points
+    want = [{"trainer": t, "index": 1, "loss": [1.0], "gradients": {}, "steps": []}
+            for t in ("a", "b")]
+    run.reference = {"outcome": "completed", "contexts": want,
+                     "final": {"t1": {"all": [0.5], "dtype": "float32"}},
+                     "points": {t: [p[0] for p in ps] for t, ps in APART.items()}}
+    run.final = {"worker0": {"t1": {"all": [0.5], "dtype": "float32"}}}
+    return run
+
+
+def test_collate_compares_hogwild_trainers_when_the_reference_went_in_their_order() -> None:
+    rec = collate(_hogwild_run(APART), None)
+    # compared: only that these contexts have no real backward keeps them from it
+    assert [(t.reference or {})["error"] for t in rec.contexts] == [
+        "the real backward did not complete"] * 2
+    assert rec.training is not None and rec.training.ok is True
+    late = dict(APART, b=[["context", 2, 2], ["rpc", 8, 12], ["step", 13, 15]])
+    rec = collate(_hogwild_run(late), None)
+    assert "is not known" in (rec.contexts[0].reference or {})["error"]
+    assert rec.training is not None and rec.training.ok is None
+    fewer = dict(APART, b=APART["b"][:2])
+    rec = collate(_hogwild_run(fewer), None)
+    assert "b made 2 context openings, calls and steps in the real run and 3 in the reference" \
+        in (rec.contexts[0].reference or {})["error"]
 
 
 def _with_calls(trace: Trace, worker: str, t0: float, nodes: list[str]) -> Trace:

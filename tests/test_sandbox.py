@@ -257,3 +257,35 @@ def test_a_depth_error_crossing_many_hops_keeps_only_the_innermost() -> None:
     with pytest.raises(RpcDepthError) as info:
         run_nested([("main", "worker0")], raises, "RPC calls nest ...")
     assert str(info.value) == "RPC calls nest ..."
+
+
+class _Context:
+    def _context_id(self) -> int:
+        return 7
+
+
+class _InContext:
+    ctx = _Context()
+
+
+def test_recording_waits_for_the_reply_to_each_call_nobody_waited_for() -> None:
+    """An ``rpc.remote`` whose RRef is never fetched: before the context is recorded, its
+    reply (the callee read the request and holds its recv) is waited for; a call that already
+    replied is forgotten at once."""
+    import threading
+
+    from distviz.runner import rpc_proxy
+
+    answered: torch.futures.Future[int] = torch.futures.Future()
+    rpc_proxy._expect_reply(_InContext(), answered)  # type: ignore[arg-type]
+    answered.set_result(1)
+    assert 7 not in rpc_proxy._REPLIES
+    late: torch.futures.Future[int] = torch.futures.Future()
+    rpc_proxy._expect_reply(_InContext(), late)  # type: ignore[arg-type]
+    order: list[str] = []
+    waiter = threading.Thread(target=lambda: (rpc_proxy.wait_replies(7), order.append("waited")))
+    waiter.start()
+    order.append("replied")
+    late.set_result(2)
+    waiter.join()
+    assert order == ["replied", "waited"] and 7 not in rpc_proxy._REPLIES

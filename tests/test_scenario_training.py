@@ -17,7 +17,7 @@ from distviz.scenario import load_scenario, load_scenario_text
 from distviz.trace.iteration import ContextSelection
 
 TRAINING = ["rnn_tutorial", "ps_two_trainers", "module_shards", "seed_training",
-            "get_gradients"]
+            "get_gradients", "hogwild"]
 
 
 @pytest.mark.parametrize("name", TRAINING)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from distviz.replay import replay
@@ -62,14 +63,13 @@ def _environment(tmp: Path) -> dict[str, str]:
 def programs_running(marker: str) -> list[int]:
     """Processes whose environment mentions ``marker`` (the run's own folder)."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(entry))
-        except OSError:
+            if any(marker in value for value in proc.environ().values()):
+                found.append(proc.pid)
+        except psutil.Error:
             continue
     return found
 

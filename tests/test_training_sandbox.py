@@ -118,12 +118,27 @@ def test_module_parameters_are_named_after_the_outermost_module() -> None:
         modules.use_scope("run")
 
 
+def _points(*turns: tuple[str, int]) -> list[tuple[str, int]]:
+    """``(trainer, how many points)`` turns as the ``(trainer, number)`` order of points."""
+    seen: dict[str, int] = {}
+    out = []
+    for trainer, k in turns:
+        for _ in range(k):
+            seen[trainer] = seen.get(trainer, 0) + 1
+            out.append((trainer, seen[trainer]))
+    return out
+
+
 def test_reference_runs_several_trainers_in_the_real_runs_order() -> None:
     sc = load_scenario(SCENARIOS / "ps_two_trainers.yaml", {"iterations": "2"})
-    order = [("trainer2", 1), ("trainer1", 1), ("trainer1", 2), ("trainer2", 2)]
+    # each trainer: a call (its head's RRefs), then per context: opening, call, step
+    order = _points(("trainer2", 4), ("trainer1", 4), ("trainer1", 3), ("trainer2", 3))
     result = run_training_reference(sc, WorkerOptions(), order)
     assert result["outcome"] == "completed", result["error"]
-    assert [(c["trainer"], c["index"]) for c in result["contexts"]] == order
+    assert [(c["trainer"], c["index"]) for c in result["contexts"]] == [
+        ("trainer2", 1), ("trainer1", 1), ("trainer1", 2), ("trainer2", 2)]
+    assert result["points"] == {t: ["rpc", *["context", "rpc", "step"] * 2]
+                                for t in ("trainer1", "trainer2")}
     # each context keeps its own gradients of the shared layer on ps
     for c in result["contexts"]:
         assert {"ps.features.weight", "ps.features.bias"} <= set(c["gradients"])
@@ -132,6 +147,37 @@ def test_reference_runs_several_trainers_in_the_real_runs_order() -> None:
     assert heads == {"ps.head1.weight", "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
     assert set(result["final"]) == {"ps.features.weight", "ps.features.bias", "ps.head1.weight",
                                     "ps.head1.bias", "ps.head2.weight", "ps.head2.bias"}
+
+
+def _hogwild(order: list[tuple[str, int]], iterations: int = 1) -> dict[str, Any]:
+    sc = load_scenario(SCENARIOS / "hogwild.yaml", {"iterations": str(iterations)})
+    result = run_training_reference(sc, WorkerOptions(), order)
+    assert result["outcome"] == "completed", result["error"]
+    return result
+
+
+def test_hogwild_reference_reads_and_updates_the_shared_layer_in_the_given_order() -> None:
+    """Two trainers step one shared ``nn.Linear``: a trainer's forward reads the weights as
+    the other's steps left them at that point of the order. Each trainer's points: a call
+    (the RRefs), the context, the forward call, the step."""
+    one_by_one = _hogwild(_points(("trainer1", 4), ("trainer2", 4)))
+    raced = _hogwild(_points(*[(t, 1) for _ in range(4) for t in ("trainer1", "trainer2")]))
+    second_first = _hogwild(_points(("trainer2", 4), ("trainer1", 4)))
+    start = _hogwild(_points(("trainer1", 1), ("trainer2", 1)), iterations=0)
+    loss = {name: {c["trainer"]: c["loss"][0] for c in r["contexts"]} for name, r in
+            [("one_by_one", one_by_one), ("raced", raced), ("second_first", second_first)]}
+    # trainer1 reads the initial weights in all three orders; trainer2 only when it reads
+    # them before trainer1's step (raced: both forwards come before both steps)
+    assert loss["one_by_one"]["trainer1"] == loss["raced"]["trainer1"]
+    assert loss["raced"]["trainer2"] == loss["second_first"]["trainer2"]
+    assert loss["one_by_one"]["trainer2"] != loss["raced"]["trainer2"]
+    # SGD: each parameter ends at its start minus lr times both contexts' gradients
+    for result in (one_by_one, raced):
+        for name in ("ps.model.weight", "ps.model.bias"):
+            grads = [torch.tensor(c["gradients"][name]["all"]) for c in result["contexts"]]
+            want = torch.tensor(start["final"][name]["all"]) - 0.05 * (grads[0] + grads[1])
+            got = torch.tensor(result["final"][name]["all"])
+            assert torch.allclose(got, want, atol=1e-6), name
 
 
 def test_the_backward_form_reference_names_module_parameters_as_the_recorder_does() -> None:

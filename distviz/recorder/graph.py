@@ -86,6 +86,17 @@ def add_namer(namer: Callable[[], list[tuple[Any, str]]]) -> None:
     _NAMERS.append(namer)
 
 
+_BEFORE_GATHER: list[Callable[[int], None]] = []
+
+
+def before_gather(hook: Callable[[int], None]) -> None:
+    """Call ``hook(context_id)`` at the start of each ``gather`` of a context (once per hook):
+    the runner waits there for the replies to the calls a program made in the context and did
+    not wait for (``rpc_proxy.wait_replies``), so their callees hold their part of the graph."""
+    if hook not in _BEFORE_GATHER:
+        _BEFORE_GATHER.append(hook)
+
+
 def named_here(fallback: bool = True) -> list[tuple[Any, str]]:
     """Every name this worker knows, first name first: ``name``, the namers, and (with
     ``fallback``) ``auto_name``."""
@@ -347,10 +358,14 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
 
     The forward pass may have left requests on their way (an ``rpc.remote`` or ``rpc_async``
     nobody waited for): their callee has no recv function for them yet, or no context at all
-    ("Could not find autograd context"). Until every request has its recv, or for at most
-    ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every worker is recorded again; after that a
-    worker that still has no context raises PyTorch's ``RuntimeError``.
+    ("Could not find autograd context"). The ``before_gather`` hooks wait for the replies to
+    such calls where their futures are known (a scenario's calls); otherwise, until every
+    request has its recv, or for at most ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every
+    worker is recorded again; after that a worker that still has no context raises PyTorch's
+    ``RuntimeError``.
     """
+    for hook in _BEFORE_GATHER:
+        hook(context_id)
     local = record_fn or record_local
     root_fns = [r.grad_fn for r in roots if isinstance(r, torch.Tensor)]
     named = _names_list(names)

@@ -6,13 +6,18 @@ real backward, the iteration, the gradient values), every worker its final param
 them together: each context gets its trace's ``reference`` section (gradients by leaf, as in a
 single-context run) and its ``Iteration`` (with the reference's loss and updates compared),
 and the recording gets the ``TrainingSummary`` (schedule, overlap, final parameters).
+
+Several trainers that update parameters another one's contexts use (Hogwild training on a
+parameter server) give values that depend on the order they read and updated them in. The
+reference goes in the order the real run's trainers went in (``interleaving``); where that
+order is not known, the values are not compared, and the reason says why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from distviz.trace import Trace
 from distviz.trace.iteration import (
@@ -24,7 +29,7 @@ from distviz.trace.iteration import (
 )
 from distviz.trace.recording import Recording
 
-__all__ = ["TrainingRun", "collate", "schedule", "shared_updates"]
+__all__ = ["Interleaving", "TrainingRun", "collate", "interleaving", "schedule", "shared_updates"]
 
 
 @dataclass
@@ -38,6 +43,8 @@ class TrainingRun:
     counts: dict[str, int] = field(default_factory=dict)
     final: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker -> name -> entry
     reference: dict[str, Any] | None = None
+    #: trainer -> its main's contexts, calls and optimizer steps: [kind, start ns, end ns]
+    points: dict[str, list[list[Any]]] = field(default_factory=dict)
 
 
 def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple[str, int]],
@@ -55,11 +62,64 @@ def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple
     return [(trainer, index) for _, _, trainer, index in spans], overlapped
 
 
+class Interleaving(NamedTuple):
+    """The order the trainers went in: ``(trainer, number)`` of each one's contexts, calls and
+    optimizer steps (numbered from 1 per trainer) by start time, and ``clash``: why that order
+    does not tell in which order shared parameters were read and updated (``None``: it does)."""
+
+    order: list[tuple[str, int]]
+    clash: str | None
+
+
+_KIND = {"rpc": "call to another worker", "step": "optimizer step"}
+
+
+def interleaving(points: Mapping[str, Sequence[Sequence[Any]]]) -> Interleaving:
+    """The trainers' points (``TrainingSession.point``: ``[kind, start ns, end ns]``, end
+    ``-1`` while open) in one order. A call reads parameters on its callee and a step updates
+    them somewhere between its start and its end, so two of different trainers are ordered
+    when one ended before the other began; an optimizer step under way while another trainer's
+    call or step was (a context opening reads nothing) leaves the order unknown."""
+    spans: list[tuple[int, int, str, int, str, int]] = []   # start, end, trainer, n, kind, ctx
+    for trainer, ps in points.items():
+        ctx = 0
+        for n, (kind, start, end) in enumerate(ps, 1):
+            ctx += kind == "context"
+            spans.append((int(start), int(end) if int(end) >= 0 else 2 ** 62, str(trainer), n,
+                          str(kind), ctx))
+    spans.sort(key=lambda s: (s[0], s[2], s[3]))
+    latest: dict[str, tuple[int, str, int]] = {}          # trainer -> end, kind, ctx
+    latest_step: dict[str, tuple[int, int]] = {}          # trainer -> end, ctx
+    clash: str | None = None
+    for start, end, trainer, _n, kind, ctx in spans:
+        if kind == "context" or clash is not None:
+            continue
+        for other, (o_end, o_ctx) in latest_step.items():
+            if other != trainer and o_end > start:
+                clash = _clash_text(other, "step", o_ctx, trainer, kind, ctx)
+        for other, (o_end, o_kind, o_ctx) in latest.items():
+            if clash is None and kind == "step" and other != trainer and o_end > start:
+                clash = _clash_text(trainer, "step", ctx, other, o_kind, o_ctx)
+        if end > latest.get(trainer, (0, "", 0))[0]:
+            latest[trainer] = (end, kind, ctx)
+        if kind == "step" and end > latest_step.get(trainer, (0, 0))[0]:
+            latest_step[trainer] = (end, ctx)
+    return Interleaving([(t, n) for _s, _e, t, n, _k, _c in spans], clash)
+
+
+def _clash_text(a: str, a_kind: str, a_ctx: int, b: str, b_kind: str, b_ctx: int) -> str:
+    def where(ctx: int) -> str:
+        return f" (its context {ctx})" if ctx else ""
+    return (f"{a}'s {_KIND[a_kind]}{where(a_ctx)} and {b}'s {_KIND[b_kind]}{where(b_ctx)} ran "
+            "at the same time, so the order the shared parameters were read and updated in "
+            "is not known")
+
+
 def shared_updates(run: TrainingRun) -> list[str]:
     """Parameters one trainer's optimizer steps update while another trainer's contexts use
-    them (as leaves of their graphs): with contexts open at the same time, their values then
-    depend on the interleaving. With not every context recorded this cannot be known, and
-    every stepped parameter counts."""
+    them (as leaves of their graphs): their values depend on the order the trainers went in
+    (each trainer may update them too, as in Hogwild training). With not every context
+    recorded this cannot be known, and every stepped parameter counts."""
     updated: dict[str, set[str]] = {}
     used: dict[str, set[str]] = {}
     for trace_json, info, _ in run.contexts:
@@ -72,14 +132,37 @@ def shared_updates(run: TrainingRun) -> list[str]:
                 used.setdefault(str(node["var"]), set()).add(trainer)
     if len(run.contexts) < sum(run.counts.values()):
         return sorted(updated)
-    return sorted(name for name, by in updated.items() if used.get(name, set()) - by)
+    return sorted(name for name, by in updated.items()
+                  if any(used.get(name, set()) - {t} for t in by))
+
+
+def _order_unknown(run: TrainingRun, conflicts: Sequence[str]) -> str | None:
+    """Why the reference did not go in the real run's order where that matters (shared
+    updates), or ``None``: it read and updated the shared parameters in the same order."""
+    if not conflicts:
+        return None
+    if any(not run.points.get(t) for t in run.trainers):
+        return "the order the trainers went in was not recorded"
+    clash = interleaving(run.points).clash
+    if clash is not None:
+        return clash
+    ref_points: Mapping[str, Any] = (run.reference or {}).get("points", {})
+    for t in run.trainers:
+        real = [str(p[0]) for p in run.points[t]]
+        mirrored = [str(k) for k in ref_points.get(t, [])]
+        if mirrored != real:
+            return (f"{t} made {len(real)} context openings, calls and steps in the real run and "
+                    f"{len(mirrored)} in the reference, which could not follow its order")
+    return None
 
 
 def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
     """The recording of a training run (see the module docstring)."""
     order, overlapped = schedule(run.windows)
-    conflicts = shared_updates(run) if overlapped and len(run.trainers) > 1 else []
-    interleaved = bool(conflicts)
+    conflicts = shared_updates(run) if len(run.trainers) > 1 else []
+    unknown = _order_unknown(run, conflicts)
+    interleaved = (f"trainers updated parameters the others' contexts use ({', '.join(conflicts)})"
+                   f" and {unknown}" if unknown else None)
     ref = run.reference or {}
     ref_contexts = {(c["trainer"], int(c["index"])): c for c in ref.get("contexts", [])}
     t0 = min((int(info["enter_ns"]) for _, info, _ in run.contexts), default=0)
@@ -90,7 +173,7 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
         trace.scenario = scenario
         key = (str(info["trainer"]), int(info["index"]))
         want = ref_contexts.get(key)
-        reason = _not_comparable(trace, ref, want, conflicts)
+        reason = _not_comparable(trace, ref, want, interleaved)
         trace.reference = _gradients_section(trace, values, want, reason)
         iteration = dict(info, enter_us=(int(info["enter_ns"]) - t0) / 1000.0,
                          exit_us=(int(info["exit_ns"]) - t0) / 1000.0, reference=None)
@@ -120,15 +203,13 @@ def _in_order(traces: list[Trace], iterations: list[Iteration | None]
 
 
 def _not_comparable(trace: Trace, ref: Mapping[str, Any], want: Mapping[str, Any] | None,
-                    conflicts: Sequence[str]) -> str | None:
+                    interleaved: str | None) -> str | None:
     if not ref:
         return "no reference run"
     if ref.get("outcome") != "completed":
         return f"the reference run failed: {ref.get('error')}"
-    if conflicts:
-        return (f"trainers updated parameters the others' contexts use ({', '.join(conflicts)}) "
-                "while their contexts overlapped, so the values depend on the interleaving; "
-                "the reference runs the contexts one at a time")
+    if interleaved:
+        return interleaved
     if want is None:
         return "the reference has no such context"
     if trace.real is None or trace.real.get("outcome") != "completed":
@@ -201,7 +282,7 @@ def _with_check(it: Iteration, want: Mapping[str, Any] | None, reason: str | Non
 
 
 def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any],
-                  interleaved: bool) -> list[ValueCheck]:
+                  interleaved: str | None) -> list[ValueCheck]:
     """Each parameter after training against the reference's."""
     want: Mapping[str, Any] = ref.get("final", {}) if ref else {}
     rows: list[ValueCheck] = []
@@ -211,8 +292,7 @@ def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any]
             if not ref or ref.get("outcome") != "completed":
                 rows.append(ValueCheck(name, worker, "not_compared", reason="no reference"))
             elif interleaved:
-                rows.append(ValueCheck(name, worker, "not_compared",
-                                       reason="trainers updated shared parameters concurrently"))
+                rows.append(ValueCheck(name, worker, "not_compared", reason=interleaved))
             elif expected is None:
                 rows.append(ValueCheck(name, worker, "extra"))
             else:

@@ -360,6 +360,7 @@ class _Run:
                      f"{msg.index})")
             return False
         tr.windows[msg.worker] = msg.windows
+        tr.points[msg.worker] = msg.points
         tr.counts[msg.worker] = msg.contexts
         if msg.stopped:
             self.result.stopped = msg.error or f"{msg.worker} stopped"

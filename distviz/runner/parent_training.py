@@ -3,7 +3,7 @@ recording.
 
 After every worker of a training run is gone, ``finish_training`` starts one more process from
 the fork server for the single-process reference (``distviz.runner.reference_training``; the
-order the real run opened its contexts in goes with it), waits for its ``ReferenceDone`` under
+order the real run's trainers went in goes with it), waits for its ``ReferenceDone`` under
 the forward time limit, and collates everything into ``RunResult.recording``.
 """
 
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distviz.runner.collate import TrainingRun, collate, schedule
+from distviz.runner.collate import TrainingRun, collate, interleaving
 from distviz.runner.procs import no_main_import
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, recv
 from distviz.scenario import Scenario
@@ -28,7 +28,7 @@ def finish_training(ctx: Any, scenario: Scenario, options: Any, training: Traini
     ``result.recording``. ``ctx`` is the parent's multiprocessing context (fork server)."""
     if options.reference and result.error is None and result.stopped is None:
         say("running the single-process reference")
-        order, _ = schedule(training.windows)
+        order = interleaving(training.points).order
         training.reference = run_reference_process(
             ctx, ReferenceSpec(scenario=scenario, options=options.worker_options(),
                                schedule=order), options.forward_timeout)

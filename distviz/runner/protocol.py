@@ -73,7 +73,8 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class ReferenceSpec:
     """What the reference process of a training run is started with: the scenario, the
-    options, and the order the real run opened its contexts in (``(trainer, number)``)."""
+    options, and the order the real run's trainers went in: ``(trainer, number)`` of each
+    trainer's contexts, calls and optimizer steps (``collate.interleaving``)."""
 
     scenario: Scenario
     options: WorkerOptions
@@ -176,7 +177,8 @@ class ContextDone(Message):
 class TrainerDone(Message):
     """A trainer's main ended: ``windows`` are ``[context number, enter ns, exit ns]``;
     ``error`` is set when it ended by an exception (``stopped``: distviz stopped it, on a
-    predicted or observed hang or a backward error)."""
+    predicted or observed hang or a backward error); ``points`` are the main's contexts, calls
+    and optimizer steps as ``[kind, start ns, end ns]`` (``TrainingSession.point``)."""
 
     kind: ClassVar[str] = "trainer_done"
     worker: str
@@ -184,6 +186,7 @@ class TrainerDone(Message):
     windows: list[list[int]]
     error: str | None = None
     stopped: bool = False
+    points: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

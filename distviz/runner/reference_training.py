@@ -6,8 +6,9 @@ local form. ``dist_autograd.backward(context_id, roots)`` computes the gradients
 the roots reach with ``torch.autograd.grad`` and keeps them in the context, as distributed
 autograd does (``.grad`` stays untouched); ``get_gradients`` returns the running worker's part;
 ``DistributedOptimizer`` keeps one optimizer per owner, as PyTorch does, and steps it with the
-context's gradients. Several trainers run one at a time, each context in the order the real
-run opened them (``Baton``).
+context's gradients. Several trainers run one at a time, in the order the real run's went in:
+each context opening, call to another worker and optimizer step of a trainer's main is a point
+where the trainers take turns (``Baton``), in the real run's order of those points.
 
 ``run_training_reference`` returns, per context, the loss, the gradients by leaf name and the
 optimizer steps, and the final parameters, with values (``ReferenceDone.result``).
@@ -49,9 +50,10 @@ class _LocalContext:
 
 
 class Baton:
-    """Runs the trainers' threads one at a time: a thread gives the baton up when it opens a
-    context, and the next thread is the one whose context comes next in the real run's order
-    (otherwise: a trainer that has not started yet, then any waiting one, in trainer order)."""
+    """Runs the trainers' threads one at a time: a thread gives the baton up at each point
+    (a context opens, a call, an optimizer step), and the next thread is the one whose point
+    comes next in the real run's order, ``(trainer, number)`` (otherwise: a trainer that has
+    not started yet, then any waiting one, in trainer order)."""
 
     def __init__(self, trainers: Sequence[str], order: Sequence[tuple[str, int]],
                  world: LocalWorld) -> None:
@@ -92,8 +94,8 @@ class Baton:
             self._wait(trainer)
         self.world.resume()
 
-    def context(self, trainer: str, index: int) -> None:
-        """A trainer opens its ``index``-th context: pass the baton, wait for its turn."""
+    def point(self, trainer: str, index: int) -> None:
+        """A trainer reaches its ``index``-th point: pass the baton, wait for its turn."""
         self.world.suspend()
         with self.cond:
             self.waiting[trainer] = index
@@ -123,6 +125,15 @@ class _Reference:
         self.ids = itertools.count(1)
         self.owner: dict[int, str] = {}
         self.main_ns: dict[str, dict[str, Any]] = {}
+        self.points: dict[str, list[str]] = {}
+
+    def point(self, kind: str) -> None:
+        """The running trainer reaches a point (``context``, ``rpc``, ``step``): its turn."""
+        trainer = self.world.trainer
+        seen = self.points.setdefault(trainer, [])
+        seen.append(kind)
+        if self.baton is not None:
+            self.baton.point(trainer, len(seen))
 
     def names(self) -> dict[str, Any]:
         autograd = _Namespace("dist_autograd", {
@@ -206,8 +217,7 @@ class _Reference:
     def enter(self, trainer: str) -> int:
         index = self.counts.get(trainer, 0) + 1
         self.counts[trainer] = index
-        if self.baton is not None:
-            self.baton.context(trainer, index)
+        self.point("context")
         cid = next(self.ids)
         self.contexts[cid] = _LocalContext(trainer=trainer, index=index)
         return cid
@@ -235,7 +245,8 @@ class _Reference:
                         or t.grad_fn is not None:
                     continue
                 final[label] = dict(summarize(t.detach()), all=tensor_values(t, budget), worker=w)
-        return {"outcome": "completed", "error": None, "contexts": contexts, "final": final}
+        return {"outcome": "completed", "error": None, "contexts": contexts, "final": final,
+                "points": self.points}
 
 
 def _leaves(roots: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -284,6 +295,7 @@ class _LocalOptimizer:
         self.groups = {w: (ps, cls(ps, *args, **kwargs)) for w, ps in groups.items()}
 
     def step(self, context_id: int) -> None:
+        self.ref.point("step")
         ctx = self.ref.contexts[int(context_id)]
         labels: dict[int, str] = {}
         for w in self.groups:
@@ -315,7 +327,15 @@ class _LocalRemoteModule:
         self.module = ref.world.run(self.owner, target, *tuple(args or ()), **dict(kwargs or {}))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._point()
         return self.ref.world.run(self.owner, self.module, *args, **kwargs)
+
+    def _point(self) -> None:
+        """A call to the owner from a trainer's main: a point, as in the real run
+        (``TrainingSession.remote_module``)."""
+        world = self.ref.world
+        if world.stack == [world.trainer]:
+            self.ref.point("rpc")
 
     __call__ = forward
 
@@ -324,6 +344,7 @@ class _LocalRemoteModule:
         return _LocalFuture(self.forward(*args, **kwargs))
 
     def remote_parameters(self, recurse: bool = True) -> list[LocalRRef]:
+        self._point()
         return [LocalRRef(p, self.owner, self.ref.local) for p in self.module.parameters(recurse)]
 
     def get_module_rref(self) -> LocalRRef:
@@ -337,6 +358,7 @@ def run_training_reference(scenario: Scenario, options: WorkerOptions,
     world = LocalWorld()
     local = LocalRpc(world)
     ref = _Reference(scenario, world, local)
+    local.clock = ref.point
     modules.use_scope("reference")
     try:
         with torch.enable_grad():

@@ -21,7 +21,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder.graph import log_call
+from distviz.recorder.graph import before_gather, log_call
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
@@ -109,6 +109,46 @@ class _Snapshot:
         sends = set(self.ctx._send_functions()) - self.sends
         recvs = set(self.ctx._recv_functions()) - self.recvs
         return sorted(sends | recvs)
+
+
+_REPLIES: dict[int, list[Any]] = {}   # context id -> futures of calls not waited for yet
+_REPLIES_LOCK = threading.Lock()
+
+
+def _expect_reply(snap: _Snapshot, fut: Any) -> None:
+    """Keep the future of a call made in a context (``rpc_async``, ``remote``) until its
+    reply came (then ``_replied`` drops it) or the context is recorded (``wait_replies``)."""
+    if snap.ctx is None:
+        return
+    cid, key = int(snap.ctx._context_id()), id(fut)
+    with _REPLIES_LOCK:
+        _REPLIES.setdefault(cid, []).append(fut)
+    fut.add_done_callback(lambda _done: _replied(cid, key))  # ids only: no cycle via fut
+
+
+def _replied(cid: int, key: int) -> None:
+    with _REPLIES_LOCK:
+        pending = _REPLIES.get(cid)
+        if pending is None:
+            return
+        pending[:] = [f for f in pending if id(f) != key]
+        if not pending:
+            del _REPLIES[cid]
+
+
+def wait_replies(context_id: int) -> None:
+    """Wait for the reply to every call made in the context that nobody waited for (an
+    ``rpc.remote`` whose RRef is never fetched): a reply means the callee read the request
+    and holds its recv function, so the recording that follows sees the whole graph. Bounded
+    by each call's RPC time-out; a failed call is not raised here (the program meets it where
+    PyTorch raises it)."""
+    with _REPLIES_LOCK:
+        pending = _REPLIES.pop(int(context_id), [])
+    for fut in pending:
+        try:
+            fut.wait()
+        except Exception:  # noqa: BLE001, S112 - raised where the program uses the result
+            continue
 
 
 class FutureProxy:
@@ -211,6 +251,10 @@ class RRefProxy:
         return MethodCaller(self, "remote", self._rpc, timeout)
 
 
+def _nothing() -> None:
+    return None
+
+
 def _as_is(value: Any) -> Any:
     return value
 
@@ -248,6 +292,15 @@ class ScenarioRpc:
     def __init__(self, worker: str, max_depth: int = limits.DEFAULT_MAX_RPC_DEPTH) -> None:
         self._worker = worker
         self._max_depth = max_depth
+        #: ``clock("rpc")`` at each call the worker's own code makes (not one it serves):
+        #: returns what to call when the call's result is in (the training form's order)
+        self.clock: Callable[[str], Callable[[], None]] | None = None
+        before_gather(wait_replies)
+
+    def _began(self) -> Callable[[], None]:
+        if self.clock is None or _chain():
+            return _nothing
+        return self.clock("rpc")
 
     def _logger(self, callee: str, func: Any) -> Callable[[str, _Snapshot, int | None,
                                                            str | None], None]:
@@ -287,20 +340,30 @@ class ScenarioRpc:
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                  timeout: float = -1.0, _dv_line: int | None = None,
                  _dv_target: str | None = None) -> Any:
+        done = self._began()
         result, log, snap = self._send("rpc_sync", to, func, args, kwargs, timeout)
+        done()
         log("rpc_sync", snap, _dv_line, _dv_target)
         return result
 
     def rpc_async(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                   timeout: float = -1.0, _dv_line: int | None = None,
                   _dv_target: str | None = None) -> FutureProxy:
+        done = self._began()
         fut, log, snap = self._send("rpc_async", to, func, args, kwargs, timeout)
-        return FutureProxy(fut, lambda: log("rpc_async", snap, _dv_line, _dv_target))
+        _expect_reply(snap, fut)
+
+        def finish() -> None:
+            done()
+            log("rpc_async", snap, _dv_line, _dv_target)
+        return FutureProxy(fut, finish)
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, _dv_line: int | None = None,
                _dv_target: str | None = None) -> RRefProxy:
+        self._began()  # its end is never known: the call stays open
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
+        _expect_reply(snap, rref._get_future())
         log("remote", snap, _dv_line, _dv_target)
         if isinstance(func, type):
             _wait_built(rref)
@@ -466,6 +529,8 @@ class LocalRpc:
 
     def __init__(self, world: LocalWorld) -> None:
         self.world = world
+        #: ``clock("rpc")`` before each call a trainer's own code makes (as ``ScenarioRpc``'s)
+        self.clock: Callable[[str], None] | None = None
 
     def _translate(self, value: Any, ns: dict[str, Any]) -> Any:
         if isinstance(value, (list, tuple)):
@@ -482,6 +547,8 @@ class LocalRpc:
         return value
 
     def _run(self, to: Any, func: Any, args: Any, kwargs: Mapping[str, Any] | None) -> Any:
+        if self.clock is not None and self.world.stack == [self.world.trainer]:
+            self.clock("rpc")
         name = worker_name(to)
         ns = self.world.namespaces[name]
         target = self._translate(func, ns)

@@ -203,6 +203,13 @@ class OptimizerProxy:
         self._real = DistributedOptimizer(optimizer_class, self._rrefs, *args, **kwargs)
 
     def step(self, context_id: int) -> None:
+        done = self._session.point("step")
+        try:
+            self._step(context_id)
+        finally:
+            done()
+
+    def _step(self, context_id: int) -> None:
         run = self._session.runs.get(int(context_id))
         if run is None or not run.selected or run.trace is None:
             self._real.step(context_id)
@@ -249,6 +256,7 @@ class TrainingSession:
         self.main_ns: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.failed: str | None = None  # the first backward that raised, in words
+        self.points: list[list[Any]] = []  # the main's order: see ``point``
 
     def names(self) -> dict[str, Any]:
         """The names a program sees: ``dist_autograd``, ``DistributedOptimizer``, ``RRef``,
@@ -260,11 +268,45 @@ class TrainingSession:
         def optimizer(cls: Any, params: Any, *args: Any, **kwargs: Any) -> OptimizerProxy:
             return OptimizerProxy(self, cls, params, *args, **kwargs)
         return {"dist_autograd": autograd, "DistributedOptimizer": optimizer,
-                "RRef": make_rref, "RemoteModule": remote_module}
+                "RRef": make_rref, "RemoteModule": self.remote_module}
+
+    def remote_module(self, remote_device: str, module_cls: Any, args: Any = None,
+                      kwargs: Any = None) -> Any:
+        """``RemoteModule(...)`` whose calls to its owner are points of the main's order
+        (``point``): ``forward`` (and calling it), ``forward_async`` (open: its end is not
+        known), ``remote_parameters``."""
+        module = remote_module(remote_device, module_cls, args, kwargs)
+        for name in ("forward", "forward_async", "remote_parameters"):
+            setattr(module, name, self._timed(getattr(module, name), name != "forward_async"))
+        return module
+
+    def _timed(self, fn: Callable[..., Any], ends: bool) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            done = self.point("rpc")
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if ends:
+                    done()
+        return call
 
     # -- contexts ---------------------------------------------------------------------------
 
+    def point(self, kind: str) -> Callable[[], None]:
+        """Note a step of the main's order that the reference follows: a context opens
+        (``context``), a call to another worker (``rpc``), an optimizer step (``step``), as
+        ``[kind, start ns, end ns]`` (end ``-1`` while it is open). Returns what ends it."""
+        if not self.main_ns:
+            return _nothing
+        entry: list[Any] = [kind, time.monotonic_ns(), -1]
+        self.points.append(entry)
+
+        def done() -> None:
+            entry[2] = time.monotonic_ns()
+        return done
+
     def begin(self, cid: int) -> None:
+        self.point("context")()
         with self.lock:
             self.count += 1
             index = self.count
@@ -405,6 +447,10 @@ class TrainingSession:
                 dict(real["gradients"][nid], name=name))
             values[nid] = tensor_values(g, budget)
         return real, values, per_worker
+
+
+def _nothing() -> None:
+    return None
 
 
 def _context_workers(trace: Trace) -> list[str]:

@@ -45,7 +45,7 @@ def run_training(conn: Any, tell: Callable[[Any], None], scenario: Scenario, wor
             error, stopped = session.failed, True
             del exc
         tell(TrainerDone(worker=worker, contexts=session.count, windows=session.windows(),
-                         error=error, stopped=stopped))
+                         error=error, stopped=stopped, points=session.points))
     state["phase"] = "serving"
     try:
         msg = recv(conn)

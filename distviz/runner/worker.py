@@ -160,8 +160,10 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
         with lock:
             send(conn, msg)
     session = TrainingSession(worker, options, tell)
-    ns = build_namespace(scenario, worker, rank, ScenarioRpc(worker, options.max_rpc_depth),
-                         options, target=module.__dict__, extras=session.names())
+    scenario_rpc = ScenarioRpc(worker, options.max_rpc_depth)
+    scenario_rpc.clock = session.point
+    ns = build_namespace(scenario, worker, rank, scenario_rpc, options, target=module.__dict__,
+                         extras=session.names())
     state_pairs = state_names(scenario, worker, ns)
     for label, value in state_pairs:
         for t, lab in recorder._expand(label, value):

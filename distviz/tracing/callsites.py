@@ -102,8 +102,10 @@ def own_frames(frame: types.FrameType | None, limit: int = MAX_FRAMES) -> list[F
     return out
 
 
+@functools.lru_cache(maxsize=1024)
 def display(path: str) -> str:
-    """A file as people read it: relative to the working folder when it is inside it."""
+    """A file as people read it: relative to the working folder when it is inside it (kept
+    per file: every recorded call names the same few)."""
     rel = os.path.relpath(path, _CWD)
     return path if rel.startswith("..") else rel
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+import psutil
+
 from distviz.errors import DistvizError
 from distviz.limits import (
     EXIT_NOT_EXECUTABLE,
@@ -115,24 +117,19 @@ def environment(config: TraceConfig) -> dict[str, str]:
 
 
 def _descendants(pid: int) -> list[int]:
-    """Live descendants of ``pid`` (from /proc; iterative)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in ("Z", "X"):
-            children.setdefault(int(fields[1]), []).append(int(entry))
+    """Live descendants of ``pid`` (zombies left out: they are gone but for their exit
+    status, which ``_reap`` collects)."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
     out: list[int] = []
-    stack = [pid]
-    while stack:
-        for c in children.get(stack.pop(), []):
-            out.append(c)
-            stack.append(c)
+    for child in children:
+        try:
+            if child.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                out.append(child.pid)
+        except psutil.Error:
+            continue
     return out
 
 
