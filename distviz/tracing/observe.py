@@ -47,7 +47,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits, recorder, recorder_hooks
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming
-from distviz.tracing.config import TraceConfig
+from distviz.tracing.config import TraceConfig, current_test
 
 # The runner's event pairing, the replay and the verdict are imported at the first recorded
 # context: every process of a traced program loads this module, most record nothing.
@@ -137,7 +137,7 @@ def _say(text: str) -> None:
 def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> None:
     """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
     proc = PROCESS
-    if proc is None:
+    if proc is None or not _well_formed(context_id, roots):
         return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
@@ -150,6 +150,15 @@ def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> 
         return ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
     record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _well_formed(context_id: Any, roots: Any) -> bool:
+    """Whether the call passes PyTorch's argument types (a context id, a non-empty list of
+    tensors); any other goes to PyTorch untouched, to raise PyTorch's own error."""
+    if not isinstance(context_id, int):
+        return False
+    return isinstance(roots, torch.Tensor) or isinstance(roots, (list, tuple)) and \
+        len(roots) > 0 and all(isinstance(r, torch.Tensor) for r in roots)
 
 
 def _unfollowed(proc: _Process, context_id: int) -> None:
@@ -354,6 +363,9 @@ class _Run:
                                   "context": self.index, "seconds": self.seconds}
         if len(self.trace.passes) > 1:
             traced["backward_sites"] = list(self.sites)
+        test = current_test()
+        if test is not None:
+            traced["test"] = test     # the pytest node id (``distviz.tracing.pytest_plugin``)
         self.trace.meta["traced"] = traced
         row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
                          os.getpid(), self.seconds, detail)
