@@ -255,10 +255,8 @@ class DistvizSession:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         findings = self.findings()
         terminalreporter.section("distviz")
-        out = self.cfg.out_dir
-        if not self.own:
-            out += " (distviz trace's folder)"
-        for line in summary_lines(findings, out + "/"):
+        out = self.cfg.out_dir + "/" + ("" if self.own else " (distviz trace's -o folder)")
+        for line in summary_lines(findings, out):
             terminalreporter.line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

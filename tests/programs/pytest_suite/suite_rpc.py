@@ -7,7 +7,8 @@
 * ``test_gradient_through_a_remote_call`` agrees;
 * ``test_backward_unused_send_function`` expects FAST mode's hang (PyTorch's test of the same
   name: the backward, in a thread, is still running after a while);
-* ``test_backward_invalid_args`` expects PyTorch's error for a root that needs no gradient;
+* ``test_backward_invalid_args`` expects PyTorch's errors for bad arguments (PyTorch's test
+  of the same name);
 * ``test_wrong_expectation_fails`` fails on purpose (its report carries distviz's section).
 """
 
@@ -76,17 +77,24 @@ def test_backward_unused_send_function():
     _spawn(_hangs)
 
 
+def _raises(kind, text, fn, *args):
+    try:
+        fn(*args)
+    except kind as exc:
+        assert text in str(exc), str(exc)
+    else:
+        raise AssertionError(f"dist_autograd.backward{args!r} did not raise")
+
+
 def _invalid(rank, folder):
     _start(rank, folder)
     if rank == 0:
         with dist_autograd.context() as context_id:
-            t = torch.ones(2)
-            try:
-                dist_autograd.backward(context_id, [t.sum()])
-            except RuntimeError as exc:
-                assert "does not require grad" in str(exc), str(exc)
-            else:
-                raise AssertionError("dist_autograd.backward accepted a root without grad")
+            _raises(TypeError, "incompatible function arguments", dist_autograd.backward,
+                    context_id, None)
+            _raises(RuntimeError, "No tensors provided", dist_autograd.backward, context_id, [])
+            _raises(RuntimeError, "requires_grad not set on", dist_autograd.backward,
+                    context_id, [torch.ones(2).sum()])
     rpc.shutdown()
 
 
