@@ -1,6 +1,7 @@
 """P1: PyTorch's own dist autograd and optimizer test classes, plain and under distviz's plugin.
 
     python bench/bench_pytorch_tests.py [-k EXPR] [--timeout 3600] [--keep DIR] [--json]
+                                        [CLASS::TEST ...]
 
 Runs ``bench/pytorch_tests/suite_dist_autograd.py`` (``DistAutogradTest``,
 ``DistOptimizerTest``, ``TensorPipeAgentDistAutogradTest`` on the TensorPipe agent and
@@ -9,7 +10,9 @@ Runs ``bench/pytorch_tests/suite_dist_autograd.py`` (``DistAutogradTest``,
 compares them test by test and prints the table of ``bench/README.md``: tests whose result
 changes (target 0), contexts recorded, agree, hang predicted (and seen), error, not compared
 (each reason counted), differs (target 0), and the wall time traced over plain. ``-k``
-selects tests as pytest's does (the whole classes take about 30 minutes on 2 cores).
+selects tests as pytest's does, and ``CLASS::TEST`` arguments name them
+(``TensorPipeDistAutogradTest::test_backward_simple``); the whole classes take about 30
+minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations
@@ -40,17 +43,20 @@ def outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-def run_pytest(work: Path, how: str, select: str | None, timeout: float) -> tuple[float, int]:
-    """One pytest run of the suite; returns ``(wall seconds, exit status)``; its output goes to
-    ``work/<how>.log``."""
-    argv = [sys.executable, "-m", "pytest", "suite_dist_autograd.py", "-p", "no:cacheprovider",
+def run_pytest(work: Path, how: str, select: str | None, timeout: float,
+               tests: list[str] | None = None) -> tuple[float, int]:
+    """One pytest run of the suite (or of ``tests``, ``CLASS::TEST``); returns ``(wall
+    seconds, exit status)``; its output goes to ``work/<how>.log``."""
+    targets = [f"suite_dist_autograd.py::{t}" for t in tests or []] or ["suite_dist_autograd.py"]
+    argv = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider",
             f"--junitxml={work / (how + '.xml')}", "-rA"]
     if select:
         argv += ["-k", select]
     if how == "traced":
         argv.append(f"--distviz={work / 'traces'}")
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=os.pathsep.join(path))
     t0 = time.perf_counter()
     with open(work / f"{how}.log", "w", encoding="utf-8") as log:
         proc = subprocess.run(argv, cwd=SUITE, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -92,11 +98,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0, help="per pytest run")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs, XML, traces here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("tests", nargs="*", help="CLASS::TEST (default: every test)")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-pytorch-tests-"))
     work.mkdir(parents=True, exist_ok=True)
-    wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout)
-    wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout)
+    wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout, args.tests)
+    wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout, args.tests)
     index_file = work / "traces" / "index.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
     result = table(outcomes(work / "plain.xml"), outcomes(work / "traced.xml"), index,

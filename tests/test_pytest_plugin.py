@@ -158,8 +158,9 @@ def _run_suite(tmp: Path, how: str) -> SuiteRun:
     else:
         argv = [sys.executable, "-m", "distviz", "trace", "-o", str(out), "--hang-timeout", "2",
                 "--", *pytest_args]
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
-               COLUMNS="160", PYTHONPATH=str(ROOT))
+               COLUMNS="160", PYTHONPATH=os.pathsep.join(path))
     proc = subprocess.run(argv, cwd=SUITE, env=env, capture_output=True, text=True, timeout=600)
     index_file = out / "index.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else None

@@ -40,8 +40,9 @@ def _pytest(tmp: Path, how: str) -> tuple[int, str]:
             "-k", SELECT, f"--junitxml={tmp / (how + '.xml')}"]
     if how == "traced":
         argv.append(f"--distviz={tmp / 'traces'}")
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
-               PYTHONPATH=str(ROOT))
+               PYTHONPATH=os.pathsep.join(path))
     proc = subprocess.run(argv, cwd=SUITE, env=env, capture_output=True, text=True, timeout=900)
     return proc.returncode, proc.stdout + proc.stderr
 

@@ -48,20 +48,22 @@ DEFAULT_DIR = "distviz-traces"
 ON_HANG = "continue"    # a test may expect the hang: it is reported, never stopped
 OUTSIDE = "(outside any test)"
 # what a context did, in the order the summary counts them
+# the options pytest gets from the plugin (README names them; tests/test_docs.py checks)
+OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout")
 CATEGORIES = ("agrees", "hang predicted and seen", "hang predicted", "error", "unfinished",
               "not compared", "differs")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("distviz", "distviz: record and check the distributed backward")
-    group.addoption("--distviz", nargs="?", const=DEFAULT_DIR, default=None, metavar="DIR",
+    group.addoption(OPTIONS[0], nargs="?", const=DEFAULT_DIR, default=None, metavar="DIR",
                     help="record each test's dist_autograd contexts, replay and check them; "
                          f"traces and index.json in DIR (default {DEFAULT_DIR}); write "
                          "--distviz=DIR")
-    group.addoption("--distviz-contexts", default="first", metavar="WHICH",
+    group.addoption(OPTIONS[1], default="first", metavar="WHICH",
                     help="contexts to record per initiator process: first, all, N,M or every:K "
                          "(default first)")
-    group.addoption("--distviz-hang-timeout", type=float, default=TRACE_HANG_TIMEOUT,
+    group.addoption(OPTIONS[2], type=float, default=TRACE_HANG_TIMEOUT,
                     metavar="SECONDS",
                     help="declare a real backward hung after this long (default "
                          f"{TRACE_HANG_TIMEOUT:g}); the test goes on")
