@@ -213,7 +213,10 @@ def test_every_context_is_named_by_its_test(runs: dict[str, SuiteRun], how: str)
     assert [c["agreement"] for c in tests[AGREE_TEST]] == ["agrees"]
     assert [c["agreement"] for c in tests[FAILING_TEST]] == ["agrees"]
     hang = tests[HANG_TEST]
-    assert [(c["predicted"], c["real"], c["outcome"]) for c in hang] == [("hang", "hang", "hang")]
+    # seen too when the watchdog (2 s) fires before the test stops waiting (6 s): not on a
+    # loaded machine, where recording alone can take that long
+    assert [(c["predicted"], c["outcome"]) for c in hang] == [("hang", "hang")]
+    assert hang[0]["real"] in ("hang", "skipped")
 
 
 @pytest.mark.rpc
