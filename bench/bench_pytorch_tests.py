@@ -70,7 +70,7 @@ def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
     from distviz.tracing.journal import ContextRow
     from distviz.tracing.pytest_plugin import category
 
-    rows = [ContextRow.from_json(c) for c in index.get("contexts", [])]
+    rows = [ContextRow.from_json({**c, "index": c["context"]}) for c in index.get("contexts", [])]
     counts = Counter(category(r) for r in rows)
     reasons = Counter(r.agreement_text for r in rows if category(r) == "not compared")
     changed = sorted(t for t in plain.keys() | traced.keys() if plain.get(t) != traced.get(t))
@@ -92,18 +92,33 @@ def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
     }
 
 
+def _kept(work: Path, how: str) -> tuple[float, int]:
+    """``(pytest's own seconds, exit status)`` of a kept run (from its junit XML)."""
+    suite = next(ET.parse(work / f"{how}.xml").getroot().iter("testsuite"))
+    bad = int(suite.get("failures") or 0) + int(suite.get("errors") or 0)
+    return float(suite.get("time") or 0.0), 1 if bad else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", dest="select", default=None, help="pytest -k expression")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per pytest run")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs, XML, traces here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read the runs kept in --keep DIR again (walls: pytest's own)")
     parser.add_argument("tests", nargs="*", help="CLASS::TEST (default: every test)")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-pytorch-tests-"))
     work.mkdir(parents=True, exist_ok=True)
-    wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout, args.tests)
-    wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout, args.tests)
+    if args.reuse:
+        (wall_plain, code_plain), (wall_traced, code_traced) = (
+            _kept(work, "plain"), _kept(work, "traced"))
+    else:
+        wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout,
+                                            args.tests)
+        wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout,
+                                              args.tests)
     index_file = work / "traces" / "index.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
     result = table(outcomes(work / "plain.xml"), outcomes(work / "traced.xml"), index,
