@@ -144,7 +144,7 @@ def write_trace(path: Path, text: str) -> None:
 
 def trace_stem(initiator: str, index: int, test: str | None = None) -> str:
     """The name of a context's trace file without ``.trace.json``: ``<initiator>.ctx<index>``,
-    after the test's node id in a pytest run (``tests_test_x.py__test_y.worker0.ctx1``)."""
+    after the test's node id in a pytest run (``tests_test_x.py_test_y.worker0.ctx1``)."""
     stem = f"{_UNSAFE.sub('_', initiator) or 'worker'}.ctx{index}"
     if test:
         stem = f"{_UNSAFE.sub('_', test).strip('_.')[-_MAX_TEST_STEM:]}.{stem}"

@@ -153,12 +153,11 @@ def traced_backward(context_id: int, roots: Any, retain_graph: bool = False) -> 
 
 
 def _well_formed(context_id: Any, roots: Any) -> bool:
-    """Whether the call passes PyTorch's argument types (a context id, a non-empty list of
-    tensors); any other goes to PyTorch untouched, to raise PyTorch's own error."""
-    if not isinstance(context_id, int):
-        return False
-    return isinstance(roots, torch.Tensor) or isinstance(roots, (list, tuple)) and \
-        len(roots) > 0 and all(isinstance(r, torch.Tensor) for r in roots)
+    """Whether the call passes PyTorch's argument types (a context id, a tensor or a non-empty
+    list of tensors); any other goes to PyTorch untouched, to raise PyTorch's own error."""
+    listed = isinstance(roots, (list, tuple)) and len(roots) > 0 and \
+        all(isinstance(r, torch.Tensor) for r in roots)
+    return isinstance(context_id, int) and (isinstance(roots, torch.Tensor) or listed)
 
 
 def _unfollowed(proc: _Process, context_id: int) -> None:
@@ -363,9 +362,8 @@ class _Run:
                                   "context": self.index, "seconds": self.seconds}
         if len(self.trace.passes) > 1:
             traced["backward_sites"] = list(self.sites)
-        test = current_test()
-        if test is not None:
-            traced["test"] = test     # the pytest node id (``distviz.tracing.pytest_plugin``)
+        if current_test() is not None:   # the pytest node id (``tracing.pytest_plugin``)
+            traced["test"] = current_test()
         self.trace.meta["traced"] = traced
         row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
                          os.getpid(), self.seconds, detail)

@@ -17,7 +17,7 @@ and PyTorch's backward runs anyway (``--on-hang continue``), so a test that expe
 does what it does; pytest's exit status and junit XML are pytest's own (``distviz trace``
 exits with pytest's status). Before each test the plugin sets ``DISTVIZ_TEST`` to the test's
 node id; the processes the test starts inherit it, and every context they record is named by
-it: the trace file (``tests_test_x.py__test_y.worker0.ctx1.trace.json``), the trace's
+it: the trace file (``tests_test_x.py_test_y.worker0.ctx1.trace.json``), the trace's
 ``meta.traced.test`` and ``index.json``'s ``test``. What each test's contexts did is in the
 test's report whatever the capture mode: a ``distviz`` section (shown with a failure, or with
 ``-rP``), a ``distviz`` property in junit XML, and a summary at the end of the run.
