@@ -66,11 +66,17 @@ def test_pytorchs_tests_give_the_same_results_traced(compared: tuple[dict[str, A
     assert result["exit_plain"] == result["exit_traced"] == 0, out
 
 
-def test_no_context_of_pytorchs_tests_differs_and_each_is_named(
+def test_every_context_is_named_by_its_test_and_the_expected_hang_reported(
         compared: tuple[dict[str, Any], str]) -> None:
     result, out = compared
-    assert result["differs"] == 0, (result["differs_tests"], out)
     assert result["contexts"] > 0 and result["contexts_without_test"] == 0, out
-    assert result["hang_predicted"] + result["hang_predicted_and_seen"] >= 1, out
-    assert f"{CLASS}::test_backward_unused_send_function: 1 context: 1 hang predicted" in out
-    assert f"{CLASS}::test_backward_unused_tensors:" in out
+    assert result["hang_predicted"] + result["hang_predicted_and_seen"] == 4, out  # 1 per worker
+    assert f"{CLASS}::test_backward_unused_send_function: 4 contexts: 4 hang predicted" in out
+    assert f"{CLASS}::test_backward_unused_tensors: 4 contexts:" in out
+
+
+def test_no_context_of_pytorchs_tests_differs(compared: tuple[dict[str, Any], str]) -> None:
+    """``test_backward_unused_tensors`` leaves one tensor with an all-zero gradient, which the
+    replay and ``get_gradients`` must agree on."""
+    result, out = compared
+    assert result["differs"] == 0, (result["differs_tests"], out)
