@@ -352,8 +352,10 @@ def test_readme_distviz_commands_use_existing_commands_and_options() -> None:
 
 def test_readme_options_named_in_prose_exist() -> None:
     """Options quoted on their own (`--hang-timeout S`, `--svg/--png FILE`) belong to some
-    distviz command."""
-    known = {"--help"}
+    distviz command (or to distviz's pytest plugin)."""
+    from distviz.tracing.pytest_plugin import OPTIONS
+
+    known = {"--help", *OPTIONS}
     for cmd in _group().commands.values():
         for p in cmd.params:
             known |= set(getattr(p, "opts", [])) | set(getattr(p, "secondary_opts", []))

@@ -29,7 +29,9 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol"}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
-TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.parent", "distviz.runner.worker"}
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.parent", "distviz.runner.worker",
+                      # pytest loads it in every run (the pytest11 entry point)
+                      "distviz.tracing.pytest_plugin"}
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,11 @@ def trace(
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
     notes = summary.notes(finished, found)
+    tests = any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
+    if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
+        code = summary.program_status(finished.returncode)
+        notes.append("a pytest run: each test's contexts are in pytest's report; distviz "
+                     "exits with pytest's status")
     index = output / "index.json"
     write_atomic(index, json.dumps(summary.index_json(found, list(command), code, notes),
                                    indent=1) + "\n")
@@ -78,7 +83,8 @@ def trace(
         out.print(line)
     for note in notes:
         out.print(note, markup=False)
-    own = finished.returncode != 0 and not (finished.stopped_for_hang or finished.interrupted)
+    own = tests or (finished.returncode != 0
+                    and not (finished.stopped_for_hang or finished.interrupted))
     meaning = "the program's own exit status" if own else limits.EXIT_CODES.get(code, "")
     out.print(f"exit status {code}: {meaning}", markup=False)
     raise typer.Exit(code)

@@ -19,6 +19,14 @@ from distviz.trace.iteration import ContextSelection
 
 ENV = "DISTVIZ_TRACE"
 ON_HANG = ("stop", "continue")
+# the node id of the test running now, set by the pytest plugin (``distviz.tracing.pytest_plugin``)
+# in the pytest process before each test; the processes a test starts inherit it
+TEST_ENV = "DISTVIZ_TEST"
+
+
+def current_test() -> str | None:
+    """The node id of the pytest test running in (or that started) this process, if any."""
+    return os.environ.get(TEST_ENV) or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,3 +82,20 @@ def install() -> bool:
         return True
     sys.meta_path.insert(0, _AfterTorch(config))
     return True
+
+
+def reconfigure(config: TraceConfig) -> bool:
+    """Give this process's hooks new settings (the pytest plugin: a test run never stops for
+    a hang), whether they still wait for torch or are installed; returns whether there were
+    any (``install`` arms them otherwise)."""
+    found = False
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterTorch):
+            finder.config = config
+            found = True
+    observe = sys.modules.get("distviz.tracing.observe")
+    proc = getattr(observe, "PROCESS", None)
+    if proc is not None:
+        proc.config = config
+        found = True
+    return found

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from distviz.trace.files import replace_file
+from distviz.tracing.config import current_test
 
 EVENTS = "events.jsonl"
 
@@ -29,7 +30,8 @@ class ContextRow:
     when the process ended during the real backward); ``predicted`` the replay's outcome;
     ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
     ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``; ``shape`` counts
-    nodes by ``worker/name`` (for the difference with the previous context of the initiator).
+    nodes by ``worker/name`` (for the difference with the previous context of the initiator);
+    ``test`` the pytest node id of the test that made the context (the pytest plugin).
     """
 
     file: str
@@ -51,6 +53,7 @@ class ContextRow:
     passes: int = 1           # backward passes recorded in the context (``outcome``: the last's)
     shape: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    test: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,34 +66,47 @@ class ContextRow:
 @dataclass(slots=True)
 class Event:
     """One line of the event log: ``kind`` is ``context`` (with ``row``), ``stop`` (a hang
-    stops the program), ``not_recorded`` (a backward distviz could not record) or
-    ``rpc_failed`` (``init_rpc`` raised)."""
+    stops the program), ``not_recorded`` (a backward distviz could not record),
+    ``rpc_failed`` (``init_rpc`` raised) or ``tests`` (the program is a pytest run with
+    distviz's plugin: its exit status is pytest's). ``test``: the pytest node id of the test
+    running when it was logged."""
 
     kind: str
     pid: int
     message: str = ""
     worker: str | None = None
     row: ContextRow | None = None
+    test: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
                                "worker": self.worker}
         if self.row is not None:
             out["row"] = self.row.to_json()
+        if self.test is not None:
+            out["test"] = self.test
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Event:
         row = obj.get("row")
+        test = obj.get("test")
         return cls(kind=str(obj.get("kind")), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
-                   row=ContextRow.from_json(row) if isinstance(row, dict) else None)
+                   row=ContextRow.from_json(row) if isinstance(row, dict) else None,
+                   test=str(test) if test is not None else None)
 
 
 def append(session_dir: str | None, event: Event) -> None:
-    """Append one event to the session's log (no-op without a session)."""
+    """Append one event to the session's log (no-op without a session); the event and its
+    row are tagged with the test running now (``DISTVIZ_TEST``), if any."""
     if not session_dir:
         return
+    test = current_test()
+    if test is not None:
+        event.test = event.test or test
+        if event.row is not None and event.row.test is None:
+            event.row.test = test
     data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
     fd = os.open(os.path.join(session_dir, EVENTS), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
@@ -126,15 +142,28 @@ def write_trace(path: Path, text: str) -> None:
     replace_file(path, text.encode("utf-8"), 0o644, sync=False)
 
 
+def trace_stem(initiator: str, index: int, test: str | None = None) -> str:
+    """The name of a context's trace file without ``.trace.json``: ``<initiator>.ctx<index>``,
+    after the test's node id in a pytest run (``tests_test_x.py_test_y.worker0.ctx1``)."""
+    stem = f"{_UNSAFE.sub('_', initiator) or 'worker'}.ctx{index}"
+    if test:
+        stem = f"{_UNSAFE.sub('_', test).strip('_.')[-_MAX_TEST_STEM:]}.{stem}"
+    return stem
+
+
+_MAX_TEST_STEM = 120
+
+
 def claim(out_dir: str, session_dir: str | None, initiator: str, index: int) -> Path:
-    """Return a trace path no other process will write: ``<out>/<initiator>.ctx<index>.trace.json``,
-    or ``...-<n>`` when that name is taken.
+    """Return a trace path no other process will write: ``<out>/<initiator>.ctx<index>.trace.json``
+    (after the test's node id in a pytest run, ``trace_stem``), or ``...-<n>`` when that name
+    is taken.
 
     In a session the claim is a file in the session folder, so a run replaces the files an
     earlier run left in the same ``-o`` folder; without one (the Python API) the trace file
     itself is created exclusively, so nothing already there is replaced.
     """
-    stem = f"{_UNSAFE.sub('_', initiator) or 'worker'}.ctx{index}"
+    stem = trace_stem(initiator, index, current_test())
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     claims = Path(session_dir) / "claims" if session_dir else folder

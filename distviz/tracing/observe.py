@@ -57,7 +57,7 @@ from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming, observe_args
-from distviz.tracing.config import TraceConfig
+from distviz.tracing.config import TraceConfig, current_test
 
 # The replay and the verdict are imported at the first recorded context: every process of a
 # traced program loads this module, most record nothing. The real backward is observed by the
@@ -329,6 +329,8 @@ class _Run:
                                   "context": self.index, "seconds": self.seconds}
         if len(self.trace.passes) > 1:
             traced["backward_sites"] = list(self.sites)
+        if current_test() is not None:   # the pytest node id (``tracing.pytest_plugin``)
+            traced["test"] = current_test()
         self.trace.meta["traced"] = traced
         row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
                          os.getpid(), self.seconds, detail)

@@ -1,0 +1,132 @@
+"""P1: PyTorch's own dist autograd and optimizer test classes, plain and under distviz's plugin.
+
+    python bench/bench_pytorch_tests.py [-k EXPR] [--timeout 3600] [--keep DIR] [--json]
+                                        [CLASS::TEST ...]
+
+Runs ``bench/pytorch_tests/suite_dist_autograd.py`` (``DistAutogradTest``,
+``DistOptimizerTest``, ``TensorPipeAgentDistAutogradTest`` on the TensorPipe agent and
+``FaultyAgentDistAutogradTest`` on the faulty agent, from the torch wheel, CPU only) twice:
+``pytest`` and ``pytest --distviz=DIR`` with default options, each with junit XML, then
+compares them test by test and prints the table of ``bench/README.md``: tests whose result
+changes (target 0), contexts recorded, agree, hang predicted (and seen), error, not compared
+(each reason counted), differs (target 0), and the wall time traced over plain. ``-k``
+selects tests as pytest's does, and ``CLASS::TEST`` arguments name them
+(``TensorPipeDistAutogradTest::test_backward_simple``); the whole classes take about 30
+minutes on an idle 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from common import BENCH, REPO, emit
+
+SUITE = BENCH / "pytorch_tests"
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """``{classname::name: passed|failure|error|skipped}`` from a junit XML file."""
+    out: dict[str, str] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        out[f"{case.get('classname')}::{case.get('name')}"] = kinds[0] if kinds else "passed"
+    return out
+
+
+def run_pytest(work: Path, how: str, select: str | None, timeout: float,
+               tests: list[str] | None = None) -> tuple[float, int]:
+    """One pytest run of the suite (or of ``tests``, ``CLASS::TEST``); returns ``(wall
+    seconds, exit status)``; its output goes to ``work/<how>.log``."""
+    targets = [f"suite_dist_autograd.py::{t}" for t in tests or []] or ["suite_dist_autograd.py"]
+    argv = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider",
+            f"--junitxml={work / (how + '.xml')}", "-rA"]
+    if select:
+        argv += ["-k", select]
+    if how == "traced":
+        argv.append(f"--distviz={work / 'traces'}")
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
+               PYTHONPATH=os.pathsep.join(path))
+    t0 = time.perf_counter()
+    with open(work / f"{how}.log", "w", encoding="utf-8") as log:
+        proc = subprocess.run(argv, cwd=SUITE, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              timeout=timeout, check=False)
+    return time.perf_counter() - t0, proc.returncode
+
+
+def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
+          walls: tuple[float, float], codes: tuple[int, int]) -> dict[str, Any]:
+    """The comparison as one flat object (the rows of the README's table)."""
+    from distviz.tracing.journal import ContextRow
+    from distviz.tracing.pytest_plugin import category
+
+    rows = [ContextRow.from_json({**c, "index": c["context"]}) for c in index.get("contexts", [])]
+    counts = Counter(category(r) for r in rows)
+    reasons = Counter(r.agreement_text for r in rows if category(r) == "not compared")
+    changed = sorted(t for t in plain.keys() | traced.keys() if plain.get(t) != traced.get(t))
+    unnamed = sum(1 for r in rows if not r.test)
+    return {
+        "tests": len(plain), "passed_plain": sum(v == "passed" for v in plain.values()),
+        "skipped_plain": sum(v == "skipped" for v in plain.values()),
+        "results_changed": len(changed), "changed": changed,
+        "exit_plain": codes[0], "exit_traced": codes[1],
+        "tests_with_contexts": len({r.test for r in rows}),
+        "contexts": len(rows), "contexts_without_test": unnamed,
+        **{k.replace(" ", "_"): counts[k] for k in
+           ("agrees", "hang predicted and seen", "hang predicted", "error", "unfinished",
+            "not compared", "differs")},
+        "not_compared_reasons": dict(reasons),
+        "differs_tests": sorted({str(r.test) for r in rows if category(r) == "differs"}),
+        "wall_plain_s": round(walls[0], 1), "wall_traced_s": round(walls[1], 1),
+        "traced_over_plain": round(walls[1] / walls[0], 3) if walls[0] else None,
+    }
+
+
+def _kept(work: Path, how: str) -> tuple[float, int]:
+    """``(pytest's own seconds, exit status)`` of a kept run (from its junit XML)."""
+    suite = next(ET.parse(work / f"{how}.xml").getroot().iter("testsuite"))
+    bad = int(suite.get("failures") or 0) + int(suite.get("errors") or 0)
+    return float(suite.get("time") or 0.0), 1 if bad else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", dest="select", default=None, help="pytest -k expression")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="per pytest run")
+    parser.add_argument("--keep", type=Path, default=None, help="keep logs, XML, traces here")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read the runs kept in --keep DIR again (walls: pytest's own)")
+    parser.add_argument("tests", nargs="*", help="CLASS::TEST (default: every test)")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="bench-pytorch-tests-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.reuse:
+        (wall_plain, code_plain), (wall_traced, code_traced) = (
+            _kept(work, "plain"), _kept(work, "traced"))
+    else:
+        wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout,
+                                            args.tests)
+        wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout,
+                                              args.tests)
+    index_file = work / "traces" / "index.json"
+    index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    result = table(outcomes(work / "plain.xml"), outcomes(work / "traced.xml"), index,
+                   (wall_plain, wall_traced), (code_plain, code_traced))
+    result["work"] = str(work)
+    emit(result, args.json)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main()

@@ -1,0 +1,287 @@
+"""distviz as a pytest plugin: check a test suite's distributed backward, test by test
+(torch-free at import).
+
+Registered through the ``pytest11`` entry point, so pytest loads it in every run, where it does
+nothing until it is enabled:
+
+* ``pytest --distviz[=DIR]`` traces the run itself: it puts distviz's bootstrap on
+  ``PYTHONPATH`` and the settings in ``DISTVIZ_TRACE`` (``distviz.tracing.config``), so every
+  process a test starts (PyTorch's ``MultiProcessTestCase`` spawns its workers) loads the
+  hooks, and arms them in the pytest process too. Traces and ``index.json`` go to ``DIR``
+  (default ``distviz-traces``).
+* ``distviz trace -- pytest ...`` already traces every process; the plugin sees
+  ``DISTVIZ_TRACE`` and keeps ``distviz trace``'s folder and options.
+
+Either way a test run is never stopped: a hang the replay predicts is reported against its test
+and PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
+does what it does; pytest's exit status and junit XML are pytest's own (``distviz trace``
+exits with pytest's status). Before each test the plugin sets ``DISTVIZ_TEST`` to the test's
+node id; the processes the test starts inherit it, and every context they record is named by
+it: the trace file (``tests_test_x.py_test_y.worker0.ctx1.trace.json``), the trace's
+``meta.traced.test`` and ``index.json``'s ``test``. What each test's contexts did is in the
+test's report whatever the capture mode: a ``distviz`` section (shown with a failure, or with
+``-rP``), a ``distviz`` property in junit XML, and a summary at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Generator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distviz.errors import UsageError
+from distviz.limits import TRACE_HANG_TIMEOUT
+from distviz.tracing import journal
+from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
+from distviz.tracing.journal import ContextRow, Event
+from distviz.words import plural
+
+DEFAULT_DIR = "distviz-traces"
+ON_HANG = "continue"    # a test may expect the hang: it is reported, never stopped
+OUTSIDE = "(outside any test)"
+# what a context did, in the order the summary counts them
+# the options pytest gets from the plugin (README names them; tests/test_docs.py checks)
+OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout")
+CATEGORIES = ("agrees", "hang predicted and seen", "hang predicted", "error", "unfinished",
+              "not compared", "differs")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("distviz", "distviz: record and check the distributed backward")
+    group.addoption(OPTIONS[0], nargs="?", const=DEFAULT_DIR, default=None, metavar="DIR",
+                    help="record each test's dist_autograd contexts, replay and check them; "
+                         f"traces and index.json in DIR (default {DEFAULT_DIR}); write "
+                         "--distviz=DIR")
+    group.addoption(OPTIONS[1], default="first", metavar="WHICH",
+                    help="contexts to record per initiator process: first, all, N,M or every:K "
+                         "(default first)")
+    group.addoption(OPTIONS[2], type=float, default=TRACE_HANG_TIMEOUT,
+                    metavar="SECONDS",
+                    help="declare a real backward hung after this long (default "
+                         f"{TRACE_HANG_TIMEOUT:g}); the test goes on")
+
+
+# -- what each test's contexts did (pure) ------------------------------------------------------
+
+def category(row: ContextRow) -> str:
+    """What one context did, as the summary counts it (one of ``CATEGORIES``)."""
+    if row.agreement == "differs":
+        return "differs"
+    if row.outcome == "hang" and row.predicted == "hang":
+        return "hang predicted and seen" if row.real == "hang" else "hang predicted"
+    if row.outcome in ("error", "unfinished"):
+        return row.outcome
+    return "agrees" if row.agreement == "agrees" else "not compared"
+
+
+@dataclass
+class Findings:
+    """The session's events, by test: the last row of each trace file, and the notes."""
+
+    rows: dict[str, list[ContextRow]] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, events: list[Event]) -> Findings:
+        last: dict[str, ContextRow] = {}
+        out = cls()
+        for ev in events:
+            if ev.kind == "context" and ev.row is not None:
+                last[ev.row.file] = ev.row
+            elif ev.kind in ("not_recorded", "rpc_failed"):
+                who = f"{ev.worker}: " if ev.worker else ""
+                what = "rpc.init_rpc failed: " if ev.kind == "rpc_failed" else ""
+                out.notes.setdefault(ev.test or OUTSIDE, []).append(f"{who}{what}{ev.message}")
+        for r in sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file)):
+            out.rows.setdefault(r.test or OUTSIDE, []).append(r)
+        return out
+
+    def tests(self) -> list[str]:
+        return sorted(set(self.rows) | set(self.notes))
+
+    def counts(self, test: str | None = None) -> Counter[str]:
+        rows = self.rows.get(test, []) if test is not None else \
+            [r for rs in self.rows.values() for r in rs]
+        return Counter(category(r) for r in rows)
+
+
+def counted(counts: Counter[str]) -> str:
+    """``3 agree, 1 hang predicted and seen`` (the categories present, in summary order)."""
+    parts = [f"{counts[c]} {'agree' if c == 'agrees' and counts[c] > 1 else c}"
+             for c in CATEGORIES if counts[c]]
+    return ", ".join(parts) or "nothing recorded"
+
+
+def row_lines(row: ContextRow) -> list[str]:
+    """One context for a test's section: what it did, why, and its trace file."""
+    size = (f"{plural(len(row.workers), 'worker')}, {plural(row.nodes, 'node')}, "
+            f"{plural(row.messages, 'message')}")
+    head = f"{row.initiator} context {row.index} ({size}): {category(row)}"
+    why = row.explanation or row.agreement_text
+    lines = [head + (f": {why}" if why else "")]
+    if row.file:
+        lines.append(f"  trace: {row.file}")
+    return lines
+
+
+def section(findings: Findings, test: str) -> str:
+    """The ``distviz`` section of one test's report ('' when it recorded nothing)."""
+    rows, notes = findings.rows.get(test, []), findings.notes.get(test, [])
+    if not rows and not notes:
+        return ""
+    lines = [f"{plural(len(rows), 'context')} recorded: {counted(findings.counts(test))}"]
+    for r in rows:
+        lines.extend(row_lines(r))
+    lines.extend(f"note: {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def summary_lines(findings: Findings, out_dir: str) -> list[str]:
+    """The end-of-run summary: per test what its contexts did, the hangs, errors and
+    differences explained, then the totals (``not compared`` by reason)."""
+    rows = [r for rs in findings.rows.values() for r in rs]
+    tests = [t for t in findings.tests() if t in findings.rows]
+    lines = [f"{plural(len(rows), 'context')} recorded in {plural(len(tests), 'test')}; "
+             f"traces and index.json in {out_dir}"]
+    for test in findings.tests():
+        got = findings.rows.get(test, [])
+        lines.append(f"{test}: {plural(len(got), 'context')}: {counted(findings.counts(test))}")
+        for r in got:
+            if category(r) not in ("agrees", "not compared"):
+                lines.append(f"  {r.initiator} context {r.index}: {category(r)}: "
+                             f"{r.explanation or r.agreement_text}")
+        lines.extend(f"  note: {n}" for n in findings.notes.get(test, []))
+    total = findings.counts()
+    lines.append("contexts: " + ", ".join(f"{total[c]} {c}" for c in CATEGORIES
+                                          if total[c] or c in ("agrees", "differs")))
+    reasons = Counter(r.agreement_text for r in rows if category(r) == "not compared")
+    lines.extend(f"  not compared, {n}x: {why}" for why, n in sorted(reasons.items()))
+    return lines
+
+
+# -- the plugin --------------------------------------------------------------------------------
+
+def _standalone_config(config: pytest.Config) -> TraceConfig:
+    """The settings of ``pytest --distviz[=DIR]``; raises ``pytest.UsageError``."""
+    value = str(config.getoption("distviz"))
+    args = [str(a) for a in config.invocation_params.args]
+    if "--distviz" in args:
+        at = args.index("--distviz")
+        if at + 1 < len(args) and args[at + 1] == value:
+            raise pytest.UsageError(f"--distviz {value}: the folder must be given as "
+                                    f"--distviz={value} (or put --distviz last to use "
+                                    f"{DEFAULT_DIR})")
+    contexts = str(config.getoption("distviz_contexts"))
+    timeout = float(config.getoption("distviz_hang_timeout"))
+    try:
+        check_options(contexts, None, ON_HANG, timeout, None)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc).replace("--contexts", "--distviz-contexts").replace(
+            "--hang-timeout", "--distviz-hang-timeout")) from None
+    out = Path(value)
+    if not out.is_absolute():
+        out = Path(config.invocation_params.dir) / out
+    if out.exists() and not out.is_dir():
+        raise pytest.UsageError(f"--distviz={value}: expected a folder for the traces, found "
+                                "a file; name a folder")
+    return TraceConfig(out_dir=str(out), contexts=contexts, on_hang=ON_HANG,
+                       hang_timeout=timeout, session_dir=tempfile.mkdtemp(prefix="distviz-pytest-"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Enable the plugin under ``--distviz`` or ``distviz trace``; else do nothing."""
+    inherited = TraceConfig.from_env()
+    if inherited is not None and inherited.session_dir is not None:
+        cfg, own = inherited, False             # distviz trace -- pytest ...
+    elif config.getoption("distviz") is not None:
+        cfg, own = _standalone_config(config), True
+    else:
+        return
+    if getattr(config, "workerinput", None) is not None:    # a pytest-xdist worker
+        return
+    config.pluginmanager.register(DistvizSession(config, cfg, own), "distviz-session")
+
+
+class DistvizSession:
+    """The enabled plugin: arms the hooks, names each test's contexts, reports them."""
+
+    def __init__(self, config: pytest.Config, cfg: TraceConfig, own: bool) -> None:
+        from distviz.tracing import command, inject
+
+        self.config, self.own = config, own
+        self.cfg = replace(cfg, on_hang=ON_HANG)
+        assert self.cfg.session_dir is not None
+        self.session: str = self.cfg.session_dir
+        self.exitstatus = 0
+        self.saved = {k: os.environ.get(k) for k in (ENV, TEST_ENV, "PYTHONPATH")}
+        Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
+        if own:
+            os.environ["PYTHONPATH"] = command.environment(self.cfg)["PYTHONPATH"]
+        os.environ[ENV] = self.cfg.to_env()
+        if not inject.reconfigure(self.cfg):
+            inject.install()
+        journal.append(self.session, Event(kind="tests", pid=os.getpid(), message="pytest"))
+
+    def findings(self) -> Findings:
+        return Findings.of(journal.read(self.session))
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
+        os.environ[TEST_ENV] = item.nodeid
+        try:
+            yield
+        finally:
+            os.environ.pop(TEST_ENV, None)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, Any, None]:
+        text = section(self.findings(), item.nodeid) if call.when != "setup" else ""
+        if call.when == "teardown" and text:
+            item.user_properties.append(("distviz", text))
+        outcome = yield
+        if call.when == "call" and text:
+            outcome.get_result().sections.append(("distviz", text))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.exitstatus = int(exitstatus)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        findings = self.findings()
+        terminalreporter.section("distviz")
+        out = self.cfg.out_dir + "/" + ("" if self.own else " (distviz trace's -o folder)")
+        for line in summary_lines(findings, out):
+            terminalreporter.line(line)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Write ``index.json`` (``pytest --distviz``; ``distviz trace`` writes its own) and
+        put the environment back."""
+        if self.own:
+            self._write_index()
+            shutil.rmtree(self.session, ignore_errors=True)
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def _write_index(self) -> None:
+        import json
+
+        from distviz.trace import write_atomic
+        from distviz.tracing import summary
+
+        events = journal.read(self.session)
+        found = summary.entries(events)
+        notes = [n for ns in Findings.of(events).notes.values() for n in ns]
+        command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
+        index = summary.index_json(found, command, self.exitstatus, notes)
+        write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")
