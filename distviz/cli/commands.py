@@ -61,11 +61,11 @@ from distviz.cli.options import (
 )
 from distviz.cli.output import (
     agreement_of,
-    exit_code,
     load_trace,
     replay_of,
     report,
     show,
+    verdict_of,
     write_frames,
     write_pictures,
 )
@@ -248,18 +248,19 @@ def replay(
                          f"it ({error})", markup=False)
         raise typer.Exit(EXIT_RUN_FAILED)
     rp = replay_of(trace, mode)
-    agreement = agreement_of(trace, rp)
+    verdict = verdict_of(trace, rp)
+    agreement = verdict.agreement
     from distviz.replay.whatif import time_report
     time_lines, timing = time_report(trace, what_if)
     if as_json:
-        print(json.dumps(report(trace, rp, agreement, str(trace_file), timing), indent=1))
+        print(json.dumps(report(trace, rp, verdict, str(trace_file), timing), indent=1))
     else:
         if graph:
             unbounded_console().print(terminal.render_graph(trace))
         show(trace, rp, agreement, step=step, worker=worker, start=start, end=end, log=True)
         for line in time_lines:
             stdout_console().print(line, markup=False)
-    raise typer.Exit(exit_code(trace, rp, agreement))
+    raise typer.Exit(verdict.exit_code)
 
 
 @app.command()

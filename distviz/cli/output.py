@@ -1,5 +1,5 @@
-"""What commands show and write: the replay and its agreement with PyTorch, the JSON report,
-the step log, pictures, and the exit code a result stands for."""
+"""What commands show and write: the replay and its verdict (``distviz.replay.verdict``: the
+agreement with PyTorch and the exit code it implies), the JSON report, the step log, pictures."""
 
 from __future__ import annotations
 
@@ -12,18 +12,14 @@ from typing import TYPE_CHECKING, Any
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
-from distviz.limits import (
-    EXIT_BACKWARD_ERROR,
-    EXIT_DISAGREE,
-    EXIT_HANG,
-    EXIT_OK,
-    LOG_STEPS_SHOWN,
-)
+from distviz.limits import LOG_STEPS_SHOWN
 from distviz.trace import Trace, is_stream, write_atomic
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.replay.model import Agreement
+    from distviz.replay.result import Replay
+    from distviz.replay.verdict import Verdict
 
 
 def load_trace(path: Path, context: int | None = None) -> Trace:
@@ -33,47 +29,34 @@ def load_trace(path: Path, context: int | None = None) -> Trace:
     return load_recording(path).pick(context)
 
 
-def replay_of(trace: Trace, mode: str) -> Any:
+def replay_of(trace: Trace, mode: str) -> Replay:
     from distviz.replay import replay
     if mode not in ("fast", "smart"):
         raise UsageError(f"--mode {mode}: expected fast or smart")
     return replay(trace, mode=mode)
 
 
-def agreement_of(trace: Trace, rp: Any) -> Agreement:
-    """Agreement with PyTorch for FAST mode; for SMART (which PyTorch never built), the
-    comparison with FAST and with the reference gradients."""
-    from distviz.replay import agreement_for
-    return agreement_for(trace, rp)
+def verdict_of(trace: Trace, rp: Replay) -> Verdict:
+    """The verdict on ``rp`` against PyTorch (``distviz.replay.verdict``): its checks, the
+    agreement renderers show, the sentence and the exit code, the same in every command."""
+    from distviz.replay.verdict import verdict
+    return verdict(trace, rp)
 
 
-def exit_code(trace: Trace, rp: Any, agreement: Agreement | None) -> int:
-    if rp.mode == "smart":
-        return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(rp.outcome, EXIT_BACKWARD_ERROR)
-    real = (trace.real or {}).get("outcome")
-    if rp.outcome == "hang" or real == "hang":
-        return EXIT_HANG
-    if rp.outcome == "error" or real == "error":
-        return EXIT_BACKWARD_ERROR
-    if agreement is not None:
-        # with more than one inter-op thread one worker's calls run at the same time, so
-        # PyTorch's order can differ from run to run: an order difference is no disagreement
-        checks = ["outcome", "executed", "gradients", "leaves"]
-        if agreement.exact is not False:
-            checks.append("order")
-        if any(agreement.check(k) is False for k in checks):
-            return EXIT_DISAGREE
-    return EXIT_OK
+def agreement_of(trace: Trace, rp: Replay) -> Agreement:
+    """The agreement renderers show: the verdict's (for SMART mode, which PyTorch never built,
+    the comparison with FAST and with the reference gradients)."""
+    return verdict_of(trace, rp).agreement
 
 
-def report(trace: Trace, rp: Any, agreement: Agreement, trace_path: str | None,
-            timing: dict[str, Any]) -> dict[str, Any]:
+def report(trace: Trace, rp: Replay, verdict: Verdict, trace_path: str | None,
+           timing: dict[str, Any]) -> dict[str, Any]:
     real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
     events: list[Any] = real.pop("events", [])
     real["events_count"] = len(events)
     return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
             "replay": rp.to_json(), "real": real, "reference": trace.reference,
-            "agreement": agreement.to_json(), **timing}
+            "agreement": verdict.agreement.to_json(), "verdict": verdict.to_json(), **timing}
 
 
 def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,

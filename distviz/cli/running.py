@@ -12,12 +12,11 @@ from typing import Any
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import (
-    agreement_of,
-    exit_code,
     real_lines,
     replay_of,
     report,
     show,
+    verdict_of,
     write_pictures,
 )
 from distviz.errors import DistvizError
@@ -81,15 +80,16 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
 
     trace.save(out_path)
     rp = replay_of(trace, mode)
-    agreement = agreement_of(trace, rp)
+    verdict = verdict_of(trace, rp)
+    agreement = verdict.agreement
     written = write_pictures(trace, rp, agreement, view.pictures)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
     from distviz.replay.whatif import time_report
     time_lines, timing = time_report(trace)
     if view.as_json:
-        print(json.dumps(report(trace, rp, agreement, str(out_path), timing), indent=1))
-        return exit_code(trace, rp, agreement)
+        print(json.dumps(report(trace, rp, verdict, str(out_path), timing), indent=1))
+        return verdict.exit_code
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = unbounded_console()
         out.print(terminal.render_summary(trace))
@@ -107,4 +107,4 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
         out.print(f"trace written to {out_path}", markup=False)
         for line in written.lines:
             out.print(line, markup=False, crop=False, overflow="ignore")
-    return exit_code(trace, rp, agreement)
+    return verdict.exit_code

@@ -11,53 +11,29 @@ from typing import Any
 
 from distviz.cli.app import unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import (
-    agreement_of,
-    real_lines,
-    replay_of,
-    show,
-    write_pictures,
-)
-from distviz.cli.output import exit_code as trace_exit_code
-from distviz.errors import DistvizError, RunError
-from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.cli.output import real_lines, show, write_pictures
+from distviz.errors import DistvizError, RunError, UsageError
 from distviz.recording import Recording
-from distviz.replay.model import Agreement
+from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.words import plural
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
            "show_recording"]
 
-#: Exit codes from least to most severe (the run's code is the most severe of its contexts').
-_SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
-
-Reports = list[tuple[Any, "Agreement | None"]]
+Reports = list[ContextVerdict]
 
 
 def context_reports(recording: Recording, mode: str) -> Reports:
-    """The replay and the agreement of every context (``(None, None)`` for one without a
-    recorded pass)."""
-    out: Reports = []
-    for trace in recording.contexts:
-        if not trace.passes:
-            out.append((None, None))
-            continue
-        rp = replay_of(trace, mode)
-        out.append((rp, agreement_of(trace, rp)))
-    return out
+    """The replay and the verdict of every context (``(None, None)`` for one without a
+    recorded pass); ``mode`` is checked first."""
+    if mode not in ("fast", "smart"):
+        raise UsageError(f"--mode {mode}: expected fast or smart")
+    return context_verdicts(recording, mode)
 
 
 def exit_code(recording: Recording, reports: Reports, stopped: str | None = None) -> int:
-    """The most severe code of any context; a final parameter that differs from the reference
-    counts as a disagreement, a stopped training as what stopped it."""
-    codes = [trace_exit_code(t, rp, ag) for t, (rp, ag)
-             in zip(recording.contexts, reports, strict=True) if rp is not None]
-    if stopped is not None:
-        codes.append(EXIT_HANG if "hang" in stopped else EXIT_BACKWARD_ERROR)
-    summary = recording.training
-    if summary is not None and summary.ok is False:
-        codes.append(EXIT_DISAGREE)
-    return max(codes, key=_SEVERITY.index, default=EXIT_OK)
+    """The most severe code of any context (``distviz.replay.verdict.recording_exit_code``)."""
+    return recording_exit_code(recording, reports, stopped)
 
 
 def _shared(recording: Recording) -> list[Any]:
@@ -73,7 +49,8 @@ def _shared(recording: Recording) -> list[Any]:
 def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
     """The ``--json`` report of a recording (docs/trace-format.md)."""
     contexts = []
-    for i, (trace, (rp, agreement)) in enumerate(zip(recording.contexts, reports, strict=True)):
+    for i, (trace, cv) in enumerate(zip(recording.contexts, reports, strict=True)):
+        rp, agreement = cv.replay, cv.agreement
         real = dict(trace.real or {"outcome": "skipped"})
         real["events_count"] = len(real.pop("events", []) or [])
         it = recording.iterations[i]
@@ -105,7 +82,7 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
-    out.print(render_training.iteration_table(recording, [ag for _, ag in reports]))
+    out.print(render_training.iteration_table(recording, [cv.agreement for cv in reports]))
     for i, (rp, _) in enumerate(reports):
         if rp is not None and rp.outcome != "completed":
             out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)
@@ -115,14 +92,14 @@ def show_recording(recording: Recording, reports: Reports) -> None:
         out.print(line, markup=False)
 
 
-def show_context(recording: Recording, number: int, report_: tuple[Any, Agreement | None],
+def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
     from distviz.render import terminal
     from distviz.render import training as render_training
     trace = recording.pick(number)
-    rp, agreement = report_
+    rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()
     out.print(f"-- {recording.label(number - 1)}", markup=False)
     out.print(terminal.render_summary(trace))
@@ -163,7 +140,7 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
     recording.pick(context)
     reports = context_reports(recording, mode)
     number = context or 1
-    rp, agreement = reports[number - 1]
+    rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
     pictures = dict(view.pictures)
     html_path = pictures.pop("html", None)
     if html_path is not None:
@@ -196,7 +173,7 @@ def write_html(recording: Recording, reports: Reports, path: Path,
     pages = []
     for number in numbers or range(1, len(recording.contexts) + 1):
         trace = recording.pick(number)
-        rp, agreement = reports[number - 1]
+        rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
         if rp is None:
             continue
         pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,

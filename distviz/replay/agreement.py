@@ -23,7 +23,8 @@ from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
 from distviz.words import plural, word_for
 
-__all__ = ["agreement_for", "compare", "observed_arrival", "smart_report"]
+__all__ = ["agreement_for", "compare", "matched_sentence", "mismatch_parts", "observed_arrival",
+           "smart_report"]
 
 _WINDOW = 50   # mismatch lists longer than this are cut to a window around the difference
 
@@ -161,27 +162,49 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
         outcome=real_outcome == replay.outcome, order=order_ok, executed=executed_ok,
         gradients=grads_ok, leaves=leaves_ok, fifo_order=fifo_ok,
         arrival_differs=arrival_differs, exact=exact, mismatches=tuple(mismatches),
-        status="", text="")
-    return _with_text(trace, replay, agreement, real_outcome, compared, interop)
+        status="", text="", nodes_compared=compared)
+    return _with_text(trace, replay, agreement, real_outcome, interop)
 
 
-def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, compared: int,
+def matched_sentence(trace: Trace, replay: Replay, a: Agreement) -> str:
+    """``replay matches PyTorch on all N workers (K nodes, M messages)``, with how the
+    messages arrived and the gradients when they say more."""
+    workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
+    on = "its one worker" if len(workers) == 1 else f"all {len(workers)} workers"
+    text = (f"replay matches PyTorch on {on} ({plural(a.nodes_compared, 'node')}, "
+            f"{plural(replay.messages, 'message')})")
+    if a.arrival_differs:
+        text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
+                 "order than the replay's FIFO guess (messages in flight to one worker race "
+                 "on its RPC agent threads), and with the observed arrival order every "
+                 "worker's order is exact")
+    if a.gradients:
+        text += "; gradients equal the single-process reference"
+    return text
+
+
+def mismatch_parts(a: Agreement) -> list[str]:
+    """Where the first worker order differs, and how many more do (empty when none)."""
+    if not a.mismatches:
+        return []
+    m = a.mismatches[0]
+    k = m.first_difference_index
+    exp_at, obs_at = m.at(k)
+    parts = [f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
+             f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}"]
+    if len(a.mismatches) > 1:
+        more = len(a.mismatches) - 1
+        parts.append(f"{plural(more, 'more worker order')} {word_for(more, 'differs', 'differ')}")
+    return parts
+
+
+def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str,
                interop: Any) -> Agreement:
     """Return ``a`` with its status and sentence."""
     ok = (a.outcome and a.order and a.executed and a.gradients is not False
           and a.leaves is not False)
     if ok:
-        workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
-        on = "its one worker" if len(workers) == 1 else f"all {len(workers)} workers"
-        text = (f"replay matches PyTorch on {on} ({plural(compared, 'node')}, "
-                f"{plural(replay.messages, 'message')})")
-        if a.arrival_differs:
-            text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
-                     "order than the replay's FIFO guess (messages in flight to one worker race "
-                     "on its RPC agent threads), and with the observed arrival order every "
-                     "worker's order is exact")
-        if a.gradients:
-            text += "; gradients equal the single-process reference"
+        text = matched_sentence(trace, replay, a)
         if not a.exact:
             text += (f"; the real run used {interop} inter-op threads, which run one worker's "
                      "calls at the same time, so PyTorch's order can change from run to run: "
@@ -190,16 +213,7 @@ def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, co
     parts: list[str] = []
     if not a.outcome:
         parts.append(f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
-    if a.mismatches:
-        m = a.mismatches[0]
-        k = m.first_difference_index
-        exp_at, obs_at = m.at(k)
-        parts.append(f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
-                     f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
-        if len(a.mismatches) > 1:
-            more = len(a.mismatches) - 1
-            parts.append(f"{plural(more, 'more worker order')} "
-                         f"{word_for(more, 'differs', 'differ')}")
+    parts.extend(mismatch_parts(a))
     if a.leaves is False:
         parts.append("the set of leaves with gradients differs")
     if a.gradients is False:

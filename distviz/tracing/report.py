@@ -1,8 +1,7 @@
 """The verdict on one recorded context, in words (pure, torch-free).
 
-``row`` compares the replay with what PyTorch did (``distviz.replay.agreement.compare``, and
-with several inter-op threads ``legality.check``) and makes the ``ContextRow`` the summary
-and ``index.json`` show. ``hang_text`` and ``error_text`` explain a hang and a backward error in
+``row`` makes the ``ContextRow`` the summary and ``index.json`` show from the one verdict on
+the replay against what PyTorch did (``distviz.replay.verdict``, which every command uses). ``hang_text`` and ``error_text`` explain a hang and a backward error in
 the program's own file names, lines and variable names (from the trace's call sites).
 """
 
@@ -14,10 +13,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from distviz.replay.timing import Timing, analyze
+from distviz.replay.verdict import verdict
 from distviz.trace import Trace, short_name
-from distviz.tracing import legality
 from distviz.tracing.journal import ContextRow
-from distviz.words import plural, word_for
+from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import Hang
@@ -166,65 +165,6 @@ def error_text(trace: Trace, detail: str | None) -> str:
     return "; ".join(parts)
 
 
-def _verdict(trace: Trace, replay: Any) -> tuple[str, str, str, list[legality.Violation]]:
-    """``(outcome, agreement label, agreement sentence, violations)``."""
-    from distviz.replay.agreement import compare
-
-    if trace.real is None:
-        return "unfinished", "not compared", "the real backward had not finished", []
-    real = trace.real
-    real_outcome = str(real.get("outcome") or "skipped")
-    outcome = "completed"
-    if replay.outcome == "hang" or real_outcome == "hang":
-        outcome = "hang"
-    elif replay.outcome == "error" or real_outcome == "error":
-        outcome = "error"
-    if real_outcome == "skipped":
-        return outcome, "not compared", "the real backward did not run (predicted hang)", []
-    agreement = compare(trace, replay)
-    exact = agreement.exact
-    violations = [] if exact else legality.check(trace)
-    # an exception raised by the program's own code (a custom autograd Function) is not in the
-    # graph: the replay completes, so only the nodes that ran before the error are compared
-    unforeseen = real_outcome == "error" and replay.outcome == "completed"
-    checks = (["executed"] if unforeseen else ["outcome", "executed", "leaves"]) + \
-        (["order"] if exact else [])
-    bad = [k for k in checks if agreement.check(k) is False]
-    zeros = _zero_differences(trace, replay)
-    text = agreement.text
-    if violations:
-        text = (f"{plural(len(violations), 'observed step')} "
-                f"{word_for(len(violations), 'breaks', 'break')} FAST mode's rules "
-                f"({violations[0].text})")
-    elif unforeseen and not bad:
-        text = ("the error comes from the program's own code, which the replay cannot foresee; "
-                "up to the error every worker ran what the replay runs")
-    elif not exact and not bad:
-        text = (f"replay agrees with PyTorch on {len(trace.workers)} workers "
-                f"({len(trace.nodes)} nodes); with {real.get('interop_threads')} inter-op "
-                "threads each worker's observed order is one that FAST mode's rules allow")
-    elif not exact:
-        text = text.split("; the real run used")[0].split(" (the real run used")[0]
-    if zeros:
-        text += f"; all-zero gradient differs for {', '.join(zeros[:3])}"
-    label = "differs" if bad or violations or zeros else "agrees"
-    return outcome, label, text, violations
-
-
-def _zero_differences(trace: Trace, replay: Any) -> list[str]:
-    """Leaves where the replay and ``get_gradients`` disagree on an all-zero gradient."""
-    real = trace.real or {}
-    grads = real.get("gradients") or {}
-    if real.get("outcome") != "completed" or replay.outcome != "completed":
-        return []
-    out = []
-    for nid, acc in sorted(replay.accumulated.items()):
-        got = grads.get(nid)
-        if isinstance(got, dict) and bool(got.get("zero")) != acc.zero:
-            out.append(acc.var or nid)
-    return out
-
-
 def _time_line(timing: Timing | None) -> str | None:
     """Where a real backward spent its time (``distviz replay``'s ``time:`` line, unprefixed):
     ``backward 2.9 ms (measured); critical path 30 nodes, 3 messages: compute ...``."""
@@ -234,7 +174,8 @@ def _time_line(timing: Timing | None) -> str | None:
 def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
         seconds: dict[str, float], detail: str | None = None) -> ContextRow:
     """The summary row of one recorded context (``detail``: the full error text, if any)."""
-    outcome, label, text, violations = _verdict(trace, replay)
+    v = verdict(trace, replay)
+    outcome, label, text = v.outcome, v.status, v.text
     real = trace.real or {}
     explanation: str | None = None
     if outcome == "unfinished":
@@ -260,6 +201,6 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
         outcome=outcome, predicted=str(replay.outcome),
         real=str(real.get("outcome") or "skipped") if trace.real is not None else "running",
-        agreement=label, agreement_text=text, violations=len(violations),
+        agreement=label, agreement_text=text, violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))
