@@ -238,11 +238,14 @@ def replay(
         raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
     trace = recording.pick(context)
     if not trace.passes:
-        error = (trace.real or {}).get("error") or "no backward pass was recorded"
+        error = (trace.real.error if trace.real is not None else None) or \
+            "no backward pass was recorded"
         if as_json:
-            print(json.dumps({"trace": str(trace_file), "scenario": trace.scenario,
-                              "workers": trace.workers, "replay": None, "real": trace.real,
-                              "reference": trace.reference, "agreement": None}, indent=1))
+            print(json.dumps({"trace": str(trace_file), "scenario": trace.to_json()["scenario"],
+                              "workers": trace.workers, "replay": None,
+                              "real": trace.to_json()["real"],
+                              "reference": trace.to_json()["reference"], "agreement": None},
+                             indent=1))
         else:
             stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
                          f"it ({error})", markup=False)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from distviz.replay.model import Agreement
     from distviz.replay.result import Replay
     from distviz.replay.verdict import Verdict
+    from distviz.trace_sections import Real, Section
 
 
 def load_trace(path: Path, context: int | None = None) -> Trace:
@@ -49,13 +50,23 @@ def agreement_of(trace: Trace, rp: Replay) -> Agreement:
     return verdict_of(trace, rp).agreement
 
 
+def _json(section: Section | None) -> dict[str, Any] | None:
+    return section.to_json() if section is not None else None
+
+
+def real_report(real: Real | None) -> dict[str, Any]:
+    """The ``real`` of a JSON report: the section without ``events``, with ``events_count``."""
+    out: dict[str, Any] = real.to_json() if real is not None else {"outcome": "skipped"}
+    events: list[Any] = out.pop("events", None) or []
+    out["events_count"] = len(events)
+    return out
+
+
 def report(trace: Trace, rp: Replay, verdict: Verdict, trace_path: str | None,
            timing: dict[str, Any]) -> dict[str, Any]:
-    real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
-    events: list[Any] = real.pop("events", [])
-    real["events_count"] = len(events)
-    return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
-            "replay": rp.to_json(), "real": real, "reference": trace.reference,
+    return {"trace": trace_path, "scenario": _json(trace.scenario), "workers": trace.workers,
+            "replay": rp.to_json(), "real": real_report(trace.real),
+            "reference": _json(trace.reference),
             "agreement": verdict.agreement.to_json(), "verdict": verdict.to_json(), **timing}
 
 
@@ -167,19 +178,18 @@ def write_frames(trace: Trace, rp: Any, fmt: str, folder: Path, spec: Any) -> in
 
 def real_lines(trace: Trace) -> list[str]:
     """What PyTorch's real backward did, in a few lines."""
-    real = trace.real or {}
-    outcome = real.get("outcome")
-    if outcome is None:
+    real = trace.real
+    if real is None:
         return []
+    outcome = real.outcome
     if outcome == "skipped":
-        return [f"PyTorch: real backward skipped: {real.get('reason') or 'not requested'}"]
-    lines = [f"PyTorch: real backward {outcome}" + (f": {real['error']}" if real.get("error")
-                                                    else "")]
-    for death in real.get("deaths") or []:
+        return [f"PyTorch: real backward skipped: {real.reason or 'not requested'}"]
+    lines = [f"PyTorch: real backward {outcome}" + (f": {real.error}" if real.error else "")]
+    for death in real.deaths:
         lines.append(f"PyTorch: {death['message']}")
-    ref = trace.reference or {}
-    if ref.get("comparable"):
-        rows = ref.get("comparison") or []
+    ref = trace.reference
+    if ref is not None and ref.comparable:
+        rows = ref.comparison
         bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
         zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
         text = (f"gradients: {len(rows) - len(bad)}/{plural(len(rows), 'leaf', 'leaves')} "

@@ -21,6 +21,7 @@ from distviz.cli.output import (
 )
 from distviz.errors import DistvizError
 from distviz.trace import Trace
+from distviz.trace_sections import Meta, Real, ScenarioInfo
 from distviz.words import plural
 
 
@@ -46,6 +47,14 @@ def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
     return run_scenario(sc, opts, decide, None)
 
 
+def run_meta(timings: dict[str, float], mode: str) -> Meta:
+    """The ``meta`` section ``distviz run`` writes: versions, phase times, the replay mode."""
+    from distviz import __version__
+    return Meta(distviz_version=__version__, python=sys.version.split()[0],
+                timings_s={k: round(v, 4) for k, v in sorted(timings.items())}, mode=mode,
+                order=("distviz_version", "python", "timings_s", "mode"))
+
+
 def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
     """The trace of a finished run with its ``meta``. When the run failed, saves what was
     recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
@@ -56,17 +65,16 @@ def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
             raise RuntimeError("the run returned neither a trace nor an error")
         # nothing was recorded yet: keep what is known (scenario, workers, the error)
         trace = Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
-                      passes=[], scenario={"name": sc.name, "description": sc.description,
-                                           "path": sc.path, "params": dict(sc.params),
-                                           "seed": sc.seed})
-    from distviz import __version__
-    trace.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
-                  "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
-                  "mode": mode}
+                      passes=[], scenario=ScenarioInfo(
+                          name=sc.name, description=sc.description, path=sc.path,
+                          params=dict(sc.params), seed=sc.seed,
+                          order=("name", "description", "path", "params", "seed")))
+    trace.meta = run_meta(result.timings, mode)
     if failure is not None:
         text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
-        if trace.real is None or trace.real.get("outcome") in (None, "skipped"):
-            trace.real = {"outcome": "error", "error": text, "events": [], "gradients": {}}
+        if trace.real is None or trace.real.outcome == "skipped":
+            trace.real = Real(outcome="error", error=text,
+                              order=("outcome", "error", "events", "gradients"))
         trace.save(out_path)
         if isinstance(failure, DistvizError):
             failure.message += f" (partial trace saved to {out_path})"

@@ -11,7 +11,7 @@ from typing import Any
 
 from distviz.cli.app import unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import real_lines, show, write_pictures
+from distviz.cli.output import real_lines, real_report, show, write_pictures
 from distviz.errors import DistvizError, RunError, UsageError
 from distviz.recording import Recording
 from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
@@ -51,21 +51,21 @@ def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
     contexts = []
     for i, (trace, cv) in enumerate(zip(recording.contexts, reports, strict=True)):
         rp, agreement = cv.replay, cv.agreement
-        real = dict(trace.real or {"outcome": "skipped"})
-        real["events_count"] = len(real.pop("events", []) or [])
+        real = real_report(trace.real)
         it = recording.iterations[i]
         contexts.append({"context": i + 1, "context_id": trace.context_id,
                          "iteration": it.to_json() if it else None, "nodes": len(trace.nodes),
                          "replay": ({"outcome": rp.outcome, "summary": rp.summary()}
                                     if rp else None),
-                         "real": real, "reference": trace.reference,
+                         "real": real, "reference": trace.to_json()["reference"],
                          "agreement": agreement.to_json() if agreement else None})
     shared = [{"worker": s.worker, "contexts": list(s.contexts), "overlaps": s.overlaps,
                "calls": [{"context": c.context, "label": c.label, "first": c.first,
                           "nodes": c.nodes, "start_us": round(c.start_us, 3),
                           "end_us": round(c.end_us, 3)} for c in s.calls]}
               for s in _shared(recording)]
-    return {"trace": path, "scenario": recording.scenario, "workers": recording.workers,
+    return {"trace": path, "scenario": recording.to_json()["scenario"],
+            "workers": recording.workers,
             "training": recording.training.to_json() if recording.training else None,
             "shared_workers": shared, "contexts": contexts}
 
@@ -78,7 +78,7 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     n = len(recording.contexts)
     summary = recording.training
     total = f" of {summary.contexts_total}" if summary and summary.contexts_total else ""
-    name = (recording.scenario or {}).get("name", "")
+    name = (recording.scenario.name if recording.scenario is not None else None) or ""
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
@@ -120,12 +120,10 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
     """The end of ``distviz run`` for a training scenario: save the recording, replay every
     context, print the table (and ``--context N``'s log), write pictures of one context;
     returns the exit code. Raises the run's failure after saving what was recorded."""
-    from distviz import __version__
+    from distviz.cli.running import run_meta
     recording: Recording = result.recording or Recording(contexts=[], iterations=[],
                                                          workers=list(sc.workers))
-    recording.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
-                      "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
-                      "mode": mode}
+    recording.meta = run_meta(result.timings, mode)
     if recording.contexts:
         recording.save(out_path)
     if result.error is not None:
@@ -179,7 +177,7 @@ def write_html(recording: Recording, reports: Reports, path: Path,
         pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,
                                  agreement=agreement, timing=analyze(trace),
                                  iteration=recording.iterations[number - 1]))
-    name = str((recording.scenario or {}).get("name") or "training")
+    name = (recording.scenario.name if recording.scenario is not None else None) or "training"
     write_atomic(path, to_html_contexts(pages, name))
 
 

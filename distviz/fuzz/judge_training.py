@@ -54,8 +54,7 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
             checks[k] is False for k in _CHECKS if k != "fifo_order")):
         checks["gradients"] = False
     predicted = _outcome([rp.outcome for rp, _ag in reports if rp is not None])
-    real = _outcome([str((t.real or {}).get("outcome", "skipped"))
-                     for t in recording.contexts if t.real])
+    real = _outcome([t.real.outcome for t in recording.contexts if t.real is not None])
     if stopped is not None and real not in ("hang", "error"):
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome

@@ -53,7 +53,7 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     against the real run in ``trace`` (one inter-op thread, so the order must be exact)."""
     from distviz.fuzz.verdict import of
     from distviz.replay.verdict import verdict as one_verdict
-    real = str((trace.real or {}).get("outcome"))
+    real = trace.real.outcome if trace.real is not None else "None"
     return of(one_verdict(trace, replay), replay.outcome, real)
 
 

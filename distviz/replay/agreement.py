@@ -34,8 +34,8 @@ def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
     with one inter-op thread per worker this is the order their gradient messages arrived."""
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[tuple[int, str], list[str]] = {}
-    real = trace.real if isinstance(trace.real, dict) else {}
-    for ev in real.get("events") or []:
+    events = trace.real.events if trace.real is not None else []
+    for ev in events:
         if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
             out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
                 str(ev["node"]))
@@ -56,11 +56,14 @@ def _window(seq: list[str], k: int) -> tuple[list[str], int]:
     return seq[start:start + _WINDOW], start
 
 
-def _real_leaves(gradients: Any) -> set[str] | None:
-    """The leaf node ids the real run reported gradients for (``{leaf id: summary}``)."""
-    if not isinstance(gradients, dict):
+def real_interop(trace: Trace) -> int | None:
+    """The inter-op threads of the real run (``real.interop_threads``, else the trace's);
+    ``None`` without a real run."""
+    if trace.real is None:
         return None
-    return {str(k) for k in gradients}
+    if "interop_threads" in trace.real:
+        return trace.real.interop_threads
+    return trace.interop_threads
 
 
 def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
@@ -71,9 +74,8 @@ def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
 def _orders(trace: Trace, replay: Replay, real_outcome: str
             ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
-    real = trace.real if isinstance(trace.real, dict) else {}
     observed: dict[tuple[int, str], list[str]] = {}
-    for ev in real.get("events") or []:
+    for ev in trace.real.events if trace.real is not None else []:
         if not isinstance(ev, dict) or "node" not in ev:
             continue
         key = (int(ev.get("pass", 0)), str(ev.get("worker")))
@@ -125,15 +127,14 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     model then reproduces every worker's order exactly.
     """
     real = trace.real
-    interop = real.get("interop_threads", trace.interop_threads) if isinstance(real, dict) \
-        else None
+    interop = real_interop(trace)
     exact = interop == 1
-    if not isinstance(real, dict) or real.get("outcome") in (None, "skipped"):
+    if real is None or real.outcome == "skipped":
         return Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
                          fifo_order=None, arrival_differs=(), exact=exact, mismatches=(),
                          status="skipped",
                          text="no real run recorded for this trace; nothing to compare")
-    real_outcome = str(real.get("outcome"))
+    real_outcome = real.outcome
     fifo_ok, executed_ok, mismatches, compared = _orders(trace, replay, real_outcome)
     order_ok = fifo_ok
     arrival_differs: tuple[str, ...] = ()
@@ -151,13 +152,13 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
             else:
                 mismatches = mismatches2
     leaves_ok: bool | None = None
-    real_leaves = _real_leaves(real.get("gradients"))
-    if real_outcome == "completed" and replay.outcome == "completed" and real_leaves is not None:
+    if real_outcome == "completed" and replay.outcome == "completed" and "gradients" in real:
+        real_leaves = set(real.gradients)
         leaves_ok = real_leaves == set(replay.accumulated)
     grads_ok: bool | None = None
-    ref = trace.reference if isinstance(trace.reference, dict) else None
-    if ref is not None and ref.get("comparable"):
-        grads_ok = bool(ref.get("ok"))
+    ref = trace.reference
+    if ref is not None and ref.comparable:
+        grads_ok = bool(ref.ok)
     agreement = Agreement(
         outcome=real_outcome == replay.outcome, order=order_ok, executed=executed_ok,
         gradients=grads_ok, leaves=leaves_ok, fifo_order=fifo_ok,
@@ -229,16 +230,16 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
     """SMART mode has no PyTorch to check against: compare it with FAST and with the
     single-process reference gradients instead (``SmartReport``; each leaf's
     ``would_receive`` is the reference's summary: shape, sum, norm, values)."""
-    ref = trace.reference if isinstance(trace.reference, dict) else None
-    ref_grads = ref.get("gradients") if ref is not None else None
+    ref_grads = trace.reference.gradients if trace.reference is not None else None
     leaves: dict[str, SmartLeaf] = {}
     for nid, acc in sorted(smart.accumulated.items()):
         name = acc.var or nid
         summary = ref_grads.get(name) if isinstance(ref_grads, dict) else None
         # SMART skips only sends outside the roots' lineage, so a leaf it reaches gets the
         # mathematically correct gradient: the single-process reference's
-        would = ({k: summary[k] for k in ("shape", "sum", "norm", "values") if k in summary}
-                 if isinstance(summary, dict) else None)
+        would: dict[str, Any] | None = (
+            {k: summary[k] for k in ("shape", "sum", "norm", "values") if k in summary}
+            if isinstance(summary, dict) else None)
         leaves[name] = SmartLeaf(worker=acc.worker, zero=acc.zero, node=nid, would_receive=would)
     ref_leaves: tuple[str, ...] | None = None
     same: bool | None = None

@@ -33,13 +33,20 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
-from distviz.replay.agreement import compare, matched_sentence, mismatch_parts, smart_report
+from distviz.replay.agreement import (
+    compare,
+    matched_sentence,
+    mismatch_parts,
+    real_interop,
+    smart_report,
+)
 from distviz.replay.legality import Violation
 from distviz.replay.legality import check as check_legality
 from distviz.replay.model import Agreement
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
+from distviz.trace_sections import Real
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,16 +148,16 @@ def _finish(outcome: str, checks: list[Check], text: str, agreement: Agreement,
 def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
     """The verdict when PyTorch's backward did not run or did not end (else ``None``)."""
     real = trace.real
-    if isinstance(real, dict) and real.get("outcome") not in (None, "skipped"):
+    if real is not None and real.outcome != "skipped":
         return None
     agreement = Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
                           fifo_order=None, arrival_differs=(), exact=False, mismatches=(),
                           status="skipped", text="")
-    if isinstance(real, dict):
-        reason = str(real.get("reason") or "not requested")
+    if real is not None:
+        reason = real.reason or "not requested"
         text = f"the real backward did not run: {reason}"
         outcome = replay.outcome
-    elif "traced" in (trace.meta or {}):
+    elif trace.meta.traced is not None:
         text = "the real backward had not finished"
         outcome = "unfinished"
     else:
@@ -173,13 +180,14 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     early = _not_compared(trace, replay)
     if early is not None:
         return early
-    real = trace.real if isinstance(trace.real, dict) else {}
-    real_outcome = str(real.get("outcome"))
+    real = trace.real
+    assert real is not None   # _not_compared took the traces without one
+    real_outcome = real.outcome
     a = compare(trace, replay)
-    interop = real.get("interop_threads", trace.interop_threads)
+    interop = real_interop(trace)
     violations = () if a.exact else tuple(check_legality(trace))
     unforeseen = (real_outcome == "error" and replay.outcome == "completed"
-                  and "traced" in (trace.meta or {}))
+                  and trace.meta.traced is not None)
     made = [_outcome_check(a, real, replay, unforeseen),
               *_order_checks(a, interop, violations),
               _check("executed", a.executed, "every worker ran the nodes the replay runs",
@@ -193,7 +201,7 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     checks = [c for c in made if c is not None]
     outcome = _context_outcome(real_outcome, replay.outcome)
     text = _sentence(trace, replay, a, checks, interop, unforeseen)
-    after = real.get("after_hang")
+    after = real.after_hang
     if real_outcome == "hang" and after:
         text += (f"; after the hang PyTorch raised: {after} (a consequence of the hang, "
                  "not a different outcome)")
@@ -207,9 +215,8 @@ def _check(name: str, value: bool | None, agree: str, differs: str,
     return Check(name, AGREE, agree) if value else Check(name, DIFFERS, differs)
 
 
-def _outcome_check(a: Agreement, real: dict[str, Any], replay: Replay,
-                   unforeseen: bool) -> Check:
-    real_outcome = str(real.get("outcome"))
+def _outcome_check(a: Agreement, real: Real, replay: Replay, unforeseen: bool) -> Check:
+    real_outcome = real.outcome
     if unforeseen:
         return Check("outcome", NOT_COMPARED,
                      "the error comes from the program's own code, which the replay cannot "
@@ -248,12 +255,12 @@ def _order_checks(a: Agreement, interop: Any, violations: tuple[Violation, ...]
 
 def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
     """All-zero gradients, proven different only where values decide it."""
-    real = trace.real or {}
-    grads = real.get("gradients") or {}
-    if real.get("outcome") != "completed" or replay.outcome != "completed":
+    real = trace.real
+    if real is None or real.outcome != "completed" or replay.outcome != "completed":
         return None
-    rows = {str(r.get("leaf")): r for r in ((trace.reference or {}).get("comparison") or [])
-            if isinstance(r, dict)}
+    grads = real.gradients
+    comparison = trace.reference.comparison if trace.reference is not None else []
+    rows = {str(r.get("leaf")): r for r in comparison if isinstance(r, dict)}
     differ: list[str] = []
     undecided: list[str] = []
     for nid, acc in sorted(replay.accumulated.items()):

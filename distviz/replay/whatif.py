@@ -424,7 +424,7 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     wi = what_if or WhatIf()
     tls = measured_timelines(trace)
     if not tls:
-        outcome = (trace.real or {}).get("outcome", "none")
+        outcome = trace.real.outcome if trace.real is not None else "none"
         raise UsageError(f"--what-if needs a completed real backward with its events; this "
                          f"trace's real backward: {outcome}")
     models = {tl.pass_index: _model(tl, trace) for tl in tls}
@@ -445,7 +445,7 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     reordered = any(runs[p].order.get(w, []) != v for (p, w), v in observed.items()
                     if p in runs)
     note = ""
-    threads = int((trace.real or {}).get("interop_threads") or 1)
+    threads = int(trace.real.interop_threads or 1) if trace.real is not None else 1
     if threads > 1:
         note = (f"the simulation runs one call at a time per worker; this run had {threads} "
                 "inter-op threads")

@@ -46,6 +46,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits, recorder, recorder_hooks
 from distviz.trace import BackwardPass, Trace
+from distviz.trace_sections import Real
 from distviz.tracing import callsites, journal, naming
 from distviz.tracing.config import TraceConfig
 
@@ -331,7 +332,7 @@ class _Run:
             events.extend(pair_events(w, piece["events"], windows, t0, sends,
                                        offsets.get(w, (0, 0))[0]))
         events.sort(key=lambda e: (e["t_us"], e["worker"]))
-        self.trace.real = {
+        self.trace.real = Real.from_json({
             "outcome": outcome, "error": error, "passes_run": len(windows),
             "pass_seconds": [(e - s) / 1e9 for s, e in windows],
             "pass_start_us": [round((s - t0) / 1000.0, 3) for s, _e in windows],
@@ -343,7 +344,7 @@ class _Run:
                       "offsets_us": {w: round(o / 1000.0, 3) for w, (o, _) in
                                      sorted(offsets.items())},
                       "rtt_us": {w: round(r / 1000.0, 3) for w, (_, r) in
-                                 sorted(offsets.items())}}}
+                                 sorted(offsets.items())}}})
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
@@ -502,7 +503,7 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              "stops at a failed pass")
         return
     run.windows.append((run.start_ns, run.end_ns))
-    run.events = list((run.trace.real or {}).get("events") or [])
+    run.events = list(run.trace.real.events if run.trace.real is not None else [])
     proc.runs[cid] = run
 
 
@@ -513,8 +514,9 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
 
     trace, rp, me = run.trace, run.replay, run.me
     if rp.outcome == "hang":
-        trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
-                      "error": None, "events": [], "gradients": {}}
+        trace.real = Real.from_json({"outcome": "skipped",
+                                     "reason": "the replay predicts a FAST-mode hang",
+                                     "error": None, "events": [], "gradients": {}})
         row = run.write()
         _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
         _say(report.hang_text(trace, rp))

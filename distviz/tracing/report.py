@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import verdict
 from distviz.trace import Trace, short_name
+from distviz.trace_sections import Real
 from distviz.tracing.journal import ContextRow
 from distviz.words import plural
 
@@ -66,7 +67,7 @@ _FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) 
 
 def _pass_site(trace: Trace, k: int) -> str | None:
     """Where the program called the backward of pass ``k`` (0-based), when known."""
-    sites = ((trace.meta or {}).get("traced") or {}).get("backward_sites") or []
+    sites = (trace.meta.traced or {}).get("backward_sites") or []
     return sites[k] if k < len(sites) else None
 
 
@@ -139,8 +140,8 @@ def program_site(text: str) -> str | None:
 def error_text(trace: Trace, detail: str | None) -> str:
     """Explain a backward that raised: where the error came from and the node that ran last
     there."""
-    real = trace.real or {}
-    message = str(real.get("error") or "the backward raised")
+    real = trace.real if trace.real is not None else Real()
+    message = real.error or "the backward raised"
     parts = [f"the backward raised: {message}"]
     ranks = trace.ranks if trace.ranks is not None else list(range(len(trace.workers)))
     nodes = [int(n) for n in _NODE.findall(detail or message)]
@@ -148,18 +149,18 @@ def error_text(trace: Trace, detail: str | None) -> str:
     if nodes and nodes[-1] in ranks:
         origin = trace.workers[ranks.index(nodes[-1])]
     if origin is not None:
-        last = [e for e in real.get("events") or [] if e.get("worker") == origin]
+        last = [e for e in real.events if e.get("worker") == origin]
         where = f"on {origin}"
         site = None
         if last:
             node = str(last[-1]["node"])
             where += f" while running {node.split('/', 1)[1]}"
-            site = ((trace.meta or {}).get("functions") or {}).get(node)
+            site = (trace.meta.functions or {}).get(node)
         parts.append(where + (f" ({site})" if site else ""))
     site = program_site(detail or "")
     if site:
         parts.append(f"at {site}")
-    gone = [u["worker"] for u in real.get("unreachable") or []]
+    gone = [u["worker"] for u in real.unreachable]
     if gone:
         parts.append(f"{', '.join(gone)} did not answer afterwards (the process died?)")
     return "; ".join(parts)
@@ -176,7 +177,7 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
     """The summary row of one recorded context (``detail``: the full error text, if any)."""
     v = verdict(trace, replay)
     outcome, label, text = v.outcome, v.status, v.text
-    real = trace.real or {}
+    real = trace.real if trace.real is not None else Real()
     explanation: str | None = None
     if outcome == "unfinished":
         explanation = ("the process ended during the real backward (it was killed, or a "
@@ -186,7 +187,7 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
             explanation = replay.hang.summary
         else:
             explanation = (f"PyTorch's backward did not return within "
-                           f"{real.get('hang_timeout_s')} s, but the replay completes: {text}")
+                           f"{real.hang_timeout_s} s, but the replay completes: {text}")
     elif outcome == "error":
         explanation = error_text(trace, detail)
         freed = freed_text(trace, replay) if replay.outcome == "error" else None
@@ -194,13 +195,13 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
             explanation = freed + "; " + _FREED_TAIL.sub(r"\1 (...)", explanation)
     elif label == "differs":
         explanation = text
-    timing = analyze(trace) if real.get("outcome") == "completed" else None
+    timing = analyze(trace) if real.outcome == "completed" else None
     shape = Counter(f"{n.worker}/{short_name(n.name)}" for n in trace.nodes)
     return ContextRow(
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
         outcome=outcome, predicted=str(replay.outcome),
-        real=str(real.get("outcome") or "skipped") if trace.real is not None else "running",
+        real=real.outcome if trace.real is not None else "running",
         agreement=label, agreement_text=text, violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))
