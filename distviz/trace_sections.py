@@ -77,7 +77,12 @@ class Section(MutableMapping[str, Any]):
                                  key=f"{cls.KIND}.{name}")
             values[name] = value
         extra = {k: v for k, v in obj.items() if k not in known}
-        return cls(**values, extra=extra, order=tuple(obj))
+        section = cls(**values, extra=extra, order=tuple(obj))
+        section.check(source)
+        return section
+
+    def check(self, source: str | None) -> None:
+        """Raise ``TraceError`` for what the key types alone do not say (none here)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the keys it was read with, in their order, then any set since."""
@@ -130,6 +135,10 @@ class Section(MutableMapping[str, Any]):
         return len(self.to_json())
 
 
+_EVENT_KEYS: tuple[tuple[str, type, str], ...] = (
+    ("node", str, "a string"), ("worker", str, "a string"), ("pass", int, "an integer"))
+
+
 @dataclass
 class Real(Section):
     """What PyTorch's real distributed backward did (``docs/trace-format.md``, real).
@@ -157,6 +166,20 @@ class Real(Section):
     injected: dict[str, Any] | None = None
 
     KIND: ClassVar[str] = "real"
+
+    def check(self, source: str | None) -> None:
+        """Each event is an object with a string ``node`` and ``worker`` and an integer
+        ``pass``, as the comparison and the timing analysis read them."""
+        for i, ev in enumerate(self.events):
+            if not isinstance(ev, dict):
+                raise TraceError(f"expected an object, found {type(ev).__name__}", path=source,
+                                 key=f"real.events[{i}]")
+            for key, typ, what in _EVENT_KEYS:
+                value = ev.get(key)
+                if value is not None and (not isinstance(value, typ) or (
+                        typ is int and isinstance(value, bool))):
+                    raise TraceError(f"expected {what}, found {type(value).__name__}",
+                                     path=source, key=f"real.events[{i}].{key}")
 
 
 @dataclass

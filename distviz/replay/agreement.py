@@ -139,18 +139,14 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     order_ok = fifo_ok
     arrival_differs: tuple[str, ...] = ()
     if not fifo_ok:
-        try:
-            again: Replay | None = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
-        except Exception:  # noqa: BLE001 - a malformed real section: keep the FIFO verdict
-            again = None
-        if again is not None:
-            order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
-            if order_ok:
-                arrival_differs = _by_rank(trace, {m.worker for m in mismatches})
-                mismatches = []
-                executed_ok = executed_ok2
-            else:
-                mismatches = mismatches2
+        again = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
+        order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
+        if order_ok:
+            arrival_differs = _by_rank(trace, {m.worker for m in mismatches})
+            mismatches = []
+            executed_ok = executed_ok2
+        else:
+            mismatches = mismatches2
     leaves_ok: bool | None = None
     if real_outcome == "completed" and replay.outcome == "completed" and "gradients" in real:
         real_leaves = set(real.gradients)
