@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
@@ -19,8 +19,10 @@ from distviz.words import plural, word_for
 if TYPE_CHECKING:
     from distviz.replay.model import Agreement
     from distviz.replay.result import Replay
+    from distviz.replay.timing import Timing
     from distviz.replay.verdict import Verdict
     from distviz.trace_sections import Real, Section
+    from distviz.views import ViewSpec
 
 
 def load_trace(path: Path, context: int | None = None) -> Trace:
@@ -30,10 +32,16 @@ def load_trace(path: Path, context: int | None = None) -> Trace:
     return load_recording(path).pick(context)
 
 
-def replay_of(trace: Trace, mode: str) -> Replay:
-    from distviz.replay import replay
+def check_mode(mode: str) -> None:
+    """``UsageError`` unless ``mode`` is ``fast`` or ``smart``."""
     if mode not in ("fast", "smart"):
         raise UsageError(f"--mode {mode}: expected fast or smart")
+
+
+def replay_of(trace: Trace, mode: str) -> Replay:
+    """The replay of ``trace`` in ``mode`` (checked)."""
+    from distviz.replay import replay
+    check_mode(mode)
     return replay(trace, mode=mode)
 
 
@@ -70,7 +78,7 @@ def report(trace: Trace, rp: Replay, verdict: Verdict, trace_path: str | None,
             "agreement": verdict.agreement.to_json(), "verdict": verdict.to_json(), **timing}
 
 
-def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,
+def show(trace: Trace, rp: Replay, agreement: Agreement | None, *, step: bool,
           worker: str | None, start: int | None, end: int | None, log: bool) -> None:
     from distviz.render import terminal
     out = stdout_console()
@@ -104,11 +112,14 @@ class Written:
     warnings: list[str] = field(default_factory=list)
 
 
-def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
-                    targets: dict[str, Path | None], step: int | None = None,
-                    full: bool = False, spec: Any = None) -> Written:
+def write_pictures(trace: Trace, rp: Replay, agreement: Agreement | None,
+                   targets: dict[str, Path | None], step: int | None = None,
+                   full: bool = False, spec: ViewSpec | None = None,
+                   timing: Timing | None | Literal["analyze"] = "analyze") -> Written:
     """Write each wanted format; pictures show the view ``spec`` asks for (a ``ViewSpec``;
-    by default the most detailed readable one, chosen once for all of them)."""
+    by default the most detailed readable one, chosen once for all of them). ``timing``: the
+    real run's timing analysis when it is already made (``distviz.replay.analysis``); else it
+    is made once here when the HTML viewer or the Perfetto export wants it."""
     from distviz.errors import RenderError
     from distviz.render import graphviz_backend
     from distviz.render.pictures import choose_view, draw_picture, other_views
@@ -119,6 +130,8 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
     if not wanted:
         return out
     spec = spec if spec is not None else ViewSpec(detail="full" if full else None)
+    if isinstance(timing, str):
+        timing = analyze(trace) if {"html", "perfetto"} & set(wanted) else None
     graph = getattr(rp, "graph", None)
     choice = None
     if any(k in wanted for k in ("dot", "svg", "png")):
@@ -143,17 +156,18 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
         elif fmt == "html":
             from distviz.render.html import to_html
             write_atomic(path, to_html(trace, rp, agreement=agreement, spec=spec,
-                                       timing=analyze(trace)))
+                                       timing=timing))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
-            write_atomic(path, json.dumps(to_perfetto(trace, rp, analyze(trace))))
+            write_atomic(path, json.dumps(to_perfetto(trace, rp, timing)))
         out.paths.append(str(path))
     if choice is not None and (choice.dot.detail != "full" or choice.passed_over):
         out.lines.append("other views: " + ", ".join(other_views(trace, choice)))
     return out
 
 
-def write_frames(trace: Trace, rp: Any, fmt: str, folder: Path, spec: Any) -> int:
+def write_frames(trace: Trace, rp: Replay, fmt: str, folder: Path, spec: ViewSpec
+                 ) -> int:
     """One picture per replay step into ``folder``, all in the view chosen for the last step
     (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend

@@ -7,25 +7,23 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import (
-    real_lines,
-    replay_of,
-    report,
-    show,
-    verdict_of,
-    write_pictures,
-)
+from distviz.cli.output import check_mode, real_lines, replay_of, report, show, write_pictures
 from distviz.errors import DistvizError
 from distviz.trace import Trace
 from distviz.trace_sections import Meta, Real, ScenarioInfo
 from distviz.words import plural
 
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.scenario import Scenario
 
-def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
+
+def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: bool
+                      ) -> RunResult:
     """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
     on a terminal, or nothing. Returns the ``RunResult``."""
     from distviz.runner.parent import run_scenario
@@ -55,7 +53,7 @@ def run_meta(timings: dict[str, float], mode: str) -> Meta:
                 order=("distviz_version", "python", "timings_s", "mode"))
 
 
-def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
+def run_trace(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Trace:
     """The trace of a finished run with its ``meta``. When the run failed, saves what was
     recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
     trace = result.trace
@@ -85,16 +83,17 @@ def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
 def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
     """Save the trace, replay it, write the pictures, print the report; return the exit code."""
     from distviz.render import terminal
+    from distviz.replay.analysis import analysis
+    from distviz.replay.whatif import time_report
 
     trace.save(out_path)
-    rp = replay_of(trace, mode)
-    verdict = verdict_of(trace, rp)
-    agreement = verdict.agreement
-    written = write_pictures(trace, rp, agreement, view.pictures)
+    check_mode(mode)
+    found = analysis(trace, mode)     # the replay, the verdict and the timing, made once
+    rp, verdict, agreement = found.replay, found.verdict, found.agreement
+    written = write_pictures(trace, rp, agreement, view.pictures, timing=found.timing)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
-    from distviz.replay.whatif import time_report
-    time_lines, timing = time_report(trace)
+    time_lines, timing = time_report(trace, timing=found.timing)
     if view.as_json:
         print(json.dumps(report(trace, rp, verdict, str(out_path), timing), indent=1))
         return verdict.exit_code

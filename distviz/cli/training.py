@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.cli.app import unbounded_console
 from distviz.cli.options import View
@@ -16,6 +16,10 @@ from distviz.errors import DistvizError, RunError, UsageError
 from distviz.recording import Recording
 from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.runner.parent import RunResult
+    from distviz.scenario import Scenario
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
            "show_recording"]
@@ -115,7 +119,7 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
         out.print(line, markup=False)
 
 
-def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context: int | None,
+def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Path, context: int | None,
                         view: View) -> int:
     """The end of ``distviz run`` for a training scenario: save the recording, replay every
     context, print the table (and ``--context N``'s log), write pictures of one context;

@@ -35,7 +35,7 @@ import gc
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from distviz.errors import UsageError
 from distviz.replay.changes import WhatIf
@@ -452,14 +452,18 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     return Prediction(wi, tuple(passes), reordered, note)
 
 
-def time_report(trace: Trace, what_if: str | None = None) -> tuple[list[str], dict[str, Any]]:
+def time_report(trace: Trace, what_if: str | None = None, *,
+                timing: Timing | None | Literal["analyze"] = "analyze"
+                ) -> tuple[list[str], dict[str, Any]]:
     """Where the real backward spent its time, or with ``what_if`` (``--what-if`` text) the
     prediction: lines for people and the ``--json`` report's ``timing`` (and ``what_if``)
-    keys (``timing`` is ``None`` without a measured real run). Raises ``UsageError`` for a bad
+    keys (``timing`` is ``None`` without a measured real run). ``timing``: the analysis when
+    it is already made (``distviz.replay.analysis``). Raises ``UsageError`` for a bad
     ``what_if`` or a trace without a completed real run."""
     from distviz.replay.changes import parse_what_if
     from distviz.replay.timing import analyze
-    timing = analyze(trace)
+    if isinstance(timing, str):
+        timing = analyze(trace)
     lines = timing.summary() if timing else []
     out: dict[str, Any] = {"timing": timing.to_json() if timing else None}
     if what_if is not None:
