@@ -150,9 +150,7 @@ def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
     real = trace.real
     if real is not None and real.outcome != "skipped":
         return None
-    agreement = Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
-                          fifo_order=None, arrival_differs=(), exact=False, mismatches=(),
-                          status="skipped", text="")
+    agreement = compare(trace, replay)     # every check None: nothing to compare
     if real is not None:
         reason = real.reason or "not requested"
         text = f"the real backward did not run: {reason}"
@@ -189,15 +187,15 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     unforeseen = (real_outcome == "error" and replay.outcome == "completed"
                   and trace.meta.traced is not None)
     made = [_outcome_check(a, real, replay, unforeseen),
-              *_order_checks(a, interop, violations),
-              _check("executed", a.executed, "every worker ran the nodes the replay runs",
-                     "the nodes run differ"),
-              _check("leaves", a.leaves, "the same leaves received gradients",
-                     "the set of leaves with gradients differs"),
-              _check("gradients", a.gradients, "gradients equal the single-process reference",
-                     "gradients differ from the single-process reference",
-                     "no single-process reference to compare the gradients with"),
-              _zeros_check(trace, replay)]
+            *_order_checks(a, interop, violations),
+            _check("executed", a.executed, "every worker ran the nodes the replay runs",
+                   "the nodes run differ"),
+            _check("leaves", a.leaves, "the same leaves received gradients",
+                   "the set of leaves with gradients differs"),
+            _check("gradients", a.gradients, "gradients equal the single-process reference",
+                   "gradients differ from the single-process reference",
+                   "no single-process reference to compare the gradients with"),
+            _zeros_check(trace, replay)]
     checks = [c for c in made if c is not None]
     outcome = _context_outcome(real_outcome, replay.outcome)
     text = _sentence(trace, replay, a, checks, interop, unforeseen)
