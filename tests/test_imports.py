@@ -222,3 +222,23 @@ def test_loading_the_cli_or_the_parent_never_loads_torch() -> None:
                 assert imp.target != "torch", (
                     f"importing {start} loads torch: {_pretty(seen[imp.target])}")
                 todo.append(imp.target)
+
+
+def _all_edges() -> dict[str, list[str]]:
+    """The import graph with the imports under ``if TYPE_CHECKING:`` too."""
+    edges: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets.update(t for t in _targets(node, module) if t in MODULES and t != module)
+        edges[module] = sorted(targets)
+    return edges
+
+
+def test_no_cycle_even_through_type_only_imports_and_no_arrow_up_into_the_cli() -> None:
+    edges = _all_edges()
+    assert [_pretty(c) for c in _cycles(edges)] == []
+    up = {m: [t for t in ts if t.startswith("distviz.cli")] for m, ts in edges.items()
+          if not m.startswith("distviz.cli") and m != "distviz.__main__"}
+    assert {m: ts for m, ts in up.items() if ts} == {}

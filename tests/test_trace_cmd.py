@@ -22,9 +22,8 @@ from typing import Any
 import psutil
 import pytest
 
-from distviz.replay import replay
+from distviz.replay import legality, replay
 from distviz.trace import Trace, load
-from distviz.tracing import legality
 
 pytestmark = pytest.mark.rpc
 
@@ -113,6 +112,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "outside": ([str(PROGRAMS / "faults.py"), "outside-context"], []),
     "retain": ([str(PROGRAMS / "passes.py"), "retain"], []),
     "no-retain": ([str(PROGRAMS / "passes.py"), "no-retain"], []),
+    "unused-tensors": ([str(PROGRAMS / "unused_tensors.py")], []),
 }
 
 
@@ -480,3 +480,13 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
         assert {"worker1.lin.weight", "worker1.lin.bias"} <= _leaves(t)
         assert set(t.real["gradients"]) == set(replay(t).accumulated)
     assert load(tmp_path / "hang.json").real["outcome"] == "skipped"  # type: ignore[index]
+
+
+def test_a_gradient_zero_by_value_is_no_disagreement(traced: Any) -> None:
+    """PyTorch's test_backward_unused_tensors: t2's gradient is all zeros through narrow of
+    stack, which the graph cannot show; with no reference to decide it, it is not compared."""
+    run = traced("unused-tensors")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    row = run.row("worker0", 1)
+    assert row["agreement"] == "agrees", row
+    assert "not compared: PyTorch's gradient of t2 is all zeros" in row["agreement_text"]

@@ -61,11 +61,11 @@ from distviz.cli.options import (
 )
 from distviz.cli.output import (
     agreement_of,
-    exit_code,
     load_trace,
     replay_of,
     report,
     show,
+    verdict_of,
     write_frames,
     write_pictures,
 )
@@ -239,21 +239,25 @@ def replay(
         raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
     trace = recording.pick(context)
     if not trace.passes:
-        error = (trace.real or {}).get("error") or "no backward pass was recorded"
+        error = (trace.real.error if trace.real is not None else None) or \
+            "no backward pass was recorded"
         if as_json:
-            print(json.dumps({"trace": str(trace_file), "scenario": trace.scenario,
-                              "workers": trace.workers, "replay": None, "real": trace.real,
-                              "reference": trace.reference, "agreement": None}, indent=1))
+            print(json.dumps({"trace": str(trace_file), "scenario": trace.to_json()["scenario"],
+                              "workers": trace.workers, "replay": None,
+                              "real": trace.to_json()["real"],
+                              "reference": trace.to_json()["reference"], "agreement": None},
+                             indent=1))
         else:
             stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
                          f"it ({error})", markup=False)
         raise typer.Exit(EXIT_RUN_FAILED)
     rp = replay_of(trace, mode)
-    agreement = agreement_of(trace, rp)
+    verdict = verdict_of(trace, rp)
+    agreement = verdict.agreement
     from distviz.replay.whatif import time_report
     time_lines, timing = time_report(trace, what_if)
     if as_json:
-        print(json.dumps(report(trace, rp, agreement, str(trace_file), timing), indent=1))
+        print(json.dumps(report(trace, rp, verdict, str(trace_file), timing), indent=1))
     else:
         if graph:
             unbounded_console().print(terminal.render_graph(trace))
@@ -265,7 +269,7 @@ def replay(
                 stdout_console().print(line, markup=False)
         for line in time_lines:
             stdout_console().print(line, markup=False)
-    raise typer.Exit(exit_code(trace, rp, agreement))
+    raise typer.Exit(verdict.exit_code)
 
 
 @app.command()

@@ -1,5 +1,5 @@
-"""What commands show and write: the replay and its agreement with PyTorch, the JSON report,
-the step log, pictures, and the exit code a result stands for."""
+"""What commands show and write: the replay and its verdict (``distviz.replay.verdict``: the
+agreement with PyTorch and the exit code it implies), the JSON report, the step log, pictures."""
 
 from __future__ import annotations
 
@@ -7,23 +7,22 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
-from distviz.limits import (
-    EXIT_BACKWARD_ERROR,
-    EXIT_DISAGREE,
-    EXIT_HANG,
-    EXIT_OK,
-    LOG_STEPS_SHOWN,
-)
+from distviz.limits import LOG_STEPS_SHOWN
 from distviz.trace import Trace, is_stream, write_atomic
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.replay.model import Agreement
+    from distviz.replay.result import Replay
+    from distviz.replay.timing import Timing
+    from distviz.replay.verdict import Verdict
+    from distviz.trace.sections import Real, Section
+    from distviz.views import ViewSpec
 
 
 def load_trace(path: Path, context: int | None = None) -> Trace:
@@ -33,50 +32,53 @@ def load_trace(path: Path, context: int | None = None) -> Trace:
     return load_recording(path).pick(context)
 
 
-def replay_of(trace: Trace, mode: str) -> Any:
-    from distviz.replay import replay
+def check_mode(mode: str) -> None:
+    """``UsageError`` unless ``mode`` is ``fast`` or ``smart``."""
     if mode not in ("fast", "smart"):
         raise UsageError(f"--mode {mode}: expected fast or smart")
+
+
+def replay_of(trace: Trace, mode: str) -> Replay:
+    """The replay of ``trace`` in ``mode`` (checked)."""
+    from distviz.replay import replay
+    check_mode(mode)
     return replay(trace, mode=mode)
 
 
-def agreement_of(trace: Trace, rp: Any) -> Agreement:
-    """Agreement with PyTorch for FAST mode; for SMART (which PyTorch never built), the
-    comparison with FAST and with the reference gradients."""
-    from distviz.replay import agreement_for
-    return agreement_for(trace, rp)
+def verdict_of(trace: Trace, rp: Replay) -> Verdict:
+    """The verdict on ``rp`` against PyTorch (``distviz.replay.verdict``): its checks, the
+    agreement renderers show, the sentence and the exit code, the same in every command."""
+    from distviz.replay.verdict import verdict
+    return verdict(trace, rp)
 
 
-def exit_code(trace: Trace, rp: Any, agreement: Agreement | None) -> int:
-    if rp.mode == "smart":
-        return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(rp.outcome, EXIT_BACKWARD_ERROR)
-    real = (trace.real or {}).get("outcome")
-    if rp.outcome == "hang" or real == "hang":
-        return EXIT_HANG
-    if rp.outcome == "error" or real == "error":
-        return EXIT_BACKWARD_ERROR
-    if agreement is not None:
-        # with more than one inter-op thread one worker's calls run at the same time, so
-        # PyTorch's order can differ from run to run: an order difference is no disagreement
-        checks = ["outcome", "executed", "gradients", "leaves"]
-        if agreement.exact is not False:
-            checks.append("order")
-        if any(agreement.check(k) is False for k in checks):
-            return EXIT_DISAGREE
-    return EXIT_OK
+def agreement_of(trace: Trace, rp: Replay) -> Agreement:
+    """The agreement renderers show: the verdict's (for SMART mode, which PyTorch never built,
+    the comparison with FAST and with the reference gradients)."""
+    return verdict_of(trace, rp).agreement
 
 
-def report(trace: Trace, rp: Any, agreement: Agreement, trace_path: str | None,
-            timing: dict[str, Any]) -> dict[str, Any]:
-    real: dict[str, Any] = dict(trace.real) if trace.real else {"outcome": "skipped"}
-    events: list[Any] = real.pop("events", [])
-    real["events_count"] = len(events)
-    return {"trace": trace_path, "scenario": trace.scenario, "workers": trace.workers,
-            "replay": rp.to_json(), "real": real, "reference": trace.reference,
-            "agreement": agreement.to_json(), **timing}
+def _json(section: Section | None) -> dict[str, Any] | None:
+    return section.to_json() if section is not None else None
 
 
-def show(trace: Trace, rp: Any, agreement: Agreement | None, *, step: bool,
+def real_report(real: Real | None) -> dict[str, Any]:
+    """The ``real`` of a JSON report: the section without ``events``, with ``events_count``."""
+    out: dict[str, Any] = real.to_json() if real is not None else {"outcome": "skipped"}
+    events: list[Any] = out.pop("events", None) or []
+    out["events_count"] = len(events)
+    return out
+
+
+def report(trace: Trace, rp: Replay, verdict: Verdict, trace_path: str | None,
+           timing: dict[str, Any]) -> dict[str, Any]:
+    return {"trace": trace_path, "scenario": _json(trace.scenario), "workers": trace.workers,
+            "replay": rp.to_json(), "real": real_report(trace.real),
+            "reference": _json(trace.reference),
+            "agreement": verdict.agreement.to_json(), "verdict": verdict.to_json(), **timing}
+
+
+def show(trace: Trace, rp: Replay, agreement: Agreement | None, *, step: bool,
           worker: str | None, start: int | None, end: int | None, log: bool) -> None:
     from distviz.render import terminal
     out = stdout_console()
@@ -110,11 +112,14 @@ class Written:
     warnings: list[str] = field(default_factory=list)
 
 
-def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
-                    targets: dict[str, Path | None], step: int | None = None,
-                    full: bool = False, spec: Any = None) -> Written:
+def write_pictures(trace: Trace, rp: Replay, agreement: Agreement | None,
+                   targets: dict[str, Path | None], step: int | None = None,
+                   full: bool = False, spec: ViewSpec | None = None,
+                   timing: Timing | None | Literal["analyze"] = "analyze") -> Written:
     """Write each wanted format; pictures show the view ``spec`` asks for (a ``ViewSpec``;
-    by default the most detailed readable one, chosen once for all of them)."""
+    by default the most detailed readable one, chosen once for all of them). ``timing``: the
+    real run's timing analysis when it is already made (``distviz.replay.analysis``); else it
+    is made once here when the HTML viewer or the Perfetto export wants it."""
     from distviz.errors import RenderError
     from distviz.render import graphviz_backend
     from distviz.render.pictures import choose_view, draw_picture, other_views
@@ -125,6 +130,8 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
     if not wanted:
         return out
     spec = spec if spec is not None else ViewSpec(detail="full" if full else None)
+    if isinstance(timing, str):
+        timing = analyze(trace) if {"html", "perfetto"} & set(wanted) else None
     graph = getattr(rp, "graph", None)
     choice = None
     if any(k in wanted for k in ("dot", "svg", "png")):
@@ -149,17 +156,18 @@ def write_pictures(trace: Trace, rp: Any, agreement: Agreement | None,
         elif fmt == "html":
             from distviz.render.html import to_html
             write_atomic(path, to_html(trace, rp, agreement=agreement, spec=spec,
-                                       timing=analyze(trace)))
+                                       timing=timing))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
-            write_atomic(path, json.dumps(to_perfetto(trace, rp, analyze(trace))))
+            write_atomic(path, json.dumps(to_perfetto(trace, rp, timing)))
         out.paths.append(str(path))
     if choice is not None and (choice.dot.detail != "full" or choice.passed_over):
         out.lines.append("other views: " + ", ".join(other_views(trace, choice)))
     return out
 
 
-def write_frames(trace: Trace, rp: Any, fmt: str, folder: Path, spec: Any) -> int:
+def write_frames(trace: Trace, rp: Replay, fmt: str, folder: Path, spec: ViewSpec
+                 ) -> int:
     """One picture per replay step into ``folder``, all in the view chosen for the last step
     (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
@@ -184,19 +192,18 @@ def write_frames(trace: Trace, rp: Any, fmt: str, folder: Path, spec: Any) -> in
 
 def real_lines(trace: Trace) -> list[str]:
     """What PyTorch's real backward did, in a few lines."""
-    real = trace.real or {}
-    outcome = real.get("outcome")
-    if outcome is None:
+    real = trace.real
+    if real is None:
         return []
+    outcome = real.outcome
     if outcome == "skipped":
-        return [f"PyTorch: real backward skipped: {real.get('reason') or 'not requested'}"]
-    lines = [f"PyTorch: real backward {outcome}" + (f": {real['error']}" if real.get("error")
-                                                    else "")]
-    for death in real.get("deaths") or []:
+        return [f"PyTorch: real backward skipped: {real.reason or 'not requested'}"]
+    lines = [f"PyTorch: real backward {outcome}" + (f": {real.error}" if real.error else "")]
+    for death in real.deaths:
         lines.append(f"PyTorch: {death['message']}")
-    ref = trace.reference or {}
-    if ref.get("comparable"):
-        rows = ref.get("comparison") or []
+    ref = trace.reference
+    if ref is not None and ref.comparable:
+        rows = ref.comparison
         bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
         zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
         text = (f"gradients: {len(rows) - len(bad)}/{plural(len(rows), 'leaf', 'leaves')} "

@@ -7,57 +7,37 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.cli.app import unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import (
-    agreement_of,
-    real_lines,
-    replay_of,
-    show,
-    write_pictures,
-)
-from distviz.cli.output import exit_code as trace_exit_code
-from distviz.errors import DistvizError, RunError
-from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
-from distviz.replay.model import Agreement
+from distviz.cli.output import real_lines, real_report, show, write_pictures
+from distviz.errors import DistvizError, RunError, UsageError
+from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.trace.recording import Recording
 from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.runner.parent import RunResult
+    from distviz.scenario import Scenario
 
 __all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
            "show_recording"]
 
-#: Exit codes from least to most severe (the run's code is the most severe of its contexts').
-_SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
-
-Reports = list[tuple[Any, "Agreement | None"]]
+Reports = list[ContextVerdict]
 
 
 def context_reports(recording: Recording, mode: str) -> Reports:
-    """The replay and the agreement of every context (``(None, None)`` for one without a
-    recorded pass)."""
-    out: Reports = []
-    for trace in recording.contexts:
-        if not trace.passes:
-            out.append((None, None))
-            continue
-        rp = replay_of(trace, mode)
-        out.append((rp, agreement_of(trace, rp)))
-    return out
+    """The replay and the verdict of every context (``(None, None)`` for one without a
+    recorded pass); ``mode`` is checked first."""
+    if mode not in ("fast", "smart"):
+        raise UsageError(f"--mode {mode}: expected fast or smart")
+    return context_verdicts(recording, mode)
 
 
 def exit_code(recording: Recording, reports: Reports, stopped: str | None = None) -> int:
-    """The most severe code of any context; a final parameter that differs from the reference
-    counts as a disagreement, a stopped training as what stopped it."""
-    codes = [trace_exit_code(t, rp, ag) for t, (rp, ag)
-             in zip(recording.contexts, reports, strict=True) if rp is not None]
-    if stopped is not None:
-        codes.append(EXIT_HANG if "hang" in stopped else EXIT_BACKWARD_ERROR)
-    summary = recording.training
-    if summary is not None and summary.ok is False:
-        codes.append(EXIT_DISAGREE)
-    return max(codes, key=_SEVERITY.index, default=EXIT_OK)
+    """The most severe code of any context (``distviz.replay.verdict.recording_exit_code``)."""
+    return recording_exit_code(recording, reports, stopped)
 
 
 def _shared(recording: Recording) -> list[Any]:
@@ -73,22 +53,23 @@ def _shared(recording: Recording) -> list[Any]:
 def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
     """The ``--json`` report of a recording (docs/trace-format.md)."""
     contexts = []
-    for i, (trace, (rp, agreement)) in enumerate(zip(recording.contexts, reports, strict=True)):
-        real = dict(trace.real or {"outcome": "skipped"})
-        real["events_count"] = len(real.pop("events", []) or [])
+    for i, (trace, cv) in enumerate(zip(recording.contexts, reports, strict=True)):
+        rp, agreement = cv.replay, cv.agreement
+        real = real_report(trace.real)
         it = recording.iterations[i]
         contexts.append({"context": i + 1, "context_id": trace.context_id,
                          "iteration": it.to_json() if it else None, "nodes": len(trace.nodes),
                          "replay": ({"outcome": rp.outcome, "summary": rp.summary()}
                                     if rp else None),
-                         "real": real, "reference": trace.reference,
+                         "real": real, "reference": trace.to_json()["reference"],
                          "agreement": agreement.to_json() if agreement else None})
     shared = [{"worker": s.worker, "contexts": list(s.contexts), "overlaps": s.overlaps,
                "calls": [{"context": c.context, "label": c.label, "first": c.first,
                           "nodes": c.nodes, "start_us": round(c.start_us, 3),
                           "end_us": round(c.end_us, 3)} for c in s.calls]}
               for s in _shared(recording)]
-    return {"trace": path, "scenario": recording.scenario, "workers": recording.workers,
+    return {"trace": path, "scenario": recording.to_json()["scenario"],
+            "workers": recording.workers,
             "training": recording.training.to_json() if recording.training else None,
             "shared_workers": shared, "contexts": contexts}
 
@@ -101,11 +82,11 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     n = len(recording.contexts)
     summary = recording.training
     total = f" of {summary.contexts_total}" if summary and summary.contexts_total else ""
-    name = (recording.scenario or {}).get("name", "")
+    name = (recording.scenario.name if recording.scenario is not None else None) or ""
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
-    out.print(render_training.iteration_table(recording, [ag for _, ag in reports]))
+    out.print(render_training.iteration_table(recording, [cv.agreement for cv in reports]))
     for i, (rp, _) in enumerate(reports):
         if rp is not None and rp.outcome != "completed":
             out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)
@@ -115,14 +96,14 @@ def show_recording(recording: Recording, reports: Reports) -> None:
         out.print(line, markup=False)
 
 
-def show_context(recording: Recording, number: int, report_: tuple[Any, Agreement | None],
+def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
     from distviz.render import recording as render_training
     from distviz.render import terminal
     trace = recording.pick(number)
-    rp, agreement = report_
+    rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()
     out.print(f"-- {recording.label(number - 1)}", markup=False)
     out.print(terminal.render_summary(trace))
@@ -138,17 +119,18 @@ def show_context(recording: Recording, number: int, report_: tuple[Any, Agreemen
         out.print(line, markup=False)
 
 
-def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context: int | None,
+def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Path, context: int | None,
                         view: View) -> int:
     """The end of ``distviz run`` for a training scenario: save the recording, replay every
     context, print the table (and ``--context N``'s log), write pictures of one context;
     returns the exit code. Raises the run's failure after saving what was recorded."""
-    from distviz import __version__
+    from distviz.cli.running import run_meta
     recording: Recording = result.recording or Recording(contexts=[], iterations=[],
                                                          workers=list(sc.workers))
-    recording.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
-                      "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
-                      "mode": mode, **recording.meta}   # a partial recording says so
+    partial = (recording.meta or {}).get("partial") if recording.meta is not None else None
+    recording.meta = run_meta(result.timings, mode)
+    if partial is not None:   # a partial recording says so
+        recording.meta["partial"] = partial
     if recording.contexts:
         recording.save(out_path)
     if result.error is not None:
@@ -163,7 +145,7 @@ def finish_training_run(sc: Any, result: Any, mode: str, out_path: Path, context
     recording.pick(context)
     reports = context_reports(recording, mode)
     number = context or 1
-    rp, agreement = reports[number - 1]
+    rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
     pictures = dict(view.pictures)
     html_path = pictures.pop("html", None)
     if html_path is not None:
@@ -196,13 +178,13 @@ def write_html(recording: Recording, reports: Reports, path: Path,
     pages = []
     for number in numbers or range(1, len(recording.contexts) + 1):
         trace = recording.pick(number)
-        rp, agreement = reports[number - 1]
+        rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
         if rp is None:
             continue
         pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,
                                  agreement=agreement, timing=analyze(trace),
                                  iteration=recording.iterations[number - 1]))
-    name = str((recording.scenario or {}).get("name") or "training")
+    name = (recording.scenario.name if recording.scenario is not None else None) or "training"
     write_atomic(path, to_html_contexts(pages, name))
 
 

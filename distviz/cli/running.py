@@ -10,27 +10,25 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import (
-    agreement_of,
-    exit_code,
-    real_lines,
-    replay_of,
-    report,
-    show,
-    write_pictures,
-)
+from distviz.cli.output import check_mode, real_lines, replay_of, report, show, write_pictures
 from distviz.errors import DistvizError
 from distviz.trace import Trace
+from distviz.trace.sections import Meta, Real, ScenarioInfo
 from distviz.words import plural
 
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.scenario import Scenario
 
-def run_with_progress(sc: Any, opts: Any, *, quiet: bool, verbose: bool) -> Any:
+
+def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: bool
+                      ) -> RunResult:
     """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
     on a terminal, or nothing. Returns the ``RunResult``."""
     from distviz.runner.parent import run_scenario
@@ -97,7 +95,15 @@ def _relay(fd: int, console: Console) -> None:
         console.print(pending.decode("utf-8", "replace"), markup=False, highlight=False)
 
 
-def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
+def run_meta(timings: dict[str, float], mode: str) -> Meta:
+    """The ``meta`` section ``distviz run`` writes: versions, phase times, the replay mode."""
+    from distviz import __version__
+    return Meta(distviz_version=__version__, python=sys.version.split()[0],
+                timings_s={k: round(v, 4) for k, v in sorted(timings.items())}, mode=mode,
+                order=("distviz_version", "python", "timings_s", "mode"))
+
+
+def run_trace(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Trace:
     """The trace of a finished run with its ``meta``. When the run failed, saves what was
     recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
     trace = result.trace
@@ -107,17 +113,16 @@ def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
             raise RuntimeError("the run returned neither a trace nor an error")
         # nothing was recorded yet: keep what is known (scenario, workers, the error)
         trace = Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
-                      passes=[], scenario={"name": sc.name, "description": sc.description,
-                                           "path": sc.path, "params": dict(sc.params),
-                                           "seed": sc.seed})
-    from distviz import __version__
-    trace.meta = {"distviz_version": __version__, "python": sys.version.split()[0],
-                  "timings_s": {k: round(v, 4) for k, v in sorted(result.timings.items())},
-                  "mode": mode}
+                      passes=[], scenario=ScenarioInfo(
+                          name=sc.name, description=sc.description, path=sc.path,
+                          params=dict(sc.params), seed=sc.seed,
+                          order=("name", "description", "path", "params", "seed")))
+    trace.meta = run_meta(result.timings, mode)
     if failure is not None:
         text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
-        if trace.real is None or trace.real.get("outcome") in (None, "skipped"):
-            trace.real = {"outcome": "error", "error": text, "events": [], "gradients": {}}
+        if trace.real is None or trace.real.outcome == "skipped":
+            trace.real = Real(outcome="error", error=text,
+                              order=("outcome", "error", "events", "gradients"))
         trace.save(out_path)
         if isinstance(failure, DistvizError):
             failure.message += f" (partial trace saved to {out_path})"
@@ -128,18 +133,20 @@ def run_trace(sc: Any, result: Any, mode: str, out_path: Path) -> Trace:
 def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
     """Save the trace, replay it, write the pictures, print the report; return the exit code."""
     from distviz.render import terminal
+    from distviz.replay.analysis import analysis
+    from distviz.replay.whatif import time_report
 
     trace.save(out_path)
-    rp = replay_of(trace, mode)
-    agreement = agreement_of(trace, rp)
-    written = write_pictures(trace, rp, agreement, view.pictures)
+    check_mode(mode)
+    found = analysis(trace, mode)     # the replay, the verdict and the timing, made once
+    rp, verdict, agreement = found.replay, found.verdict, found.agreement
+    written = write_pictures(trace, rp, agreement, view.pictures, timing=found.timing)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
-    from distviz.replay.whatif import time_report
-    time_lines, timing = time_report(trace)
+    time_lines, timing = time_report(trace, timing=found.timing)
     if view.as_json:
-        print(json.dumps(report(trace, rp, agreement, str(out_path), timing), indent=1))
-        return exit_code(trace, rp, agreement)
+        print(json.dumps(report(trace, rp, verdict, str(out_path), timing), indent=1))
+        return verdict.exit_code
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = unbounded_console()
         out.print(terminal.render_summary(trace))
@@ -157,4 +164,4 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
         out.print(f"trace written to {out_path}", markup=False)
         for line in written.lines:
             out.print(line, markup=False, crop=False, overflow="ignore")
-    return exit_code(trace, rp, agreement)
+    return verdict.exit_code

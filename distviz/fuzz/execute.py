@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.fuzz.runner import FuzzOptions
+    from distviz.fuzz.options import FuzzOptions
     from distviz.runner.parent import RunResult
 
 __all__ = ["run_text"]

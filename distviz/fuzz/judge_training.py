@@ -1,10 +1,10 @@
 """Run a generated training program on real workers and judge it as ``distviz run`` does.
 
-The judgement is the training path's own: ``distviz.cli.recording.context_reports`` replays
-and compares every recorded context, and ``distviz.cli.recording.exit_code`` is the code
-``distviz run`` would exit with (a final parameter that differs from the reference training
-counts as a disagreement). ``training_verdict`` folds them into one ``Verdict``: a check holds
-when it holds in every context, and ``gradients`` also needs the final parameters to equal the
+The judgement is the product's one verdict: ``distviz.replay.verdict.context_verdicts``
+replays and judges every recorded context, and ``recording_exit_code`` is the code ``distviz
+run`` would exit with (a final parameter that differs from the reference training counts as a
+disagreement). ``training_verdict`` folds them into one ``Verdict``: a check holds when it
+holds in every context, and ``gradients`` also needs the final parameters to equal the
 reference. Never imports torch.
 """
 
@@ -16,18 +16,23 @@ from distviz.fuzz.verdict import Verdict
 from distviz.limits import EXIT_DISAGREE
 
 if TYPE_CHECKING:
-    from distviz.fuzz.runner import FuzzOptions
+    from distviz.fuzz.options import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
+    from distviz.replay.verdict import Verdict as OneVerdict
     from distviz.trace.recording import Recording
 
 __all__ = ["run_training_program", "training_verdict"]
 
-_CHECKS = ("outcome", "order", "fifo_order", "executed", "leaves", "gradients")
+_CHECKS = ("outcome", "order", "fifo_order", "executed", "leaves", "gradients", "zeros")
 
 
 def _every(values: list[bool | None]) -> bool | None:
     known = [v for v in values if v is not None]
     return all(known) if known else None
+
+
+def _holds(v: OneVerdict, name: str) -> bool | None:
+    return v.agreement.fifo_order if name == "fifo_order" else v.holds(name)
 
 
 def _outcome(outcomes: list[str]) -> str:
@@ -38,25 +43,24 @@ def _outcome(outcomes: list[str]) -> str:
 def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     """The ``Verdict`` of a training run: the agreement of every recorded context (as
     ``distviz run`` computes it) and the final parameters against the reference."""
-    from distviz.cli.recording import context_reports, exit_code
-    reports = context_reports(recording, "fast")
-    code = exit_code(recording, reports, stopped)
-    agreements = [ag for _rp, ag in reports if ag is not None]
-    checks: dict[str, Any] = {k: _every([ag.check(k) for ag in agreements]) for k in _CHECKS}
+    from distviz.replay.verdict import context_verdicts, recording_exit_code
+    reports = context_verdicts(recording, "fast")
+    code = recording_exit_code(recording, reports, stopped)
+    verdicts = [cv.verdict for cv in reports if cv.verdict is not None]
+    checks: dict[str, Any] = {k: _every([_holds(v, k) for v in verdicts]) for k in _CHECKS}
     summary = recording.training
     final_ok = summary.ok if summary is not None else None
     if final_ok is False or (code == EXIT_DISAGREE and not any(
             checks[k] is False for k in _CHECKS if k != "fifo_order")):
         checks["gradients"] = False
     predicted = _outcome([rp.outcome for rp, _ag in reports if rp is not None])
-    real = _outcome([str((t.real or {}).get("outcome", "skipped"))
-                     for t in recording.contexts if t.real])
+    real = _outcome([t.real.outcome for t in recording.contexts if t.real is not None])
     if stopped is not None and real not in ("hang", "error"):
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome
         real = "hang" if "hang" in stopped else "error"
-    bad = [(i, ag) for i, (_rp, ag) in enumerate(reports, 1) if ag is not None and any(
-        ag.check(k) is False for k in _CHECKS if k != "fifo_order")]
+    bad = [(i, cv.verdict) for i, cv in enumerate(reports, 1)
+           if cv.verdict is not None and cv.verdict.differences]
     if bad:
         text = f"context {bad[0][0]}: {bad[0][1].text}"
     elif checks["gradients"] is False:
@@ -68,7 +72,7 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
     return Verdict(predicted=predicted, real=real, outcome=bool(outcome),
                    order=checks["order"], fifo_order=checks["fifo_order"],
                    executed=checks["executed"], leaves=checks["leaves"],
-                   gradients=checks["gradients"], text=text)
+                   gradients=checks["gradients"], zeros=checks["zeros"], text=text)
 
 
 def run_training_program(program: TrainingProgram, options: FuzzOptions

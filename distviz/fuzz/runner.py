@@ -10,7 +10,7 @@ text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server 
 torch once) serves every run.
 
 The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is the product's
-rule (``distviz.replay.agreement.compare``); tests pass a double with a planted wrong rule to
+rule (``distviz.replay.verdict``); tests pass a double with a planted wrong rule to
 check that the shrinker finds the smallest program that shows it.
 
 This module never imports torch (the runner's parent side does not either) and writes no
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from distviz import limits
-from distviz.fuzz.generate import MAX_WORKERS, MIN_WORKERS, generate
+from distviz.fuzz.generate import generate
+from distviz.fuzz.options import FuzzOptions
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
 from distviz.fuzz.training_program import (
@@ -49,30 +49,12 @@ Judge = Callable[[Trace, Replay], Verdict]
 
 
 def verdict(trace: Trace, replay: Replay) -> Verdict:
-    """The product's judgement: ``distviz.replay.agreement.compare`` of ``replay`` with the
-    real run in ``trace`` (one inter-op thread, so the order must be exact)."""
-    from distviz.replay.agreement import compare
-    a = compare(trace, replay)
-    real = str((trace.real or {}).get("outcome"))
-    return Verdict(predicted=replay.outcome, real=real, outcome=bool(a.outcome), order=a.order,
-                   fifo_order=a.fifo_order, executed=a.executed, leaves=a.leaves,
-                   gradients=a.gradients, text=a.text)
-
-
-@dataclass(frozen=True)
-class FuzzOptions:
-    """What ``fuzz`` generates and how it runs each program. Times are seconds."""
-
-    count: int = 20
-    seed: int = 0
-    min_workers: int = MIN_WORKERS
-    max_workers: int = MAX_WORKERS
-    hang_timeout: float = limits.FUZZ_HANG_TIMEOUT
-    shrink: bool = True
-    max_shrink_tries: int = limits.FUZZ_MAX_SHRINK_TRIES
-    startup_timeout: float = limits.FUZZ_RUN_TIMEOUT
-    forward_timeout: float = limits.FUZZ_RUN_TIMEOUT
-    training: float = 0.0
+    """The product's judgement: the one verdict (``distviz.replay.verdict``) on ``replay``
+    against the real run in ``trace`` (one inter-op thread, so the order must be exact)."""
+    from distviz.fuzz.verdict import of
+    from distviz.replay.verdict import verdict as one_verdict
+    real = trace.real.outcome if trace.real is not None else "None"
+    return of(one_verdict(trace, replay), replay.outcome, real)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,21 @@
-"""A fuzz verdict: how one run's replay agrees with PyTorch (pure)."""
+"""A fuzz verdict: how one run's replay agrees with PyTorch (pure).
+
+The judgement itself is the product's one verdict (``distviz.replay.verdict``); ``of`` keeps
+what the fuzz counts from it: the outcomes and each check as ``True``/``False``/``None``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["CHECKS", "Verdict"]
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay import verdict as one
+
+__all__ = ["CHECKS", "Verdict", "of"]
 
 #: what is compared, in the order a disagreement is named
-CHECKS = ("outcome", "order", "executed", "leaves", "gradients")
+CHECKS = ("outcome", "order", "executed", "leaves", "gradients", "zeros")
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Verdict:
     leaves: bool | None
     gradients: bool | None
     text: str
+    zeros: bool | None = None
 
     @property
     def disagreements(self) -> tuple[str, ...]:
@@ -35,3 +44,12 @@ class Verdict:
     @property
     def agrees(self) -> bool:
         return not self.disagreements
+
+
+def of(v: one.Verdict, predicted: str, real: str) -> Verdict:
+    """The fuzz's record of the verdict ``v`` on a run whose replay ended ``predicted`` and
+    whose real backward ended ``real``."""
+    return Verdict(predicted=predicted, real=real, outcome=v.holds("outcome") is not False,
+                   order=v.holds("order"), fifo_order=v.agreement.fifo_order,
+                   executed=v.holds("executed"), leaves=v.holds("leaves"),
+                   gradients=v.holds("gradients"), zeros=v.holds("zeros"), text=v.text)

@@ -217,7 +217,8 @@ def viewer_data(trace: Trace, replay: ReplayLike, agreement: Agreement | None = 
     hang = replay.hang
     nodes = list(trace.nodes)   # read twice: a compact trace's nodes are built once
     return {
-        "title": str((trace.scenario or {}).get("name") or "distributed backward"),
+        "title": (trace.scenario.name if trace.scenario is not None else None)
+        or "distributed backward",
         "workers": g.workers,
         "order": [g.workers.index(w) for w in ordered_workers(g.workers, trace.initiator)],
         "initiator": g.workers.index(trace.initiator),

@@ -33,6 +33,7 @@ from distviz.render.timing_tracks import critical_path_events
 from distviz.replay.model import ReplayLike
 from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, has_seq, message_label, short_name
+from distviz.trace.sections import Real
 
 REAL_PID_BASE = 1
 REPLAY_PID_BASE = 1000
@@ -98,7 +99,7 @@ def to_perfetto(trace: Trace, replay: ReplayLike | None,
             critical.update((p.pass_index, n) for n in p.path.nodes)
             critical.update((p.pass_index, m) for m in p.path.message_ids)
     if trace.real is not None:
-        meta["real_outcome"] = trace.real.get("outcome")
+        meta["real_outcome"] = trace.real.outcome
         events.extend(_real_events(trace, nodes, trace.real, flow_id, critical))
     if timing is not None and timing.passes:
         meta["critical_path"] = timing.summary()
@@ -124,11 +125,11 @@ def _process_meta(trace: Trace, base: int, suffix: str, sort_offset: int) -> lis
     return out
 
 
-def _real_events(trace: Trace, nodes: Mapping[str, Node], real: Mapping[str, Any],
+def _real_events(trace: Trace, nodes: Mapping[str, Node], real: Real,
                  flow_id: list[int], critical: set[tuple[int, str | int]]
                  ) -> list[dict[str, Any]]:
     out = _process_meta(trace, REAL_PID_BASE, "real", 0)
-    raw = [e for e in real.get("events") or [] if isinstance(e, dict)]
+    raw = [e for e in real.events if isinstance(e, dict)]
     order = sorted(range(len(raw)), key=lambda i: (float(raw[i].get("t_us") or 0.0),
                                                    -float(raw[i].get("dur_us") or MIN_DUR_US), i))
     lanes: dict[tuple[int, str], _Lanes] = {}

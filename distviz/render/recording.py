@@ -68,16 +68,16 @@ def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]
                          min_width=width)
     for i, (trace, it) in enumerate(zip(recording.contexts, recording.iterations, strict=True)):
         agreement = agreements[i] if i < len(agreements) else None
-        ref = trace.reference or {}
+        ref_ok = trace.reference.ok if trace.reference is not None else None
         same = _agrees(agreement)
         if it is None:
             table.add_row(str(i + 1), "-", str(len(trace.nodes)), "-", "-", "-", "-",
-                          yes_no(same), yes_no(ref.get("ok")))
+                          yes_no(same), yes_no(ref_ok))
             continue
         check = it.reference
         table.add_row(str(i + 1), it.label, str(len(trace.nodes)), losses_text(it.loss, 5),
                       losses_text(check.loss, 5) if check and check.comparable else "-", _grads(it),
-                      _largest(it), yes_no(same), yes_no(ref.get("ok")))
+                      _largest(it), yes_no(same), yes_no(ref_ok))
     return table
 
 

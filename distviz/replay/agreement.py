@@ -23,7 +23,8 @@ from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
 from distviz.words import plural, word_for
 
-__all__ = ["agreement_for", "compare", "observed_arrival", "smart_report"]
+__all__ = ["agreement_for", "compare", "matched_sentence", "mismatch_parts", "observed_arrival",
+           "smart_report"]
 
 _WINDOW = 50   # mismatch lists longer than this are cut to a window around the difference
 
@@ -33,8 +34,8 @@ def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
     with one inter-op thread per worker this is the order their gradient messages arrived."""
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[tuple[int, str], list[str]] = {}
-    real = trace.real if isinstance(trace.real, dict) else {}
-    for ev in real.get("events") or []:
+    events = trace.real.events if trace.real is not None else []
+    for ev in events:
         if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
             out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
                 str(ev["node"]))
@@ -55,11 +56,14 @@ def _window(seq: list[str], k: int) -> tuple[list[str], int]:
     return seq[start:start + _WINDOW], start
 
 
-def _real_leaves(gradients: Any) -> set[str] | None:
-    """The leaf node ids the real run reported gradients for (``{leaf id: summary}``)."""
-    if not isinstance(gradients, dict):
+def real_interop(trace: Trace) -> int | None:
+    """The inter-op threads of the real run (``real.interop_threads``, else the trace's);
+    ``None`` without a real run."""
+    if trace.real is None:
         return None
-    return {str(k) for k in gradients}
+    if "interop_threads" in trace.real:
+        return trace.real.interop_threads
+    return trace.interop_threads
 
 
 def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
@@ -70,9 +74,8 @@ def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
 def _orders(trace: Trace, replay: Replay, real_outcome: str
             ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
-    real = trace.real if isinstance(trace.real, dict) else {}
     observed: dict[tuple[int, str], list[str]] = {}
-    for ev in real.get("events") or []:
+    for ev in trace.real.events if trace.real is not None else []:
         if not isinstance(ev, dict) or "node" not in ev:
             continue
         key = (int(ev.get("pass", 0)), str(ev.get("worker")))
@@ -124,64 +127,81 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     model then reproduces every worker's order exactly.
     """
     real = trace.real
-    interop = real.get("interop_threads", trace.interop_threads) if isinstance(real, dict) \
-        else None
+    interop = real_interop(trace)
     exact = interop == 1
-    if not isinstance(real, dict) or real.get("outcome") in (None, "skipped"):
+    if real is None or real.outcome == "skipped":
         return Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
                          fifo_order=None, arrival_differs=(), exact=exact, mismatches=(),
                          status="skipped",
                          text="no real run recorded for this trace; nothing to compare")
-    real_outcome = str(real.get("outcome"))
+    real_outcome = real.outcome
     fifo_ok, executed_ok, mismatches, compared = _orders(trace, replay, real_outcome)
     order_ok = fifo_ok
     arrival_differs: tuple[str, ...] = ()
     if not fifo_ok:
-        try:
-            again: Replay | None = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
-        except Exception:  # noqa: BLE001 - a malformed real section: keep the FIFO verdict
-            again = None
-        if again is not None:
-            order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
-            if order_ok:
-                arrival_differs = _by_rank(trace, {m.worker for m in mismatches})
-                mismatches = []
-                executed_ok = executed_ok2
-            else:
-                mismatches = mismatches2
+        again = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
+        order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
+        if order_ok:
+            arrival_differs = _by_rank(trace, {m.worker for m in mismatches})
+            mismatches = []
+            executed_ok = executed_ok2
+        else:
+            mismatches = mismatches2
     leaves_ok: bool | None = None
-    real_leaves = _real_leaves(real.get("gradients"))
-    if real_outcome == "completed" and replay.outcome == "completed" and real_leaves is not None:
+    if real_outcome == "completed" and replay.outcome == "completed" and "gradients" in real:
+        real_leaves = set(real.gradients)
         leaves_ok = real_leaves == set(replay.accumulated)
     grads_ok: bool | None = None
-    ref = trace.reference if isinstance(trace.reference, dict) else None
-    if ref is not None and ref.get("comparable"):
-        grads_ok = bool(ref.get("ok"))
+    ref = trace.reference
+    if ref is not None and ref.comparable:
+        grads_ok = bool(ref.ok)
     agreement = Agreement(
         outcome=real_outcome == replay.outcome, order=order_ok, executed=executed_ok,
         gradients=grads_ok, leaves=leaves_ok, fifo_order=fifo_ok,
         arrival_differs=arrival_differs, exact=exact, mismatches=tuple(mismatches),
-        status="", text="")
-    return _with_text(trace, replay, agreement, real_outcome, compared, interop)
+        status="", text="", nodes_compared=compared)
+    return _with_text(trace, replay, agreement, real_outcome, interop)
 
 
-def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, compared: int,
+def matched_sentence(trace: Trace, replay: Replay, a: Agreement) -> str:
+    """``replay matches PyTorch on all N workers (K nodes, M messages)``, with how the
+    messages arrived and the gradients when they say more."""
+    workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
+    on = "its one worker" if len(workers) == 1 else f"all {len(workers)} workers"
+    text = (f"replay matches PyTorch on {on} ({plural(a.nodes_compared, 'node')}, "
+            f"{plural(replay.messages, 'message')})")
+    if a.arrival_differs:
+        text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
+                 "order than the replay's FIFO guess (messages in flight to one worker race "
+                 "on its RPC agent threads), and with the observed arrival order every "
+                 "worker's order is exact")
+    if a.gradients:
+        text += "; gradients equal the single-process reference"
+    return text
+
+
+def mismatch_parts(a: Agreement) -> list[str]:
+    """Where the first worker order differs, and how many more do (empty when none)."""
+    if not a.mismatches:
+        return []
+    m = a.mismatches[0]
+    k = m.first_difference_index
+    exp_at, obs_at = m.at(k)
+    parts = [f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
+             f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}"]
+    if len(a.mismatches) > 1:
+        more = len(a.mismatches) - 1
+        parts.append(f"{plural(more, 'more worker order')} {word_for(more, 'differs', 'differ')}")
+    return parts
+
+
+def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str,
                interop: Any) -> Agreement:
     """Return ``a`` with its status and sentence."""
     ok = (a.outcome and a.order and a.executed and a.gradients is not False
           and a.leaves is not False)
     if ok:
-        workers = _by_rank(trace, {w for per in replay.order for w, ids in per.items() if ids})
-        on = "its one worker" if len(workers) == 1 else f"all {len(workers)} workers"
-        text = (f"replay matches PyTorch on {on} ({plural(compared, 'node')}, "
-                f"{plural(replay.messages, 'message')})")
-        if a.arrival_differs:
-            text += (f"; gradient messages reached {', '.join(a.arrival_differs)} in another "
-                     "order than the replay's FIFO guess (messages in flight to one worker race "
-                     "on its RPC agent threads), and with the observed arrival order every "
-                     "worker's order is exact")
-        if a.gradients:
-            text += "; gradients equal the single-process reference"
+        text = matched_sentence(trace, replay, a)
         if not a.exact:
             text += (f"; the real run used {interop} inter-op threads, which run one worker's "
                      "calls at the same time, so PyTorch's order can change from run to run: "
@@ -190,16 +210,7 @@ def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str, co
     parts: list[str] = []
     if not a.outcome:
         parts.append(f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
-    if a.mismatches:
-        m = a.mismatches[0]
-        k = m.first_difference_index
-        exp_at, obs_at = m.at(k)
-        parts.append(f"on {m.worker} in pass {m.pass_index + 1} the order differs at position "
-                     f"{k}: the replay runs {exp_at}, PyTorch ran {obs_at}")
-        if len(a.mismatches) > 1:
-            more = len(a.mismatches) - 1
-            parts.append(f"{plural(more, 'more worker order')} "
-                         f"{word_for(more, 'differs', 'differ')}")
+    parts.extend(mismatch_parts(a))
     if a.leaves is False:
         parts.append("the set of leaves with gradients differs")
     if a.gradients is False:
@@ -215,16 +226,16 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
     """SMART mode has no PyTorch to check against: compare it with FAST and with the
     single-process reference gradients instead (``SmartReport``; each leaf's
     ``would_receive`` is the reference's summary: shape, sum, norm, values)."""
-    ref = trace.reference if isinstance(trace.reference, dict) else None
-    ref_grads = ref.get("gradients") if ref is not None else None
+    ref_grads = trace.reference.gradients if trace.reference is not None else None
     leaves: dict[str, SmartLeaf] = {}
     for nid, acc in sorted(smart.accumulated.items()):
         name = acc.var or nid
         summary = ref_grads.get(name) if isinstance(ref_grads, dict) else None
         # SMART skips only sends outside the roots' lineage, so a leaf it reaches gets the
         # mathematically correct gradient: the single-process reference's
-        would = ({k: summary[k] for k in ("shape", "sum", "norm", "values") if k in summary}
-                 if isinstance(summary, dict) else None)
+        would: dict[str, Any] | None = (
+            {k: summary[k] for k in ("shape", "sum", "norm", "values") if k in summary}
+            if isinstance(summary, dict) else None)
         leaves[name] = SmartLeaf(worker=acc.worker, zero=acc.zero, node=nid, would_receive=would)
     ref_leaves: tuple[str, ...] | None = None
     same: bool | None = None

@@ -61,8 +61,7 @@ class SharedWorker:
 def _calls(number: int, label: str, trace: Trace) -> dict[str, list[ContextCall]]:
     """Each worker's calls of one context, from its real events (a call starts with a send,
     or with the root on the initiator)."""
-    real = trace.real if isinstance(trace.real, dict) else {}
-    base = float(real.get("t0_ns", 0)) / 1000.0
+    base = float(trace.real.extra.get("t0_ns", 0)) / 1000.0 if trace.real is not None else 0.0
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[str, list[ContextCall]] = {}
     current: dict[str, list[tuple[str, float, float]]] = {}
@@ -73,7 +72,8 @@ def _calls(number: int, label: str, trace: Trace) -> dict[str, list[ContextCall]
             out.setdefault(worker, []).append(ContextCall(
                 context=number, label=label, first=run[0][0], nodes=len(run),
                 start_us=run[0][1], end_us=max(end for _, _, end in run)))
-    events = [e for e in real.get("events") or [] if isinstance(e, dict) and "node" in e]
+    real = trace.real.events if trace.real is not None else []
+    events = [e for e in real if isinstance(e, dict) and "node" in e]
     for ev in sorted(events, key=lambda e: (str(e.get("worker")), float(e.get("t_us", 0.0)))):
         worker, nid = str(ev["worker"]), str(ev["node"])
         start = base + float(ev.get("t_us", 0.0))

@@ -373,6 +373,7 @@ class Agreement:
     status: str
     text: str
     smart: SmartReport | None = None
+    nodes_compared: int = 0         # nodes whose order was compared (not in the JSON)
 
     CHECKS = ("outcome", "order", "executed", "gradients", "leaves", "fifo_order", "exact")
 

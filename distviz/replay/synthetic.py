@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 
 from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, Trace
+from distviz.trace.sections import Meta
 
 __all__ = ["synthetic_trace"]
 
@@ -136,5 +137,6 @@ def synthetic_trace(n_nodes: int, n_workers: int = 8, seed: int = 0) -> Trace:
     assert total is not None
     return Trace(workers=pipe.workers, initiator="worker0", context_id=0, nodes=pipe.nodes,
                  passes=[BackwardPass(roots=[total], root_vars=["loss"])],
-                 meta={"synthetic": {"n_nodes": n_nodes, "n_workers": n_workers, "seed": seed,
-                                     "microbatches": n_mb, "layers": pipe.layers}})
+                 meta=Meta(extra={"synthetic": {
+                     "n_nodes": n_nodes, "n_workers": n_workers, "seed": seed,
+                     "microbatches": n_mb, "layers": pipe.layers}}))

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distviz.trace import Node, Trace, message_label
+from distviz.trace.sections import Real
 from distviz.words import plural
 
 __all__ = ["Execution", "Message", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
@@ -298,9 +299,9 @@ def gradient_dtype_bytes(trace: Trace) -> int:
     return DTYPE_BYTES.get(best, 4)
 
 
-def _pass_windows(real: Mapping[str, Any], n: int) -> list[tuple[float, float]]:
-    seconds = [float(s) for s in real.get("pass_seconds") or []]
-    starts = [float(s) for s in real.get("pass_start_us") or []]
+def _pass_windows(real: Real, n: int) -> list[tuple[float, float]]:
+    seconds = [float(s) for s in real.pass_seconds or []]
+    starts = [float(s) for s in real.pass_start_us or []]
     out: list[tuple[float, float]] = []
     t = 0.0
     for p in range(min(n, len(seconds))):
@@ -313,17 +314,17 @@ def _pass_windows(real: Mapping[str, Any], n: int) -> list[tuple[float, float]]:
 def measured_timelines(trace: Trace) -> list[PassTimeline]:
     """The real backward's passes as timelines (completed passes only; ``[]`` without a real
     run or events)."""
-    real = trace.real if isinstance(trace.real, dict) else None
-    if not real or not real.get("events"):
+    real = trace.real
+    if real is None or not real.events:
         return []
-    runs = int(real.get("passes_run") or 0)
-    done = runs if real.get("outcome") == "completed" else runs - 1
+    runs = int(real.passes_run or 0)
+    done = runs if real.outcome == "completed" else runs - 1
     windows = _pass_windows(real, done)
     nodes = trace.node_map()
     dtype_bytes = gradient_dtype_bytes(trace)
-    measured = real.get("durations") == "measured"
+    measured = real.durations == "measured"
     by_pass: dict[int, list[dict[str, Any]]] = {}
-    for ev in real["events"]:
+    for ev in real.events:
         if isinstance(ev, dict):
             by_pass.setdefault(int(ev.get("pass") or 0), []).append(ev)
     out: list[PassTimeline] = []

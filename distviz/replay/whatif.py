@@ -35,7 +35,7 @@ import gc
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from distviz.errors import UsageError
 from distviz.replay.changes import WhatIf
@@ -424,7 +424,7 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     wi = what_if or WhatIf()
     tls = measured_timelines(trace)
     if not tls:
-        outcome = (trace.real or {}).get("outcome", "none")
+        outcome = trace.real.outcome if trace.real is not None else "none"
         raise UsageError(f"--what-if needs a completed real backward with its events; this "
                          f"trace's real backward: {outcome}")
     models = {tl.pass_index: _model(tl, trace) for tl in tls}
@@ -445,21 +445,25 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     reordered = any(runs[p].order.get(w, []) != v for (p, w), v in observed.items()
                     if p in runs)
     note = ""
-    threads = int((trace.real or {}).get("interop_threads") or 1)
+    threads = int(trace.real.interop_threads or 1) if trace.real is not None else 1
     if threads > 1:
         note = (f"the simulation runs one call at a time per worker; this run had {threads} "
                 "inter-op threads")
     return Prediction(wi, tuple(passes), reordered, note)
 
 
-def time_report(trace: Trace, what_if: str | None = None) -> tuple[list[str], dict[str, Any]]:
+def time_report(trace: Trace, what_if: str | None = None, *,
+                timing: Timing | None | Literal["analyze"] = "analyze"
+                ) -> tuple[list[str], dict[str, Any]]:
     """Where the real backward spent its time, or with ``what_if`` (``--what-if`` text) the
     prediction: lines for people and the ``--json`` report's ``timing`` (and ``what_if``)
-    keys (``timing`` is ``None`` without a measured real run). Raises ``UsageError`` for a bad
+    keys (``timing`` is ``None`` without a measured real run). ``timing``: the analysis when
+    it is already made (``distviz.replay.analysis``). Raises ``UsageError`` for a bad
     ``what_if`` or a trace without a completed real run."""
     from distviz.replay.changes import parse_what_if
     from distviz.replay.timing import analyze
-    timing = analyze(trace)
+    if isinstance(timing, str):
+        timing = analyze(trace)
     lines = timing.summary() if timing else []
     out: dict[str, Any] = {"timing": timing.to_json() if timing else None}
     if what_if is not None:

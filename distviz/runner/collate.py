@@ -28,6 +28,7 @@ from distviz.trace.iteration import (
     compare_values,
 )
 from distviz.trace.recording import Recording
+from distviz.trace.sections import Reference, ScenarioInfo
 
 __all__ = ["Interleaving", "TrainingRun", "collate", "interleaving", "schedule", "shared_updates"]
 
@@ -170,11 +171,11 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
     iterations: list[Iteration | None] = []
     for trace_json, info, values in run.contexts:
         trace = Trace.from_json(trace_json, source="<trainer>")
-        trace.scenario = scenario
+        trace.scenario = ScenarioInfo.from_json(scenario) if scenario is not None else None
         key = (str(info["trainer"]), int(info["index"]))
         want = ref_contexts.get(key)
         reason = _not_comparable(trace, ref, want, interleaved)
-        trace.reference = _gradients_section(trace, values, want, reason)
+        trace.reference = Reference.from_json(_gradients_section(trace, values, want, reason))
         iteration = dict(info, enter_us=(int(info["enter_ns"]) - t0) / 1000.0,
                          exit_us=(int(info["exit_ns"]) - t0) / 1000.0, reference=None)
         it = Iteration.from_json(iteration)
@@ -190,7 +191,8 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
         final=tuple(_final_checks(run.final, ref, interleaved)))
     first = traces[0] if traces else None
     return Recording(contexts=traces, iterations=iterations, workers=list(workers),
-                     scenario=scenario, torch_version=first.torch_version if first else None,
+                     scenario=ScenarioInfo.from_json(scenario) if scenario is not None else None,
+                     torch_version=first.torch_version if first else None,
                      interop_threads=first.interop_threads if first else 1, training=summary)
 
 
@@ -212,7 +214,7 @@ def _not_comparable(trace: Trace, ref: Mapping[str, Any], want: Mapping[str, Any
         return interleaved
     if want is None:
         return "the reference has no such context"
-    if trace.real is None or trace.real.get("outcome") != "completed":
+    if trace.real is None or trace.real.outcome != "completed":
         return "the real backward did not complete"
     return None
 
@@ -222,7 +224,7 @@ def _gradients_section(trace: Trace, values: Mapping[str, Any], want: Mapping[st
     """The trace's ``reference`` section: each leaf's gradient against the reference's."""
     rows: list[dict[str, Any]] = []
     ref_grads: Mapping[str, Any] = (want or {}).get("gradients", {})
-    real_grads = (trace.real or {}).get("gradients", {})
+    real_grads: Any = trace.real.gradients if trace.real is not None else {}
     ok = reason is None
     for n in trace.nodes:
         if n.kind != "accumulate_grad" or not n.var:

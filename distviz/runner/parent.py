@@ -52,6 +52,7 @@ from distviz.runner.worker import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
+from distviz.trace.sections import Real, Reference, ScenarioInfo
 from distviz.words import plural
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.graph",
@@ -398,8 +399,9 @@ class _Run:
             1, len(self.scenario.passes)) + opts.rpc_timeout + limits.BACKWARD_SLACK
         sc = self.scenario
         trace = Trace.from_json(msg.trace, source="<recorder>")
-        trace.scenario = {"name": sc.name, "description": sc.description, "path": sc.path,
-                          "params": dict(sc.params), "seed": sc.seed}
+        trace.scenario = ScenarioInfo(name=sc.name, description=sc.description, path=sc.path,
+                                      params=dict(sc.params), seed=sc.seed,
+                                      order=("name", "description", "path", "params", "seed"))
         self.result.trace = trace
         run, reason = (True, None) if self.decide is None else self.decide(trace)
         if not opts.run_backward:
@@ -420,8 +422,9 @@ class _Run:
                     "events": [], "gradients": {}}
         if result.deaths:
             real["deaths"] = list(result.deaths)
-        result.trace.real = real
-        result.trace.reference = msg.reference
+        result.trace.real = Real.from_json(real)
+        result.trace.reference = (Reference.from_json(msg.reference)
+                                  if msg.reference is not None else None)
         if real.get("outcome") == "hang" or not msg.graceful:
             result.abort_workers = True
             return True  # a hang never unblocks, a dead peer never answers: tear down now
@@ -460,7 +463,7 @@ def _add_death(result: RunResult, worker: str, code: int | None) -> None:
              "message": f"{worker} died during the backward pass ({_how(code)})"}
     result.deaths.append(death)
     if result.trace is not None and result.trace.real is not None:
-        result.trace.real.setdefault("deaths", []).append(death)
+        result.trace.real.deaths.append(death)
 
 
 def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> None:

@@ -47,6 +47,7 @@ from distviz.runner.rpc_proxy import _unwrap
 from distviz.runner.sandbox import _Namespace
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
+from distviz.trace.sections import Real
 
 __all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters", "tensor_values"]
 
@@ -416,7 +417,7 @@ class TrainingSession:
             real = {"outcome": "skipped", "reason": run.skipped, "error": None, "events": [],
                     "gradients": {}}
         on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
-        trace.real = real
+        trace.real = Real.from_json(real)
         info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
                 "loss": run.losses, "gradients": per_worker, "steps": run.steps,
                 "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.monotonic_ns()}

@@ -29,6 +29,7 @@ from distviz.trace.node import Node as Node  # re-exported: callers import it fr
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
+from distviz.trace.sections import Meta, Real, Reference, ScenarioInfo, Section, SectionT
 
 try:
     import orjson
@@ -102,8 +103,9 @@ class BackwardPass:
 class Trace:
     """A recorded distributed autograd graph and, optionally, the real backward's results.
 
-    ``real`` and ``reference`` are plain JSON objects written by the runner (see
-    ``docs/trace-format.md``); the pure side reads them but never needs torch to do so.
+    ``real``, ``reference``, ``scenario`` and ``meta`` are typed sections
+    (``distviz.trace.sections``) that read and write the JSON objects of
+    ``docs/trace-format.md``; a plain JSON object assigned to one becomes its section.
 
     ``nodes`` is a list for traces built in code and read from version 1 files. A compact file
     (version 3) gives a read-only ``distviz.trace.compact.NodeColumns``: each ``Node`` taken from
@@ -119,17 +121,23 @@ class Trace:
     rpc_calls: list[RpcCall] = field(default_factory=list)
     known_workers: dict[str, list[str]] = field(default_factory=dict)
     interop_threads: int | None = 1
-    scenario: dict[str, Any] | None = None
+    scenario: ScenarioInfo | None = None
     torch_version: str | None = None
-    real: dict[str, Any] | None = None
-    reference: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    real: Real | None = None
+    reference: Reference | None = None
+    meta: Meta = field(default_factory=Meta)
     ranks: list[int] | None = None     # RPC rank of each worker when not its position in workers
     #: The context's number as the user counts it, from 1 (``--context N``, the N of
     #: ``trainer.ctxN.trace.json``), beside PyTorch's ``context_id``; not a key of its own in
     #: the file: a recording numbers its contexts in order, ``distviz trace`` keeps it in
     #: ``meta.traced.context``. See ``distviz.words.context_label``.
     number: int = 1
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        section = _SECTIONS.get(name)
+        if section is not None and isinstance(value, dict):
+            value = section.from_json(value)
+        object.__setattr__(self, name, value)
 
     # -- lookups -------------------------------------------------------------------------
     def node_map(self) -> dict[str, Node]:
@@ -184,7 +192,7 @@ class Trace:
         return {
             "schema_version": SCHEMA_VERSION,
             "format": "distviz-trace",
-            "scenario": self.scenario,
+            "scenario": _json(self.scenario),
             "torch_version": self.torch_version,
             "interop_threads": self.interop_threads,
             "workers": self.workers,
@@ -195,9 +203,9 @@ class Trace:
             "passes": [p.to_json() for p in self.passes],
             "rpc_calls": [c.to_json() for c in self.rpc_calls],
             "nodes": [n.to_json() for n in self.nodes],
-            "real": self.real,
-            "reference": self.reference,
-            "meta": self.meta,
+            "real": _json(self.real),
+            "reference": _json(self.reference),
+            "meta": self.meta.to_json(),
         }
 
     def encode(self) -> bytes:
@@ -489,7 +497,7 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
     known = obj.get("known_workers") or {}
     if not isinstance(known, dict):
         raise TraceError("expected an object", path=source, key="known_workers")
-    for key in ("real", "reference", "scenario"):
+    for key in ("real", "reference", "scenario", "meta"):
         if obj.get(key) is not None and not isinstance(obj[key], dict):
             raise TraceError(f"expected an object or null, found {type(obj[key]).__name__}",
                              path=source, key=key)
@@ -499,9 +507,10 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
     return Trace(workers=list(workers), initiator=initiator, context_id=context_id, nodes=nodes,
                  passes=passes, rpc_calls=calls,
                  known_workers={str(k): [str(x) for x in v] for k, v in known.items()},
-                 interop_threads=interop, scenario=obj.get("scenario"),
-                 torch_version=obj.get("torch_version"), real=obj.get("real"),
-                 reference=obj.get("reference"), meta=obj.get("meta") or {},
+                 interop_threads=interop, scenario=_section(ScenarioInfo, obj, source),
+                 torch_version=obj.get("torch_version"), real=_section(Real, obj, source),
+                 reference=_section(Reference, obj, source),
+                 meta=_section(Meta, obj, source) or Meta(),
                  ranks=list(ranks) if ranks is not None else None,
                  number=_traced_number(obj.get("meta")))
 
@@ -511,6 +520,20 @@ def _traced_number(meta: Any) -> int:
     traced = meta.get("traced") if isinstance(meta, dict) else None
     n = traced.get("context") if isinstance(traced, dict) else None
     return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else 1
+
+
+_SECTIONS: dict[str, type[Section]] = {"real": Real, "reference": Reference,
+                                       "scenario": ScenarioInfo, "meta": Meta}
+
+
+def _json(section: Section | None) -> dict[str, Any] | None:
+    return section.to_json() if section is not None else None
+
+
+def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT | None:
+    """The section ``cls.KIND`` of the trace object ``obj`` (``None`` when null or absent)."""
+    value = obj.get(cls.KIND)
+    return cls.from_json(value, source) if value is not None else None
 
 
 _OPTIONAL_STR = ("var", "dtype")

@@ -28,6 +28,7 @@ from distviz.trace import (
     write_atomic,
 )
 from distviz.trace.iteration import Iteration, TrainingSummary
+from distviz.trace.sections import Meta, ScenarioInfo, SectionT
 from distviz.words import context_label
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,10 +54,10 @@ class Recording:
     contexts: list[Trace]
     iterations: list[Iteration | None]
     workers: list[str]
-    scenario: dict[str, Any] | None = None
+    scenario: ScenarioInfo | None = None
     torch_version: str | None = None
     interop_threads: int | None = 1
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: Meta = field(default_factory=Meta)
     training: TrainingSummary | None = None
     version: int = RECORDING_VERSION
 
@@ -119,10 +120,11 @@ class Recording:
             obj["iteration"] = it.to_json() if it is not None else None
             contexts.append(obj)
         return {"schema_version": RECORDING_VERSION, "format": "distviz-trace",
-                "scenario": self.scenario, "torch_version": self.torch_version,
+                "scenario": self.scenario.to_json() if self.scenario is not None else None,
+                "torch_version": self.torch_version,
                 "interop_threads": self.interop_threads, "workers": self.workers,
                 "training": self.training.to_json() if self.training else None,
-                "meta": self.meta, "contexts": contexts}
+                "meta": self.meta.to_json(), "contexts": contexts}
 
     def dumps(self) -> str:
         """The JSON text: shared keys on the first line, then per context its keys on one line
@@ -170,6 +172,14 @@ def from_json(obj: Any, source: str = "<trace>") -> Recording:
     return Recording.single(_parse_trace(obj, source))
 
 
+def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT | None:
+    value = obj.get(cls.KIND)
+    if value is not None and not isinstance(value, dict):
+        raise TraceError(f"expected an object or null, found {type(value).__name__}",
+                         path=source, key=cls.KIND)
+    return cls.from_json(value, source) if value is not None else None
+
+
 def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
     raw = obj.get("contexts")
     if not isinstance(raw, list):
@@ -193,7 +203,9 @@ def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
     if not isinstance(workers, list):
         raise TraceError("expected a list of worker names", path=source, key="workers")
     return Recording(contexts=contexts, iterations=iterations, workers=[str(w) for w in workers],
-                     scenario=obj.get("scenario"), torch_version=obj.get("torch_version"),
-                     interop_threads=obj.get("interop_threads", 1), meta=obj.get("meta") or {},
+                     scenario=_section(ScenarioInfo, obj, source),
+                     torch_version=obj.get("torch_version"),
+                     interop_threads=obj.get("interop_threads", 1),
+                     meta=_section(Meta, obj, source) or Meta(),
                      training=TrainingSummary.from_json(training)
                      if isinstance(training, dict) else None)

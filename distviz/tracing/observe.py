@@ -56,6 +56,7 @@ from distviz.recorder import hooks as recorder_hooks
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
+from distviz.trace.sections import Real
 from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig, current_test
 
@@ -318,7 +319,7 @@ class _Run:
             self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
             {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
             forget=not keep, keep=keep, call=_on_all)
-        self.trace.real = real.to_json()
+        self.trace.real = Real.from_json(real.to_json())
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
@@ -495,7 +496,7 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
                              "stops at a failed pass")
         return
-    run.events = list((run.trace.real or {}).get("events") or [])
+    run.events = list(run.trace.real.events if run.trace.real is not None else [])
     proc.runs[cid] = run
 
 
@@ -510,8 +511,9 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
         _say(report.hang_text(trace, rp))
         _stop_following(run, "")
         if run.config.on_hang == "stop":
-            trace.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
-                          "error": None, "events": [], "gradients": {}}
+            trace.real = Real.from_json({"outcome": "skipped",
+                                         "reason": "the replay predicts a FAST-mode hang",
+                                         "error": None, "events": [], "gradients": {}})
             row = run.write()
             _say(f"trace: {run.path}")
             _forget(trace, me)

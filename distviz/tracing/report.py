@@ -1,8 +1,7 @@
 """The verdict on one recorded context, in words (pure, torch-free).
 
-``row`` compares the replay with what PyTorch did (``distviz.replay.agreement.compare``, and
-with several inter-op threads ``legality.check``) and makes the ``ContextRow`` the summary
-and ``index.json`` show. ``hang_text`` and ``error_text`` explain a hang and a backward error in
+``row`` makes the ``ContextRow`` the summary and ``index.json`` show from the one verdict on
+the replay against what PyTorch did (``distviz.replay.verdict``, which every command uses). ``hang_text`` and ``error_text`` explain a hang and a backward error in
 the program's own file names, lines and variable names (from the trace's call sites).
 """
 
@@ -14,10 +13,11 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from distviz.replay.timing import Timing, analyze
+from distviz.replay.verdict import verdict
 from distviz.trace import Trace, short_name
-from distviz.tracing import legality
+from distviz.trace.sections import Real
 from distviz.tracing.journal import ContextRow
-from distviz.words import plural, word_for
+from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import Hang
@@ -67,7 +67,7 @@ _FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) 
 
 def _pass_site(trace: Trace, k: int) -> str | None:
     """Where the program called the backward of pass ``k`` (0-based), when known."""
-    sites = ((trace.meta or {}).get("traced") or {}).get("backward_sites") or []
+    sites = (trace.meta.traced or {}).get("backward_sites") or []
     return sites[k] if k < len(sites) else None
 
 
@@ -140,8 +140,8 @@ def program_site(text: str) -> str | None:
 def error_text(trace: Trace, detail: str | None) -> str:
     """Explain a backward that raised: where the error came from and the node that ran last
     there."""
-    real = trace.real or {}
-    message = str(real.get("error") or "the backward raised")
+    real = trace.real if trace.real is not None else Real()
+    message = real.error or "the backward raised"
     parts = [f"the backward raised: {message}"]
     ranks = trace.ranks if trace.ranks is not None else list(range(len(trace.workers)))
     nodes = [int(n) for n in _NODE.findall(detail or message)]
@@ -149,80 +149,21 @@ def error_text(trace: Trace, detail: str | None) -> str:
     if nodes and nodes[-1] in ranks:
         origin = trace.workers[ranks.index(nodes[-1])]
     if origin is not None:
-        last = [e for e in real.get("events") or [] if e.get("worker") == origin]
+        last = [e for e in real.events if e.get("worker") == origin]
         where = f"on {origin}"
         site = None
         if last:
             node = str(last[-1]["node"])
             where += f" while running {node.split('/', 1)[1]}"
-            site = ((trace.meta or {}).get("functions") or {}).get(node)
+            site = (trace.meta.functions or {}).get(node)
         parts.append(where + (f" ({site})" if site else ""))
     site = program_site(detail or "")
     if site:
         parts.append(f"at {site}")
-    gone = [u["worker"] for u in real.get("unreachable") or []]
+    gone = [u["worker"] for u in real.unreachable]
     if gone:
         parts.append(f"{', '.join(gone)} did not answer afterwards (the process died?)")
     return "; ".join(parts)
-
-
-def _verdict(trace: Trace, replay: Any) -> tuple[str, str, str, list[legality.Violation]]:
-    """``(outcome, agreement label, agreement sentence, violations)``."""
-    from distviz.replay.agreement import compare
-
-    if trace.real is None:
-        return "unfinished", "not compared", "the real backward had not finished", []
-    real = trace.real
-    real_outcome = str(real.get("outcome") or "skipped")
-    outcome = "completed"
-    if replay.outcome == "hang" or real_outcome == "hang":
-        outcome = "hang"
-    elif replay.outcome == "error" or real_outcome == "error":
-        outcome = "error"
-    if real_outcome == "skipped":
-        return outcome, "not compared", "the real backward did not run (predicted hang)", []
-    agreement = compare(trace, replay)
-    exact = agreement.exact
-    violations = [] if exact else legality.check(trace)
-    # an exception raised by the program's own code (a custom autograd Function) is not in the
-    # graph: the replay completes, so only the nodes that ran before the error are compared
-    unforeseen = real_outcome == "error" and replay.outcome == "completed"
-    checks = (["executed"] if unforeseen else ["outcome", "executed", "leaves"]) + \
-        (["order"] if exact else [])
-    bad = [k for k in checks if agreement.check(k) is False]
-    zeros = _zero_differences(trace, replay)
-    text = agreement.text
-    if violations:
-        text = (f"{plural(len(violations), 'observed step')} "
-                f"{word_for(len(violations), 'breaks', 'break')} FAST mode's rules "
-                f"({violations[0].text})")
-    elif unforeseen and not bad:
-        text = ("the error comes from the program's own code, which the replay cannot foresee; "
-                "up to the error every worker ran what the replay runs")
-    elif not exact and not bad:
-        text = (f"replay agrees with PyTorch on {len(trace.workers)} workers "
-                f"({len(trace.nodes)} nodes); with {real.get('interop_threads')} inter-op "
-                "threads each worker's observed order is one that FAST mode's rules allow")
-    elif not exact:
-        text = text.split("; the real run used")[0].split(" (the real run used")[0]
-    if zeros:
-        text += f"; all-zero gradient differs for {', '.join(zeros[:3])}"
-    label = "differs" if bad or violations or zeros else "agrees"
-    return outcome, label, text, violations
-
-
-def _zero_differences(trace: Trace, replay: Any) -> list[str]:
-    """Leaves where the replay and ``get_gradients`` disagree on an all-zero gradient."""
-    real = trace.real or {}
-    grads = real.get("gradients") or {}
-    if real.get("outcome") != "completed" or replay.outcome != "completed":
-        return []
-    out = []
-    for nid, acc in sorted(replay.accumulated.items()):
-        got = grads.get(nid)
-        if isinstance(got, dict) and bool(got.get("zero")) != acc.zero:
-            out.append(acc.var or nid)
-    return out
 
 
 def _time_line(timing: Timing | None) -> str | None:
@@ -234,8 +175,9 @@ def _time_line(timing: Timing | None) -> str | None:
 def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
         seconds: dict[str, float], detail: str | None = None) -> ContextRow:
     """The summary row of one recorded context (``detail``: the full error text, if any)."""
-    outcome, label, text, violations = _verdict(trace, replay)
-    real = trace.real or {}
+    v = verdict(trace, replay)
+    outcome, label, text = v.outcome, v.status, v.text
+    real = trace.real if trace.real is not None else Real()
     explanation: str | None = None
     if outcome == "unfinished":
         explanation = ("the process ended during the real backward (it was killed, or a "
@@ -245,7 +187,7 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
             explanation = replay.hang.summary
         else:
             explanation = (f"PyTorch's backward did not return within "
-                           f"{real.get('hang_timeout_s')} s, but the replay completes: {text}")
+                           f"{real.hang_timeout_s} s, but the replay completes: {text}")
     elif outcome == "error":
         explanation = error_text(trace, detail)
         freed = freed_text(trace, replay) if replay.outcome == "error" else None
@@ -253,13 +195,13 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
             explanation = freed + "; " + _FREED_TAIL.sub(r"\1 (...)", explanation)
     elif label == "differs":
         explanation = text
-    timing = analyze(trace) if real.get("outcome") == "completed" else None
+    timing = analyze(trace) if real.outcome == "completed" else None
     shape = Counter(f"{n.worker}/{short_name(n.name)}" for n in trace.nodes)
     return ContextRow(
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
         outcome=outcome, predicted=str(replay.outcome),
-        real=str(real.get("outcome") or "skipped") if trace.real is not None else "running",
-        agreement=label, agreement_text=text, violations=len(violations),
+        real=real.outcome if trace.real is not None else "running",
+        agreement=label, agreement_text=text, violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))

@@ -15,13 +15,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from distviz.limits import (
-    EXIT_BACKWARD_ERROR,
-    EXIT_DISAGREE,
-    EXIT_HANG,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-)
+from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_INTERRUPTED, EXIT_OK
+from distviz.replay.verdict import SEVERITY, outcome_code
 from distviz.tracing.journal import ContextRow, Event
 from distviz.words import plural
 
@@ -153,16 +148,17 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
     return out
 
 
+def context_code(row: ContextRow) -> int:
+    """The exit code of one context's verdict (``distviz.replay.verdict``): its outcome's, else
+    ``EXIT_DISAGREE`` when it differs."""
+    code = outcome_code(row.outcome)
+    return EXIT_DISAGREE if code == EXIT_OK and row.agreement == "differs" else code
+
+
 def verdict(found: list[Entry]) -> int:
-    """The exit code the recorded contexts give when the program itself succeeded."""
-    outcomes = {e.row.outcome for e in found}
-    if "hang" in outcomes:
-        return EXIT_HANG
-    if "error" in outcomes or "unfinished" in outcomes:
-        return EXIT_BACKWARD_ERROR
-    if any(e.row.agreement == "differs" for e in found):
-        return EXIT_DISAGREE
-    return EXIT_OK
+    """The exit code the recorded contexts give when the program itself succeeded: the most
+    severe of their verdicts' (as for a recording's contexts)."""
+    return max((context_code(e.row) for e in found), key=SEVERITY.index, default=EXIT_OK)
 
 
 def program_status(returncode: int) -> int:

@@ -144,8 +144,8 @@ def check(trace: Trace) -> list[Violation]:
     An empty list means each worker's observed order is one FAST mode allows. Traces without
     a real run give no violations.
     """
-    real = trace.real if isinstance(trace.real, dict) else {}
-    events = [e for e in real.get("events") or [] if isinstance(e, dict) and "node" in e]
+    real = trace.real.events if trace.real is not None else []
+    events = [e for e in real if isinstance(e, dict) and "node" in e]
     if not events:
         return []
     kinds = {n.id: n.kind for n in trace.nodes}

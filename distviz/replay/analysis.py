@@ -1,0 +1,43 @@
+"""One run's analysis, computed once and handed to every renderer (pure).
+
+``analysis(trace, mode)`` replays the trace, judges the replay against PyTorch (the one verdict,
+``distviz.replay.verdict``) and analyses where the real backward spent its time
+(``distviz.replay.timing``). The terminal report, the JSON report, the pictures, the HTML
+viewer and the Perfetto export all read this one value, so nothing is replayed or analysed
+twice for one command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distviz.replay.model import Agreement
+from distviz.replay.result import Replay
+from distviz.replay.result import replay as run_replay
+from distviz.replay.timing import Timing, analyze
+from distviz.replay.verdict import Verdict, verdict
+from distviz.trace import Trace
+
+__all__ = ["Analysis", "analysis"]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A trace, its replay, the verdict on the replay and the real backward's timing
+    (``None`` without a real run's events)."""
+
+    trace: Trace
+    replay: Replay
+    verdict: Verdict
+    timing: Timing | None
+
+    @property
+    def agreement(self) -> Agreement:
+        """The agreement renderers show (the verdict's)."""
+        return self.verdict.agreement
+
+
+def analysis(trace: Trace, mode: str = "fast") -> Analysis:
+    """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run."""
+    rp = run_replay(trace, mode)
+    return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))

@@ -1,0 +1,353 @@
+"""The verdict: does the replay agree with what PyTorch did? (pure, torch-free)
+
+One function, ``verdict(trace, replay)``, decides it for every command (``run``, ``replay``,
+``trace``'s summary and ``index.json``, ``fuzz`` and training recordings), so the same trace
+gets the same sentence and the same exit code from each. It reads the replay's comparison with
+the real run (``distviz.replay.agreement.compare``) and what was observed (``trace.real``,
+``trace.reference``) and returns a ``Verdict``: each check with its status and sentence, the
+overall sentence, and the exit code it implies (``distviz.limits``).
+
+The checks, in the order a difference is named:
+
+``outcome``    PyTorch's outcome against the replay's. A hang PyTorch was seen to have agrees
+               with a predicted hang, whatever PyTorch raised afterwards (``real.after_hang``,
+               its RPC time-out: a consequence of the hang, named in the sentence).
+``order``      each worker's order, exact with one inter-op thread; with several, calls on one
+               worker overlap and the order is not compared (``legality`` decides instead).
+``legality``   with several inter-op threads: every observed step obeys FAST mode's rules.
+``executed``   the nodes each worker ran.
+``leaves``     the leaves that received a gradient.
+``gradients``  the distributed gradients against the single-process reference.
+``zeros``      all-zero gradients. The replay knows a zero only from the graph (an unused RPC
+               output sends zeros); a gradient can also be zero by value (``narrow`` of
+               ``stack``, a product with zero). A real zero the replay does not predict is
+               decided from the reference's values where there are some, else not compared.
+
+A check says ``differs`` only when the difference is proven (a claim that PyTorch or the
+replay is wrong); otherwise ``not_compared``, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+
+from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.replay.agreement import (
+    compare,
+    matched_sentence,
+    mismatch_parts,
+    real_interop,
+    smart_report,
+)
+from distviz.replay.legality import Violation
+from distviz.replay.legality import check as check_legality
+from distviz.replay.model import Agreement
+from distviz.replay.result import Replay
+from distviz.replay.result import replay as run_replay
+from distviz.trace import Trace
+from distviz.trace.sections import Real
+from distviz.words import plural, word_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.trace.recording import Recording
+
+__all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict", "Verdict",
+           "context_verdicts", "outcome_code", "recording_exit_code", "verdict"]
+
+CheckStatus = Literal["agree", "differs", "not_compared"]
+AGREE: Final = "agree"
+DIFFERS: Final = "differs"
+NOT_COMPARED: Final = "not_compared"
+#: the verdict as a word: every compared check agrees, one differs, or nothing was compared
+Status = Literal["agrees", "differs", "not compared"]
+_AGREEMENT_STATUS = {"agrees": "match", "differs": "mismatch", "not compared": "skipped"}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One comparison: ``name`` (``outcome``, ``order``, ...), ``status`` (``agree``,
+    ``differs``, ``not_compared``) and a sentence saying what was found or why it was not
+    compared."""
+
+    name: str
+    status: CheckStatus
+    sentence: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "sentence": self.sentence}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a replay agrees with PyTorch, as every command reports it.
+
+    ``outcome`` is the context's (``completed``, ``hang`` when either side hangs, ``error``
+    when either raises, ``unfinished`` when the traced process ended during the real backward);
+    ``status`` the verdict in a word; ``text`` its sentence; ``exit_code`` the code it implies;
+    ``agreement`` the replay's comparison with ``status`` and ``text`` set from this verdict
+    (what renderers and ``--json`` show); ``violations`` the broken FAST-mode rules.
+    """
+
+    outcome: str
+    status: Status
+    text: str
+    exit_code: int
+    checks: tuple[Check, ...]
+    agreement: Agreement
+    violations: tuple[Violation, ...] = ()
+
+    def check(self, name: str) -> Check | None:
+        """The check called ``name``, or ``None`` when it was not made."""
+        return next((c for c in self.checks if c.name == name), None)
+
+    def holds(self, name: str) -> bool | None:
+        """``True``/``False`` for a check that agrees/differs, ``None`` when not compared."""
+        c = self.check(name)
+        return None if c is None or c.status == NOT_COMPARED else c.status == AGREE
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """The names of the checks that differ."""
+        return tuple(c.name for c in self.checks if c.status == DIFFERS)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "status": self.status, "text": self.text,
+                "exit_code": self.exit_code, "checks": [c.to_json() for c in self.checks]}
+
+
+def outcome_code(outcome: str) -> int:
+    """The exit code of a context's outcome alone (``completed``: 0)."""
+    return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(outcome, EXIT_BACKWARD_ERROR)
+
+
+def _context_outcome(real: str, predicted: str) -> str:
+    if "hang" in (real, predicted):
+        return "hang"
+    if "error" in (real, predicted):
+        return "error"
+    return "completed"
+
+
+def _finish(outcome: str, checks: list[Check], text: str, agreement: Agreement,
+            violations: tuple[Violation, ...] = ()) -> Verdict:
+    if any(c.status == DIFFERS for c in checks):
+        status: Status = "differs"
+    elif any(c.status == AGREE for c in checks):
+        status = "agrees"
+    else:
+        status = "not compared"
+    code = outcome_code(outcome)
+    if code == EXIT_OK and status == "differs":
+        code = EXIT_DISAGREE
+    shown = replace(agreement, status=_AGREEMENT_STATUS[status], text=text)
+    return Verdict(outcome=outcome, status=status, text=text, exit_code=code,
+                   checks=tuple(checks), agreement=shown, violations=violations)
+
+
+def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
+    """The verdict when PyTorch's backward did not run or did not end (else ``None``)."""
+    real = trace.real
+    if real is not None and real.outcome != "skipped":
+        return None
+    agreement = compare(trace, replay)     # every check None: nothing to compare
+    if real is not None:
+        reason = real.reason or "not requested"
+        text = f"the real backward did not run: {reason}"
+        outcome = replay.outcome
+    elif trace.meta.traced is not None:
+        text = "the real backward had not finished"
+        outcome = "unfinished"
+    else:
+        text = "no real run recorded for this trace; nothing to compare"
+        outcome = replay.outcome
+    return _finish(outcome, [Check("outcome", NOT_COMPARED, text)], text, agreement)
+
+
+def verdict(trace: Trace, replay: Replay) -> Verdict:
+    """The verdict on ``replay`` against what PyTorch did in ``trace`` (see the module
+    docstring). A SMART replay, which PyTorch never built, gets FAST mode's checks, the
+    ``smart_report`` as its sentence, and the exit code of its own outcome."""
+    if replay.mode == "smart":
+        fast_replay = run_replay(trace, "fast")
+        fast = verdict(trace, fast_replay)
+        report = smart_report(trace, replay, fast_replay)
+        agreement = replace(fast.agreement, smart=report, text=report.text)
+        return replace(fast, text=report.text, agreement=agreement,
+                       exit_code=outcome_code(replay.outcome))
+    early = _not_compared(trace, replay)
+    if early is not None:
+        return early
+    real = trace.real
+    assert real is not None   # _not_compared took the traces without one
+    real_outcome = real.outcome
+    a = compare(trace, replay)
+    interop = real_interop(trace)
+    violations = () if a.exact else tuple(check_legality(trace))
+    unforeseen = (real_outcome == "error" and replay.outcome == "completed"
+                  and trace.meta.traced is not None)
+    made = [_outcome_check(a, real, replay, unforeseen),
+            *_order_checks(a, interop, violations),
+            _check("executed", a.executed, "every worker ran the nodes the replay runs",
+                   "the nodes run differ"),
+            _check("leaves", a.leaves, "the same leaves received gradients",
+                   "the set of leaves with gradients differs"),
+            _check("gradients", a.gradients, "gradients equal the single-process reference",
+                   "gradients differ from the single-process reference",
+                   "no single-process reference to compare the gradients with"),
+            _zeros_check(trace, replay)]
+    checks = [c for c in made if c is not None]
+    outcome = _context_outcome(real_outcome, replay.outcome)
+    text = _sentence(trace, replay, a, checks, interop, unforeseen)
+    after = real.after_hang
+    if real_outcome == "hang" and after:
+        text += (f"; after the hang PyTorch raised: {after} (a consequence of the hang, "
+                 "not a different outcome)")
+    return _finish(outcome, checks, text, a, violations)
+
+
+def _check(name: str, value: bool | None, agree: str, differs: str,
+           missing: str = "nothing to compare") -> Check:
+    if value is None:
+        return Check(name, NOT_COMPARED, missing)
+    return Check(name, AGREE, agree) if value else Check(name, DIFFERS, differs)
+
+
+def _outcome_check(a: Agreement, real: Real, replay: Replay, unforeseen: bool) -> Check:
+    real_outcome = real.outcome
+    if unforeseen:
+        return Check("outcome", NOT_COMPARED,
+                     "the error comes from the program's own code, which the replay cannot "
+                     "foresee")
+    if a.outcome:
+        return Check("outcome", AGREE, f"PyTorch's backward and the replay both "
+                     f"{_outcome_verb(real_outcome)}")
+    return Check("outcome", DIFFERS,
+                 f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
+
+
+def _outcome_verb(outcome: str) -> str:
+    return {"completed": "complete", "hang": "hang", "error": "raise"}.get(outcome, outcome)
+
+
+def _order_checks(a: Agreement, interop: Any, violations: tuple[Violation, ...]
+                  ) -> list[Check]:
+    if a.exact:
+        if a.order is None:
+            return [Check("order", NOT_COMPARED, "nothing to compare")]
+        if a.order:
+            return [Check("order", AGREE, "each worker ran its nodes in the replay's order")]
+        return [Check("order", DIFFERS, mismatch_parts(a)[0])]
+    overlap = (f"with {interop} inter-op threads one worker's calls overlap, so PyTorch's "
+               "order can change from run to run")
+    if violations:
+        legality = Check("legality", DIFFERS,
+                         f"{plural(len(violations), 'observed step')} "
+                         f"{word_for(len(violations), 'breaks', 'break')} FAST mode's rules "
+                         f"({violations[0].text})")
+    else:
+        legality = Check("legality", AGREE, f"with {interop} inter-op threads each worker's "
+                         "observed order is one that FAST mode's rules allow")
+    return [Check("order", NOT_COMPARED, overlap), legality]
+
+
+def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
+    """All-zero gradients, proven different only where values decide it."""
+    real = trace.real
+    if real is None or real.outcome != "completed" or replay.outcome != "completed":
+        return None
+    grads = real.gradients
+    comparison = trace.reference.comparison if trace.reference is not None else []
+    rows = {str(r.get("leaf")): r for r in comparison if isinstance(r, dict)}
+    differ: list[str] = []
+    undecided: list[str] = []
+    for nid, acc in sorted(replay.accumulated.items()):
+        got = grads.get(nid)
+        if not isinstance(got, dict) or bool(got.get("zero")) == acc.zero:
+            continue
+        name = acc.var or nid
+        if acc.zero:
+            differ.append(name)    # only zeros reach it in the graph, yet PyTorch's is not zero
+            continue
+        row = rows.get(nid)
+        if row is None or row.get("status") not in ("match", "mismatch", "zero_unused"):
+            undecided.append(name)
+        elif row.get("status") != "match":
+            differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
+    if differ:
+        return Check("zeros", DIFFERS, f"all-zero gradient differs for {', '.join(differ[:3])}")
+    if undecided:
+        return Check("zeros", NOT_COMPARED,
+                     f"PyTorch's gradient of {', '.join(undecided[:3])} is all zeros where the "
+                     "graph carries a gradient; the replay tracks zeros only through the graph "
+                     "(a gradient can be zero by value, as through narrow of stack), and no "
+                     "single-process reference decides it")
+    return Check("zeros", AGREE, "all-zero gradients are where the replay predicts them")
+
+
+def _sentence(trace: Trace, replay: Replay, a: Agreement, checks: list[Check], interop: Any,
+              unforeseen: bool) -> str:
+    """The verdict's one sentence."""
+    bad = [c for c in checks if c.status == DIFFERS]
+    if bad:
+        parts: list[str] = []
+        for c in bad:
+            if c.name == "order":
+                parts.extend(mismatch_parts(a))
+            elif not (c.name == "executed" and a.mismatches):   # the order's difference says it
+                parts.append(c.sentence)
+        return "replay differs from PyTorch: " + "; ".join(parts)
+    if unforeseen:
+        return ("the error comes from the program's own code, which the replay cannot foresee; "
+                "up to the error every worker ran what the replay runs")
+    text = matched_sentence(trace, replay, a)
+    if not a.exact:
+        text += (f"; with {interop} inter-op threads each worker's observed order is one that "
+                 "FAST mode's rules allow")
+    zeros = next((c for c in checks if c.name == "zeros" and c.status == NOT_COMPARED), None)
+    if zeros is not None:
+        text += f"; not compared: {zeros.sentence}"
+    return text
+
+
+# -- recordings of several contexts (training) ------------------------------------------------
+
+#: exit codes from least to most severe: a recording's code is the most severe of its contexts'
+SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
+
+
+class ContextVerdict(NamedTuple):
+    """One context of a recording: its replay and verdict (both ``None`` for a context without
+    a recorded pass)."""
+
+    replay: Replay | None
+    verdict: Verdict | None
+
+    @property
+    def agreement(self) -> Agreement | None:
+        return self.verdict.agreement if self.verdict is not None else None
+
+
+def context_verdicts(recording: Recording, mode: str) -> list[ContextVerdict]:
+    """The replay (in ``mode``) and verdict of every context of ``recording``."""
+    out: list[ContextVerdict] = []
+    for trace in recording.contexts:
+        if not trace.passes:
+            out.append(ContextVerdict(None, None))
+            continue
+        rp = run_replay(trace, mode)
+        out.append(ContextVerdict(rp, verdict(trace, rp)))
+    return out
+
+
+def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
+                        stopped: str | None = None) -> int:
+    """The most severe code of any context; final parameters that differ from the reference
+    training count as a disagreement, a stopped training as what stopped it."""
+    codes = [cv.verdict.exit_code for cv in verdicts if cv.verdict is not None]
+    if stopped is not None:
+        codes.append(EXIT_HANG if "hang" in stopped else EXIT_BACKWARD_ERROR)
+    summary = recording.training
+    if summary is not None and summary.ok is False:
+        codes.append(EXIT_DISAGREE)
+    return max(codes, key=SEVERITY.index, default=EXIT_OK)

@@ -1,0 +1,232 @@
+"""The trace's sections as values: ``real``, ``reference``, ``scenario`` and ``meta`` (pure).
+
+On disk each section is a JSON object (``docs/trace-format.md``), and stays exactly that:
+``from_json`` checks the type of every key distviz reads (a malformed section is a
+``TraceError`` naming the key, never a silent default), keeps every other key as it came
+(``extra``: keys written by newer or older versions, and free-form ones), and ``to_json`` writes
+the same object back, keys in the order they came. A key set in code after loading is written
+after them; one never set (its default) is not written, so a section round-trips unchanged.
+
+The big lists inside ``real`` (``events``: one object per node execution) stay JSON objects:
+they are read a few times per trace and a 100,000-node trace must load fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from distviz.errors import TraceError
+
+__all__ = ["Meta", "Real", "Reference", "ScenarioInfo", "Section", "SectionT"]
+
+S = TypeVar("S", bound="Section")
+SectionT = TypeVar("SectionT", bound="Section")
+
+#: the JSON types each annotation accepts (``None`` is always accepted for an optional key)
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
+    "list": (list,), "dict": (dict,), "Any": (object,)}
+_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+          "list": "a list", "dict": "an object", "Any": "a value"}
+
+
+def _base(annotation: str) -> tuple[str, bool]:
+    """``("int", True)`` for ``int | None``; ``("list", False)`` for ``list[dict[str, Any]]``."""
+    parts = [p.strip() for p in annotation.split("|")]
+    optional = "None" in parts
+    head = next(p for p in parts if p != "None").split("[", 1)[0]
+    return head, optional
+
+
+@dataclass(eq=False)
+class Section(MutableMapping[str, Any]):
+    """A JSON object with typed keys; see the module docstring."""
+
+    extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    order: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    KIND: ClassVar[str] = "section"
+
+    @classmethod
+    def _keys(cls) -> list[dataclasses.Field[Any]]:
+        return [f for f in dataclasses.fields(cls) if f.name not in ("extra", "order")]
+
+    @classmethod
+    def from_json(cls: type[S], obj: dict[str, Any], source: str | None = None) -> S:
+        """The section in ``obj``. Raises ``TraceError`` (naming ``source`` and the key) when a
+        key distviz reads has another JSON type."""
+        values: dict[str, Any] = {}
+        known = {f.name: f for f in cls._keys()}
+        for name, f in known.items():
+            if name not in obj:
+                continue
+            value = obj[name]
+            head, optional = _base(str(f.type))
+            if value is None and optional:
+                values[name] = None
+                continue
+            wanted = _TYPES.get(head, (object,))
+            if not isinstance(value, wanted) or (head in ("int", "float")
+                                                  and isinstance(value, bool)):
+                raise TraceError(f"expected {_NAMES.get(head, head)}"
+                                 f"{' or null' if optional else ''}, found "
+                                 f"{type(value).__name__}", path=source,
+                                 key=f"{cls.KIND}.{name}")
+            values[name] = value
+        extra = {k: v for k, v in obj.items() if k not in known}
+        section = cls(**values, extra=extra, order=tuple(obj))
+        section.check(source)
+        return section
+
+    def check(self, source: str | None) -> None:
+        """Raise ``TraceError`` for what the key types alone do not say (none here)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object: the keys it was read with, in their order, then any set since."""
+        known = {f.name: f for f in self._keys()}
+        out: dict[str, Any] = {}
+        for k in self.order:
+            if k in known:
+                out[k] = getattr(self, k)
+            elif k in self.extra:
+                out[k] = self.extra[k]
+        for name, f in known.items():
+            if name in out:
+                continue
+            value = getattr(self, name)
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+                else f.default
+            if value != default:
+                out[name] = value
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    # -- the JSON object's reads and writes (``MutableMapping``), for code written against the
+    # -- plain object; distviz's own code reads the fields
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if any(f.name == key for f in self._keys()):
+            setattr(self, key, value)
+        else:
+            self.extra[key] = value
+        if key not in self.order:
+            self.order = (*self.order, key)
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self.to_json():
+            raise KeyError(key)
+        f = next((f for f in self._keys() if f.name == key), None)
+        if f is not None:
+            setattr(self, key, f.default_factory() if f.default_factory is not dataclasses.MISSING
+                    else f.default)
+        self.extra.pop(key, None)
+        self.order = tuple(k for k in self.order if k != key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+_EVENT_KEYS: tuple[tuple[str, type, str], ...] = (
+    ("node", str, "a string"), ("worker", str, "a string"), ("pass", int, "an integer"))
+
+
+@dataclass
+class Real(Section):
+    """What PyTorch's real distributed backward did (``docs/trace-format.md``, real).
+
+    ``outcome`` is ``completed``, ``hang``, ``error`` or ``skipped``; ``after_hang`` what PyTorch
+    raised once a hang had been observed (its RPC time-out), absent otherwise; ``events`` one
+    JSON object per node execution; ``gradients`` ``get_gradients`` by leaf node id.
+    """
+
+    outcome: str = "skipped"
+    error: str | None = None
+    reason: str | None = None
+    after_hang: str | None = None
+    passes_run: int | None = None
+    pass_seconds: list[float] | None = None
+    pass_start_us: list[float] | None = None
+    interop_threads: int | None = None
+    durations: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    gradients: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unreachable: list[dict[str, str]] = field(default_factory=list)
+    deaths: list[dict[str, Any]] = field(default_factory=list)
+    hang_timeout_s: float | None = None
+    clock: dict[str, Any] | None = None
+    injected: dict[str, Any] | None = None
+
+    KIND: ClassVar[str] = "real"
+
+    def check(self, source: str | None) -> None:
+        """Each event is an object with a string ``node`` and ``worker`` and an integer
+        ``pass``, as the comparison and the timing analysis read them."""
+        for i, ev in enumerate(self.events):
+            if not isinstance(ev, dict):
+                raise TraceError(f"expected an object, found {type(ev).__name__}", path=source,
+                                 key=f"real.events[{i}]")
+            for key, typ, what in _EVENT_KEYS:
+                value = ev.get(key)
+                if value is not None and (not isinstance(value, typ) or (
+                        typ is int and isinstance(value, bool))):
+                    raise TraceError(f"expected {what}, found {type(value).__name__}",
+                                     path=source, key=f"real.events[{i}].{key}")
+
+
+@dataclass
+class Reference(Section):
+    """The single-process reference gradients and the comparison with the distributed ones
+    (``docs/trace-format.md``, reference): ``comparison`` has one row per leaf (``var``,
+    ``leaf``, ``worker``, ``status``, ...)."""
+
+    outcome: str | None = None
+    error: str | None = None
+    comparable: bool | None = None
+    ok: bool | None = None
+    comparison: list[dict[str, Any]] = field(default_factory=list)
+    gradients: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    KIND: ClassVar[str] = "reference"
+
+    def row(self, leaf: str) -> dict[str, Any] | None:
+        """The comparison row of the leaf node ``leaf``, if any."""
+        return next((r for r in self.comparison if r.get("leaf") == leaf), None)
+
+
+@dataclass
+class ScenarioInfo(Section):
+    """The scenario that made the trace: ``name``, ``description``, ``path`` (as given on the
+    command line), ``params`` (after ``--set``) and ``seed``."""
+
+    name: str | None = None
+    description: str | None = None
+    path: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+
+    KIND: ClassVar[str] = "scenario"
+
+
+@dataclass
+class Meta(Section):
+    """Run information: ``distviz_version``, ``python``, ``timings_s`` and ``mode`` from
+    ``distviz run``; ``traced`` and ``functions`` for traces of the user's own program
+    (``distviz trace``). Other keys are free-form and kept."""
+
+    distviz_version: str | None = None
+    python: str | None = None
+    timings_s: dict[str, float] | None = None
+    mode: str | None = None
+    traced: dict[str, Any] | None = None
+    functions: dict[str, str] | None = None
+
+    KIND: ClassVar[str] = "meta"
