@@ -127,7 +127,7 @@ def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Pa
     from distviz.cli.running import run_meta
     recording: Recording = result.recording or Recording(contexts=[], iterations=[],
                                                          workers=list(sc.workers))
-    partial = (recording.meta or {}).get("partial") if recording.meta is not None else None
+    partial = recording.meta.get("partial") if recording.meta is not None else None
     recording.meta = run_meta(result.timings, mode)
     if partial is not None:   # a partial recording says so
         recording.meta["partial"] = partial

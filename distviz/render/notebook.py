@@ -43,7 +43,7 @@ def inline_page(page: str, title: str, height_px: int = CELL_HEIGHT_PX) -> str:
 
 def cell_title(trace: Trace) -> str:
     """The viewer's title in a cell: ``pipeline (context 7)``, or ``context 7`` unnamed."""
-    name = (trace.scenario or {}).get("name")
+    name = trace.scenario.name if trace.scenario is not None else None
     return f"{name} (context {trace.context_id})" if name else f"context {trace.context_id}"
 
 
@@ -91,7 +91,7 @@ def recording_html(recording: Recording, height_px: int = CELL_HEIGHT_PX) -> str
         rows.append(f"<tr><td>{i + 1}</td><td>{html.escape(recording.label(i))}</td>"
                     f"<td>{len(trace.nodes):,}</td><td>{len(trace.passes)}</td>"
                     f"<td>{html.escape(loss)}</td></tr>")
-    name = str((recording.scenario or {}).get("name") or "recording")
+    name = (recording.scenario.name if recording.scenario is not None else None) or "recording"
     head = (f"<p><b>{html.escape(name)}</b>: {plural(len(recording.contexts), 'context')} on "
             f"{plural(len(recording.workers), 'worker')}; the viewer shows context 1 "
             "(<code>recording.pick(N)</code> shows context N)</p>")
