@@ -92,6 +92,10 @@ class _TraceViews:
         from distviz.render.notebook import trace_svg
         return trace_svg(trace)
 
+    def recording_html(self, recording: Any) -> str:
+        from distviz.render.notebook import recording_html
+        return recording_html(recording)
+
 
 lend_views(_TraceViews())
 

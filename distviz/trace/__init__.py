@@ -25,7 +25,9 @@ from distviz.errors import TraceError
 from distviz.trace.files import STDOUT as STDOUT  # re-exported: callers import them from here
 from distviz.trace.files import is_stream as is_stream
 from distviz.trace.files import write_atomic
-from distviz.trace.node import Node as Node  # re-exported: callers import it from here
+from distviz.trace.node import KINDS as KINDS  # re-exported: callers import them from here
+from distviz.trace.node import Node as Node
+from distviz.trace.node_json import checked_node, fast_node, need
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -38,7 +40,6 @@ except ImportError:  # pragma: no cover - a declared dependency; json is the fal
 
 SCHEMA_VERSION = 1
 ACCUMULATE_GRAD_SEQ = 2**64 - 1
-KINDS = ("op", "send", "recv", "accumulate_grad")
 
 
 def message_label(msg_id: int) -> str:
@@ -262,6 +263,11 @@ class TraceViews(Protocol):
 
     def svg(self, trace: Trace) -> str | None: ...
 
+    def recording_html(self, recording: Any) -> str:
+        """A ``distviz.trace.recording.Recording``'s display (``Any``: that module imports this
+        one)."""
+        ...
+
 
 _lent: list[TraceViews] = []
 
@@ -389,27 +395,6 @@ def not_a_trace(source: str, text: str) -> None:
 
 # -- parsing with precise errors -------------------------------------------------------------
 
-def _need(obj: dict[str, Any], key: str, typ: type | tuple[type, ...], source: str,
-          where: str, optional: bool = False) -> Any:
-    if key not in obj or obj[key] is None:
-        if optional:
-            return None
-        raise TraceError(f"missing required key {key!r}", path=source, key=where + key)
-    val = obj[key]
-    if isinstance(val, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
-        raise TraceError(f"expected {_tname(typ)}, found bool", path=source, key=where + key)
-    if not isinstance(val, typ):
-        raise TraceError(f"expected {_tname(typ)}, found {type(val).__name__}", path=source,
-                         key=where + key)
-    return val
-
-
-def _tname(typ: type | tuple[type, ...]) -> str:
-    if isinstance(typ, tuple):
-        return " or ".join(t.__name__ for t in typ)
-    return typ.__name__
-
-
 def _parse_trace(obj: Any, source: str) -> Trace:
     if not isinstance(obj, dict):
         raise TraceError(f"expected a JSON object at the top, found {type(obj).__name__}; "
@@ -426,14 +411,14 @@ def _parse_trace(obj: Any, source: str) -> Trace:
         raise TraceError(f"schema_version {version!r} is not supported (this distviz reads "
                          f"versions {SCHEMA_VERSION} to 3); record the scenario again with this "
                          "version", path=source, key="schema_version")
-    workers = _need(obj, "workers", list, source, "")
+    workers = need(obj, "workers", list, source, "")
     if not workers or not all(isinstance(w, str) for w in workers):
         raise TraceError("expected a non-empty list of worker names", path=source, key="workers")
-    initiator = _need(obj, "initiator", str, source, "")
+    initiator = need(obj, "initiator", str, source, "")
     if initiator not in workers:
         raise TraceError(f"initiator {initiator!r} is not one of the workers {workers}",
                          path=source, key="initiator")
-    context_id = _need(obj, "context_id", int, source, "")
+    context_id = need(obj, "context_id", int, source, "")
     ranks = obj.get("ranks")
     if ranks is not None and (not isinstance(ranks, list) or len(ranks) != len(workers) or not all(
             isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in ranks)
@@ -444,15 +429,15 @@ def _parse_trace(obj: Any, source: str) -> Trace:
         from distviz.trace.compact import decode_nodes
         columns, ids = decode_nodes(obj.get("nodes"), list(workers), source)
         return _rest(obj, source, workers, initiator, context_id, ranks, columns, ids)
-    raw_nodes = _need(obj, "nodes", list, source, "")
+    raw_nodes = need(obj, "nodes", list, source, "")
     nodes = []
     ids = set()
     wset = set(workers)
     kinds = set(KINDS)
     for i, rn in enumerate(raw_nodes):
-        node = _fast_node(rn, wset, kinds)
+        node = fast_node(rn, wset, kinds)
         if node is None:
-            node = _checked_node(rn, i, source, workers, wset)
+            node = checked_node(rn, i, source, workers, wset)
         if node.id in ids:
             raise TraceError(f"duplicate node id {node.id!r}", path=source, key=f"nodes[{i}].id")
         ids.add(node.id)
@@ -470,11 +455,11 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
           ) -> Trace:
     """The trace around its nodes: passes, RPC calls and the rest (every version)."""
     passes: list[BackwardPass] = []
-    for i, rp in enumerate(_need(obj, "passes", list, source, "")):
+    for i, rp in enumerate(need(obj, "passes", list, source, "")):
         where = f"passes[{i}]."
         if not isinstance(rp, dict):
             raise TraceError("expected an object", path=source, key=f"passes[{i}]")
-        roots = _need(rp, "roots", list, source, where)
+        roots = need(rp, "roots", list, source, where)
         for r in roots:
             if not isinstance(r, str) or r not in ids:
                 raise TraceError(f"root {r!r} is not a node of the trace", path=source,
@@ -487,13 +472,13 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
         if not isinstance(rc, dict):
             raise TraceError("expected an object", path=source, key=f"rpc_calls[{i}]")
         calls.append(RpcCall(
-            caller=_need(rc, "caller", str, source, where), callee=_need(rc, "callee", str, source, where),
-            api=_need(rc, "api", str, source, where), func=_need(rc, "func", str, source, where),
+            caller=need(rc, "caller", str, source, where), callee=need(rc, "callee", str, source, where),
+            api=need(rc, "api", str, source, where), func=need(rc, "func", str, source, where),
             builtin=bool(rc.get("builtin")), grad_enabled=bool(rc.get("grad_enabled", True)),
-            line=_need(rc, "line", int, source, where, optional=True),
-            result_var=_need(rc, "result_var", str, source, where, optional=True),
+            line=need(rc, "line", int, source, where, optional=True),
+            result_var=need(rc, "result_var", str, source, where, optional=True),
             msg_ids=[int(m) for m in rc.get("msg_ids") or []],
-            site=_need(rc, "site", str, source, where, optional=True)))
+            site=need(rc, "site", str, source, where, optional=True)))
     known = obj.get("known_workers") or {}
     if not isinstance(known, dict):
         raise TraceError("expected an object", path=source, key="known_workers")
@@ -534,93 +519,3 @@ def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT 
     """The section ``cls.KIND`` of the trace object ``obj`` (``None`` when null or absent)."""
     value = obj.get(cls.KIND)
     return cls.from_json(value, source) if value is not None else None
-
-
-_OPTIONAL_STR = ("var", "dtype")
-_OPTIONAL_LIST = ("shape", "input_shapes")
-
-
-def _fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
-    """Build a node when every field has its expected type (the common case, checked with
-    exact type tests); return ``None`` to fall back to ``_checked_node`` and its messages."""
-    if type(rn) is not dict:
-        return None
-    nid, worker, name, kind, seq, raw_next = (rn.get("id"), rn.get("worker"), rn.get("name"),
-                                             rn.get("kind"), rn.get("seq"), rn.get("next"))
-    if (type(nid) is not str or type(worker) is not str or worker not in wset
-            or type(name) is not str or type(kind) is not str or kind not in kinds
-            or type(seq) is not int or type(raw_next) is not list):
-        return None
-    nxt: list[tuple[str, int] | None] = []
-    for e in raw_next:
-        if e is None:
-            nxt.append(None)
-        elif type(e) is list and len(e) == 2 and type(e[0]) is str and type(e[1]) is int:
-            nxt.append((e[0], e[1]))
-        else:
-            return None
-    msg_id = rn.get("msg_id")
-    if (msg_id is not None and type(msg_id) is not int) or (kind in ("send", "recv")
-                                                           and msg_id is None):
-        return None
-    for key in _OPTIONAL_STR:
-        if rn.get(key) is not None and type(rn[key]) is not str:
-            return None
-    for key in _OPTIONAL_LIST:
-        if rn.get(key) is not None and type(rn[key]) is not list:
-            return None
-    fault, vars_, call = rn.get("fault"), rn.get("vars"), rn.get("call")
-    if ((fault is not None and type(fault) is not dict) or (vars_ is not None and type(vars_)
-                                                             is not list)
-            or (call is not None and type(call) is not int)):
-        return None
-    return Node(id=nid, worker=worker, name=name, kind=kind, seq=seq, next=nxt, msg_id=msg_id,
-                var=rn.get("var"), shape=rn.get("shape"), dtype=rn.get("dtype"),
-                input_shapes=rn.get("input_shapes"), saved=bool(rn.get("saved", False)),
-                fault=fault, vars=[str(v) for v in vars_] if vars_ else [], call=call)
-
-
-def _checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str]) -> Node:
-    """Build one node, checking every field and naming the first bad one."""
-    where = f"nodes[{i}]."
-    if not isinstance(rn, dict):
-        raise TraceError(f"expected an object, found {type(rn).__name__}", path=source,
-                         key=f"nodes[{i}]")
-    nid = _need(rn, "id", str, source, where)
-    worker = _need(rn, "worker", str, source, where)
-    if worker not in wset:
-        raise TraceError(f"unknown worker {worker!r} (workers: {', '.join(workers)})",
-                         path=source, key=where + "worker")
-    kind = _need(rn, "kind", str, source, where)
-    if kind not in KINDS:
-        raise TraceError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})",
-                         path=source, key=where + "kind")
-    raw_next = _need(rn, "next", list, source, where)
-    nxt: list[tuple[str, int] | None] = []
-    for j, e in enumerate(raw_next):
-        if e is None:
-            nxt.append(None)
-            continue
-        if (not isinstance(e, list) or len(e) != 2 or not isinstance(e[0], str)
-                or not isinstance(e[1], int) or isinstance(e[1], bool)):
-            raise TraceError("expected [node id, input number] or null", path=source,
-                             key=f"{where}next[{j}]")
-        nxt.append((e[0], e[1]))
-    msg_id = _need(rn, "msg_id", int, source, where, optional=True)
-    if kind in ("send", "recv") and msg_id is None:
-        raise TraceError(f"a {kind} node needs 'msg_id'", path=source, key=where + "msg_id")
-    fault = rn.get("fault")
-    if fault is not None and not isinstance(fault, dict):
-        raise TraceError("expected an object", path=source, key=where + "fault")
-    vars_ = rn.get("vars") or []
-    if not isinstance(vars_, list):
-        raise TraceError("expected a list of names", path=source, key=where + "vars")
-    return Node(
-        id=nid, worker=worker, name=_need(rn, "name", str, source, where), kind=kind,
-        seq=_need(rn, "seq", int, source, where), next=nxt, msg_id=msg_id,
-        var=_need(rn, "var", str, source, where, optional=True),
-        shape=_need(rn, "shape", list, source, where, optional=True),
-        dtype=_need(rn, "dtype", str, source, where, optional=True),
-        input_shapes=_need(rn, "input_shapes", list, source, where, optional=True),
-        saved=bool(rn.get("saved", False)), fault=fault, vars=[str(v) for v in vars_],
-        call=_need(rn, "call", int, source, where, optional=True))

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Node"]
+__all__ = ["KINDS", "Node"]
+
+KINDS = ("op", "send", "recv", "accumulate_grad")
 
 
 @dataclass(slots=True)

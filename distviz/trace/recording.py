@@ -102,8 +102,8 @@ class Recording:
 
     def _repr_html_(self) -> str:
         """Jupyter's display: a table of the contexts and the step viewer of the first."""
-        from distviz.render.notebook import recording_html
-        return recording_html(self)
+        from distviz.trace import _views
+        return _views().recording_html(self)
 
     def _repr_svg_(self) -> str | None:
         """Jupyter's display without JavaScript: the first context's picture."""
