@@ -222,3 +222,9 @@ def test_program_output_never_runs_into_the_spinner_line(tmp_path: Path) -> None
     assert len(epochs) == 3, text
     assert all(line.strip().startswith("Training epoch") for line in epochs), epochs
     assert any("done" in line for line in lines), text
+
+
+def test_scenarios_has_no_empty_row_after_a_long_description() -> None:
+    result = CliRunner().invoke(app, ["scenarios"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert [n for n, line in enumerate(result.output.splitlines()) if not line.strip()] == []
