@@ -1,0 +1,24 @@
+"""The names the README gives as ``distviz.X`` exist there (pure: no torch)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import distviz
+from distviz.errors import RecordError
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_every_distviz_name_the_readme_uses_exists() -> None:
+    names = sorted(set(re.findall(r"`distviz\.([A-Za-z_]\w*)", README.read_text())))
+    assert names, "the README names no distviz.X"
+    missing = [n for n in names
+               if n not in distviz.__all__ and importlib.util.find_spec(f"distviz.{n}") is None]
+    assert missing == []
+
+
+def test_record_error_is_raised_under_the_name_the_readme_gives() -> None:
+    assert distviz.RecordError is RecordError
