@@ -236,3 +236,13 @@ def test_trace_argument_help_names_every_way_a_trace_is_written(command: str) ->
     result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "distviz run or distviz trace" in result.output, result.output
+
+
+def test_a_context_past_the_last_names_the_option_once(tmp_path: Path) -> None:
+    b = F.TraceBuilder(2)
+    b.backward([b.op(0, "MulBackward0", 3, [b.acc(0, "w")])])
+    path = tmp_path / "one.json"
+    b.build().save(path)
+    result = _distviz("replay", str(path), "--context", "2")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["error: --context 2: the recording holds only context 1"]
