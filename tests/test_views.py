@@ -83,6 +83,12 @@ def test_bad_scopes_name_the_flag(spec: ViewSpec, message: str) -> None:
     assert str(err.value.message).startswith(message)
 
 
+def test_an_unknown_focus_points_to_the_programs_variables_not_a_scenarios() -> None:
+    with pytest.raises(UsageError) as err:
+        resolve_node(_graph(design_trace()), "t9")
+    assert err.value.message.endswith("or a variable of the program")
+
+
 def test_a_name_for_several_nodes_is_refused_with_examples() -> None:
     tr = design_trace()
     tr.nodes[0].vars = ["h"]

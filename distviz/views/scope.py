@@ -150,5 +150,5 @@ def resolve_node(g: IndexedGraph, text: str) -> str:
     near = difflib.get_close_matches(text, names + g.ids[:5000], n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
     raise UsageError(f"--focus {text}: no node or variable of that name{hint}; give a node id "
-                     "as `distviz graph` shows it, or a variable of the scenario")
+                     "as `distviz graph` shows it, or a variable of the program")
 
