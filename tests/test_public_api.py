@@ -1,4 +1,4 @@
-"""The names the README gives as ``distviz.X`` exist there (pure: no torch)."""
+"""What the README says of distviz's Python names and shipped scenarios holds (pure: no torch)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import distviz
 from distviz.errors import RecordError
+from distviz.scenario import load_scenario
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
 def test_every_distviz_name_the_readme_uses_exists() -> None:
@@ -22,3 +24,12 @@ def test_every_distviz_name_the_readme_uses_exists() -> None:
 
 def test_record_error_is_raised_under_the_name_the_readme_gives() -> None:
     assert distviz.RecordError is RecordError
+
+
+def test_readme_counts_the_shipped_hang_scenarios() -> None:
+    hangs = [p.stem for p in sorted((ROOT / "scenarios").glob("*.yaml"))
+             if "backward hangs" in load_scenario(p).description]
+    assert len(hangs) == 3, hangs
+    text = " ".join(README.read_text().split())
+    assert "the three classic FAST-mode hangs (an unused RPC result; one overwritten in a loop;" \
+        in text
