@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from distviz.errors import RecordError
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.trace import Trace, lend_views, load
 
 __version__ = "0.1.0"
-__all__ = ["HangPredicted", "Trace", "backward", "load", "name", "record", "__version__"]
+__all__ = ["HangPredicted", "RecordError", "Trace", "backward", "load", "name", "record",
+           "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -29,7 +31,7 @@ def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = Fa
     before ``dist_autograd.backward``. ``roots`` is a tensor or a list of scalar tensors (the
     roots you will call backward on); ``names`` maps variable names to tensors (``{"w": w}``) or
     tensors to names, to label leaves. Other workers are reached over RPC and must be able to
-    ``import distviz``. Returns a ``Trace``. Raises ``distviz.errors.RecordError`` (what was
+    ``import distviz``. Returns a ``Trace``. Raises ``distviz.RecordError`` (what was
     expected, what was found, what to do) when the context does not exist here (it ended with
     its ``with`` block), when its backward pass has already run, or when the roots' graph was
     not built in it (the forward pass ran outside the context, or in another one).

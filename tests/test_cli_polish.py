@@ -138,7 +138,8 @@ def test_a_missing_argument_names_it_plainly() -> None:
     result = _distviz("replay")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "error: missing TRACE_FILE: trace JSON written by distviz run; see distviz replay --help"]
+        "error: missing TRACE_FILE: trace JSON written by distviz run or distviz trace; "
+        "see distviz replay --help"]
     assert "{" not in result.stderr and "Traceback" not in result.stderr
 
 
@@ -222,3 +223,26 @@ def test_program_output_never_runs_into_the_spinner_line(tmp_path: Path) -> None
     assert len(epochs) == 3, text
     assert all(line.strip().startswith("Training epoch") for line in epochs), epochs
     assert any("done" in line for line in lines), text
+
+
+def test_scenarios_has_no_empty_row_after_a_long_description() -> None:
+    result = CliRunner().invoke(app, ["scenarios"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert [n for n, line in enumerate(result.output.splitlines()) if not line.strip()] == []
+
+
+@pytest.mark.parametrize("command", ["replay", "export", "graph"])
+def test_trace_argument_help_names_every_way_a_trace_is_written(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "distviz run or distviz trace" in result.output, result.output
+
+
+def test_a_context_past_the_last_names_the_option_once(tmp_path: Path) -> None:
+    b = F.TraceBuilder(2)
+    b.backward([b.op(0, "MulBackward0", 3, [b.acc(0, "w")])])
+    path = tmp_path / "one.json"
+    b.build().save(path)
+    result = _distviz("replay", str(path), "--context", "2")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["error: --context 2: the recording holds only context 1"]

@@ -370,3 +370,9 @@ def test_scenario_module_does_not_import_torch() -> None:
     code = ("import sys, distviz.scenario, distviz.scenario.lang\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_folded_description_loses_the_newline_yaml_keeps_at_its_end() -> None:
+    text = DESIGN_NOTE.replace("description: t5 = (t1 + t2) * t4, with the addition done on worker1.",
+                               "description: >\n  t5 = (t1 + t2) * t4,\n  with the addition on worker1.\n")
+    assert load(text).description == "t5 = (t1 + t2) * t4, with the addition on worker1."

@@ -309,3 +309,13 @@ def test_main_prints_the_log_when_not_a_terminal(tmp_path: Path) -> None:
     assert "\x1b" not in out.stdout
     assert "outcome: completed" in out.stdout
     assert re.search(r"^\s+0 worker0  pass ", out.stdout, re.M)
+
+
+def test_quitting_before_the_first_event_says_so_as_the_header_does() -> None:
+    trace, rep = scripted()
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, color_system=None)
+    step_through(trace, rep, console, read_key=keys("p"))
+    out = buf.getvalue()
+    assert "stopped before the first event (step -/9) · outcome: completed" in out
+    assert "step -1/" not in out

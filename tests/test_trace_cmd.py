@@ -331,6 +331,19 @@ def test_a_program_that_never_calls_backward(traced: Any) -> None:
     assert "no context was recorded" in run.stdout
 
 
+def test_a_program_without_rpc_says_nothing_was_recorded_not_that_it_agrees(
+        tmp_path: Path) -> None:
+    proc = subprocess.run(trace_command(tmp_path, ["-c", "print('no rpc here')"]), cwd=ROOT,
+                          env=_environment(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "no rpc here"
+    assert lines[1].startswith("distviz trace: 0 contexts recorded in ")
+    assert lines[1].endswith(f" s; index {tmp_path / 'traces' / 'index.json'}")
+    assert lines[-1] == "exit status 0: the program succeeded; no context was recorded to check"
+    assert "ctx<N>" not in proc.stdout and "agrees" not in proc.stdout
+
+
 def test_backward_outside_a_context(traced: Any) -> None:
     run = traced("outside")
     assert run.code == 1, run.stdout + run.stderr[-3000:]

@@ -72,7 +72,7 @@ def test_a_deep_chain_neighbourhood_is_iterative() -> None:
 
 @pytest.mark.parametrize(("spec", "message"), [
     (ViewSpec(worker="wroker1"), "--worker wroker1: no such worker (did you mean 'worker1'?)"),
-    (ViewSpec(rpc_call=7), "--rpc-call 7: the trace has RPC calls 0 to 0"),
+    (ViewSpec(rpc_call=7), "--rpc-call 7: the trace has only RPC call 0"),
     (ViewSpec(focus="t9"), "--focus t9: no node or variable of that name"),
     (ViewSpec(focus="t4", depth=-1), "--depth -1: expected 0 or more"),
     (ViewSpec(worker="worker1", rpc_call=0), "--worker cannot be used with --rpc-call"),
@@ -81,6 +81,12 @@ def test_bad_scopes_name_the_flag(spec: ViewSpec, message: str) -> None:
     with pytest.raises(UsageError) as err:
         select_scope(_graph(design_trace()), spec)
     assert str(err.value.message).startswith(message)
+
+
+def test_an_unknown_focus_points_to_the_programs_variables_not_a_scenarios() -> None:
+    with pytest.raises(UsageError) as err:
+        resolve_node(_graph(design_trace()), "t9")
+    assert err.value.message.endswith("or a variable of the program")
 
 
 def test_a_name_for_several_nodes_is_refused_with_examples() -> None:
@@ -218,7 +224,7 @@ def test_export_focus_and_worker_views(tmp_path: Path) -> None:
     (["-f", "perfetto", "--worker", "worker1"], "--worker cannot be used with --format "
                                                 "perfetto; it applies to pictures and the HTML "
                                                 "viewer"),
-    (["--rpc-call", "4"], "--rpc-call 4: the trace has RPC calls 0 to 0"),
+    (["--rpc-call", "4"], "--rpc-call 4: the trace has only RPC call 0"),
     (["--view", "summary", "--worker", "worker1"], "--view summary shows every worker; it "
                                                    "cannot be used with --worker, --rpc-call "
                                                    "or --focus"),

@@ -75,6 +75,8 @@ from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace.iteration import ContextSelection
 from distviz.words import plural
 
+TRACE_HELP = "Trace JSON written by distviz run or distviz trace."
+
 
 @app.command()
 @guard
@@ -210,7 +212,7 @@ def scenarios() -> None:
 @app.command()
 @guard
 def replay(
-    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    trace_file: Annotated[Path, typer.Argument(help=TRACE_HELP)],
     as_json: Json = False,
     step: Step = False,
     mode: Mode = "fast",
@@ -275,7 +277,7 @@ def replay(
 @app.command()
 @guard
 def export(
-    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    trace_file: Annotated[Path, typer.Argument(help=TRACE_HELP)],
     fmt: Annotated[str, typer.Option("--format", "-f", help="svg, png, dot, html, perfetto, graphml or gexf.")] = "svg",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write.")] = None,
     step: Annotated[int | None, typer.Option("--step", help="Draw the state after replay step N.")] = None,
@@ -345,7 +347,7 @@ def export(
 @app.command()
 @guard
 def graph(
-    trace_file: Annotated[Path, typer.Argument(help="Trace JSON written by distviz run.")],
+    trace_file: Annotated[Path, typer.Argument(help=TRACE_HELP)],
     max_nodes: Annotated[int, typer.Option("--max-nodes", help="Above this, show a summary.")] = 200,
     context: ContextOpt = None,
 ) -> None:

@@ -71,9 +71,9 @@ def trace(
     write_atomic(index, json.dumps(summary.index_json(found, list(command), code, notes),
                                    indent=1) + "\n")
     out = stdout_console()
+    files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "
     out.print(f"distviz trace: {plural(len(found), 'context')} recorded "
-              f"in {finished.seconds:.1f} s: {output}/<initiator>.ctx<N>.trace.json, "
-              f"index {index}", markup=False)
+              f"in {finished.seconds:.1f} s{files}index {index}", markup=False)
     if found:
         unbounded_console().print(summary.table(found))
     for e in found:
@@ -86,5 +86,7 @@ def trace(
     own = tests or (finished.returncode != 0
                     and not (finished.stopped_for_hang or finished.interrupted))
     meaning = "the program's own exit status" if own else limits.EXIT_CODES.get(code, "")
+    if code == limits.EXIT_OK and not found:
+        meaning = "the program succeeded; no context was recorded to check"
     out.print(f"exit status {code}: {meaning}", markup=False)
     raise typer.Exit(code)

@@ -354,7 +354,9 @@ def step_through(trace: Trace, replay: ReplayLike, console: Console,
                 loop(read)
     except KeyboardInterrupt:
         pass
-    end = Text(f"stopped at step {stepper.step}/{stepper.last} · outcome: {replay.outcome}")
+    where = (f"at step {stepper.step}/{stepper.last}" if stepper.step >= 0
+             else f"before the first event (step -/{stepper.last})")
+    end = Text(f"stopped {where} · outcome: {replay.outcome}")
     if agreement is not None and agreement.text:
         end.append(f" · {agreement.text}")
     console.print(end)

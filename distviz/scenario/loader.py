@@ -427,7 +427,8 @@ def _main_sources(loader: _Loader, top: dict[str, Y], main_ys: dict[str, Y], wor
 def _description(loader: _Loader, y: Y | None) -> str:
     if y is None or y.value is None:
         return ""
-    return loader.string(y, "description", allow_empty=True)
+    # a folded or literal block (`description: >`) keeps a final newline; a description has none
+    return loader.string(y, "description", allow_empty=True).strip()
 
 
 def _param_names(y: Y | None) -> dict[str, int | float | bool | str]:

@@ -76,8 +76,9 @@ class Recording:
             raise TraceError("the recording holds no context")
         index = 1 if number is None else number
         if not 1 <= index <= len(self.contexts):
-            raise TraceError(f"--context {index}: the recording holds contexts 1.."
-                             f"{len(self.contexts)}", key="--context")
+            held = (f"contexts 1 to {len(self.contexts)}" if len(self.contexts) > 1
+                    else "only context 1")
+            raise TraceError(f"the recording holds {held}", key=f"--context {index}")
         return self.contexts[index - 1]
 
     def __post_init__(self) -> None:

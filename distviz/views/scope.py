@@ -62,7 +62,8 @@ def _call_scope(g: IndexedGraph, k: int) -> Scope:
     if not calls:
         raise UsageError(f"--rpc-call {k}: the trace records no RPC calls")
     if not 0 <= k < len(calls):
-        raise UsageError(f"--rpc-call {k}: the trace has RPC calls 0 to {len(calls) - 1}")
+        held = f"RPC calls 0 to {len(calls) - 1}" if len(calls) > 1 else "only RPC call 0"
+        raise UsageError(f"--rpc-call {k}: the trace has {held}")
     grouping = call_groups(g.trace, g)
     want = next((j for j, grp in enumerate(grouping.groups) if grp.call == k), -1)
     members = [i for i in range(g.n) if grouping.of[i] == want]
@@ -149,5 +150,5 @@ def resolve_node(g: IndexedGraph, text: str) -> str:
     near = difflib.get_close_matches(text, names + g.ids[:5000], n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
     raise UsageError(f"--focus {text}: no node or variable of that name{hint}; give a node id "
-                     "as `distviz graph` shows it, or a variable of the scenario")
+                     "as `distviz graph` shows it, or a variable of the program")
 
