@@ -267,3 +267,15 @@ def test_run_options_a_training_scenario_cannot_honour_start_nothing(
         args: list[str], message: str) -> None:
     result = _invoke("run", *args)
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_trace_and_a_recording_repr_in_one_line() -> None:
+    from pathlib import Path
+
+    import distviz
+    from distviz.trace.recording import Recording
+    tr = distviz.load(Path(__file__).parent / "traces" / "pipeline.json")
+    text = repr(tr)
+    assert "\n" not in text and len(text) < 200 and f"{len(tr.nodes)} nodes" in text, text
+    rec = Recording(contexts=[tr, tr], iterations=[None, None], workers=list(tr.workers))
+    assert repr(rec) == f"<Recording: 2 contexts on {len(tr.workers)} workers>"

@@ -245,3 +245,21 @@ def test_no_viewer_function_is_over_80_lines() -> None:
                     long.append(f"{m}:{start + 1} {k - start + 1} lines")
                 start = None
     assert long == []
+
+
+def test_two_nodes_alike_have_different_labels_in_the_pictures() -> None:
+    from distviz.render.dot import to_dot
+    src = to_dot(twin_trace(), replay_of(twin_trace()), full=True)
+    labels = [line for line in src.splitlines() if "MulBackward0 #1" in line]
+    assert len(labels) == 2 and len({("~1" in line) for line in labels}) == 2, labels
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_two_nodes_alike_have_different_titles_in_the_viewer(browser: Chromium,
+                                                             tmp_path: Path) -> None:
+    tr = twin_trace()
+    _open(browser, tmp_path / "twins_titles.html", to_html(tr, replay_of(tr)), "#step=0")
+    titles = browser.eval(f"[...Array({len(tr.nodes)}).keys()].map(distviz.title)")
+    assert sorted(t for t in titles if t.startswith("Mul")) == ["MulBackward0 #1",
+                                                               "MulBackward0 #1~1"]

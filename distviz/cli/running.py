@@ -35,7 +35,7 @@ def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: b
 
     def decide(trace: Trace) -> tuple[bool, str | None]:
         if replay_of(trace, "fast").outcome == "hang" and not opts.confirm_hang:
-            return False, ("the replay predicts a FAST-mode hang; the real backward was skipped "
+            return False, ("the replay predicts a FAST-mode hang "
                            "(use --confirm-hang to run it anyway)")
         return True, None
 

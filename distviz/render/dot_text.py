@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from distviz.trace import Node, short_name
+from distviz.trace import Node, short_name, twin_suffix
 
 __all__ = ["DotGraph", "attrs", "display_name", "dot_quote", "node_title", "sanitize_id", "shape_text"]
 
@@ -86,7 +86,7 @@ def node_title(node: Node, names: Sequence[str] | None = None) -> str:
         name = node.var if node.var else "AccumulateGrad"
         shp = shape_text(node.shape)
         return f"{name} {shp}" if shp else name
-    title = f"{display_name(node)} #{node.seq}"
+    title = f"{display_name(node)} #{node.seq}{twin_suffix(node.id)}"
     held = node.vars if names is None else names
     if node.kind == "recv" and held:
         title += f" = {', '.join(held)}"

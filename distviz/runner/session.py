@@ -379,7 +379,7 @@ class TrainingSession:
             return
         predicted = replay(run.trace)
         if predicted.outcome == "hang":
-            run.skipped = ("the replay predicts a FAST-mode hang; the real backward was skipped "
+            run.skipped = ("the replay predicts a FAST-mode hang "
                            "(use --confirm-hang to run it anyway)")
             self.finish(run)
             raise HangPredicted(f"context {run.index} of {self.worker}: the replay predicts "

@@ -63,6 +63,14 @@ def short_name(name: str) -> str:
     return name.rsplit("::", 1)[-1]
 
 
+def twin_suffix(node_id: str) -> str:
+    """``~1`` for the second node of one worker with one name and ``sequence_nr``
+    (``worker1/MulBackward0#1~1``), else ``""``: what tells such nodes apart in every view."""
+    tail = node_id.rpartition("/")[2]
+    head, tilde, k = tail.rpartition("~")
+    return f"~{k}" if tilde and k.isdigit() and "#" in head else ""
+
+
 @dataclass(slots=True)
 class RpcCall:
     """One RPC the program made inside the context, as the scenario runtime saw it."""
@@ -157,6 +165,13 @@ class Trace:
         """Return ``{RPC rank: position in workers}`` (message ids name the sender by rank)."""
         ranks = self.ranks if self.ranks is not None else range(len(self.workers))
         return {r: k for k, r in enumerate(ranks)}
+
+    def __repr__(self) -> str:
+        """A line, not the whole graph (a big trace's fields run to megabytes)."""
+        name = self.scenario.name if self.scenario is not None else None
+        return (f"<Trace{' ' + name if name else ''} context {self.number} "
+                f"(id {self.context_id}): {len(self.nodes)} nodes on {len(self.workers)} "
+                f"workers, {len(self.passes)} passes>")
 
     def pairs(self) -> list[dict[str, Any]]:
         """Return every message id with its send and recv node ids (``None`` where one is missing),

@@ -68,6 +68,10 @@ class Recording:
                    scenario=trace.scenario, torch_version=trace.torch_version,
                    interop_threads=trace.interop_threads, meta=trace.meta, version=SCHEMA_VERSION)
 
+    def __repr__(self) -> str:
+        """A line, not every context's graph."""
+        return f"<Recording: {len(self.contexts)} contexts on {len(self.workers)} workers>"
+
     def pick(self, number: int | None) -> Trace:
         """The context numbered ``number`` (from 1, in recording order); ``None``: the first.
 

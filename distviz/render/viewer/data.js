@@ -61,6 +61,11 @@ D.critical.messages.forEach(function (r) { CRITMSG[r] = 1; });
 var LANE = new Int32Array(NW);
 D.order.forEach(function (w, k) { LANE[w] = k; });
 
+/** A node's first label line, as the terminal names it: ``MulBackward0 #1~1`` (the ``~k`` of
+ * its id tells two nodes of one worker with one name and number apart).
+ * @param {number} n */
 function title(n) {
-  return D.names[D.name[n]] + (D.seq[n] >= 0 ? " #" + D.seq[n] : "");
+  if (D.seq[n] < 0) return D.names[D.name[n]];
+  var twin = /#\d+(~\d+)$/.exec(D.ids[n]);
+  return D.names[D.name[n]] + " #" + D.seq[n] + (twin ? twin[1] : "");
 }

@@ -190,5 +190,5 @@ function fromHash() {
 window.addEventListener("hashchange", fromHash);
 fromHash();
 document.body.dataset.loadMs = String(Math.round(performance.now() - T0));
-/** @type {any} */ (window).distviz = {show: show, search: search, nextHit: nextHit, key: key, setDetail: setDetail, setScope: setScope,
+/** @type {any} */ (window).distviz = {show: show, title: title, search: search, nextHit: nextHit, key: key, setDetail: setDetail, setScope: setScope,
                   relayout: relayout, layout: function () { return L; }, camera: cam, state: function () { return {deps: deps, st: st, init: init, cur: cur}; }};
