@@ -4,7 +4,8 @@
 #   tests/torch_matrix.sh VERSION [PYTEST ARGS...]
 #
 # Installs torch==VERSION (and numpy) first, then the checkout with its test extras, checks that
-# pip kept that torch, runs `distviz run design_note`, then the agreement tests: every shipped
+# pip kept that torch, runs `distviz run design_note`, then the internals distviz reaches in
+# torch (test_torch_internals.py) and the agreement tests: every shipped
 # scenario and PyTorch-suite scenario (test_rpc_agreement.py), a fixed-seed fuzz run and the
 # programs fuzzing found (test_fuzz_runner.py), and `distviz trace` of the unchanged programs in
 # tests/programs (test_trace_cmd.py). Extra arguments go to pytest (e.g. `-k design_note`).
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 # fuzz (fixed seed), the found programs and the shipped scenarios; the planted disagreement
 # test checks the shrinker, not PyTorch, and stays with the main suite
-TESTS=(tests/test_rpc_agreement.py tests/test_trace_cmd.py
+TESTS=(tests/test_torch_internals.py tests/test_rpc_agreement.py tests/test_trace_cmd.py
        "tests/test_fuzz_runner.py::test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch"
        "tests/test_fuzz_runner.py::test_programs_found_by_fuzzing_agree")
 
