@@ -114,3 +114,9 @@ class Interrupted(DistvizError):
     """The user pressed Ctrl-C; every worker has been torn down."""
 
     exit_code = limits.EXIT_INTERRUPTED
+
+
+class TorchVersionError(DistvizError):
+    """The installed torch is missing or outside the releases distviz supports."""
+
+    exit_code = limits.EXIT_BAD_INPUT

@@ -117,6 +117,17 @@ PICTURE_MAX_BOXES: Final = 600
 #: Bitmaps Graphviz's cairo renderer draws without shrinking them, in pixels on a side.
 BITMAP_MAX_PX: Final = 32_767
 
+# -- the torch releases distviz supports ---------------------------------------------------------
+
+#: The oldest torch release (major, minor) distviz supports: it reads PyTorch's internal graph
+#: (node hooks, ``_current_graph_task_id``, a context's send and recv functions), which every
+#: release from this one on has (``tests/torch_matrix.sh`` checks one version; docs/torch-versions.md).
+TORCH_OLDEST: Final = (2, 4)
+#: The newest torch release (major, minor) distviz supports; ``pyproject.toml`` says ``<2.16``.
+TORCH_NEWEST: Final = (2, 15)
+#: Set to ``1``, distviz runs with a torch outside that range instead of refusing to start.
+TORCH_ANY_ENV: Final = "DISTVIZ_ANY_TORCH"
+
 # -- exit status of a worker process ----------------------------------------------------------------
 
 #: A worker reported an error to the parent and ended.

@@ -25,8 +25,9 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.callsites", "distviz.tracing.naming", "distviz.tracing.observe",
               "distviz.tracing.patches")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
-#: a fork server that imports torch once).
-TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol"}
+#: a fork server that imports torch once), and the version check the CLI makes before it.
+TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",
+                     "distviz.runner.torch_range"}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
 TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.parent", "distviz.runner.worker",

@@ -483,7 +483,9 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
                            str(tmp_path)], cwd=ROOT, env=_environment(tmp_path),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
+    # torch 2.8's gloo prints "[Gloo] Rank N is connected to M peer ranks. ..." on the stdout of
+    # each process that joins RPC (2.4.1, 2.11.0, 2.14.1 and 2.15.0 print nothing): torch's own
+    lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("[Gloo] ")]
     assert lines[:3] == ["backward: completed", "record before: None", "record after: completed"]
     assert lines[3].startswith("hang: predicted: ") and "assigned to `unused`" in lines[3]
     assert "tests/scripts/api_observe.py:66 in worker" in lines[3]

@@ -120,9 +120,11 @@ def run(
     """
     from distviz.replay.changes import parse_inject_delay
     from distviz.runner.parent import RunOptions
+    from distviz.runner.torch_range import require_torch
     from distviz.scenario import load_scenario
     from distviz.scenario.shipped import resolve_scenario
 
+    require_torch()
     # data on standard output moves the text report to stderr
     data_on_stdout = stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
                                     "--html": html, "--perfetto": perfetto}, as_json)

@@ -100,7 +100,9 @@ def fuzz(
     """
     from distviz.fuzz.runner import FuzzOptions, Progress, summary_lines
     from distviz.fuzz.runner import fuzz as run_fuzz
+    from distviz.runner.torch_range import require_torch
 
+    require_torch()
     lo, hi = worker_range(workers)
     for flag, value in (("--count", count), ("--hang-timeout", hang_timeout),
                         ("--max-shrink-tries", max_shrink_tries)):

@@ -46,10 +46,12 @@ def trace(
 
       distviz trace -o traces --contexts all -- python train.py
     """
+    from distviz.runner.torch_range import require_torch
     from distviz.tracing import summary
     from distviz.tracing.command import run as run_command
     from distviz.tracing.config import TraceConfig, check_options
 
+    require_torch()
     check_options(contexts, max_contexts, on_hang, hang_timeout, interop_threads)
     config = TraceConfig(out_dir=str(output), contexts=contexts, max_contexts=max_contexts,
                          on_hang=on_hang, hang_timeout=hang_timeout,

@@ -25,6 +25,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.errors import RecordError
+from distviz.runner.torch_compat import input_shapes
 from distviz.trace import (
     ACCUMULATE_GRAD_SEQ,
     BackwardPass,
@@ -271,10 +272,7 @@ def _node(rec: _WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[
         node.var = leaf_names.get(id(v))
         node.shape = _shape(v)
         node.dtype = _dtype(v)
-    try:  # the shapes of the gradients this node receives
-        node.input_shapes = [[int(s) for s in m.shape] for m in fn._input_metadata]
-    except Exception:  # noqa: BLE001 - a node kind without input metadata
-        node.input_shapes = None
+    node.input_shapes = input_shapes(fn)  # the shapes of the gradients this node receives
     if kind == "op":
         fault = getattr(fn, "distviz_fault", None)
         if isinstance(fault, dict):
