@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import typer
@@ -92,6 +92,21 @@ def mistake_text(err: Any, args: Sequence[str], command: str) -> str:
     return f"{err.format_message()}; {see}"
 
 
+def _one_line(parse: Callable[[Any, list[str]], list[str]], ctx: Any, args: list[str],
+              where: str) -> list[str]:
+    """``parse(ctx, args)``, its command-line mistakes as one ``UsageMistake`` line (the help
+    shown for no arguments stays as it is)."""
+    given = list(args)
+    try:
+        return parse(ctx, args)
+    except UsageMistake:
+        raise
+    except _UsageError as err:
+        if isinstance(err, getattr(_ERRORS, "NoArgsIsHelpError", ())):
+            raise
+        raise UsageMistake(mistake_text(err, given, where), ctx) from None
+
+
 class Command(TyperCommand):
     """A typer command whose usage line, help and mistakes read like distviz's messages."""
 
@@ -124,30 +139,14 @@ class Command(TyperCommand):
                     formatter.write_dl(rows)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        given = list(args)
-        try:
-            return super().parse_args(ctx, args)
-        except UsageMistake:
-            raise
-        except _UsageError as err:
-            if isinstance(err, getattr(_ERRORS, "NoArgsIsHelpError", ())):
-                raise
-            raise UsageMistake(mistake_text(err, given, _command_path(ctx)), ctx) from None
+        return _one_line(super().parse_args, ctx, args, _command_path(ctx))
 
 
 class Group(TyperGroup):
     """The top-level group: its own mistakes (an unknown command) as one line too."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        given = list(args)
-        try:
-            return super().parse_args(ctx, args)
-        except UsageMistake:
-            raise
-        except _UsageError as err:
-            if isinstance(err, getattr(_ERRORS, "NoArgsIsHelpError", ())):
-                raise
-            raise UsageMistake(mistake_text(err, given, "distviz"), ctx) from None
+        return _one_line(super().parse_args, ctx, args, "distviz")
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         try:

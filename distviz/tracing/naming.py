@@ -24,6 +24,7 @@ import sys
 import threading
 import types
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -127,20 +128,27 @@ def _outermost(modules: list[torch.nn.Module]) -> list[torch.nn.Module]:
     return [m for m in modules if id(m) not in inner]
 
 
-def module_variables(frame: types.FrameType | None) -> dict[int, str]:
-    """``{id(module): variable}`` for the modules the program's own frames hold in a variable
-    (``head = nn.Linear(2, 1)``), innermost frame first; the first name wins."""
-    out: dict[int, str] = {}
+def own_variables(frame: types.FrameType | None) -> Iterator[tuple[str, Any]]:
+    """``(name, value)`` of each public local variable (not ``self``) of the program's own
+    frames (``MAX_FRAMES`` of them at most), innermost frame first."""
     f = frame
     frames = 0
     while f is not None and frames < MAX_FRAMES:
         if is_own(f.f_code.co_filename):
             frames += 1
             for name, value in list(f.f_locals.items()):
-                if (isinstance(value, torch.nn.Module) and id(value) not in out
-                        and not name.startswith("_") and name != "self"):
-                    out[id(value)] = name
+                if not name.startswith("_") and name != "self":
+                    yield name, value
         f = f.f_back
+
+
+def module_variables(frame: types.FrameType | None) -> dict[int, str]:
+    """``{id(module): variable}`` for the modules the program's own frames hold in a variable
+    (``head = nn.Linear(2, 1)``), innermost frame first; the first name wins."""
+    out: dict[int, str] = {}
+    for name, value in own_variables(frame):
+        if isinstance(value, torch.nn.Module) and id(value) not in out:
+            out[id(value)] = name
     return out
 
 
@@ -195,19 +203,11 @@ def frame_names(frame: types.FrameType | None) -> list[tuple[str, Any]]:
     ``hidden[1]`` in the recorder); the first frame that names a tensor wins.
     """
     out: list[tuple[str, Any]] = []
-    f = frame
-    frames = 0
-    while f is not None and frames < MAX_FRAMES:
-        if is_own(f.f_code.co_filename):
-            frames += 1
-            for name, value in list(f.f_locals.items()):
-                if name.startswith("_") or name == "self":
-                    continue
-                if isinstance(value, torch.Tensor) or (
-                        isinstance(value, (list, tuple)) and 0 < len(value) <= 16
-                        and any(isinstance(v, torch.Tensor) for v in value)):
-                    out.append((name, value))
-        f = f.f_back
+    for name, value in own_variables(frame):
+        if isinstance(value, torch.Tensor) or (
+                isinstance(value, (list, tuple)) and 0 < len(value) <= 16
+                and any(isinstance(v, torch.Tensor) for v in value)):
+            out.append((name, value))
     return out
 
 
