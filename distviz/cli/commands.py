@@ -60,12 +60,10 @@ from distviz.cli.options import (
     view_spec,
 )
 from distviz.cli.output import (
-    agreement_of,
+    analysis_of,
     load_trace,
-    replay_of,
     report,
     show,
-    verdict_of,
     write_frames,
     write_pictures,
 )
@@ -251,11 +249,10 @@ def replay(
             stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
                          f"it ({error})", markup=False)
         raise typer.Exit(EXIT_RUN_FAILED)
-    rp = replay_of(trace, mode)
-    verdict = verdict_of(trace, rp)
-    agreement = verdict.agreement
+    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    rp, verdict, agreement = found.replay, found.verdict, found.agreement
     from distviz.replay.whatif import time_report
-    time_lines, timing = time_report(trace, what_if)
+    time_lines, timing = time_report(trace, what_if, timing=found.timing)
     if as_json:
         print(json.dumps(report(trace, rp, verdict, str(trace_file), timing), indent=1))
     else:
@@ -306,18 +303,20 @@ def export(
         from distviz.trace.recording import load_recording
         recording = load_recording(trace_file)
         if len(recording.contexts) > 1:
-            from distviz.cli.recording import context_reports, write_html
+            from distviz.cli.recording import context_analyses, context_reports, write_html
             target = output or trace_file.with_suffix("").with_suffix(".html")
-            write_html(recording, context_reports(recording, mode), target)
+            write_html(recording, context_analyses(recording, context_reports(recording, mode)),
+                       target)
             stdout_console().print(f"wrote {target} ({len(recording.contexts)} contexts)",
                                    markup=False)
             return
     trace = load_trace(trace_file, context)
-    rp = replay_of(trace, mode)
+    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    rp = found.replay
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
     if frames is not None:
-        n = write_frames(trace, rp, fmt, frames, spec)
+        n = write_frames(found, fmt, frames, spec)
         stdout_console().print(f"wrote {plural(n, 'frame')} to {frames}", markup=False)
         return
     ext = {"perfetto": "json"}.get(fmt, fmt)
@@ -330,8 +329,7 @@ def export(
         (stderr_console() if to_stdout else stdout_console()).print(
             f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}", markup=False)
         return
-    written = write_pictures(trace, rp, agreement_of(trace, rp), {fmt: target}, step=step,
-                             spec=spec)
+    written = write_pictures(found, {fmt: target}, step=step, spec=spec)
     to_stdout = bool(stdout_flags({"-o": target}))
     say = stderr_console() if to_stdout else stdout_console()
     say.print(f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}",

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import check_mode, real_lines, replay_of, report, show, write_pictures
+from distviz.cli.output import analysis_of, real_lines, replay_of, report, show, write_pictures
 from distviz.errors import DistvizError
 from distviz.trace import Trace
 from distviz.trace.sections import Meta, Real, ScenarioInfo
@@ -133,14 +133,12 @@ def run_trace(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Tra
 def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
     """Save the trace, replay it, write the pictures, print the report; return the exit code."""
     from distviz.render import terminal
-    from distviz.replay.analysis import analysis
     from distviz.replay.whatif import time_report
 
     trace.save(out_path)
-    check_mode(mode)
-    found = analysis(trace, mode)     # the replay, the verdict and the timing, made once
+    found = analysis_of(trace, mode)     # the replay, the verdict and the timing, made once
     rp, verdict, agreement = found.replay, found.verdict, found.agreement
-    written = write_pictures(trace, rp, agreement, view.pictures, timing=found.timing)
+    written = write_pictures(found, view.pictures)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
     time_lines, timing = time_report(trace, timing=found.timing)

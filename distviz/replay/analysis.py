@@ -18,7 +18,7 @@ from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import Verdict, verdict
 from distviz.trace import Trace
 
-__all__ = ["Analysis", "analysis"]
+__all__ = ["Analysis", "analysis", "analysis_from"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +41,9 @@ def analysis(trace: Trace, mode: str = "fast") -> Analysis:
     """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run."""
     rp = run_replay(trace, mode)
     return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))
+
+
+def analysis_from(trace: Trace, rp: Replay, judged: Verdict) -> Analysis:
+    """The analysis of ``trace`` from its replay and verdict already made (a recording's
+    contexts, ``distviz.replay.verdict.context_verdicts``): only the timing is made here."""
+    return Analysis(trace=trace, replay=rp, verdict=judged, timing=analyze(trace))
