@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.runner.parent import RunResult
     from distviz.scenario import Scenario
 
-__all__ = ["context_analyses", "context_reports", "exit_code", "finish_training_run", "replay_recording",
-           "show_recording"]
+__all__ = ["context_analyses", "context_reports", "exit_code", "finish_training_run",
+           "replay_recording", "show_recording"]
 
 Reports = list[ContextVerdict]
 
