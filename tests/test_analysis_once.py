@@ -120,3 +120,34 @@ def test_every_picture_of_one_analysis_reuses_its_timing(tmp_path: Path,
     write_pictures(found, targets, spec=ViewSpec(detail="summary"))
     assert "real run: busy" in (tmp_path / "s.dot").read_text(encoding="utf-8")
     _once(made)
+
+
+def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str]) -> None:
+    """``distviz run`` replays the recorded graph before the real backward, to decide whether
+    to run it; the report and the files use that replay (the verdict's replay in the observed
+    arrival order is the second)."""
+    from distviz.cli.options import View
+    from distviz.cli.running import Decided, decider, finish_run
+    from distviz.trace import load
+    trace = load(PIPELINE)
+    made.clear()
+    decided = Decided()
+    assert decider(False, decided)(trace) == (True, None)
+    view = View(as_json=True, step=False, log=None, worker=None, start=None, end=None,
+                pictures={"html": tmp_path / "run.html", "perfetto": tmp_path / "run.json"})
+    assert finish_run(trace, "fast", tmp_path / "run.trace.json", view, decided.replay) == 0
+    _once(made)
+    made.clear()   # a SMART report cannot use the FAST replay
+    finish_run(trace, "smart", tmp_path / "smart.trace.json", view, decided.replay)
+    assert made["replay"] >= 1
+
+
+def test_a_predicted_hang_skips_the_real_backward_with_its_replay_kept() -> None:
+    from replay_fixtures import unused_rpc_result
+
+    from distviz.cli.running import Decided, decider
+    decided = Decided()
+    run, reason = decider(False, decided)(unused_rpc_result())
+    assert not run and reason is not None and "--confirm-hang" in reason
+    assert decided.replay is not None and decided.replay.outcome == "hang"
+    assert decider(True, Decided())(unused_rpc_result()) == (True, None)

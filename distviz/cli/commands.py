@@ -67,7 +67,7 @@ from distviz.cli.output import (
     write_frames,
     write_pictures,
 )
-from distviz.cli.running import finish_run, run_trace, run_with_progress
+from distviz.cli.running import Decided, finish_run, run_trace, run_with_progress
 from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace.iteration import ContextSelection
@@ -140,7 +140,8 @@ def run(
         raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
                          "context; --contexts chooses among the contexts a training program "
                          "opens")
-    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
+    decided = Decided()
+    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose, decided=decided)
     out_path = output or Path(f"{sc.name}.trace.json")
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
@@ -149,7 +150,7 @@ def run(
         from distviz.cli.recording import finish_training_run
         raise typer.Exit(finish_training_run(sc, result, mode, out_path, context, view))
     trace = run_trace(sc, result, mode, out_path)
-    raise typer.Exit(finish_run(trace, mode, out_path, view))
+    raise typer.Exit(finish_run(trace, mode, out_path, view, decided.replay))
 
 
 @app.command()

@@ -45,12 +45,13 @@ def replay_of(trace: Trace, mode: str) -> Replay:
     return replay(trace, mode=mode)
 
 
-def analysis_of(trace: Trace, mode: str) -> Analysis:
-    """The one analysis of ``trace`` in ``mode`` (checked): its replay, verdict and timing,
-    made once per command and handed to every renderer (``distviz.replay.analysis``)."""
+def analysis_of(trace: Trace, mode: str, made: Replay | None = None) -> Analysis:
+    """The one analysis of ``trace`` in ``mode`` (checked): its replay (``made`` when it is
+    one of ``trace`` in ``mode``), verdict and timing, made once per command and handed to
+    every renderer (``distviz.replay.analysis``)."""
     from distviz.replay.analysis import analysis
     check_mode(mode)
-    return analysis(trace, mode)
+    return analysis(trace, mode, made)
 
 
 def _json(section: Section | None) -> dict[str, Any] | None:

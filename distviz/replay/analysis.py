@@ -37,9 +37,16 @@ class Analysis:
         return self.verdict.agreement
 
 
-def analysis(trace: Trace, mode: str = "fast") -> Analysis:
-    """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run."""
-    rp = run_replay(trace, mode)
+def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> Analysis:
+    """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run.
+
+    ``made``: a replay of this very trace already made (``distviz run`` replays the recorded
+    graph in FAST mode before the real backward, to decide whether to run it); it is used when
+    it is one of ``trace`` in ``mode`` in FIFO order, else ``trace`` is replayed here."""
+    if made is not None and made.trace is trace and made.mode == mode and not made.arrival:
+        rp = made
+    else:
+        rp = run_replay(trace, mode)
     return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))
 
 
