@@ -19,8 +19,8 @@ import distviz
 from distviz.render import graphviz_backend
 from distviz.render.html import to_html
 from distviz.render.notebook import CELL_HEIGHT_PX, cell_title, trace_html
-from distviz.replay import agreement_for, replay
-from distviz.replay.timing import analyze
+from distviz.replay import replay
+from distviz.replay.analysis import analysis
 from distviz.trace.recording import Recording
 
 TRACES = Path(__file__).resolve().parent / "traces"
@@ -38,9 +38,7 @@ def test_repr_html_is_the_export_page_in_a_frame_sized_for_a_cell() -> None:
     markup = trace._repr_html_()
     assert markup.startswith("<iframe ") and markup.endswith("</iframe>")
     assert f"height: {CELL_HEIGHT_PX}px" in markup and "width: 100%" in markup
-    rp = replay(trace)
-    page = to_html(trace, rp, agreement=agreement_for(trace, rp), title=cell_title(trace),
-                   timing=analyze(trace))
+    page = to_html(analysis(trace), title=cell_title(trace))
     assert _srcdoc(markup) == page   # the very page export -f html writes
     assert "pipeline (context " in cell_title(trace)
 

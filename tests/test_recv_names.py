@@ -8,6 +8,7 @@ import pytest
 import replay_fixtures as F
 from conftest import run_cached
 from rich.console import Console
+from test_render_dot import judged
 
 from distviz.render.dot import to_dot
 from distviz.render.html import to_html
@@ -51,10 +52,10 @@ def test_dot_label_and_html_show_the_recv_name() -> None:
     trace = named_design_note()
     rp = replay(trace)
     assert 'label="RecvRpcBackward #0 = t3\\nmsg 1:0' in to_dot(trace, rp)
-    data = viewer_data(trace, rp)   # the viewer's box and side panel show the notes
+    data = viewer_data(judged(trace, rp))   # the viewer's box and side panel show the notes
     notes = dict(zip(data["notes"][::2], data["notes"][1::2], strict=True))
     recv = data["ids"].index("worker0/RecvRpcBackward#0")
-    assert "= t3" in notes[recv] and "RecvRpcBackward" in to_html(trace, rp)
+    assert "= t3" in notes[recv] and "RecvRpcBackward" in to_html(judged(trace, rp))
 
 
 @pytest.mark.rpc

@@ -79,6 +79,14 @@ def replay_of(trace: Trace) -> Any:
     return replay(trace)
 
 
+def judged(trace: Trace, rp: Any) -> Any:
+    """The analysis renderers take (``distviz.replay.analysis``) of ``trace`` with the replay
+    ``rp``: its verdict and timing made as every command makes them."""
+    from distviz.replay.analysis import analysis_from
+    from distviz.replay.verdict import verdict
+    return analysis_from(trace, rp, verdict(trace, rp))
+
+
 def _chain_trace(n_ops: int, workers: int = 2) -> Trace:
     """A long linear chain of ops per worker, joined by one message: deep, for collapsing."""
     nodes: list[Node] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from chromium import CHROMIUM, Chromium
-from test_render_dot import HOSTILE, _png_pixels_vary, design_trace, hang_trace, replay_of
+from test_render_dot import HOSTILE, _png_pixels_vary, design_trace, hang_trace, judged, replay_of
 
 from distviz.render.html import json_for_script, to_html
 from distviz.render.html_data import viewer_data
@@ -37,7 +37,7 @@ def test_json_for_script_cannot_close_the_element() -> None:
 
 def test_page_is_self_contained_and_escapes_names() -> None:
     tr = design_trace(HOSTILE)
-    page = to_html(tr, replay_of(tr))
+    page = to_html(judged(tr, replay_of(tr)))
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"<(link|img|iframe)\b", page)
@@ -50,7 +50,7 @@ def test_page_is_self_contained_and_escapes_names() -> None:
 def test_data_holds_the_graph_the_counts_and_the_words() -> None:
     tr = hang_trace()
     rep = replay_of(tr)
-    d = viewer_data(tr, rep)
+    d = viewer_data(judged(tr, rep))
     ids = d["ids"]
     assert ids == [n.id for n in tr.nodes]
     for i, n in enumerate(tr.nodes):   # the next edges, as a compressed row per node
@@ -68,10 +68,9 @@ def test_data_holds_the_graph_the_counts_and_the_words() -> None:
 
 
 def test_agreement_is_in_words() -> None:
-    from distviz.replay.agreement import compare
     tr = design_trace()
     rep = replay_of(tr)
-    page = to_html(tr, rep, agreement=compare(tr, rep))
+    page = to_html(judged(tr, rep))
     assert "replay and the real run" in page
     assert "fifo_order" not in page and "exact:" not in page
     assert "the gradients: not compared" in page
@@ -81,7 +80,7 @@ def test_unknown_worker_in_the_start_view_is_a_usage_error() -> None:
     from distviz.errors import UsageError
     tr = design_trace()
     with pytest.raises(UsageError, match="--worker wrokerX"):
-        to_html(tr, replay_of(tr), spec=ViewSpec(worker="wrokerX"))
+        to_html(judged(tr, replay_of(tr)), spec=ViewSpec(worker="wrokerX"))
 
 
 # -- headless Chromium ---------------------------------------------------------------------
@@ -110,7 +109,7 @@ def _open(browser: Chromium, tmp_path: Path, page: str, hash_: str = "") -> None
 def test_keys_step_and_the_counts_match_the_replay(browser: Chromium, tmp_path: Path) -> None:
     tr = design_trace()
     rep = replay_of(tr)
-    _open(browser, tmp_path, to_html(tr, rep), "#keys=nnnnnnp")
+    _open(browser, tmp_path, to_html(judged(tr, rep)), "#keys=nnnnnnp")
     body = browser.eval("Object.assign({}, document.body.dataset)")
     ev = rep.events[5]
     assert body["step"] == "5" and body["current"] == (ev.node or "")
@@ -134,7 +133,7 @@ def test_hang_marks_blocked_sends_and_nodes_that_never_run(browser: Chromium,
     tr = hang_trace()
     rep = replay_of(tr)
     assert rep.outcome == "hang"
-    _open(browser, tmp_path, to_html(tr, rep), "#keys=G")
+    _open(browser, tmp_path, to_html(judged(tr, rep)), "#keys=G")
     states = browser.eval("(function(){var s=distviz.state().st;return Array.from(s)})()")
     ran = {n for per in rep.order[-1:] for nodes in per.values() for n in nodes}
     blocked = {b.node for b in rep.hang.blocked_sends}  # type: ignore[union-attr]
@@ -191,7 +190,7 @@ def test_100k_nodes_search_finds_a_variable_and_shows_it(browser: Chromium,
     from distviz.replay import replay
     from distviz.replay.synthetic import synthetic_trace
     tr = synthetic_trace(100_000, 8, 0)
-    page = to_html(tr, replay(tr))
+    page = to_html(judged(tr, replay(tr)))
     _open(browser, tmp_path, page)
     assert browser.eval("document.body.dataset.view") == "summary:all"   # 100k: the summary
     browser.key("/")
@@ -226,7 +225,7 @@ def _timed_page() -> tuple[str, Any, Any, Any]:
     tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})
     timing = analyze(tr)
     rep = replay_of(tr)
-    return to_html(tr, rep, timing=timing), rep, timing, tr
+    return to_html(judged(tr, rep)), rep, timing, tr
 
 
 def test_timing_in_the_side_panel_and_the_data() -> None:
@@ -240,7 +239,7 @@ def test_timing_in_the_side_panel_and_the_data() -> None:
     m = re.search(r'<div id="time">(.*?)</div>', page, re.S)
     assert m and all(html_mod.escape(line) in m.group(1) for line in timing.summary())
     plain = design_trace()
-    assert _data(to_html(plain, replay_of(plain)))["critical"] == {"nodes": [], "messages": []}
+    assert _data(to_html(judged(plain, replay_of(plain))))["critical"] == {"nodes": [], "messages": []}
 
 
 @pytest.mark.browser

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from test_render_dot import design_trace, replay_of
+from test_render_dot import design_trace, judged, replay_of
 
 from distviz.render.perfetto import REAL_PID_BASE, REPLAY_PID_BASE, to_perfetto
 from distviz.trace import Trace
@@ -87,7 +87,7 @@ def test_real_and_replay_tracks_with_message_flows() -> None:
     tr = design_trace()
     tr.real = _real(tr)
     rep = replay_of(tr)
-    evs = _check_format(to_perfetto(tr, rep))
+    evs = _check_format(to_perfetto(judged(tr, rep)))
     names = {(e["pid"], e["args"]["name"]) for e in evs
              if e["ph"] == "M" and e["name"] == "process_name"}
     assert (REAL_PID_BASE + 1, "worker1 (rank 1) · real") in names
@@ -117,7 +117,7 @@ def test_real_and_replay_tracks_with_message_flows() -> None:
 def test_replay_only_without_real_run() -> None:
     tr = design_trace()
     rep = replay_of(tr)
-    doc = to_perfetto(tr, rep)
+    doc = to_perfetto(judged(tr, rep))
     evs = _check_format(doc)
     assert all(e["pid"] >= REPLAY_PID_BASE for e in evs)
     assert doc["metadata"]["replay_outcome"] == rep.outcome
@@ -134,7 +134,7 @@ def test_critical_path_track_and_marks() -> None:
     tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})
     timing = analyze(tr)
     assert timing is not None
-    doc = to_perfetto(tr, replay_of(tr), timing)
+    doc = to_perfetto(judged(tr, replay_of(tr)))
     evs = _check_format(doc)
     assert doc["metadata"]["critical_path"] == timing.summary()
     track = [e for e in evs if e["pid"] == CRITICAL_PID and e["ph"] == "X"]
@@ -153,7 +153,7 @@ def test_accumulate_grad_slices_carry_no_sequence_number() -> None:
     # PyTorch stores UINT64_MAX for AccumulateGrad ("no sequence number"): never shown raw
     tr = design_trace()
     tr.real = _real(tr)
-    evs = _check_format(to_perfetto(tr, replay_of(tr)))
+    evs = _check_format(to_perfetto(judged(tr, replay_of(tr))))
     leaves = [e for e in evs if e["ph"] == "X" and e["name"].startswith("AccumulateGrad")]
     assert {e["cat"] for e in leaves} == {"real", "replay"}
     assert all("seq" not in e["args"] for e in leaves)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from chromium import CHROMIUM, Chromium
 from rich.console import Console
-from test_render_dot import _node, design_trace, hang_trace, replay_of
+from test_render_dot import _node, design_trace, hang_trace, judged, replay_of
 
 from distviz.render.dot import to_dot
 from distviz.render.html import VIEWER_MODULES, to_html, viewer_script
@@ -65,7 +65,7 @@ def test_unused_result_recv_names_its_variable_in_every_picture() -> None:
     assert "`side`" in rep.hang.blocked_sends[0].reason   # type: ignore[union-attr]
     dot = to_dot(tr, rep, len(rep.events) - 1)
     assert "RecvRpcBackward #4 = side" in dot
-    data = viewer_data(tr, rep)
+    data = viewer_data(judged(tr, rep))
     notes = dict(zip(data["notes"][::2], data["notes"][1::2], strict=True))
     assert "= side" in notes[data["ids"].index(recv)].split(" · ")
     # the callee's recv of the same call holds the arguments, not the result
@@ -136,7 +136,7 @@ def test_side_panel_lists_the_replay_state_the_terminal_shows(browser: Chromium,
                                                               tmp_path: Path) -> None:
     for name, tr in (("hang", hang_trace()), ("design", design_trace())):
         rep = replay_of(tr)
-        _open(browser, tmp_path / f"{name}.html", to_html(tr, rep), "#step=0")
+        _open(browser, tmp_path / f"{name}.html", to_html(judged(tr, rep)), "#step=0")
         for step in range(len(rep.events)):
             browser.eval(f"distviz.show({step})")
             panel = _panel(browser)
@@ -158,7 +158,7 @@ def test_hang_at_its_last_step_panel_and_graph_agree(browser: Chromium, tmp_path
     tr = hang_trace()
     rep = replay_of(tr)
     last = len(rep.events) - 1
-    _open(browser, tmp_path / "hang.html", to_html(tr, rep), f"#step={last}")
+    _open(browser, tmp_path / "hang.html", to_html(judged(tr, rep)), f"#step={last}")
     panel = _panel(browser)
     for w, ws in rep.state_at(last).workers.items():
         for n, left in ws.deps.items():
@@ -178,7 +178,7 @@ def test_two_nodes_alike_are_told_apart_in_the_pending_list(browser: Chromium,
     step = next(e.step for e in rep.events if e.action == "compute_dependencies")
     assert {"worker0/MulBackward0#1", "worker0/MulBackward0#1~1"} <= set(
         rep.state_at(step).workers["worker0"].deps)
-    _open(browser, tmp_path / "twins.html", to_html(tr, rep), f"#step={step}")
+    _open(browser, tmp_path / "twins.html", to_html(judged(tr, rep)), f"#step={step}")
     lines = [t for c, t in _panel(browser)["worker0"] if c == "pending" and "Mul" in t]
     assert lines == ["MulBackward0#1~1: 1 of 1 deps left", "MulBackward0#1: 1 of 1 deps left"]
 
@@ -190,7 +190,7 @@ def test_hang_opens_on_its_last_step_and_step_minus_one_is_the_last(browser: Chr
     tr = hang_trace()
     rep = replay_of(tr)
     last = len(rep.events) - 1
-    _open(browser, tmp_path / "hang.html", to_html(tr, rep))
+    _open(browser, tmp_path / "hang.html", to_html(judged(tr, rep)))
     body = browser.eval("Object.assign({}, document.body.dataset)")
     assert body["step"] == str(last)
     states = browser.eval("Array.from(distviz.state().st)")
@@ -198,9 +198,9 @@ def test_hang_opens_on_its_last_step_and_step_minus_one_is_the_last(browser: Chr
     assert "The replay hangs" in browser.eval("document.getElementById('hang').textContent")
     ok = design_trace()
     ok_rep = replay_of(ok)
-    _open(browser, tmp_path / "design.html", to_html(ok, ok_rep))
+    _open(browser, tmp_path / "design.html", to_html(judged(ok, ok_rep)))
     assert browser.eval("document.body.dataset.step") == "0"   # a completed replay: the start
-    _open(browser, tmp_path / "design2.html", to_html(ok, ok_rep), "#step=-1")
+    _open(browser, tmp_path / "design2.html", to_html(judged(ok, ok_rep)), "#step=-1")
     assert browser.eval("document.body.dataset.step") == str(len(ok_rep.events) - 1)
 
 
@@ -259,7 +259,7 @@ def test_two_nodes_alike_have_different_labels_in_the_pictures() -> None:
 def test_two_nodes_alike_have_different_titles_in_the_viewer(browser: Chromium,
                                                              tmp_path: Path) -> None:
     tr = twin_trace()
-    _open(browser, tmp_path / "twins_titles.html", to_html(tr, replay_of(tr)), "#step=0")
+    _open(browser, tmp_path / "twins_titles.html", to_html(judged(tr, replay_of(tr))), "#step=0")
     titles = browser.eval(f"[...Array({len(tr.nodes)}).keys()].map(distviz.title)")
     assert sorted(t for t in titles if t.startswith("Mul")) == ["MulBackward0 #1",
                                                                "MulBackward0 #1~1"]

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import replay_fixtures as F
 from rich.console import Console, RenderableType
+from test_render_dot import judged
 
 from distviz.render.dot import build_dot
 from distviz.render.html import to_html
@@ -193,7 +194,7 @@ def _viewer_state(data: dict[str, Any], step: int) -> tuple[dict[str, int], dict
 @pytest.mark.parametrize(("name", "mode"), PARAMS)
 def test_html_viewer_data_gives_the_same_counts(name: str, mode: str) -> None:
     trace, r = _replayed(name, mode)
-    data = json.loads(json.dumps(viewer_data(trace, r)))
+    data = json.loads(json.dumps(viewer_data(judged(trace, r))))
     first = initial_dependencies(trace, 0, mode)
     assert data["deps0"] == [first.get(n.id, -1) for n in trace.nodes]
     for step in range(len(r.events)):
@@ -208,7 +209,7 @@ def test_html_viewer_data_gives_the_same_counts(name: str, mode: str) -> None:
 @pytest.mark.parametrize(("name", "mode"), PARAMS)
 def test_perfetto_slices_carry_the_initial_dependencies(name: str, mode: str) -> None:
     trace, r = _replayed(name, mode)
-    slices = [e for e in to_perfetto(trace, r)["traceEvents"]
+    slices = [e for e in to_perfetto(judged(trace, r))["traceEvents"]
               if e.get("cat") == "replay" and e["ph"] == "X"]
     assert slices
     for e in slices:
@@ -229,7 +230,7 @@ def test_html_viewer_script_shows_the_same_counts(tmp_path: Path, name: str, pic
     trace, r = _replayed(name, "fast")
     step = pick % len(r.events)
     page = tmp_path / "view.html"
-    page.write_text(to_html(trace, r), encoding="utf-8")
+    page.write_text(to_html(judged(trace, r)), encoding="utf-8")
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri() + f"#step={step}"]

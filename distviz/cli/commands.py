@@ -60,16 +60,14 @@ from distviz.cli.options import (
     view_spec,
 )
 from distviz.cli.output import (
-    agreement_of,
+    analysis_of,
     load_trace,
-    replay_of,
     report,
     show,
-    verdict_of,
     write_frames,
     write_pictures,
 )
-from distviz.cli.running import finish_run, run_trace, run_with_progress
+from distviz.cli.running import Decided, finish_run, run_trace, run_with_progress
 from distviz.errors import DistvizError, UsageError
 from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace.iteration import ContextSelection
@@ -146,7 +144,8 @@ def run(
         raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
                          "context; --contexts chooses among the contexts a training program "
                          "opens")
-    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose)
+    decided = Decided()
+    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose, decided=decided)
     out_path = output or Path(f"{sc.name}.trace.json")
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
@@ -155,7 +154,7 @@ def run(
         from distviz.cli.recording import finish_training_run
         raise typer.Exit(finish_training_run(sc, result, mode, out_path, context, view))
     trace = run_trace(sc, result, mode, out_path)
-    raise typer.Exit(finish_run(trace, mode, out_path, view))
+    raise typer.Exit(finish_run(trace, mode, out_path, view, decided.replay))
 
 
 @app.command()
@@ -255,11 +254,10 @@ def replay(
             stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
                          f"it ({error})", markup=False)
         raise typer.Exit(EXIT_RUN_FAILED)
-    rp = replay_of(trace, mode)
-    verdict = verdict_of(trace, rp)
-    agreement = verdict.agreement
+    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    rp, verdict, agreement = found.replay, found.verdict, found.agreement
     from distviz.replay.whatif import time_report
-    time_lines, timing = time_report(trace, what_if)
+    time_lines, timing = time_report(trace, what_if, timing=found.timing)
     if as_json:
         print(json.dumps(report(trace, rp, verdict, str(trace_file), timing), indent=1))
     else:
@@ -310,18 +308,20 @@ def export(
         from distviz.trace.recording import load_recording
         recording = load_recording(trace_file)
         if len(recording.contexts) > 1:
-            from distviz.cli.recording import context_reports, write_html
+            from distviz.cli.recording import context_analyses, context_reports, write_html
             target = output or trace_file.with_suffix("").with_suffix(".html")
-            write_html(recording, context_reports(recording, mode), target)
+            write_html(recording, context_analyses(recording, context_reports(recording, mode)),
+                       target)
             stdout_console().print(f"wrote {target} ({len(recording.contexts)} contexts)",
                                    markup=False)
             return
     trace = load_trace(trace_file, context)
-    rp = replay_of(trace, mode)
+    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    rp = found.replay
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
     if frames is not None:
-        n = write_frames(trace, rp, fmt, frames, spec)
+        n = write_frames(found, fmt, frames, spec)
         stdout_console().print(f"wrote {plural(n, 'frame')} to {frames}", markup=False)
         return
     ext = {"perfetto": "json"}.get(fmt, fmt)
@@ -334,8 +334,7 @@ def export(
         (stderr_console() if to_stdout else stdout_console()).print(
             f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}", markup=False)
         return
-    written = write_pictures(trace, rp, agreement_of(trace, rp), {fmt: target}, step=step,
-                             spec=spec)
+    written = write_pictures(found, {fmt: target}, step=step, spec=spec)
     to_stdout = bool(stdout_flags({"-o": target}))
     say = stderr_console() if to_stdout else stdout_console()
     say.print(f"wrote {fmt} to standard output" if to_stdout else f"wrote {target}",

@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
@@ -17,9 +17,9 @@ from distviz.trace import Trace, is_stream, write_atomic
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
+    from distviz.replay.analysis import Analysis
     from distviz.replay.model import Agreement
     from distviz.replay.result import Replay
-    from distviz.replay.timing import Timing
     from distviz.replay.verdict import Verdict
     from distviz.trace.sections import Real, Section
     from distviz.views import ViewSpec
@@ -45,17 +45,13 @@ def replay_of(trace: Trace, mode: str) -> Replay:
     return replay(trace, mode=mode)
 
 
-def verdict_of(trace: Trace, rp: Replay) -> Verdict:
-    """The verdict on ``rp`` against PyTorch (``distviz.replay.verdict``): its checks, the
-    agreement renderers show, the sentence and the exit code, the same in every command."""
-    from distviz.replay.verdict import verdict
-    return verdict(trace, rp)
-
-
-def agreement_of(trace: Trace, rp: Replay) -> Agreement:
-    """The agreement renderers show: the verdict's (for SMART mode, which PyTorch never built,
-    the comparison with FAST and with the reference gradients)."""
-    return verdict_of(trace, rp).agreement
+def analysis_of(trace: Trace, mode: str, made: Replay | None = None) -> Analysis:
+    """The one analysis of ``trace`` in ``mode`` (checked): its replay (``made`` when it is
+    one of ``trace`` in ``mode``), verdict and timing, made once per command and handed to
+    every renderer (``distviz.replay.analysis``)."""
+    from distviz.replay.analysis import analysis
+    check_mode(mode)
+    return analysis(trace, mode, made)
 
 
 def _json(section: Section | None) -> dict[str, Any] | None:
@@ -112,31 +108,27 @@ class Written:
     warnings: list[str] = field(default_factory=list)
 
 
-def write_pictures(trace: Trace, rp: Replay, agreement: Agreement | None,
-                   targets: dict[str, Path | None], step: int | None = None,
-                   full: bool = False, spec: ViewSpec | None = None,
-                   timing: Timing | None | Literal["analyze"] = "analyze") -> Written:
-    """Write each wanted format; pictures show the view ``spec`` asks for (a ``ViewSpec``;
-    by default the most detailed readable one, chosen once for all of them). ``timing``: the
-    real run's timing analysis when it is already made (``distviz.replay.analysis``); else it
-    is made once here when the HTML viewer or the Perfetto export wants it."""
+def write_pictures(found: Analysis, targets: dict[str, Path | None], step: int | None = None,
+                   full: bool = False, spec: ViewSpec | None = None) -> Written:
+    """Write each wanted format of one run's analysis (``distviz.replay.analysis``: the trace,
+    its replay and graph, the verdict's agreement, the timing; nothing is replayed or analysed
+    again); pictures show the view ``spec`` asks for (a ``ViewSpec``; by default the most
+    detailed readable one, chosen once for all of them)."""
     from distviz.errors import RenderError
     from distviz.render import graphviz_backend
     from distviz.render.pictures import choose_view, draw_picture, other_views
-    from distviz.replay.timing import analyze
     from distviz.views import ViewSpec
+    trace, rp, graph = found.trace, found.replay, found.replay.graph
     out = Written()
     wanted = {k: v for k, v in targets.items() if v is not None}
     if not wanted:
         return out
     spec = spec if spec is not None else ViewSpec(detail="full" if full else None)
-    if isinstance(timing, str):
-        timing = analyze(trace) if {"html", "perfetto"} & set(wanted) else None
-    graph = getattr(rp, "graph", None)
     choice = None
     if any(k in wanted for k in ("dot", "svg", "png")):
         choice = choose_view(trace, rp, spec, step, graph,
-                             measure=bool(graphviz_backend.available_backends()))
+                             measure=bool(graphviz_backend.available_backends()),
+                             timing=found.timing)
     for fmt, path in wanted.items():
         assert path is not None
         if fmt in ("dot", "svg", "png"):
@@ -155,21 +147,19 @@ def write_pictures(trace: Trace, rp: Replay, agreement: Agreement | None,
             out.warnings.extend(f"{path}: {w}" for w in pic.warnings)
         elif fmt == "html":
             from distviz.render.html import to_html
-            write_atomic(path, to_html(trace, rp, agreement=agreement, spec=spec,
-                                       timing=timing))
+            write_atomic(path, to_html(found, spec=spec))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
-            write_atomic(path, json.dumps(to_perfetto(trace, rp, timing)))
+            write_atomic(path, json.dumps(to_perfetto(found)))
         out.paths.append(str(path))
     if choice is not None and (choice.dot.detail != "full" or choice.passed_over):
         out.lines.append("other views: " + ", ".join(other_views(trace, choice)))
     return out
 
 
-def write_frames(trace: Trace, rp: Replay, fmt: str, folder: Path, spec: ViewSpec
-                 ) -> int:
-    """One picture per replay step into ``folder``, all in the view chosen for the last step
-    (or the one ``spec`` asks for); return how many were written."""
+def write_frames(found: Analysis, fmt: str, folder: Path, spec: ViewSpec) -> int:
+    """One picture per replay step of the analysis's replay into ``folder``, all in the view
+    chosen for the last step (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
     from distviz.render.dot import build_dot
     from distviz.render.pictures import choose_view
@@ -177,13 +167,14 @@ def write_frames(trace: Trace, rp: Replay, fmt: str, folder: Path, spec: ViewSpe
         raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "
                          "step into")
     folder.mkdir(parents=True, exist_ok=True)
-    graph = getattr(rp, "graph", None)
+    trace, rp, graph = found.trace, found.replay, found.replay.graph
     choice = choose_view(trace, rp, spec, len(rp.events) - 1 if rp.events else None, graph,
-                         measure=bool(graphviz_backend.available_backends()))
+                         measure=bool(graphviz_backend.available_backends()),
+                         timing=found.timing)
     n = 0
     for k in range(len(rp.events)):
         source = build_dot(trace, rp, k, detail=choice.dot.detail, scope=choice.scope,
-                           graph=graph).source
+                           graph=graph, timing=found.timing).source
         target = folder / f"step-{k:05d}.{fmt}"
         write_atomic(target, source if fmt == "dot" else graphviz_backend.render(source, fmt))
         n += 1

@@ -18,11 +18,12 @@ from distviz.trace.recording import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.analysis import Analysis
     from distviz.runner.parent import RunResult
     from distviz.scenario import Scenario
 
-__all__ = ["context_reports", "exit_code", "finish_training_run", "replay_recording",
-           "show_recording"]
+__all__ = ["context_analyses", "context_reports", "exit_code", "finish_training_run",
+           "replay_recording", "show_recording"]
 
 Reports = list[ContextVerdict]
 
@@ -145,13 +146,16 @@ def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Pa
     recording.pick(context)
     reports = context_reports(recording, mode)
     number = context or 1
-    rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
     pictures = dict(view.pictures)
     html_path = pictures.pop("html", None)
+    wanted = [number] if any(pictures.values()) else []
     if html_path is not None:
-        write_html(recording, reports, html_path, None if context is None else [context])
-    if rp is not None:
-        write_pictures(recording.pick(number), rp, agreement, pictures)
+        wanted = list(range(1, len(recording.contexts) + 1)) if context is None else [context]
+    found = context_analyses(recording, reports, wanted)   # each context's, made once
+    if html_path is not None:
+        write_html(recording, found, html_path)
+    if number in found:
+        write_pictures(found[number], pictures)
     if view.as_json:
         print(json.dumps(report(recording, reports, str(out_path)), indent=1))
         return exit_code(recording, reports, result.stopped)
@@ -168,22 +172,27 @@ def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Pa
     return exit_code(recording, reports, result.stopped)
 
 
-def write_html(recording: Recording, reports: Reports, path: Path,
-               numbers: list[int] | None = None) -> None:
-    """The HTML step viewer of the contexts ``numbers`` (default: all), with a context picker
-    (``distviz.render.html_contexts``)."""
+def context_analyses(recording: Recording, reports: Reports, numbers: list[int] | None = None
+                     ) -> dict[int, Analysis]:
+    """The analysis (``distviz.replay.analysis``) of each context ``numbers`` (from 1; default:
+    all) that has a replay, by number, from its replay and verdict in ``reports``."""
+    from distviz.replay.analysis import analysis_from
+    out: dict[int, Analysis] = {}
+    for number in numbers if numbers is not None else range(1, len(recording.contexts) + 1):
+        cv = reports[number - 1]
+        if cv.replay is not None and cv.verdict is not None:
+            out[number] = analysis_from(recording.pick(number), cv.replay, cv.verdict)
+    return out
+
+
+def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> None:
+    """The HTML step viewer of the contexts in ``found`` (their analyses by number, from
+    ``context_analyses``), with a context picker (``distviz.render.html_contexts``)."""
     from distviz.render.html_contexts import ContextPage, to_html_contexts
-    from distviz.replay.timing import analyze
     from distviz.trace import write_atomic
-    pages = []
-    for number in numbers or range(1, len(recording.contexts) + 1):
-        trace = recording.pick(number)
-        rp, agreement = reports[number - 1].replay, reports[number - 1].agreement
-        if rp is None:
-            continue
-        pages.append(ContextPage(label=recording.label(number - 1), trace=trace, replay=rp,
-                                 agreement=agreement, timing=analyze(trace),
-                                 iteration=recording.iterations[number - 1]))
+    pages = [ContextPage(label=recording.label(number - 1), analysis=one,
+                         iteration=recording.iterations[number - 1])
+             for number, one in found.items()]
     name = (recording.scenario.name if recording.scenario is not None else None) or "training"
     write_atomic(path, to_html_contexts(pages, name))
 

@@ -8,7 +8,8 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,29 +17,46 @@ from rich.console import Console
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import check_mode, real_lines, replay_of, report, show, write_pictures
+from distviz.cli.output import analysis_of, real_lines, replay_of, report, show, write_pictures
 from distviz.errors import DistvizError
 from distviz.trace import Trace
 from distviz.trace.sections import Meta, Real, ScenarioInfo
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.result import Replay
     from distviz.runner.parent import RunOptions, RunResult
     from distviz.scenario import Scenario
 
 
-def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: bool
-                      ) -> RunResult:
-    """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
-    on a terminal, or nothing. Returns the ``RunResult``."""
-    from distviz.runner.parent import run_scenario
+@dataclass
+class Decided:
+    """The FAST replay of the recorded graph that decided whether to run the real backward,
+    kept for the run's analysis (``finish_run``), so the graph is replayed once."""
 
+    replay: Replay | None = None
+
+
+def decider(confirm_hang: bool, decided: Decided
+            ) -> Callable[[Trace], tuple[bool, str | None]]:
+    """The runner's ``decide_backward``: run the real backward unless the FAST replay predicts
+    a hang (and ``--confirm-hang`` was not given); the replay is kept in ``decided``."""
     def decide(trace: Trace) -> tuple[bool, str | None]:
-        if replay_of(trace, "fast").outcome == "hang" and not opts.confirm_hang:
+        decided.replay = replay_of(trace, "fast")
+        if decided.replay.outcome == "hang" and not confirm_hang:
             return False, ("the replay predicts a FAST-mode hang "
                            "(use --confirm-hang to run it anyway)")
         return True, None
+    return decide
 
+
+def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: bool,
+                      decided: Decided | None = None) -> RunResult:
+    """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
+    on a terminal, or nothing. Returns the ``RunResult``; ``decided`` keeps the replay that
+    decided whether to run the real backward."""
+    from distviz.runner.parent import run_scenario
+    decide = decider(opts.confirm_hang, decided if decided is not None else Decided())
     err = stderr_console()
     if verbose:
         def say(msg: str) -> None:
@@ -130,17 +148,18 @@ def run_trace(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Tra
     return trace
 
 
-def finish_run(trace: Trace, mode: str, out_path: Path, view: View) -> int:
-    """Save the trace, replay it, write the pictures, print the report; return the exit code."""
+def finish_run(trace: Trace, mode: str, out_path: Path, view: View,
+               made: Replay | None = None) -> int:
+    """Save the trace, replay it (``made``: the replay that decided whether to run the real
+    backward, used when it is one in ``mode``), write the pictures, print the report; return
+    the exit code."""
     from distviz.render import terminal
-    from distviz.replay.analysis import analysis
     from distviz.replay.whatif import time_report
 
     trace.save(out_path)
-    check_mode(mode)
-    found = analysis(trace, mode)     # the replay, the verdict and the timing, made once
+    found = analysis_of(trace, mode, made)   # the replay, verdict and timing, made once
     rp, verdict, agreement = found.replay, found.verdict, found.agreement
-    written = write_pictures(trace, rp, agreement, view.pictures, timing=found.timing)
+    written = write_pictures(found, view.pictures)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
     time_lines, timing = time_report(trace, timing=found.timing)

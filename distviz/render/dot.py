@@ -28,6 +28,7 @@ from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sani
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.model import Event, ReplayLike
 from distviz.replay.rpc_calls import recv_names
+from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
@@ -131,12 +132,15 @@ DETAIL_WORDS = {"full": "every node", "folded": "chains of ops folded",
 def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,
               full: bool = False, node_budget: int = DEFAULT_NODE_BUDGET, *,
               detail: str | None = None, scope: Scope | None = None,
-              graph: IndexedGraph | None = None) -> DotGraph:
+              graph: IndexedGraph | None = None, timing: Timing | None | bool = True
+              ) -> DotGraph:
     """Build the DOT text and id maps; see ``to_dot`` for the picture's legend.
 
     ``detail`` is ``full``, ``folded``, ``calls`` or ``summary`` (``None``: ``full`` up to
     ``node_budget`` nodes, else folded or per call; ``full=True`` is ``detail="full"``);
-    ``scope`` limits the picture to some nodes (``distviz.views.select_scope``). Raises
+    ``scope`` limits the picture to some nodes (``distviz.views.select_scope``); ``graph`` and
+    ``timing`` (the worker summary's times) are the run's analysis's when it is made (else the
+    graph is the replay's or built here, and the timing is analysed here). Raises
     ``ValueError`` when ``step`` is given without a replay or is out of range.
     """
     if step is not None:
@@ -149,7 +153,7 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
         detail = "full"
     if detail == "summary":
         from distviz.render.dot_summary import summary_dot
-        return summary_dot(trace, replay, step, graph=graph)
+        return summary_dot(trace, replay, step, graph=graph, timing=timing)
     plan = plan_boxes(trace, detail, node_budget, scope, graph)
     rep, boxes = plan.rep, plan.boxes
     view = _StepView.of(trace, replay, step)

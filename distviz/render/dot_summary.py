@@ -20,7 +20,7 @@ from distviz.render.dot_style import BLOCKED_COLOR, CURRENT_COLOR, MESSAGE_COLOR
 from distviz.render.dot_text import DotGraph, attrs, dot_quote, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import ReplayLike, ReplayState
-from distviz.replay.timing import fmt_us
+from distviz.replay.timing import Timing, fmt_us
 from distviz.trace import Trace
 from distviz.views.model import WorkerStats, WorkerSummary
 from distviz.views.summary import worker_summary
@@ -62,12 +62,13 @@ def summary_lines(ws: WorkerStats) -> list[str]:
 
 
 def summary_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = None,
-                summary: WorkerSummary | None = None, graph: IndexedGraph | None = None
-                ) -> DotGraph:
+                summary: WorkerSummary | None = None, graph: IndexedGraph | None = None,
+                timing: Timing | None | bool = True) -> DotGraph:
     """Return the summary picture as a ``DotGraph`` (every trace node maps to its worker's box).
-    See the module docstring for the legend."""
-    g = graph if graph is not None else IndexedGraph(trace)
-    summary = summary if summary is not None else worker_summary(g)
+    See the module docstring for the legend. ``timing``: the real run's timing analysis when
+    it is already made (``distviz.replay.analysis``), ``True`` to make it here."""
+    g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)
+    summary = summary if summary is not None else worker_summary(g, timing)
     state = replay.state_at(step) if replay is not None and step is not None else None
     event = state.event if state is not None else None
     title = [f"step {event.step}: {event.text or event.action}"] if event is not None else []

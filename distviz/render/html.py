@@ -38,9 +38,9 @@ from importlib import resources
 from typing import Any
 
 from distviz.render.html_data import agreement_words, event_texts, viewer_data
-from distviz.replay.model import Agreement, ReplayLike
+from distviz.replay.analysis import Analysis
+from distviz.replay.model import Agreement
 from distviz.replay.timing import Timing
-from distviz.trace import Trace
 from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 
@@ -146,16 +146,15 @@ class PageParts:
     nodes: int
 
 
-def page_parts(trace: Trace, replay: ReplayLike, agreement: Agreement | None = None,
-               title: str | None = None, spec: ViewSpec | None = None,
-               timing: Timing | None = None) -> PageParts:
+def page_parts(found: Analysis, title: str | None = None, spec: ViewSpec | None = None
+               ) -> PageParts:
     """The parts of ``to_html``'s page for one trace (the same arguments)."""
-    data = viewer_data(trace, replay, agreement, spec, timing=timing)
-    after = (_agreement_html(agreement) + "<h3>how the replay ends</h3>"
+    data = viewer_data(found, spec)
+    after = (_agreement_html(found.agreement) + "<h3>how the replay ends</h3>"
              f"<p>{html.escape(str(data['summaryText']))}</p>")
-    return PageParts(data=data, texts=event_texts(replay), extra=_time_box(timing), after=after,
-                     name=title or str(data["title"]), outcome=str(replay.outcome or "?"),
-                     nodes=len(trace.nodes))
+    return PageParts(data=data, texts=event_texts(found.replay), extra=_time_box(found.timing),
+                     after=after, name=title or str(data["title"]),
+                     outcome=str(found.replay.outcome or "?"), nodes=len(found.trace.nodes))
 
 
 def page(name: str, what: str, header_extra: str, extra: str, after: str,
@@ -188,12 +187,12 @@ def page(name: str, what: str, header_extra: str, extra: str, after: str,
 """
 
 
-def to_html(trace: Trace, replay: ReplayLike, agreement: Agreement | None = None,
-            title: str | None = None, spec: ViewSpec | None = None,
-            timing: Timing | None = None) -> str:
-    """Return the step viewer as one self-contained HTML page (see the module docstring).
+def to_html(found: Analysis, title: str | None = None, spec: ViewSpec | None = None) -> str:
+    """Return the step viewer of one run's analysis (``distviz.replay.analysis``: the trace,
+    its replay, the verdict's agreement and the timing) as one self-contained HTML page (see
+    the module docstring).
 
-    ``spec`` is the view the page opens on. With ``timing`` (where the real backward spent its
+    ``spec`` is the view the page opens on. With the timing (where the real backward spent its
     time) the side panel shows its summary and its critical path stays outlined in violet
     (nodes and message edges) at every step. Every name from the trace is escaped: HTML text
     with ``html.escape``, the JSON with ``json_for_script``, and the script inserts names with
@@ -204,7 +203,7 @@ def to_html(trace: Trace, replay: ReplayLike, agreement: Agreement | None = None
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        p = page_parts(trace, replay, agreement, title, spec, timing)
+        p = page_parts(found, title, spec)
         data_script = (f'<script type="application/json" id="distviz-data">'
                        f"{json_for_script(p.data)}</script>\n"
                        f'<script type="application/json" id="distviz-texts">'

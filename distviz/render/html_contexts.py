@@ -19,9 +19,7 @@ from typing import Any
 
 from distviz.render.html import json_for_script, page, page_parts
 from distviz.render.recording import iteration_events
-from distviz.replay.model import Agreement, ReplayLike
-from distviz.replay.timing import Timing
-from distviz.trace import Trace
+from distviz.replay.analysis import Analysis
 from distviz.trace.iteration import Iteration
 
 __all__ = ["ContextPage", "to_html_contexts"]
@@ -50,14 +48,11 @@ _PICK = r"""
 
 @dataclass(frozen=True)
 class ContextPage:
-    """One context of the page: its label (``context 3 (trainer 3)``), trace, replay,
-    agreement, timing and iteration."""
+    """One context of the page: its label (``context 3 (trainer 3)``), its analysis (the
+    trace, replay, verdict and timing, ``distviz.replay.analysis``) and its iteration."""
 
     label: str
-    trace: Trace
-    replay: ReplayLike
-    agreement: Agreement | None = None
-    timing: Timing | None = None
+    analysis: Analysis
     iteration: Iteration | None = None
 
 
@@ -72,7 +67,7 @@ def _iteration_box(it: Iteration | None) -> str:
 
 
 def _context_json(c: ContextPage, title: str) -> dict[str, Any]:
-    p = page_parts(c.trace, c.replay, c.agreement, title, timing=c.timing)
+    p = page_parts(c.analysis, title)
     data = dict(p.data)
     texts = p.texts
     if c.iteration is not None:   # the iteration's events end the log: no count changes
@@ -105,7 +100,7 @@ def to_html_contexts(contexts: Sequence[ContextPage], title: str) -> str:
                       for i, c in enumerate(contexts))
     picker = (f' <label>context <select id="context" aria-label="context">{options}</select>'
               "</label>")
-    outcomes = sorted({str(c.replay.outcome or "?") for c in contexts})
+    outcomes = sorted({str(c.analysis.replay.outcome or "?") for c in contexts})
     data_script = (f'<script type="application/json" id="distviz-contexts">'
                    f"{json_for_script(items)}</script><script>{_PICK}</script>")
     return page(title, f"{len(contexts)} contexts · outcome: {'/'.join(outcomes)}", picker, "",

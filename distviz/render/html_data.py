@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from distviz.render.dot_text import shape_text
+from distviz.replay.analysis import Analysis
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
@@ -193,17 +194,17 @@ def critical_path(timing: Timing | None, g: IndexedGraph) -> dict[str, list[int]
     return {"nodes": nodes, "messages": recvs}
 
 
-def viewer_data(trace: Trace, replay: ReplayLike, agreement: Agreement | None = None,
-                spec: ViewSpec | None = None, graph: IndexedGraph | None = None,
-                timing: Timing | None = None) -> dict[str, Any]:
-    """Return the JSON object the viewer's script reads (see the module docstring).
+def viewer_data(found: Analysis, spec: ViewSpec | None = None) -> dict[str, Any]:
+    """Return the JSON object the viewer's script reads (see the module docstring) for one
+    run's analysis: the graph is the replay's, never built again.
 
     ``spec`` is the view the page opens on (``None``: every node up to 3,000 nodes, else the
-    worker summary). ``timing`` adds the real run's critical path (``critical``) and each
-    worker's time to the summary. Raises ``UsageError`` when ``spec`` names a
+    worker summary). The analysis's timing adds the real run's critical path (``critical``)
+    and each worker's time to the summary. Raises ``UsageError`` when ``spec`` names a
     worker, RPC call or node the trace does not have.
     """
-    g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)
+    trace, replay, agreement, timing = found.trace, found.replay, found.agreement, found.timing
+    g = replay.graph
     grouping = call_groups(trace, g)
     deps0 = replay.initial_dependencies(0) if trace.passes else {}
     spec = spec or ViewSpec()

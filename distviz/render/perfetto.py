@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from distviz.render.timing_tracks import critical_path_events
+from distviz.replay.analysis import Analysis
 from distviz.replay.model import ReplayLike
-from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, has_seq, message_label, short_name
 from distviz.trace.sections import Real
 
@@ -78,16 +78,17 @@ def _round(x: float) -> float | int:
     return int(r) if r == int(r) else r
 
 
-def to_perfetto(trace: Trace, replay: ReplayLike | None,
-                timing: Timing | None = None) -> dict[str, Any]:
-    """Return the Chrome trace-event JSON object ``{"traceEvents", "displayTimeUnit", "metadata"}``.
+def to_perfetto(found: Analysis) -> dict[str, Any]:
+    """Return the Chrome trace-event JSON object ``{"traceEvents", "displayTimeUnit", "metadata"}``
+    of one run's analysis (``distviz.replay.analysis``: the trace, its replay, the timing).
 
-    See the module docstring for the process/track layout. ``replay`` may be ``None`` (real run
-    only); when ``trace.real`` is ``None`` only the replay tracks are written. Timestamps are
-    microseconds; pids and tids are integers. ``timing`` (``distviz.replay.timing.analyze``
-    of the trace) adds the critical path. Raises nothing for partial data: real events that
-    name unknown nodes are drawn with the id's last part as the name.
+    See the module docstring for the process/track layout. When ``trace.real`` is ``None`` only
+    the replay tracks are written. Timestamps are microseconds; pids and tids are integers. The
+    analysis's timing (where the real backward spent its time) adds the critical path. Raises
+    nothing for partial data: real events that name unknown nodes are drawn with the id's last
+    part as the name.
     """
+    trace, replay, timing = found.trace, found.replay, found.timing
     nodes = trace.node_map()
     events: list[dict[str, Any]] = []
     meta: dict[str, Any] = {"generator": "distviz", "context_id": trace.context_id,
@@ -104,9 +105,8 @@ def to_perfetto(trace: Trace, replay: ReplayLike | None,
     if timing is not None and timing.passes:
         meta["critical_path"] = timing.summary()
         events.extend(critical_path_events(timing))
-    if replay is not None:
-        meta["replay_outcome"] = replay.outcome
-        events.extend(_replay_events(trace, nodes, replay, flow_id))
+    meta["replay_outcome"] = replay.outcome
+    events.extend(_replay_events(trace, nodes, replay, flow_id))
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": meta}
 
 

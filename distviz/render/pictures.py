@@ -20,6 +20,7 @@ from distviz.render.dot import DETAIL_WORDS, DotGraph, build_dot
 from distviz.render.dot_collapse import plan_boxes
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import ReplayLike
+from distviz.replay.timing import Timing
 from distviz.trace import Trace
 from distviz.views.groups import rpc_call_title
 from distviz.views.model import DETAILS, Scope, ViewSpec
@@ -82,11 +83,13 @@ def _candidates(spec: ViewSpec, scope: Scope) -> list[str]:
 
 def choose_view(trace: Trace, replay: ReplayLike | None, spec: ViewSpec,
                 step: int | None = None, graph: IndexedGraph | None = None,
-                measure: bool = True) -> Choice:
+                measure: bool = True, timing: Timing | None | bool = True) -> Choice:
     """Return the view to draw (see the module docstring). ``measure=False`` decides by the
-    number of boxes alone (no Graphviz is run). Raises ``UsageError`` for a bad scope and
-    ``RenderError`` when Graphviz fails while measuring."""
-    g = graph if graph is not None else IndexedGraph(trace)
+    number of boxes alone (no Graphviz is run). ``graph`` and ``timing``: the run's analysis's
+    (``distviz.replay.analysis``) when it is made; else the graph is the replay's (or built
+    here, without a replay) and the timing is analysed here. Raises ``UsageError`` for a bad
+    scope and ``RenderError`` when Graphviz fails while measuring."""
+    g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)
     scope = select_scope(g, spec)
     if spec.detail == "summary" and scope.kind != "all":
         from distviz.errors import UsageError
@@ -107,7 +110,7 @@ def choose_view(trace: Trace, replay: ReplayLike | None, spec: ViewSpec,
                 passed.append(f"{DETAIL_WORDS[detail]}: {drawn:,} boxes")
                 continue
         dg = build_dot(trace, replay, step, detail=detail, scope=scope, graph=g,
-                       node_budget=PICTURE_MAX_BOXES)
+                       node_budget=PICTURE_MAX_BOXES, timing=timing)
         size = graphviz_backend.measure(dg.source) if measure else None
         ok, px = _readable(size)
         if ok or final:
@@ -119,16 +122,17 @@ def choose_view(trace: Trace, replay: ReplayLike | None, spec: ViewSpec,
 
 def draw_picture(trace: Trace, replay: ReplayLike | None, fmt: str, spec: ViewSpec,
                  step: int | None = None, graph: IndexedGraph | None = None,
-                 choice: Choice | None = None) -> Picture:
+                 choice: Choice | None = None, timing: Timing | None | bool = True) -> Picture:
     """Draw the view as ``fmt`` (``svg``, ``png``, ``pdf`` or ``dot``: the DOT text itself).
 
     A bitmap larger than cairo draws (``BITMAP_MAX_PX``) is shrunk by Graphviz; the picture's
     warnings then say so with the size its text ends up at. Raises ``UsageError`` for a bad
-    scope and ``RenderError`` when Graphviz fails.
+    scope and ``RenderError`` when Graphviz fails. ``graph`` and ``timing`` as for
+    ``choose_view``.
     """
     if choice is None:
         choice = choose_view(trace, replay, spec, step, graph,
-                             measure=bool(graphviz_backend.available_backends()))
+                             measure=bool(graphviz_backend.available_backends()), timing=timing)
     if fmt == "dot":
         return Picture(choice.dot.source.encode("utf-8"), fmt, choice, ())
     done = graphviz_backend.render_checked(choice.dot.source, fmt)

@@ -139,7 +139,8 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     order_ok = fifo_ok
     arrival_differs: tuple[str, ...] = ()
     if not fifo_ok:
-        again = run_replay(trace, replay.mode, arrival=observed_arrival(trace))
+        again = run_replay(trace, replay.mode, arrival=observed_arrival(trace),
+                           graph=replay.graph)
         order_ok, executed_ok2, mismatches2, _ = _orders(trace, again, real_outcome)
         if order_ok:
             arrival_differs = _by_rank(trace, {m.worker for m in mismatches})

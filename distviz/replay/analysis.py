@@ -18,7 +18,7 @@ from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import Verdict, verdict
 from distviz.trace import Trace
 
-__all__ = ["Analysis", "analysis"]
+__all__ = ["Analysis", "analysis", "analysis_from"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,20 @@ class Analysis:
         return self.verdict.agreement
 
 
-def analysis(trace: Trace, mode: str = "fast") -> Analysis:
-    """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run."""
-    rp = run_replay(trace, mode)
+def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> Analysis:
+    """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run.
+
+    ``made``: a replay of this very trace already made (``distviz run`` replays the recorded
+    graph in FAST mode before the real backward, to decide whether to run it); it is used when
+    it is one of ``trace`` in ``mode`` in FIFO order, else ``trace`` is replayed here."""
+    if made is not None and made.trace is trace and made.mode == mode and not made.arrival:
+        rp = made
+    else:
+        rp = run_replay(trace, mode)
     return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))
+
+
+def analysis_from(trace: Trace, rp: Replay, judged: Verdict) -> Analysis:
+    """The analysis of ``trace`` from its replay and verdict already made (a recording's
+    contexts, ``distviz.replay.verdict.context_verdicts``): only the timing is made here."""
+    return Analysis(trace=trace, replay=rp, verdict=judged, timing=analyze(trace))

@@ -150,7 +150,8 @@ class Replay:
 
 
 def replay(trace: Trace, mode: str = "fast",
-           arrival: dict[tuple[int, str], list[str]] | None = None) -> Replay:
+           arrival: dict[tuple[int, str], list[str]] | None = None,
+           graph: IndexedGraph | None = None) -> Replay:
     """Replay every backward pass of ``trace`` in order and return the ``Replay``.
 
     ``mode`` is ``"fast"`` (PyTorch's algorithm) or ``"smart"`` (only the roots' lineage of
@@ -158,8 +159,9 @@ def replay(trace: Trace, mode: str = "fast",
     diagnosed once the engine has stopped. ``arrival`` optionally fixes, per ``(pass, worker)``,
     the order in which that worker's sends start their calls (the observed arrival order of
     gradient messages; see ``agreement.observed_arrival``); by default messages are received
-    in global FIFO order. Raises ``ValueError`` for an unknown mode and ``TraceError`` when a
-    root is not on the initiator.
+    in global FIFO order. ``graph``: ``trace``'s indexed graph when another replay of it has
+    built it already (the engine only reads it). Raises ``ValueError`` for an unknown mode and
+    ``TraceError`` when a root is not on the initiator.
     """
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
@@ -168,7 +170,7 @@ def replay(trace: Trace, mode: str = "fast",
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        g = IndexedGraph(trace)
+        g = graph if graph is not None else IndexedGraph(trace)
         arr: dict[tuple[int, int], list[int]] | None = None
         if arrival:
             index = g.index
