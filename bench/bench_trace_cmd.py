@@ -75,6 +75,7 @@ def main() -> None:
         out[f"{mode}_s"] = statistics.median(times[mode])
         out[f"{mode}_all"] = times[mode]
         out[f"{mode}_cpu_s"] = statistics.median(cpu[mode])
+        out[f"{mode}_cpu_all"] = [round(c, 2) for c in cpu[mode]]
     if "plain" in modes:
         plain = times["plain"]
         for mode in modes[1:]:
@@ -82,6 +83,8 @@ def main() -> None:
             out[f"{mode}_ratios"] = [m / p for m, p in zip(times[mode], plain, strict=True)]
             out[f"{mode}_cpu_ratio"] = statistics.median(cpu[mode]) / statistics.median(
                 cpu["plain"])
+            out[f"{mode}_cpu_ratios"] = [round(m / p, 3) for m, p in
+                                         zip(cpu[mode], cpu["plain"], strict=True)]
     emit(out, args.json)
 
 

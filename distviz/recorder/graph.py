@@ -12,6 +12,8 @@ Only this module and ``distviz.runner`` import torch.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -304,11 +306,21 @@ def forget(context_id: int) -> None:
 
 # -- the initiator side ------------------------------------------------------------------------
 
+_SIDE: dict[int, ThreadPoolExecutor] = {}
+_SIDE_NAME = "distviz-gather"
+
+
 def _side_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn`` in a new thread: the dist autograd context is thread-local, so RPCs made there
-    are not recorded in the user's context."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn, *args).result()
+    """Run ``fn`` in this process's side thread: the dist autograd context is thread-local, so
+    RPCs made there are not recorded in the user's context. The thread is made once per
+    process (a forked child makes its own: threads do not fork), not once per call."""
+    if threading.current_thread().name.startswith(_SIDE_NAME):
+        return fn(*args)
+    pool = _SIDE.get(os.getpid())
+    if pool is None:
+        pool = _SIDE[os.getpid()] = ThreadPoolExecutor(max_workers=1,
+                                                       thread_name_prefix=_SIDE_NAME)
+    return pool.submit(fn, *args).result()
 
 
 def _names_list(names: Any) -> list[tuple[Any, str]]:

@@ -166,12 +166,17 @@ def watch(backward: Callable[[], Any], timeout: float, on_timeout: Callable[[], 
 # -- collecting what every worker saw ----------------------------------------------------------
 
 def fetch_piece(context_id: int, with_gradients: bool, forget: bool = False,
-                keep: bool = False) -> dict[str, Any]:
+                keep: bool = False, summarized: bool = False) -> dict[str, Any]:
     """On one worker: its observed events and gradients (``recorder_hooks.collect``) and its
     boot id; then, with ``forget``, its hooks and node references dropped, with ``keep`` only
-    its hooks (the node references stay for a later pass)."""
+    its hooks (the node references stay for a later pass). With ``summarized`` the gradients
+    come back as their JSON summaries (``summarize``, made here on their owner: no tensor
+    crosses the wire), in ``piece["summaries"]``."""
     piece = hooks.collect(context_id, with_gradients)
     piece["boot"] = hooks.clock_sample()[0]
+    if summarized:
+        piece["summaries"] = {nid: summarize(g) for nid, g in piece["grads"].items()}
+        piece["grads"] = {}
     if forget:
         rec.forget(context_id)
     elif keep:
@@ -190,6 +195,7 @@ class RealRun:
     hang_timeout: float
     events: list[dict[str, Any]] = field(default_factory=list)
     gradients: dict[str, torch.Tensor] = field(default_factory=dict)
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)   # made on the owners
     unreachable: list[dict[str, str]] = field(default_factory=list)
     offsets: dict[str, tuple[int, int]] = field(default_factory=dict)
     interop_threads: int = 1
@@ -201,6 +207,12 @@ class RealRun:
     def outcome(self) -> str:
         return self.passes.outcome
 
+    def _summaries(self) -> dict[str, dict[str, Any]]:
+        """Every gradient's summary by leaf id: those made here and those of the owners."""
+        out = {nid: summarize(g) for nid, g in self.gradients.items()}
+        out.update(self.summaries)
+        return dict(sorted(out.items()))
+
     def to_json(self) -> dict[str, Any]:
         """The ``real`` section (``docs/trace-format.md``)."""
         p = self.passes
@@ -209,7 +221,7 @@ class RealRun:
             "pass_seconds": [(e - s) / 1e9 for s, e in p.windows],
             "pass_start_us": [round((s - p.t0) / 1000.0, 3) for s, _e in p.windows],
             "interop_threads": self.interop_threads, "events": list(self.events),
-            "gradients": {nid: summarize(g) for nid, g in sorted(self.gradients.items())},
+            "gradients": self._summaries(),
             "unreachable": list(self.unreachable), "hang_timeout_s": self.hang_timeout,
             "clock": {"source": "CLOCK_MONOTONIC",
                       "offsets_us": {w: round(o / 1000.0, 3) for w, (o, _r) in
@@ -228,15 +240,16 @@ class RealRun:
 def collect(context_id: int, workers: Sequence[str], me: str, passes: Passes,
             hang_timeout: float, sends: set[str], *, earlier: Sequence[dict[str, Any]] = (),
             forget: bool = False, keep: bool = False,
-            call: Callable[..., dict[str, Any]] = on_all) -> RealRun:
+            call: Callable[..., dict[str, Any]] = on_all, summarized: bool = False) -> RealRun:
     """Fetch every worker's events and gradients (``fetch_piece``, through ``call``, by default
     ``on_all``) after ``passes`` ran, and make the ``RealRun``. ``earlier``: events of passes
     collected before (a traced context's later pass); ``sends``: the send nodes' ids (a send
     starts a new call on its thread). After a hang no gradients are fetched and no clock
-    offsets measured."""
+    offsets measured. ``summarized``: the workers send their gradients' summaries
+    (``RealRun.summaries``), not the tensors, for a caller that only writes the summaries."""
     hung = passes.outcome == "hang"
     got = call(workers, me, fetch_piece, context_id, not hung, forget and not hung, keep,
-               timeout=limits.COLLECT_TIMEOUT)
+               summarized, timeout=limits.COLLECT_TIMEOUT)
     boot = hooks.clock_sample()[0]
     away = [w for w in workers if isinstance(got.get(w), dict) and got[w].get("boot") != boot]
     offsets = clock_offsets([me, *away], me, got) if away and not hung else {}
@@ -250,6 +263,7 @@ def collect(context_id: int, workers: Sequence[str], me: str, passes: Passes,
             run.unreachable.append({"worker": w, "error": why})
             continue
         run.gradients.update(piece["grads"])
+        run.summaries.update(piece.get("summaries") or {})
         events.extend(pair_events(w, piece["events"], passes.windows, passes.t0, sends,
                                   offsets.get(w, (0, 0))[0]))
     events.sort(key=lambda e: (e["t_us"], e["worker"]))

@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - a declared dependency; json is the fal
     orjson = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))   # one encoder for every node line
 ACCUMULATE_GRAD_SEQ = 2**64 - 1
 
 
@@ -246,8 +247,9 @@ class Trace:
         """Return the JSON text: one node per line, so traces diff well."""
         obj = self.to_json()
         nodes = obj.pop("nodes")
-        head = json.dumps(obj, separators=(",", ":"), sort_keys=False)
-        body = ",\n".join(json.dumps(n, separators=(",", ":")) for n in nodes)
+        encode = _COMPACT_JSON.encode     # what json.dumps(x, separators=(",", ":")) makes
+        head = encode(obj)
+        body = ",\n".join(encode(n) for n in nodes)
         return head[:-1] + ',"nodes":[\n' + body + "\n]}\n"
 
     def save(self, path: str | os.PathLike[str]) -> Path:

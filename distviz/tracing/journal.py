@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +56,20 @@ class ContextRow:
     test: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, as ``dataclasses.asdict`` gives them (its deep copy of the few plain
+        lists and dicts here is made directly: a row is written once or twice per context)."""
+        out: dict[str, Any] = {}
+        for name in _ROW_FIELDS:
+            value = getattr(self, name)
+            out[name] = value.copy() if isinstance(value, (list, dict)) else value
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ContextRow:
         return cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
+
+
+_ROW_FIELDS = tuple(f.name for f in fields(ContextRow))
 
 
 @dataclass(slots=True)

@@ -318,7 +318,7 @@ class _Run:
         real = observe_real.collect(
             self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
             {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
-            forget=not keep, keep=keep, call=_on_all)
+            forget=not keep, keep=keep, call=_on_all, summarized=True)
         self.trace.real = Real.from_json(real.to_json())
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
