@@ -18,9 +18,27 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+#: Marks a test that needs Chromium (skipped without one).
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
+
+
+def browser_fixture(width: int = 1400, height: int = 900) -> Any:
+    """A module-scoped ``browser`` fixture: one headless Chromium (``width`` x ``height``) for
+    the tests of a module (``browser = browser_fixture()``); skips without Chromium."""
+    @pytest.fixture(scope="module")
+    def browser() -> Iterator[Chromium]:
+        if CHROMIUM is None:
+            pytest.skip("chromium not installed")
+        with Chromium(width, height) as c:
+            yield c
+    return browser
 
 
 class Chromium:

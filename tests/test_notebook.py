@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import replay_fixtures as fx
-from chromium import CHROMIUM, Chromium
+from chromium import Chromium, browser_fixture
 from test_render_dot import HOSTILE, design_trace
 
 import distviz
@@ -77,12 +77,7 @@ def test_a_recording_shows_a_table_of_its_contexts_and_one_viewer() -> None:
 
 # -- headless Chromium ---------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed")
-    with Chromium(1200, 1400) as c:
-        yield c
+browser = browser_fixture(1200, 1400)
 
 
 def _frame_sessions(browser: Chromium, n: int) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import CHROMIUM, Chromium
+from chromium import Chromium, browser_fixture, needs_chromium
 from test_render_dot import HOSTILE, _png_pixels_vary, design_trace, hang_trace, judged, replay_of
 
 from distviz.render.html import json_for_script, to_html
@@ -85,15 +85,7 @@ def test_unknown_worker_in_the_start_view_is_a_usage_error() -> None:
 
 # -- headless Chromium ---------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed")
-    with Chromium(1400, 900) as c:
-        yield c
+browser = browser_fixture()
 
 
 def _open(browser: Chromium, tmp_path: Path, page: str, hash_: str = "") -> None:

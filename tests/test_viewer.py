@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import CHROMIUM, Chromium
+from chromium import Chromium, browser_fixture, needs_chromium
 from rich.console import Console
 from test_render_dot import _node, design_trace, hang_trace, judged, replay_of
 
@@ -84,15 +84,7 @@ def _text(renderable: Any) -> str:
 
 # -- in a browser ----------------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed")
-    with Chromium(1400, 900) as c:
-        yield c
+browser = browser_fixture()
 
 
 def _open(browser: Chromium, path: Path, page: str, hash_: str = "") -> None:
