@@ -18,6 +18,9 @@ pytestmark = pytest.mark.rpc
 ALL = sorted(p.stem for p in SCENARIOS.glob("*.yaml"))
 HANGS = {"unused_result", "no_grad_rpc", "overwritten_result"}
 ERRORS = {"fail_backward"}
+#: Trainers sharing parameters without a lock: where their steps overlapped, the order the
+#: shared parameters were read and updated in is not known, and the gradients are not compared.
+INTERLEAVED = {"hogwild"}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -33,7 +36,10 @@ def test_replay_agrees_with_pytorch(name: str) -> None:
     assert trace.real["outcome"] == expected
     assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
     assert a.exact is True
-    if expected == "completed":
+    if expected == "completed" and name in INTERLEAVED and not trace.reference["comparable"]:
+        assert a.gradients is None, a.text
+        assert "ran at the same time" in trace.reference["error"], trace.reference["error"]
+    elif expected == "completed":
         assert a.gradients is True, trace.reference["comparison"]
         assert a.leaves is True
         assert a.text.startswith("replay matches PyTorch on all")
