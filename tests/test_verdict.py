@@ -166,6 +166,19 @@ def test_a_skipped_backward_says_why_and_exits_as_the_predicted_hang() -> None:
     assert (v.status, v.exit_code) == ("not compared", EXIT_HANG)
 
 
+def test_a_predicted_hang_whose_process_ended_first_stays_a_predicted_hang() -> None:
+    # --on-hang continue in a test that expects the hang: the test stops waiting and its
+    # processes end before the hang timeout fires; the trace has no real section
+    t = _traced(F.unused_rpc_result())
+    t.real = None
+    v = verdict(t, replay(t))
+    assert (v.outcome, v.status, v.exit_code) == ("hang", "not compared", EXIT_HANG)
+    assert v.text == ("the replay predicts a hang, and PyTorch's backward had not returned "
+                      "when the process ended")
+    row = report.row(t, replay(t), "t.json", 1, 1, {})
+    assert (row.outcome, row.predicted) == ("hang", "hang")
+
+
 # -- one trace through every command --------------------------------------------------------------
 
 def _cases(tmp: Path) -> list[Path]:
