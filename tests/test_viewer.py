@@ -196,6 +196,19 @@ def test_hang_opens_on_its_last_step_and_step_minus_one_is_the_last(browser: Chr
     assert browser.eval("document.body.dataset.step") == str(len(ok_rep.events) - 1)
 
 
+@pytest.mark.browser
+@needs_chromium
+def test_collapse_button_stands_apart_from_the_worker_name(browser: Chromium,
+                                                           tmp_path: Path) -> None:
+    tr = design_trace()
+    _open(browser, tmp_path / "design.html", to_html(judged(tr, replay_of(tr))))
+    gaps = browser.eval("""Array.from(document.querySelectorAll('#workers h4')).map(function (h) {
+        var r = document.createRange(); r.selectNodeContents(h.firstChild);
+        return h.querySelector('button').getBoundingClientRect().left
+               - r.getBoundingClientRect().right; })""")
+    assert len(gaps) == len(tr.workers)
+    assert all(g >= 6 for g in gaps), gaps     # a word's space at least, not touching
+
 # -- the script's modules ----------------------------------------------------------------------------
 
 def test_viewer_script_is_every_module_in_order_in_one_function() -> None:
