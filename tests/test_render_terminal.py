@@ -20,7 +20,7 @@ from distviz.render.terminal import (
     render_summary,
 )
 from distviz.replay import Agreement, initial_dependencies
-from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, RpcCall, Trace
+from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, RpcCall, Trace, message_label
 
 GOLDEN = Path(__file__).parent / "golden" / "design_note_log.txt"
 M = 1 << 48
@@ -293,6 +293,22 @@ def test_state_after_worker1_computes_dependencies() -> None:
     assert "RecvRpcBackward#0 (2)" in out
     assert "messages in flight" in out
 
+
+
+def test_a_message_in_flight_to_a_worker_not_started_is_incoming_not_a_call() -> None:
+    trace = design_note_trace()
+    rep = replay_of(trace)
+    step = next(ev.step for ev in rep.events if ev.action == "send_gradient" and ev.worker == "worker0")
+    ws = rep.state_at(step).workers["worker1"]
+    assert not ws.initialized and ws.pending_calls    # the message is on its way
+    out = text_of(render_state(trace, rep, step), width=160)
+    panel = out[out.index("worker1"):]
+    assert "not started" in panel
+    send = trace.node_map()[ws.pending_calls[0]]
+    assert send.msg_id is not None
+    assert re.search(rf"incoming +SendRpcBackward#\d+ {message_label(send.msg_id)} "
+                     r"\(in flight\)", panel), panel
+    assert not re.search(r"\bcalls\b", panel)
 
 def test_state_shows_queue_in_pop_order() -> None:
     trace = design_note_trace()

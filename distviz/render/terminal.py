@@ -304,14 +304,10 @@ def _worker_panel(nodes: dict[str, Node], worker: str, ws: WorkerState, event: E
                                                      kv[0]), reverse=True)
     grid.add_row("pending", listing([f"{node_label(n)} ({c})" for n, c in deps]))
     grid.add_row("queue", listing([node_label(n) for n in ws.queue]))
-    if ws.pending_calls:
-        grid.add_row("calls", listing([node_label(n) for n in ws.pending_calls]))
-    sends = []
-    for s in ws.waiting_sends:
-        node = nodes.get(s)
-        label = f" {message_label(node.msg_id)}" if node is not None and node.msg_id is not None \
-            else ""
-        sends.append(f"{node_label(s)}{label}")
+    if ws.pending_calls:   # messages in flight to this worker: each starts a call on arrival
+        grid.add_row("incoming", listing([f"{node_label(n)}{_message_of(nodes, n)} (in flight)"
+                                          for n in ws.pending_calls]))
+    sends = [f"{node_label(s)}{_message_of(nodes, s)}" for s in ws.waiting_sends]
     grid.add_row("sends", listing(sends))
     grid.add_row("grads", listing([leaf_name(nodes.get(nid), nid, times)
                                    for nid, times in sorted(ws.accumulated.items())]))
@@ -326,6 +322,13 @@ def _worker_panel(nodes: dict[str, Node], worker: str, ws: WorkerState, event: E
     title = f"▶ {worker}" if focused else worker
     return Panel(grid, title=title, title_align="left", border_style=border or "none",
                  padding=(0, 1))
+
+
+def _message_of(nodes: dict[str, Node], nid: str) -> str:
+    """`` message 0:1`` for a send, ``""`` for a node without a message."""
+    node = nodes.get(nid)
+    return f" {message_label(node.msg_id)}" if node is not None and node.msg_id is not None \
+        else ""
 
 
 def _in_flight_line(state: ReplayState, max_items: int) -> Text:
