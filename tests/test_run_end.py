@@ -139,3 +139,10 @@ def test_a_plain_scenarios_run_is_a_recording_of_one_context(tmp_path: Path) -> 
     from_run, code = _json_of_show_run(recording, out)
     replayed = CliRunner().invoke(app, ["replay", str(out), "--json"])
     assert json.loads(replayed.stdout) == from_run and code == replayed.exit_code == 0
+
+
+def test_run_of_a_plain_scenario_refuses_another_context_before_starting_workers() -> None:
+    result = CliRunner().invoke(app, ["run", str(SCENARIOS / "pipeline.yaml"), "--context", "2"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: --context 2: pipeline has a backward: key and records one context, context 1"]

@@ -140,6 +140,9 @@ def run(
         raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
                          "context; --contexts chooses among the contexts a training program "
                          "opens")
+    elif context not in (None, 1):
+        raise UsageError(f"--context {context}: {sc.name} has a backward: key and records one "
+                         "context, context 1")
     decided = Decided()
     result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose, decided=decided)
     out_path = output or Path(f"{sc.name}.trace.json")
