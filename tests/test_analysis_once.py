@@ -92,15 +92,16 @@ def test_a_finished_run_writing_every_format_makes_one_analysis(tmp_path: Path,
     """``distviz run --html --perfetto --svg``: after the workers are gone, the saved trace is
     replayed, judged and timed once for the report and all three files."""
     from distviz.cli.options import View
-    from distviz.cli.running import finish_run
+    from distviz.cli.running import show_run
     from distviz.trace import load
+    from distviz.trace.recording import Recording
     trace = load(PIPELINE)
     made.clear()
     pictures: dict[str, Path | None] = {fmt: tmp_path / f"run.{fmt}"
                                         for fmt in ("html", "perfetto", "svg")}
     view = View(as_json=False, step=False, log=None, worker=None, start=None, end=None,
                 pictures=pictures)
-    code = finish_run(trace, "fast", tmp_path / "run.trace.json", view)
+    code = show_run(Recording.single(trace), "fast", tmp_path / "run.trace.json", view)
     assert code == 0
     assert all(p is not None and p.stat().st_size > 0 for p in pictures.values())
     _once(made)
@@ -127,18 +128,21 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
     to run it; the report and the files use that replay (the verdict's replay in the observed
     arrival order is the second)."""
     from distviz.cli.options import View
-    from distviz.cli.running import Decided, decider, finish_run
+    from distviz.cli.running import Decided, decider, show_run
     from distviz.trace import load
+    from distviz.trace.recording import Recording
     trace = load(PIPELINE)
     made.clear()
     decided = Decided()
     assert decider(False, decided)(trace) == (True, None)
     view = View(as_json=True, step=False, log=None, worker=None, start=None, end=None,
                 pictures={"html": tmp_path / "run.html", "perfetto": tmp_path / "run.json"})
-    assert finish_run(trace, "fast", tmp_path / "run.trace.json", view, decided.replay) == 0
+    assert show_run(Recording.single(trace), "fast", tmp_path / "run.trace.json", view,
+                    made=decided.replay) == 0
     _once(made)
     made.clear()   # a SMART report cannot use the FAST replay
-    finish_run(trace, "smart", tmp_path / "smart.trace.json", view, decided.replay)
+    show_run(Recording.single(trace), "smart", tmp_path / "smart.trace.json", view,
+             made=decided.replay)
     assert made["replay"] >= 1
 
 

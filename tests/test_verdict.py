@@ -17,12 +17,11 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.cli.options import View
 from distviz.cli.recording import context_reports
-from distviz.cli.recording import exit_code as training_exit_code
-from distviz.cli.running import finish_run
+from distviz.cli.running import show_run
 from distviz.fuzz.runner import verdict as fuzz_verdict
 from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.replay import replay
-from distviz.replay.verdict import verdict
+from distviz.replay.verdict import recording_exit_code, verdict
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing import report, summary
@@ -216,7 +215,7 @@ def _every_command(path: Path, tmp: Path) -> dict[str, tuple[str, int]]:
     trace = load(path)
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        code = finish_run(trace, "fast", tmp / "run.json", View(
+        code = show_run(Recording.single(trace), "fast", tmp / "run.json", View(
             as_json=True, step=False, log=None, worker=None, start=None, end=None, pictures={}))
     got["run --json"] = (json.loads(buffer.getvalue())["agreement"]["text"], code)
     rp = replay(trace)
@@ -227,7 +226,7 @@ def _every_command(path: Path, tmp: Path) -> dict[str, tuple[str, int]]:
     recording = Recording(contexts=[trace], iterations=[None], workers=list(trace.workers))
     reports = context_reports(recording, "fast")
     text = reports[0].agreement.text if reports[0].agreement else ""
-    got["training"] = (text, training_exit_code(recording, reports))
+    got["training"] = (text, recording_exit_code(recording, reports))
     got["fuzz"] = (fuzz_verdict(trace, rp).text, got["replay"][1])
     return got
 

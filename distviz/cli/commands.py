@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -62,14 +61,11 @@ from distviz.cli.options import (
 from distviz.cli.output import (
     analysis_of,
     load_trace,
-    report,
-    show,
     write_frames,
     write_pictures,
 )
-from distviz.cli.running import Decided, finish_run, run_trace, run_with_progress
+from distviz.cli.running import Decided, finish_run, run_with_progress
 from distviz.errors import DistvizError, UsageError
-from distviz.limits import EXIT_RUN_FAILED
 from distviz.trace.iteration import ContextSelection
 from distviz.words import plural
 
@@ -144,17 +140,16 @@ def run(
         raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
                          "context; --contexts chooses among the contexts a training program "
                          "opens")
+    elif context not in (None, 1):
+        raise UsageError(f"--context {context}: {sc.name} has a backward: key and records one "
+                         "context, context 1")
     decided = Decided()
     result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose, decided=decided)
     out_path = output or Path(f"{sc.name}.trace.json")
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                  pictures={"svg": svg, "png": png, "dot": dot, "html": html,
                            "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
-    if sc.training:
-        from distviz.cli.recording import finish_training_run
-        raise typer.Exit(finish_training_run(sc, result, mode, out_path, context, view))
-    trace = run_trace(sc, result, mode, out_path)
-    raise typer.Exit(finish_run(trace, mode, out_path, view, decided.replay))
+    raise typer.Exit(finish_run(sc, result, mode, out_path, view, context, decided.replay))
 
 
 @app.command()
@@ -232,46 +227,12 @@ def replay(
 
       distviz replay design-note.trace.json --worker worker1
     """
-    from distviz.render import terminal
+    from distviz.cli.recording import replay_file
     from distviz.trace.recording import load_recording
-    recording = load_recording(trace_file)
-    if len(recording.contexts) > 1 or recording.training is not None:
-        from distviz.cli.recording import replay_recording
-        view = View(as_json=as_json, step=step, log=log is not False, worker=worker,
-                    start=start, end=end, pictures={})
-        raise typer.Exit(replay_recording(recording, str(trace_file), context, mode, view))
-    trace = recording.pick(context)
-    if not trace.passes:
-        error = (trace.real.error if trace.real is not None else None) or \
-            "no backward pass was recorded"
-        if as_json:
-            print(json.dumps({"trace": str(trace_file), "scenario": trace.to_json()["scenario"],
-                              "workers": trace.workers, "replay": None,
-                              "real": trace.to_json()["real"],
-                              "reference": trace.to_json()["reference"], "agreement": None},
-                             indent=1))
-        else:
-            stdout_console().print(f"{trace_file}: no graph to replay: the run stopped before recording "
-                         f"it ({error})", markup=False)
-        raise typer.Exit(EXIT_RUN_FAILED)
-    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
-    rp, verdict, agreement = found.replay, found.verdict, found.agreement
-    from distviz.replay.whatif import time_report
-    time_lines, timing = time_report(trace, what_if, timing=found.timing)
-    if as_json:
-        print(json.dumps(report(trace, rp, verdict, str(trace_file), timing), indent=1))
-    else:
-        if graph:
-            unbounded_console().print(terminal.render_graph(trace))
-        show(trace, rp, agreement, step=step, worker=worker, start=start, end=end,
-             log=log is not False)
-        if log is False and not step:
-            for line in (f"{plural(len(rp.events), 'replay step')} (--no-log)", rp.summary(),
-                         agreement.text):
-                stdout_console().print(line, markup=False)
-        for line in time_lines:
-            stdout_console().print(line, markup=False)
-    raise typer.Exit(verdict.exit_code)
+    view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
+                pictures={})
+    raise typer.Exit(replay_file(load_recording(trace_file), str(trace_file), mode, view,
+                                 context, graph, what_if))
 
 
 @app.command()

@@ -1,5 +1,7 @@
-"""Recordings of several contexts (training scenarios): what ``distviz run`` and ``replay``
-show and write for them, and the exit code they stand for."""
+"""What ``distviz run`` and ``replay`` show and write for a recording, and its exit code: one
+context without training (a plain scenario's run, a version 1 file) as a trace, several
+(training scenarios) as the table of contexts, with one context's log on ``--context N``. The
+exit code is the most severe of the contexts' verdicts (``distviz.replay.verdict``)."""
 
 from __future__ import annotations
 
@@ -9,21 +11,29 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distviz.cli.app import unbounded_console
+from distviz.cli.app import stdout_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import real_lines, real_report, show, write_pictures
-from distviz.errors import DistvizError, RunError, UsageError
+from distviz.cli.output import (
+    analysis_of,
+    check_mode,
+    real_lines,
+    real_report,
+    show,
+    write_pictures,
+)
+from distviz.cli.output import report as trace_report
+from distviz.limits import EXIT_RUN_FAILED
 from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
+from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.analysis import Analysis
-    from distviz.runner.parent import RunResult
-    from distviz.scenario import Scenario
 
-__all__ = ["context_analyses", "context_reports", "exit_code", "finish_training_run",
-           "replay_recording", "show_recording"]
+__all__ = ["context_analyses", "context_reports", "finish_recording", "replay_file",
+           "replay_recording", "replay_trace", "replay_unrecorded", "show_recording",
+           "write_html"]
 
 Reports = list[ContextVerdict]
 
@@ -31,14 +41,8 @@ Reports = list[ContextVerdict]
 def context_reports(recording: Recording, mode: str) -> Reports:
     """The replay and the verdict of every context (``(None, None)`` for one without a
     recorded pass); ``mode`` is checked first."""
-    if mode not in ("fast", "smart"):
-        raise UsageError(f"--mode {mode}: expected fast or smart")
+    check_mode(mode)
     return context_verdicts(recording, mode)
-
-
-def exit_code(recording: Recording, reports: Reports, stopped: str | None = None) -> int:
-    """The most severe code of any context (``distviz.replay.verdict.recording_exit_code``)."""
-    return recording_exit_code(recording, reports, stopped)
 
 
 def _shared(recording: Recording) -> list[Any]:
@@ -120,30 +124,12 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
         out.print(line, markup=False)
 
 
-def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Path, context: int | None,
-                        view: View) -> int:
-    """The end of ``distviz run`` for a training scenario: save the recording, replay every
-    context, print the table (and ``--context N``'s log), write pictures of one context;
-    returns the exit code. Raises the run's failure after saving what was recorded."""
-    from distviz.cli.running import run_meta
-    recording: Recording = result.recording or Recording(contexts=[], iterations=[],
-                                                         workers=list(sc.workers))
-    partial = recording.meta.get("partial") if recording.meta is not None else None
-    recording.meta = run_meta(result.timings, mode)
-    if partial is not None:   # a partial recording says so
-        recording.meta["partial"] = partial
-    if recording.contexts:
-        recording.save(out_path)
-    if result.error is not None:
-        failure = result.error
-        if isinstance(failure, DistvizError) and recording.contexts:
-            failure.message += (f" (the {plural(len(recording.contexts), 'context')} recorded "
-                                f"before were saved to {out_path})")
-        raise failure
-    if not recording.contexts:
-        raise RunError("no context was recorded: the program never called "
-                       "dist_autograd.backward in a chosen context", path=sc.path)
-    recording.pick(context)
+def finish_recording(recording: Recording, mode: str, out_path: Path, context: int | None,
+                     stopped: str | None, view: View) -> Reports:
+    """The end of ``distviz run`` for a recording that is not one trace (``show_run``, after
+    the recording was saved): replay every context, write pictures of one context (the HTML
+    viewer of every context, or of ``--context N``), print the table (and ``--context N``'s
+    log) or the JSON report; returns every context's replay and verdict."""
     reports = context_reports(recording, mode)
     number = context or 1
     pictures = dict(view.pictures)
@@ -158,18 +144,18 @@ def finish_training_run(sc: Scenario, result: RunResult, mode: str, out_path: Pa
         write_pictures(found[number], pictures)
     if view.as_json:
         print(json.dumps(report(recording, reports, str(out_path)), indent=1))
-        return exit_code(recording, reports, result.stopped)
+        return reports
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         show_recording(recording, reports)
         if context is not None:
             show_context(recording, context, reports[context - 1], view)
         out = unbounded_console()
-        if result.stopped:
-            out.print(f"training stopped: {result.stopped}", markup=False)
+        if stopped:
+            out.print(f"training stopped: {stopped}", markup=False)
         hint = "" if context is not None else \
             f"; see one context with: distviz replay {out_path} --context N"
         out.print(f"recording written to {out_path}{hint}", markup=False)
-    return exit_code(recording, reports, result.stopped)
+    return reports
 
 
 def context_analyses(recording: Recording, reports: Reports, numbers: list[int] | None = None
@@ -197,12 +183,71 @@ def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> 
     write_atomic(path, to_html_contexts(pages, name))
 
 
+def replay_file(recording: Recording, path: str, mode: str, view: View, context: int | None,
+                graph: bool = False, what_if: str | None = None) -> int:
+    """``distviz replay`` of a loaded file, the way ``distviz run`` shows a run: one context
+    without training as a trace (``replay_trace``), several as the table of contexts
+    (``replay_recording``); returns the exit code, the most severe of the contexts' verdicts
+    (a trace without a recorded pass: the run's failure)."""
+    recording.pick(context)
+    trace = recording.single_trace
+    if trace is not None and not trace.passes:
+        return replay_unrecorded(trace, path, view.as_json)
+    if trace is not None:
+        reports = replay_trace(trace, path, mode, view, graph, what_if)
+    else:
+        reports = replay_recording(recording, path, context, mode, view)
+    return recording_exit_code(recording, reports)
+
+
+def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> int:
+    """A trace saved by a run that stopped before recording its graph: the run's error (or the
+    JSON report without a replay); returns the exit code of a failed run."""
+    error = (trace.real.error if trace.real is not None else None) or \
+        "no backward pass was recorded"
+    if as_json:
+        print(json.dumps({"trace": path, "scenario": trace.to_json()["scenario"],
+                          "workers": trace.workers, "replay": None,
+                          "real": trace.to_json()["real"],
+                          "reference": trace.to_json()["reference"], "agreement": None},
+                         indent=1))
+    else:
+        stdout_console().print(f"{path}: no graph to replay: the run stopped before recording "
+                               f"it ({error})", markup=False)
+    return EXIT_RUN_FAILED
+
+
+def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
+                 what_if: str | None) -> Reports:
+    """``distviz replay`` of one trace: the step log (``--graph``: each worker's graph first),
+    then where the real backward spent its time (``--what-if``: how long it would take with
+    the changes), or the JSON report; returns its replay and verdict."""
+    from distviz.render import terminal
+    from distviz.replay.whatif import time_report
+    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    rp, verdict, agreement = found.replay, found.verdict, found.agreement
+    time_lines, timing = time_report(trace, what_if, timing=found.timing)
+    if view.as_json:
+        print(json.dumps(trace_report(trace, rp, verdict, path, timing), indent=1))
+        return [ContextVerdict(rp, verdict)]
+    if graph:
+        unbounded_console().print(terminal.render_graph(trace))
+    show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
+         end=view.end, log=view.log is not False)
+    if view.log is False and not view.step:
+        for line in (f"{plural(len(rp.events), 'replay step')} (--no-log)", rp.summary(),
+                     agreement.text):
+            stdout_console().print(line, markup=False)
+    for line in time_lines:
+        stdout_console().print(line, markup=False)
+    return [ContextVerdict(rp, verdict)]
+
+
 def replay_recording(recording: Recording, path: str, context: int | None, mode: str,
-                     view: View) -> int:
+                     view: View) -> Reports:
     """``distviz replay`` of a recording of several contexts: the table of every context, or
-    with ``--context N`` that context's step log; returns the exit code."""
-    if context is not None:
-        recording.pick(context)
+    with ``--context N`` that context's step log; returns every context's replay and verdict.
+    """
     reports = context_reports(recording, mode)
     if view.as_json:
         full = report(recording, reports, path)
@@ -211,4 +256,4 @@ def replay_recording(recording: Recording, path: str, context: int | None, mode:
         show_recording(recording, reports)
     else:
         show_context(recording, context, reports[context - 1], view)
-    return exit_code(recording, reports)
+    return reports

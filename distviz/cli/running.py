@@ -1,5 +1,7 @@
-"""``distviz run`` from start to report: the run with its progress, the trace (saved even when
-the run failed), the replay and the report."""
+"""``distviz run`` from start to report: the run with its progress, the recording (saved even
+when the run failed), the replay and the report. A plain scenario's run is a recording of one
+context, reported as a trace; a training scenario's is reported as its table of contexts
+(``distviz.cli.recording``); both end in one function, ``finish_run``."""
 
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ from rich.console import Console
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import analysis_of, real_lines, replay_of, report, show, write_pictures
-from distviz.errors import DistvizError
+from distviz.errors import DistvizError, RunError
 from distviz.trace import Trace
-from distviz.trace.sections import Meta, Real, ScenarioInfo
+from distviz.trace.recording import Recording
+from distviz.trace.sections import Meta, Real
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
     from distviz.runner.parent import RunOptions, RunResult
     from distviz.scenario import Scenario
@@ -32,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass
 class Decided:
     """The FAST replay of the recorded graph that decided whether to run the real backward,
-    kept for the run's analysis (``finish_run``), so the graph is replayed once."""
+    kept for the run's analysis (``show_run``), so the graph is replayed once."""
 
     replay: Replay | None = None
 
@@ -121,57 +125,110 @@ def run_meta(timings: dict[str, float], mode: str) -> Meta:
                 order=("distviz_version", "python", "timings_s", "mode"))
 
 
-def run_trace(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Trace:
-    """The trace of a finished run with its ``meta``. When the run failed, saves what was
-    recorded (or just the scenario and the error) to ``out_path`` and raises the failure."""
-    trace = result.trace
+def save_run(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Recording:
+    """What the run recorded, with its ``meta``, saved to ``out_path`` (``Recording.save``: one
+    context without training as a version 1 trace). When the run failed, saves what was
+    recorded before (for a plain scenario, when nothing was: the scenario, the workers and the
+    error), names the file in the error and raises it."""
     failure = result.error
-    if trace is None:
+    recording = result.recording
+    if recording is None and not sc.training:
         if failure is None:
-            raise RuntimeError("the run returned neither a trace nor an error")
-        # nothing was recorded yet: keep what is known (scenario, workers, the error)
-        trace = Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
-                      passes=[], scenario=ScenarioInfo(
-                          name=sc.name, description=sc.description, path=sc.path,
-                          params=dict(sc.params), seed=sc.seed,
-                          order=("name", "description", "path", "params", "seed")))
-    trace.meta = run_meta(result.timings, mode)
+            raise RuntimeError("the run returned neither a recording nor an error")
+        recording = Recording.single(_unrecorded(sc))   # keep what is known
+    if recording is None:
+        recording = Recording(contexts=[], iterations=[], workers=list(sc.workers))
+    _stamp(recording, run_meta(result.timings, mode))
+    trace = recording.single_trace
     if failure is not None:
-        text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
-        if trace.real is None or trace.real.outcome == "skipped":
+        if trace is not None and (trace.real is None or trace.real.outcome == "skipped"):
+            text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
             trace.real = Real(outcome="error", error=text,
                               order=("outcome", "error", "events", "gradients"))
-        trace.save(out_path)
-        if isinstance(failure, DistvizError):
-            failure.message += f" (partial trace saved to {out_path})"
+        if recording.contexts:
+            recording.save(out_path)
+            if isinstance(failure, DistvizError):
+                failure.message += (
+                    f" (partial trace saved to {out_path})" if trace is not None else
+                    f" (the {plural(len(recording.contexts), 'context')} recorded before were "
+                    f"saved to {out_path})")
         raise failure
-    return trace
+    if not recording.contexts:
+        raise RunError("no context was recorded: the program never called "
+                       "dist_autograd.backward in a chosen context", path=sc.path)
+    recording.save(out_path)
+    return recording
 
 
-def finish_run(trace: Trace, mode: str, out_path: Path, view: View,
-               made: Replay | None = None) -> int:
-    """Save the trace, replay it (``made``: the replay that decided whether to run the real
-    backward, used when it is one in ``mode``), write the pictures, print the report; return
-    the exit code."""
+def _unrecorded(sc: Scenario) -> Trace:
+    """The trace of a plain scenario's run that failed before its graph was recorded."""
+    from distviz.runner.collate import scenario_info
+    return Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
+                 passes=[], scenario=scenario_info(sc))
+
+
+def _stamp(recording: Recording, meta: Meta) -> None:
+    """Give ``recording`` the run's ``meta`` (keeping the mark of a partial recording); a
+    version 1 file keeps it in its one trace."""
+    partial = recording.meta.get("partial")
+    if partial is not None:
+        meta["partial"] = partial
+    recording.meta = meta
+    trace = recording.single_trace
+    if trace is not None:
+        trace.meta = meta
+
+
+def finish_run(sc: Scenario, result: RunResult, mode: str, out_path: Path, view: View,
+               context: int | None = None, made: Replay | None = None) -> int:
+    """The end of ``distviz run``: save the recording (``save_run``: the run's failure is
+    raised after saving what was recorded), then show it (``show_run``); return the exit code.
+    """
+    recording = save_run(sc, result, mode, out_path)
+    return show_run(recording, mode, out_path, view, context, result.stopped, made)
+
+
+def show_run(recording: Recording, mode: str, out_path: Path, view: View,
+             context: int | None = None, stopped: str | None = None,
+             made: Replay | None = None) -> int:
+    """Replay and judge each context once, write the pictures and print the report: one
+    context without training as a trace (its summary and step log), several as the table of
+    contexts (``distviz.cli.recording``). Returns the exit code, the most severe of the
+    contexts' verdicts (``distviz.replay.verdict.recording_exit_code``). ``made``: the replay
+    that decided whether to run the real backward, used when it is one in ``mode``."""
+    from distviz.cli.recording import finish_recording
+    from distviz.replay.verdict import ContextVerdict, recording_exit_code
+    recording.pick(context)
+    trace = recording.single_trace
+    if trace is None:
+        reports = finish_recording(recording, mode, out_path, context, stopped, view)
+    else:
+        found = analysis_of(trace, mode, made)   # the replay, verdict and timing, made once
+        _report_trace(found, out_path, view)
+        reports = [ContextVerdict(found.replay, found.verdict)]
+    return recording_exit_code(recording, reports, stopped)
+
+
+def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
+    """Write the pictures of a run's one trace and print its report: the summary, the step
+    log, what PyTorch did, the time report, the files written."""
     from distviz.render import terminal
     from distviz.replay.whatif import time_report
 
-    trace.save(out_path)
-    found = analysis_of(trace, mode, made)   # the replay, verdict and timing, made once
-    rp, verdict, agreement = found.replay, found.verdict, found.agreement
+    trace, rp, verdict, agreement = found.trace, found.replay, found.verdict, found.agreement
     written = write_pictures(found, view.pictures)
     for line in written.warnings:
         stderr_console().print(f"warning: {line}", markup=False, crop=False, overflow="ignore")
     time_lines, timing = time_report(trace, timing=found.timing)
     if view.as_json:
         print(json.dumps(report(trace, rp, verdict, str(out_path), timing), indent=1))
-        return verdict.exit_code
+        return
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = unbounded_console()
         out.print(terminal.render_summary(trace))
         show_log = view.log if view.log is not None else len(rp.events) <= 400
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
-              end=view.end, log=show_log or view.step)
+             end=view.end, log=show_log or view.step)
         if not show_log and not view.step:
             out.print(f"{plural(len(rp.events), 'replay step')}; see them with: distviz replay "
                       f"{out_path}",
@@ -183,4 +240,3 @@ def finish_run(trace: Trace, mode: str, out_path: Path, view: View,
         out.print(f"trace written to {out_path}", markup=False)
         for line in written.lines:
             out.print(line, markup=False, crop=False, overflow="ignore")
-    return verdict.exit_code

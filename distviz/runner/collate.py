@@ -1,4 +1,7 @@
-"""A training run's messages -> a ``Recording`` (pure: the parent imports it).
+"""A run's messages -> a ``Recording`` (pure: the parent imports it).
+
+Every recorded context carries the scenario section ``scenario_info`` makes, the one context of
+a plain scenario's run as each context of a training run.
 
 The trainers send each recorded context as it closes (``ContextDone``: the trace with its
 real backward, the iteration, the gradient values), every worker its final parameters
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distviz.trace import Trace
 from distviz.trace.iteration import (
@@ -30,7 +33,19 @@ from distviz.trace.iteration import (
 from distviz.trace.recording import Recording
 from distviz.trace.sections import Reference, ScenarioInfo
 
-__all__ = ["Interleaving", "TrainingRun", "collate", "interleaving", "schedule", "shared_updates"]
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.scenario import Scenario
+
+__all__ = ["Interleaving", "TrainingRun", "collate", "interleaving", "scenario_info", "schedule",
+           "shared_updates"]
+
+
+def scenario_info(scenario: Scenario) -> ScenarioInfo:
+    """The ``scenario`` section of a run's traces: name, description, path, parameters (after
+    ``--set``) and seed, each written even when empty."""
+    return ScenarioInfo(name=scenario.name, description=scenario.description,
+                        path=scenario.path, params=dict(scenario.params), seed=scenario.seed,
+                        order=("name", "description", "path", "params", "seed"))
 
 
 @dataclass
@@ -157,8 +172,9 @@ def _order_unknown(run: TrainingRun, conflicts: Sequence[str]) -> str | None:
     return None
 
 
-def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
-    """The recording of a training run (see the module docstring)."""
+def collate(run: TrainingRun, scenario: ScenarioInfo | None) -> Recording:
+    """The recording of a training run (see the module docstring); every context shares the
+    ``scenario`` section (``scenario_info``)."""
     order, overlapped = schedule(run.windows)
     conflicts = shared_updates(run) if len(run.trainers) > 1 else []
     unknown = _order_unknown(run, conflicts)
@@ -171,7 +187,7 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
     iterations: list[Iteration | None] = []
     for trace_json, info, values in run.contexts:
         trace = Trace.from_json(trace_json, source="<trainer>")
-        trace.scenario = ScenarioInfo.from_json(scenario) if scenario is not None else None
+        trace.scenario = scenario
         key = (str(info["trainer"]), int(info["index"]))
         want = ref_contexts.get(key)
         reason = _not_comparable(trace, ref, want, interleaved)
@@ -191,7 +207,7 @@ def collate(run: TrainingRun, scenario: dict[str, Any] | None) -> Recording:
         final=tuple(_final_checks(run.final, ref, interleaved)))
     first = traces[0] if traces else None
     return Recording(contexts=traces, iterations=iterations, workers=list(workers),
-                     scenario=ScenarioInfo.from_json(scenario) if scenario is not None else None,
+                     scenario=scenario,
                      torch_version=first.torch_version if first else None,
                      interop_threads=first.interop_threads if first else 1, training=summary)
 

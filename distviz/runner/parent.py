@@ -28,7 +28,7 @@ from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
-from distviz.runner.collate import TrainingRun
+from distviz.runner.collate import TrainingRun, scenario_info
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
     Backward,
@@ -52,7 +52,7 @@ from distviz.runner.worker import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
-from distviz.trace.sections import Real, Reference, ScenarioInfo
+from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.graph",
@@ -102,13 +102,15 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    """What a run produced. ``trace`` may be partial (no real results) when ``error`` is set.
+    """What a run produced: a ``recording``, which may be partial (no real results) when
+    ``error`` is set, and ``None`` when nothing was recorded.
 
-    A training scenario gives a ``recording`` (every recorded context) instead of a ``trace``;
-    ``stopped`` then says why distviz stopped the training early (a predicted or observed
-    hang, a backward that raised), if it did."""
+    A plain scenario (a ``backward:`` key) gives a recording of one context
+    (``Recording.single``: a version 1 trace on disk); a training scenario one context per
+    recorded iteration, and ``stopped`` then says why distviz stopped the training early (a
+    predicted or observed hang, a backward that raised), if it did."""
 
-    trace: Trace | None
+    recording: Recording | None = None
     error: Exception | None = None
     skipped_reason: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -117,8 +119,13 @@ class RunResult:
     deaths: list[dict[str, Any]] = field(default_factory=list)
     abort_workers: bool = False
     tmpdir: str | None = None
-    recording: Recording | None = None
     stopped: str | None = None
+
+    @property
+    def trace(self) -> Trace | None:
+        """The recording's first context (a plain scenario's one trace), or ``None``."""
+        rec = self.recording
+        return rec.contexts[0] if rec is not None and rec.contexts else None
 
 
 def _context() -> Any:
@@ -154,11 +161,11 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     (run, reason)`` is asked after recording whether to run the real backward (the CLI skips
     it when the replay predicts a hang). Returns a ``RunResult``; run-time failures come back
     in ``RunResult.error`` (``RunError``, ``RunTimeout``, ``ScenarioError`` for bad roots,
-    ``Interrupted`` for Ctrl-C), always after every worker is gone; ``trace`` then holds what
-    was recorded before the failure, if anything.
+    ``Interrupted`` for Ctrl-C), always after every worker is gone; ``recording`` then holds
+    what was recorded before the failure, if anything.
     """
     options = options or RunOptions()
-    result = RunResult(trace=None)
+    result = RunResult()
     run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
     aborted = interrupted = False
     ctx = _context()
@@ -397,12 +404,9 @@ class _Run:
         self.phase = "backward"
         self.deadline = time.monotonic() + opts.hang_timeout * max(
             1, len(self.scenario.passes)) + opts.rpc_timeout + limits.BACKWARD_SLACK
-        sc = self.scenario
         trace = Trace.from_json(msg.trace, source="<recorder>")
-        trace.scenario = ScenarioInfo(name=sc.name, description=sc.description, path=sc.path,
-                                      params=dict(sc.params), seed=sc.seed,
-                                      order=("name", "description", "path", "params", "seed"))
-        self.result.trace = trace
+        trace.scenario = scenario_info(self.scenario)
+        self.result.recording = Recording.single(trace)
         run, reason = (True, None) if self.decide is None else self.decide(trace)
         if not opts.run_backward:
             run, reason = False, "the real backward was turned off (--no-backward)"
@@ -415,16 +419,17 @@ class _Run:
         self.phase = "done"
         self.deadline = time.monotonic() + self.options.shutdown_timeout
         result = self.result
-        assert result.trace is not None
+        trace = result.trace
+        assert trace is not None
         real = msg.real
         if real is None:
             real = {"outcome": "skipped", "error": None, "reason": result.skipped_reason,
                     "events": [], "gradients": {}}
         if result.deaths:
             real["deaths"] = list(result.deaths)
-        result.trace.real = Real.from_json(real)
-        result.trace.reference = (Reference.from_json(msg.reference)
-                                  if msg.reference is not None else None)
+        trace.real = Real.from_json(real)
+        trace.reference = (Reference.from_json(msg.reference)
+                           if msg.reference is not None else None)
         if real.get("outcome") == "hang" or not msg.graceful:
             result.abort_workers = True
             return True  # a hang never unblocks, a dead peer never answers: tear down now
@@ -462,13 +467,15 @@ def _add_death(result: RunResult, worker: str, code: int | None) -> None:
     death = {"worker": worker, "phase": "backward", "exit_code": code,
              "message": f"{worker} died during the backward pass ({_how(code)})"}
     result.deaths.append(death)
-    if result.trace is not None and result.trace.real is not None:
-        result.trace.real.deaths.append(death)
+    trace = result.trace
+    if trace is not None and trace.real is not None:
+        trace.real.deaths.append(death)
 
 
 def _note_deaths(procs: list[Any], workers: list[str], result: RunResult) -> None:
     """Record workers that died by themselves during the backward but were not reported yet."""
-    if result.trace is None or result.trace.real is None:
+    trace = result.trace
+    if trace is None or trace.real is None:
         return
     known = {d["worker"] for d in result.deaths}
     for rank, p in enumerate(procs):

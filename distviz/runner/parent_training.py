@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distviz.runner.collate import TrainingRun, collate, interleaving
+from distviz.runner.collate import TrainingRun, collate, interleaving, scenario_info
 from distviz.runner.procs import no_main_import
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, recv
 from distviz.scenario import Scenario
@@ -36,11 +36,7 @@ def finish_training(ctx: Any, scenario: Scenario, options: Any, training: Traini
 
 
 def _collate(scenario: Scenario, training: TrainingRun, result: Any) -> None:
-    sc = {"name": scenario.name, "description": scenario.description, "path": scenario.path,
-          "params": dict(scenario.params), "seed": scenario.seed}
-    result.recording = collate(training, sc)
-    # the first context stands for the run where one trace is expected
-    result.trace = result.recording.contexts[0] if result.recording.contexts else None
+    result.recording = collate(training, scenario_info(scenario))
 
 
 def keep_partial(scenario: Scenario, training: TrainingRun, result: Any,

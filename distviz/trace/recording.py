@@ -68,6 +68,14 @@ class Recording:
                    scenario=trace.scenario, torch_version=trace.torch_version,
                    interop_threads=trace.interop_threads, meta=trace.meta, version=SCHEMA_VERSION)
 
+    @property
+    def single_trace(self) -> Trace | None:
+        """The one trace of a recording of one context without training (a plain scenario's
+        run, a version 1 file), shown and reported as a trace; ``None`` for any other."""
+        if len(self.contexts) == 1 and self.training is None:
+            return self.contexts[0]
+        return None
+
     def __repr__(self) -> str:
         """A line, not every context's graph."""
         return f"<Recording: {len(self.contexts)} contexts on {len(self.workers)} workers>"
@@ -148,8 +156,9 @@ class Recording:
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the recording atomically; a single context without training is written as a
         version 1 trace, as before."""
-        if self.version == SCHEMA_VERSION and len(self.contexts) == 1 and self.training is None:
-            return self.contexts[0].save(path)
+        trace = self.single_trace
+        if self.version == SCHEMA_VERSION and trace is not None:
+            return trace.save(path)
         return write_atomic(Path(path), self.dumps())
 
 
