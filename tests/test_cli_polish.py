@@ -96,6 +96,9 @@ def test_replay_takes_no_log_like_run(tmp_path: Path) -> None:
     assert "completes in 28 steps" in quiet.output
     loud = CliRunner().invoke(app, ["replay", str(path), "--log"])
     assert len(loud.output.splitlines()) > len(quiet.output.splitlines())
+    said = [[line for line in r.output.splitlines()
+             if line.startswith("agreement with the real run: ")] for r in (quiet, loud)]
+    assert said[0] and said[0] == said[1]     # the same sentence, worded alike, with or without
 
 
 def _options(command: str) -> set[str]:

@@ -98,6 +98,19 @@ def show(trace: Trace, rp: Replay, agreement: Agreement | None, *, step: bool,
             out.print(line, crop=False, overflow="ignore")
 
 
+def show_short(rp: Replay, agreement: Agreement | None, steps_line: str) -> None:
+    """What ``--no-log`` (or a log too long to print) leaves of the step log: how many steps
+    and where to see them, the replay's outcome, and the agreement with the real run, worded
+    as at the end of the log."""
+    from distviz.render.explain import agreement_lines
+    out = stdout_console()
+    for line in (steps_line, rp.summary()):
+        out.print(line, markup=False, crop=False, overflow="ignore")
+    if agreement is not None:
+        for text in agreement_lines(agreement, None):
+            out.print(text, crop=False, overflow="ignore")
+
+
 @dataclass
 class Written:
     """What ``write_pictures`` wrote: the paths, a line per picture saying its view (and how to

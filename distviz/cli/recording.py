@@ -19,6 +19,7 @@ from distviz.cli.output import (
     real_lines,
     real_report,
     show,
+    show_short,
     write_pictures,
 )
 from distviz.cli.output import report as trace_report
@@ -235,9 +236,7 @@ def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
     show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
          end=view.end, log=view.log is not False)
     if view.log is False and not view.step:
-        for line in (f"{plural(len(rp.events), 'replay step')} (--no-log)", rp.summary(),
-                     agreement.text):
-            stdout_console().print(line, markup=False)
+        show_short(rp, agreement, f"{plural(len(rp.events), 'replay step')} (--no-log)")
     for line in time_lines:
         stdout_console().print(line, markup=False)
     return [ContextVerdict(rp, verdict)]

@@ -19,7 +19,15 @@ from rich.console import Console
 
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
-from distviz.cli.output import analysis_of, real_lines, replay_of, report, show, write_pictures
+from distviz.cli.output import (
+    analysis_of,
+    real_lines,
+    replay_of,
+    report,
+    show,
+    show_short,
+    write_pictures,
+)
 from distviz.errors import DistvizError, RunError
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
@@ -230,11 +238,8 @@ def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
              end=view.end, log=show_log or view.step)
         if not show_log and not view.step:
-            out.print(f"{plural(len(rp.events), 'replay step')}; see them with: distviz replay "
-                      f"{out_path}",
-                      markup=False)
-            out.print(rp.summary(), markup=False)
-            out.print(agreement.text, markup=False)
+            show_short(rp, agreement, f"{plural(len(rp.events), 'replay step')}; see them "
+                       f"with: distviz replay {out_path}")
         for line in real_lines(trace) + time_lines:
             out.print(line, markup=False)
         out.print(f"trace written to {out_path}", markup=False)
