@@ -85,3 +85,31 @@ def test_an_async_execution_function(tmp_path: Path) -> None:
     assert traced == plain
     assert "backward(ctx, [loss]): returned None" in traced
     assert run.index["contexts"], run.stdout
+
+
+def _last_error_line(stderr: str) -> str:
+    """The last ``Name: message`` line of a Python traceback in ``stderr``."""
+    return next(line for line in reversed(stderr.splitlines())
+                if line and not line.startswith((" ", "[W", "W1", "distviz")) and ": " in line)
+
+
+def test_a_worker_killed_mid_backward_ends_the_program_as_without_distviz(
+        tmp_path: Path) -> None:
+    # worker1 is SIGKILLed inside its second backward: the program fails exactly as it does
+    # without distviz (mp.spawn's ProcessExitedException, status 1)
+    program = str(PROGRAMS / "faults.py")
+    plain_dir, traced_dir = tmp_path / "plain", tmp_path / "traced"
+    plain_dir.mkdir()
+    traced_dir.mkdir()
+    plain = subprocess.run([sys.executable, program, "crash"], cwd=ROOT,
+                           env=_environment(plain_dir), capture_output=True, text=True,
+                           timeout=400)
+    proc = subprocess.run(trace_command(traced_dir, [program, "crash"]), cwd=ROOT,
+                          env=_environment(traced_dir), capture_output=True, text=True,
+                          timeout=600)
+    traced = finish(traced_dir, proc, proc.stdout, proc.stderr)
+    assert traced.code == plain.returncode == 1, proc.stderr[-3000:]
+    assert _last_error_line(proc.stderr) == _last_error_line(plain.stderr) == (
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
+        "SIGKILL")
+    assert traced.row("worker0", 1)["agreement"] == "agrees"   # the one context recorded
