@@ -352,42 +352,38 @@ class Engine(EngineErrors):
         s.step = step
 
     def _drain_other(self, i: int, heap: StdPriorityQueue[int], limit: int) -> int:
-        """``_drain``'s rare node: run it (``_run_other``); a recv's send is the next step when
-        nothing else is scheduled and ``limit`` allows, and the task's queue goes on after it.
-        Returns the steps run after the node's own (0 or 1), or -1 when the task aborted."""
-        self._run_other(i)
-        if self.p.heap is not heap:
-            return -1
-        agenda = self.s.agenda
-        then = agenda[0] if limit and len(agenda) == 1 else None
-        if not isinstance(then, SendGradient):
-            return 0
-        agenda.pop()
-        self.s.step += 1
-        self._send_gradient(then)
-        return 1
-
-    def _run_other(self, i: int) -> None:
-        """Run an AccumulateGrad, a recv, or a node that raises (a recorded fault, or saved
-        tensors a pass without ``retain_graph`` freed)."""
-        g = self.g
-        p = self.p
+        """Run ``_drain``'s rare node: an AccumulateGrad, a recv, or a node that raises (a
+        recorded fault, or saved tensors a pass without ``retain_graph`` freed). A recv's send is
+        the next step when ``limit`` allows, and the task's queue goes on after it. Returns the
+        steps run after the node's own (0 or 1), or -1 when the task aborted."""
+        g, p = self.g, self.p
         k, w, flags = g.kind[i], g.worker[i], g.flags[i]
         call = p.cur_call
         p.w_out[w] -= 1
         p.order[w].append(i)
         if k == ACC:
-            return self._accumulate(i, w, call)
+            self._accumulate(i, w, call)
+            return 0
         if flags:
-            if flags & 2:
-                return self._fault(i, w)
             freed = self.s.freed
-            if freed[i]:
-                return self._node_error(i, w, FREED_MESSAGE)
+            if flags & 2 or freed[i]:
+                if flags & 2:
+                    self._fault(i, w)
+                else:
+                    self._node_error(i, w, FREED_MESSAGE)
+                return -1 if p.heap is not heap else 0
             if not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
         assert k == RECV
-        return self._run_recv(i, w, call)
+        self._run_recv(i, w, call)
+        agenda = self.s.agenda
+        then = agenda[0] if limit and len(agenda) == 1 else None
+        if not isinstance(then, SendGradient):
+            return 0
+        agenda.pop()            # the recv's send: the next step, then the queue goes on
+        self.s.step += 1
+        self._send_gradient(then)
+        return 1
 
     def _run_recv(self, i: int, w: int, call: int | None) -> None:
         """RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step."""
