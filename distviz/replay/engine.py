@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from distviz.replay.engine_errors import EngineErrors
-from distviz.replay.event_log import CODE, PACK, EventLog, pack_event
+from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
+from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
     RECV,
@@ -51,7 +51,6 @@ from distviz.replay.graph import (
 from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import Event, Message, ReplayState
 from distviz.replay.state import (
-    QUEUE_CAP,
     Ack,
     ComputeDeps,
     ErrorHop,
@@ -77,12 +76,6 @@ _EXECUTE, _ACCUMULATE, _CALL_START, _CALL_END, _ACK, _SEND_GRADIENT, _RECEIVE = 
     CODE[a] for a in ("execute", "accumulate", "call_start", "call_end", "ack", "send_gradient",
                       "receive_gradient"))
 _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Python-level __new__
-FREED_MESSAGE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors after "
-    "they have already been freed). Saved intermediate values of the graph are freed when you "
-    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
-    "through the graph a second time or if you need to access saved tensors after calling "
-    "backward.")
 
 
 # -- the engine -----------------------------------------------------------------------------------
@@ -274,14 +267,13 @@ class Engine(EngineErrors):
         return self._event("call_start", w, (tuple(decs), tuple(pushed), q, qlen), call=call)
 
     # -- 4. pop and run the nodes of the current task ---------------------------------------------
+    # An op's and a send's evaluate_function: decrement each next edge's target in order, then
+    # push the ready ones. This is the replay's hot loop: what it reads is looked up once, and the
+    # rare paths are calls (AccumulateGrad, recvs and failing nodes: ``_drain_other``; an event
+    # with a queue of several nodes or many edges: ``event_log.execute_payload``).
     def _drain(self, limit: int) -> None:
         """Pop and run up to ``limit`` nodes of the current task, a step each, while no other
-        step is scheduled (``advance`` runs one, ``run`` as many as it can).
-
-        An op's and a send's evaluate_function is here: decrement each next edge's target in
-        order, then push the ready ones. AccumulateGrad, recvs and nodes that fail go to
-        ``_run_other``. This is the replay's hot loop, so what it reads is looked up once.
-        """
+        step is scheduled (``advance`` runs one, ``run`` as many as it can)."""
         g, p, s = self.g, self.p, self.s
         heap, agenda = p.heap, s.agenda
         assert heap is not None
@@ -289,8 +281,7 @@ class Engine(EngineErrors):
                                                   g.flags)
         deps, freed = s.deps, s.freed
         nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
-        call = -1 if p.cur_call is None else p.cur_call
-        pi = s.pass_index
+        call, pi = -1 if p.cur_call is None else p.cur_call, s.pass_index
         log = self.log
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
         packs, npacks = PACK, len(PACK) - 3
@@ -304,21 +295,14 @@ class Engine(EngineErrors):
                 i, held = held, -1
             else:
                 i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
-            k = kinds[i]
-            flags = flags_of[i]
+            k, flags = kinds[i], flags_of[i]
             if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
                 s.step = step
-                self._run_other(i)
-                if p.heap is not heap:     # the task aborted
+                ran = self._drain_other(i, heap, limit)
+                if ran < 0:                # the task aborted
                     return
-                then = agenda[0] if limit and len(agenda) == 1 else None
-                if isinstance(then, SendGradient):
-                    # a recv ran: its send is the next step, and the queue goes on after it
-                    agenda.pop()
-                    limit -= 1
-                    step += 1
-                    s.step = step
-                    self._send_gradient(then)
+                limit -= ran
+                step += ran
                 continue
             w = workers[i]
             order[w].append(i)
@@ -354,15 +338,9 @@ class Engine(EngineErrors):
                 continue
             # EventLog's layout, inline: the columns, then the payload
             rec.frombytes(pack_event(_EXECUTE, pi, w, i, call, -1, len(pool)))
-            n = len(heap)
-            m = len(counts)
+            n, m = len(heap), len(counts)
             if n > 1 or m >= npacks:    # a queue to list, or many edges: the general form
-                if held >= 0 or n == 1:
-                    pool.fromlist([zero_in, 1, *counts, held if held >= 0 else heap[0][1]])
-                else:
-                    pool.fromlist([zero_in, n, *counts])
-                    if n:
-                        pool.fromlist(heap.pop_order(QUEUE_CAP))
+                execute_payload(pool, zero_in, counts, heap, held)
             elif held >= 0 or n:        # the one node in the queue
                 pool.frombytes(packs[m + 3](zero_in, 1, *counts,
                                             held if held >= 0 else heap[0][1]))
@@ -373,27 +351,39 @@ class Engine(EngineErrors):
             heap.pushes += 1
         s.step = step
 
-    def _run_other(self, i: int) -> None:
-        """Run an AccumulateGrad, a recv, or a node that raises (a recorded fault, or saved
-        tensors a pass without ``retain_graph`` freed)."""
-        g = self.g
-        p = self.p
+    def _drain_other(self, i: int, heap: StdPriorityQueue[int], limit: int) -> int:
+        """Run ``_drain``'s rare node: an AccumulateGrad, a recv, or a node that raises (a
+        recorded fault, or saved tensors a pass without ``retain_graph`` freed). A recv's send is
+        the next step when ``limit`` allows, and the task's queue goes on after it. Returns the
+        steps run after the node's own (0 or 1), or -1 when the task aborted."""
+        g, p = self.g, self.p
         k, w, flags = g.kind[i], g.worker[i], g.flags[i]
         call = p.cur_call
         p.w_out[w] -= 1
         p.order[w].append(i)
         if k == ACC:
-            return self._accumulate(i, w, call)
+            self._accumulate(i, w, call)
+            return 0
         if flags:
-            if flags & 2:
-                return self._fault(i, w)
             freed = self.s.freed
-            if freed[i]:
-                return self._node_error(i, w, FREED_MESSAGE)
+            if flags & 2 or freed[i]:
+                if flags & 2:
+                    self._fault(i, w)
+                else:
+                    self._node_error(i, w, FREED_MESSAGE)
+                return -1 if p.heap is not heap else 0
             if not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
         assert k == RECV
-        return self._run_recv(i, w, call)
+        self._run_recv(i, w, call)
+        agenda = self.s.agenda
+        then = agenda[0] if limit and len(agenda) == 1 else None
+        if not isinstance(then, SendGradient):
+            return 0
+        agenda.pop()            # the recv's send: the next step, then the queue goes on
+        self.s.step += 1
+        self._send_gradient(then)
+        return 1
 
     def _run_recv(self, i: int, w: int, call: int | None) -> None:
         """RecvRpcBackward::apply sends (grads, context_id, msg_id, retain_graph): next step."""

@@ -16,7 +16,15 @@ from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import PassError
 from distviz.replay.state import QUEUE_CAP, ErrorHop, PassEnd, PassState, RaiseError, RunState
 
-__all__ = ["EngineErrors"]
+__all__ = ["FREED_MESSAGE", "EngineErrors"]
+
+#: The error of a node whose saved tensors a pass without ``retain_graph`` freed (PyTorch's words).
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you "
+    "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+    "through the graph a second time or if you need to access saved tensors after calling "
+    "backward.")
 
 
 class EngineErrors:

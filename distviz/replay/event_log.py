@@ -29,10 +29,11 @@ from typing import Any, overload
 
 from distviz.replay.events import LazyEvent, payload_changes
 from distviz.replay.graph import RECV, IndexedGraph
+from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import ACTIONS, Event, Message
 from distviz.replay.state import QUEUE_CAP
 
-__all__ = ["CODE", "PACK", "WIDTH", "EventLog", "pack_event"]
+__all__ = ["CODE", "PACK", "WIDTH", "EventLog", "execute_payload", "pack_event"]
 
 #: The code of each action in the ``action`` column.
 CODE = {a: k for k, a in enumerate(ACTIONS)}
@@ -44,6 +45,24 @@ WIDTH = 7
 pack_event = Struct(f"{WIDTH}i").pack
 #: ``PACK[k](*ints)``: ``k`` integers as bytes for ``pool.frombytes`` (``k < len(PACK)``).
 PACK = tuple(Struct(f"{k}i").pack for k in range(12))
+
+
+
+def execute_payload(pool: array[int], zero_in: bool, counts: list[int],
+                    heap: StdPriorityQueue[int], held: int) -> None:
+    """Append an op's or a send's ``execute`` payload in its general form to ``pool``: zero
+    input, queue length, each target's remaining count, the queue's first ``QUEUE_CAP`` entries.
+    The engine packs the common forms itself (``PACK``) and calls this for a queue of several
+    nodes or more counts than ``PACK`` packs. ``held``: the one ready node that the engine keeps
+    out of ``heap`` (it runs next), or -1."""
+    n = len(heap)
+    if held >= 0 or n == 1:
+        pool.fromlist([zero_in, 1, *counts, held if held >= 0 else heap[0][1]])
+    else:
+        pool.fromlist([zero_in, n, *counts])
+        if n:
+            pool.fromlist(heap.pop_order(QUEUE_CAP))
+
 
 _EXECUTE, _ACCUMULATE, _CALL_START = CODE["execute"], CODE["accumulate"], CODE["call_start"]
 _COMPUTE = CODE["compute_dependencies"]
