@@ -114,6 +114,20 @@ def test_a_nonzero_gradient_where_the_graph_sends_only_zeros_differs() -> None:
 
 # -- hangs, threads, outcomes --------------------------------------------------------------------
 
+def test_a_time_out_where_the_replay_completes_is_not_compared_never_differs() -> None:
+    # a backward slower than the hang timeout (a starved machine) is not proven to hang
+    t = F.design_note()
+    t.real = _real(t, outcome="hang")
+    t.real["events"] = t.real["events"][:3]       # it was stopped part-way
+    t.real["hang_timeout_s"] = 5.0
+    rp = replay(t)
+    assert rp.outcome == "completed"
+    v = verdict(t, rp)
+    assert (v.outcome, v.status, v.exit_code, v.differences) == (
+        "hang", "not compared", EXIT_HANG, ())
+    assert v.text.startswith("PyTorch's backward had not returned after 5 s, while the replay "
+                             "completes: ")
+
 def test_an_observed_hang_agrees_with_a_predicted_one_and_names_what_followed() -> None:
     t = F.unused_rpc_result()
     t.real = _real(t)

@@ -23,6 +23,9 @@ The checks, in the order a difference is named:
                ``stack``, a product with zero). A real zero the replay does not predict is
                decided from the reference's values where there are some, else not compared.
 
+PyTorch's backward not returning within the hang timeout while the replay completes is not
+compared at all: a time-out cannot tell a hang from a slow backward.
+
 A check says ``differs`` only when the difference is proven (a claim that PyTorch or the
 replay is wrong); otherwise ``not_compared``, with the reason.
 """
@@ -148,10 +151,19 @@ def _finish(outcome: str, checks: list[Check], text: str, agreement: Agreement,
 def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
     """The verdict when PyTorch's backward did not run or did not end (else ``None``)."""
     real = trace.real
-    if real is not None and real.outcome != "skipped":
+    slow = real is not None and real.outcome == "hang" and replay.outcome == "completed"
+    if real is not None and real.outcome != "skipped" and not slow:
         return None
     agreement = compare(trace, replay)     # every check None: nothing to compare
-    if real is not None:
+    if real is not None and slow:
+        # a time-out is no proof of a hang: the backward may only be slow (a busy machine)
+        waited = (f"after {real.hang_timeout_s:g} s" if real.hang_timeout_s is not None
+                  else "within the hang timeout")
+        text = (f"PyTorch's backward had not returned {waited}, while "
+                "the replay completes: a backward slower than the hang timeout cannot be told "
+                "from a hang, so nothing is compared (give it more time with --hang-timeout)")
+        outcome = "hang"
+    elif real is not None:
         reason = real.reason or "not requested"
         text = f"the real backward did not run: {reason}"
         outcome = replay.outcome
