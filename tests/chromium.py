@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from guards import WAIT_GUARD_S
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -150,7 +151,7 @@ class Chromium:
             raise RuntimeError(json.dumps(r["exceptionDetails"])[:2000])
         return r["result"].get("value")
 
-    def wait_for(self, expr: str, timeout: float = 30) -> Any:
+    def wait_for(self, expr: str, timeout: float = WAIT_GUARD_S) -> Any:
         """Poll ``expr`` until it is truthy; return its value. Raises ``TimeoutError``."""
         end = time.monotonic() + timeout
         while True:

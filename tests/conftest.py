@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
+from guards import WAIT_GUARD_S
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -39,7 +40,7 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+def wait_until(check: Callable[[], bool], what: str, timeout: float = WAIT_GUARD_S) -> None:
     """Poll ``check`` until it holds; after ``timeout`` seconds fail, saying ``what`` did not
     happen (a deadline for something that takes a moment, never a fixed wait)."""
     deadline = time.monotonic() + timeout

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from guards import HANG_GUARD_S
 
 from distviz.trace import load
 
@@ -21,7 +22,7 @@ def test_first_backward_of_a_process_names_the_unused_rpc_and_local_module(tmp_p
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", TP_SOCKET_IFNAME="lo")
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "api_first_hang.py"),
                            str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = proc.stdout.strip().splitlines()[-1]
     assert line.startswith("hang: predicted: "), proc.stdout

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.errors import ScenarioError
 from distviz.scenario import load_scenario
@@ -67,7 +68,7 @@ def test_cli_check_exits_2_with_one_line_and_no_traceback(name: str) -> None:
     expected, _ = header(path)
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "400"}
     done = subprocess.run([sys.executable, "-m", "distviz", "check", str(path)],
-                          capture_output=True, text=True, timeout=60, env=env)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr + done.stdout
     lines = [line for line in done.stderr.splitlines() if line.strip()]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
@@ -36,7 +37,7 @@ def test_table_cells_show_median_min_and_max(run_all_module: object) -> None:
 @pytest.mark.rpc
 def test_run_all_quick_runs_every_benchmark_script() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "--quick", "--repeat", "1"],
-                          cwd=REPO, capture_output=True, text=True, timeout=240, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| B") or ln.startswith("| L")]
     assert {r.split("|")[1].strip() for r in rows} == {"B1", "B2", "B3", "B4", "B5", "B6", "B7",
@@ -47,7 +48,7 @@ def test_run_all_quick_runs_every_benchmark_script() -> None:
 def test_profile_hooks_runs_on_a_tiny_graph() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "profile_hooks.py"), "--micro", "2",
                            "--depth", "1", "--repeat", "1", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"distviz_ratio"' in proc.stdout.splitlines()[-1]
 
@@ -56,7 +57,7 @@ def test_profile_hooks_runs_on_a_tiny_graph() -> None:
 def test_bench_whatif_runs_on_one_scenario() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "bench_whatif.py"), "--repeat", "1",
                            "--only", "design_note", "--no-injected", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.splitlines()[-1])["rows"]
     assert [r["kind"] for r in rows] == ["same run", "next run"]
@@ -66,7 +67,7 @@ def test_bench_whatif_runs_on_one_scenario() -> None:
 @pytest.mark.rpc
 def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "bench_fuzz.py"), "--count", "2",
-                           "--seed", "5"], cwd=REPO, capture_output=True, text=True, timeout=180,
+                           "--seed", "5"], cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -79,7 +80,7 @@ def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
 def test_bench_trace_cmd_runs_on_a_tiny_program() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "bench_trace_cmd.py"), "--iterations", "2",
                            "--repeat", "1", "--modes", "all", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = proc.stdout.splitlines()[-1]
     assert '"all_s"' in report and '"contexts_recorded_all": 2' in report

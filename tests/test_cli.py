@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import replay_fixtures as F
 from conftest import ROOT
+from guards import HANG_GUARD_S
 from test_stepper import Pane
 from typer.testing import CliRunner
 
@@ -69,7 +70,7 @@ def test_piped_log_has_no_control_codes_and_respects_filters(tmp_path: Path) -> 
     path = _trace(tmp_path)
     out = subprocess.run([sys.executable, "-m", "distviz", "replay", str(path), "--worker",
                           "worker1", "--from", "5", "--to", "20"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=60, env={**os.environ, "TERM": "xterm"})
+                         text=True, cwd=ROOT, timeout=HANG_GUARD_S, env={**os.environ, "TERM": "xterm"})
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout
     steps = [ln.split()[:2] for ln in out.stdout.splitlines() if ln[:5].strip().isdigit()]
@@ -112,7 +113,7 @@ def test_run_json_is_one_json_object(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "distviz", "run",
                           str(ROOT / "scenarios" / "design_note.yaml"), "--json", "-o",
                           str(tmp_path / "t.json")], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+                         cwd=tmp_path, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["replay"]["outcome"] == "completed"
@@ -139,7 +140,7 @@ def test_the_pure_side_never_imports_torch(tmp_path: Path) -> None:
         "import distviz.render.html, distviz.render.stepper, distviz.replay.agreement\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+                         cwd=ROOT, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
 
 
@@ -169,7 +170,7 @@ def test_run_inject_delay_slows_the_real_backward(tmp_path: Path) -> None:
                           str(ROOT / "scenarios" / "design_note.yaml"), "--json", "--no-reference",
                           "--inject-delay", "recv=20ms", "--inject-delay", "worker1=3x",
                           "-o", str(trace_path)],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                         capture_output=True, text=True, cwd=tmp_path, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["real"]["injected"] == {"recv_s": 0.02, "slow": {"worker1": 3.0}}
@@ -185,7 +186,7 @@ def test_run_inject_delay_slows_the_real_backward(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "distviz", "run",
                           str(ROOT / "scenarios" / "design_note.yaml"), "--inject-delay",
                           "worker7=3x"], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=60)
+                         timeout=HANG_GUARD_S)
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("error: --inject-delay 'worker7=3x': no worker")
     res = CliRunner().invoke(app, ["replay", str(trace_path), "--what-if", "latency=1ms"])

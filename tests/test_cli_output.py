@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import replay_fixtures as F
 from conftest import ROOT
+from guards import HANG_GUARD_S
 
 LONG = "a_leaf_with_a_name_long_enough_to_pass_eighty_columns_in_any_tree_" + "x" * 20
 
@@ -29,7 +30,7 @@ def test_graph_in_a_pipe_is_not_cut_at_80_columns(tmp_path: Path, args: list[str
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     done = subprocess.run([sys.executable, "-m", "distviz", args[0],
                            str(_long_named_trace(tmp_path)), *args[1:]],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60, env=env)
+                          capture_output=True, text=True, cwd=ROOT, timeout=HANG_GUARD_S, env=env)
     assert done.returncode == 0, done.stderr
     leaf = next(line for line in done.stdout.splitlines() if LONG in line)
     assert leaf.endswith(f"AccumulateGrad {LONG} [2, 2] float32  deps 1")

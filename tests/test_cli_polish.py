@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import replay_fixtures as F
 from conftest import ROOT
+from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
 import distviz
@@ -34,7 +35,7 @@ def _trace(tmp_path: Path, name: str = "design_note") -> Path:
 def _distviz(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "distviz", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 # -- --version -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import ROOT, descendants, pid_alive, run_cached, wait_until
+from guards import HANG_GUARD_S
 
 pytestmark = pytest.mark.rpc
 
@@ -288,7 +289,7 @@ def test_worker_killed_from_outside_mid_run(tmp_path: Path) -> None:
         assert len(grand) >= 2
         victim = max(grand)  # the last worker started (worker1)
         os.kill(victim, signal.SIGKILL)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -310,7 +311,7 @@ def test_four_runs_at_once_all_succeed(tmp_path: Path) -> None:
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in range(4)]
     for p in procs:
-        out, err = p.communicate(timeout=180)
+        out, err = p.communicate(timeout=HANG_GUARD_S)
         assert p.returncode == 0, err
     for i in range(4):
         assert json.loads((tmp_path / f"t{i}.json").read_text())["real"]["outcome"] == "completed"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -31,7 +32,7 @@ PRODUCT_VERDICT = fuzz_runner.verdict
 def test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "distviz", "fuzz", "--count", "20", "--seed",
                            "2024", "--json", "-o", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False, cwd=tmp_path)
     report = json.loads(proc.stdout)
     s = report["summary"]
     bad = [p for p in report["programs"] if not p["agrees"]]
@@ -89,7 +90,7 @@ def test_planted_disagreement_is_shrunk_saved_and_reproducible(
     monkeypatch.undo()
     proc = subprocess.run([sys.executable, "-m", "distviz", "run", str(minimal), "--no-log",
                            "-o", str(tmp_path / "again.trace.json")],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.fuzz.judge_training import training_verdict
 from distviz.fuzz.training_program import generate_training
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.rpc
 def test_fuzz_of_one_training_program_agrees(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "distviz", "fuzz", "--count", "1", "--seed",
                            "0", "--training", "1", "--json", "-o", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False, cwd=tmp_path)
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, (report["programs"], proc.stderr[-2000:])
     s = report["summary"]
@@ -37,7 +38,7 @@ def test_training_judge_fails_on_a_final_parameter_off_the_reference(tmp_path: P
     path.write_text(program.text, encoding="utf-8")
     out = tmp_path / "rec.json"
     proc = subprocess.run([sys.executable, "-m", "distviz", "run", str(path), "-o", str(out)],
-                          capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recording = load_recording(out)
     good = training_verdict(recording, None)

@@ -11,6 +11,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 import replay_fixtures as fx
+from guards import HANG_GUARD_S
 
 import distviz
 from distviz.replay import initial_dependencies, replay
@@ -190,7 +191,7 @@ def test_bench_nx_runs_on_a_small_trace_and_both_walks_agree() -> None:
     import sys
     bench = Path(__file__).resolve().parent.parent / "bench" / "bench_nx.py"
     proc = subprocess.run([sys.executable, str(bench), "--nodes", "2000", "--repeat", "1",
-                           "--json"], capture_output=True, text=True, timeout=300)
+                           "--json"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-2000:]   # it asserts that the walks agree
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["nodes"] > 1500 and out["focus_ratio"] > 0 and out["reach_ratio"] > 0

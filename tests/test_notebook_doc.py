@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from guards import HANG_GUARD_S
 
 pytestmark = pytest.mark.rpc
 
@@ -19,7 +20,7 @@ pytest.importorskip("ipykernel")
 def test_the_notebook_records_the_design_note_and_shows_its_viewer(tmp_path: Path) -> None:
     shutil.copy(ROOT / "docs" / "notebook.ipynb", tmp_path)
     nb = nbformat.read(tmp_path / "notebook.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=HANG_GUARD_S, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SCENARIOS
+from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -30,7 +31,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 def _distviz(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "distviz", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120,
+                          text=True, cwd=cwd, timeout=HANG_GUARD_S,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
 
 
@@ -141,7 +142,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"))
     out = subprocess.run([sys.executable, "-m", "build", "--outdir", str(work / "dist"),
-                          str(src)], capture_output=True, text=True, timeout=300)
+                          str(src)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     sdist = next((work / "dist").glob("distviz-*.tar.gz"))
     wheel = next((work / "dist").glob("distviz-*.whl"))

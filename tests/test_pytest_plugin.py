@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.tracing import journal, summary
 from distviz.tracing.config import TEST_ENV
@@ -116,7 +117,7 @@ def test_a_trace_file_is_named_after_its_test(tmp_path: Path,
 def test_a_folder_given_as_a_separate_word_is_refused(tmp_path: Path) -> None:
     """``pytest --distviz tests/`` would take the test folder for the trace folder."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "--distviz", "tests_here", "-q"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--distviz tests_here: the folder must be given as --distviz=tests_here" in \
         proc.stderr

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
+from guards import HANG_GUARD_S
 
 pytestmark = pytest.mark.rpc
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.rpc
 def misuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("record") / "misuses.json"
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "record_misuse.py"),
-                           str(out)], capture_output=True, text=True, timeout=120)
+                           str(out)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
     found: dict[str, Any] = json.loads(out.read_text())
     return found

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import replay_fixtures as F
+from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -225,7 +226,7 @@ def _chromium_dom(tmp_path: Path, url: str) -> str:
     cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False).stdout
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False).stdout
 
 
 def _html(tmp_path: Path) -> tuple[Path, Recording]:

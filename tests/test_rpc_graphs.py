@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, pid_alive, run_cached
+from guards import HANG_GUARD_S
 
 from distviz.trace import Node, Trace, load
 
@@ -182,7 +183,7 @@ def test_node_ids_are_stable_between_runs() -> None:
 def test_record_api_on_a_hand_written_script_gives_the_same_shape(tmp_path: Path) -> None:
     out = tmp_path / "api.json"
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "design_note_api.py"),
-                           str(out)], capture_output=True, text=True, timeout=120)
+                           str(out)], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-2000:]
     api = load(out)
     ref = run_cached("design_note").trace

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, run_cached
+from guards import HANG_GUARD_S
 
 from distviz.replay import compare, replay
 from distviz.replay.contexts import shared_workers
@@ -104,7 +105,7 @@ def test_hogwild_trainers_sharing_a_layer_end_with_exit_0(tmp_path: Path) -> Non
     known. Never a false alarm (exit 8)."""
     out = subprocess.run([sys.executable, "-m", "distviz", "run", "hogwild", "-o",
                           str(tmp_path / "h.json")], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=300)
+                         cwd=tmp_path, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stdout + out.stderr
     final = re.search(r"^final parameters: (.*)$", out.stdout, re.M)
     assert final is not None, out.stdout

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.trace.recording import load_recording
 
@@ -40,7 +41,7 @@ def test_ctrl_c_during_a_50_context_recording_keeps_every_recorded_context(
             break
     assert any("recorded context 5 " in line for line in seen), "".join(seen)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
     assert proc.returncode == 130, stdout + stderr
     assert "context" in stderr and f"were saved to {out}" in stderr, stderr
     recording = load_recording(out)

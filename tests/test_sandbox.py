@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 import torch
+from guards import HANG_GUARD_S
 
 from distviz.limits import CRASH_EXIT_CODE
 from distviz.runner.sandbox import (
@@ -143,7 +144,7 @@ def test_crash_backward_node_and_exit_status() -> None:
         print("after")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_GUARD_S)
     assert done.returncode == CRASH_EXIT_CODE
     assert done.stdout == "before\n"
 

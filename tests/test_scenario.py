@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.errors import ScenarioError
 from distviz.scenario import PassSpec, Program, Scenario, load_scenario, load_scenario_text
@@ -369,7 +370,7 @@ def test_null_bytes_in_program() -> None:
 def test_scenario_module_does_not_import_torch() -> None:
     code = ("import sys, distviz.scenario, distviz.scenario.lang\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=HANG_GUARD_S)
 
 
 def test_folded_description_loses_the_newline_yaml_keeps_at_its_end() -> None:

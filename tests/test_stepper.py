@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guards import HANG_GUARD_S, WAIT_GUARD_S
 from rich.console import Console
 from test_render_terminal import design_note_trace, replay_of
 
@@ -236,7 +237,7 @@ class Pane:
         return subprocess.run([*self._tmux, "capture-pane", "-p", "-t", self.name],
                               capture_output=True, text=True, check=True).stdout
 
-    def wait_for(self, pattern: str, timeout: float = 15.0) -> str:
+    def wait_for(self, pattern: str, timeout: float = WAIT_GUARD_S) -> str:
         deadline = time.monotonic() + timeout
         text = ""
         while time.monotonic() < deadline:
@@ -304,7 +305,7 @@ def test_main_prints_the_log_when_not_a_terminal(tmp_path: Path) -> None:
     trace.save(path)
     out = subprocess.run([sys.executable, "-m", "distviz.render.stepper", str(path)],
                          capture_output=True, text=True, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     assert "\x1b" not in out.stdout
     assert "outcome: completed" in out.stdout

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from guards import HANG_GUARD_S
 
 from distviz.replay import legality, replay
 from distviz.trace import Trace, load
@@ -267,7 +268,7 @@ def test_ctrl_c_with_on_hang_continue_keeps_the_observed_hang(tmp_path: Path) ->
             break
         time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
     run = finish(tmp_path, proc, stdout, stderr)
     assert run.code == 130, stdout + stderr[-3000:]
     assert "PyTorch's backward has not returned after 2 s: it hangs, as the replay predicts." \
@@ -334,7 +335,7 @@ def test_a_program_that_never_calls_backward(traced: Any) -> None:
 def test_a_program_without_rpc_says_nothing_was_recorded_not_that_it_agrees(
         tmp_path: Path) -> None:
     proc = subprocess.run(trace_command(tmp_path, ["-c", "print('no rpc here')"]), cwd=ROOT,
-                          env=_environment(tmp_path), capture_output=True, text=True, timeout=120)
+                          env=_environment(tmp_path), capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "no rpc here"
@@ -439,14 +440,14 @@ def test_command_not_found_or_not_executable(tmp_path: Path) -> None:
     env = _environment(tmp_path)
     missing = subprocess.run([sys.executable, "-m", "distviz", "trace", "--",
                               "no-such-program-here", "x"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert missing.returncode == 127
     assert missing.stderr.strip().splitlines()[-1] == (
         "error: no-such-program-here: command not found (not on PATH)")
     script = tmp_path / "script.sh"
     script.write_text("#!/bin/sh\n")
     plain = subprocess.run([sys.executable, "-m", "distviz", "trace", "--", str(script)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert plain.returncode == 126
     assert "not an executable file" in plain.stderr
 
@@ -459,7 +460,7 @@ def test_port_already_in_use(tmp_path: Path) -> None:
         env = _environment(tmp_path)
         env["RPC_INIT_METHOD"] = f"tcp://127.0.0.1:{port}"
         proc = subprocess.run(trace_command(tmp_path, [str(PROGRAMS / "faults.py"), "raise"]),
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
         run = finish(tmp_path, proc, proc.stdout, proc.stderr)
     assert run.code == 1, proc.stdout + proc.stderr[-3000:]
     assert "worker0: rpc.init_rpc failed:" in run.stdout
@@ -472,7 +473,7 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path: Path) -> None:
                              (["--hang-timeout", "0"], "--hang-timeout 0: expected a positive")):
         proc = subprocess.run([sys.executable, "-m", "distviz", "trace", *options, "--", "true"],
                               cwd=tmp_path, env=_environment(tmp_path), capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=HANG_GUARD_S)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
@@ -481,7 +482,7 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path: Path) -> None:
 def test_backward_and_record_observe_api(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "api_observe.py"),
                            str(tmp_path)], cwd=ROOT, env=_environment(tmp_path),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # torch 2.8's gloo prints "[Gloo] Rank N is connected to M peer ranks. ..." on the stdout of
     # each process that joins RPC (2.4.1, 2.11.0, 2.14.1 and 2.15.0 print nothing): torch's own

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from chromium import Chromium, browser_fixture, needs_chromium
+from guards import HANG_GUARD_S
 from rich.console import Console
 from test_render_dot import _node, design_trace, hang_trace, judged, replay_of
 
@@ -231,7 +232,7 @@ def test_viewer_modules_type_check_with_tsc() -> None:
     tsc = _tsc()
     assert tsc is not None
     out = subprocess.run([tsc, "-p", str(VIEWER / "tsconfig.json")], capture_output=True,
-                         text=True, timeout=300, check=False)
+                         text=True, timeout=HANG_GUARD_S, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
 
 

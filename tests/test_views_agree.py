@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import replay_fixtures as F
+from guards import HANG_GUARD_S
 from rich.console import Console, RenderableType
 from test_render_dot import judged
 
@@ -234,7 +235,7 @@ def test_html_viewer_script_shows_the_same_counts(tmp_path: Path, name: str, pic
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri() + f"#step={step}"]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False).stdout
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False).stdout
     body = re.search(r"<body([^>]*)>", dom)
     assert body, dom[:300]
     got = {k: v.replace("&quot;", '"') for k, v in re.findall(r'data-([a-z]+)="([^"]*)"',

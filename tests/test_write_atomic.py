@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import replay_fixtures as F
 from conftest import ROOT
+from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -37,7 +38,7 @@ def _trace(tmp_path: Path) -> Path:
 
 def _distviz(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "distviz", *args], capture_output=True,
-                          cwd=cwd, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=cwd, timeout=HANG_GUARD_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _scratch_null(tmp_path: Path) -> Path:
@@ -162,7 +163,7 @@ def test_dash_writes_the_trace_to_stdout() -> None:
     code = ("import sys; sys.path.insert(0, 'tests'); import replay_fixtures as F; "
             "F.design_note().save('-')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT,
-                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         timeout=HANG_GUARD_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert out.stdout == F.design_note().dumps().encode()
     assert not (ROOT / "-").exists()
@@ -265,7 +266,7 @@ def _in_private_dev(script: str) -> subprocess.CompletedProcess[str]:
         pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                            _SCRATCH_DEV + script], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=HANG_GUARD_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_export_to_dev_null_keeps_dev_null(tmp_path: Path) -> None:
