@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import ROOT, descendants, pid_alive, run_cached, wait_until
-from guards import HANG_GUARD_S
+from guards import HANG_GUARD_S, WAIT_GUARD_S
 
 pytestmark = pytest.mark.rpc
 
@@ -217,7 +217,7 @@ def _start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, start_new_session=True, env=_env(tmp_path))
 
 
-def _wait_for(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> None:
+def _wait_for(proc: subprocess.Popen[str], marker: str, timeout: float = WAIT_GUARD_S) -> None:
     assert proc.stderr is not None
     deadline = time.monotonic() + timeout
     seen = []
@@ -265,7 +265,7 @@ def test_ctrl_c_tears_everything_down(tmp_path: Path, phase: str, marker: str) -
             wait_until(lambda: _fork_server_of(proc.pid) is not None, "no fork server started")
         kids = _workers_of(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground group
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -372,7 +372,7 @@ def test_workers_listen_on_loopback_only(tmp_path: Path) -> None:
                 pass
     finally:
         os.killpg(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=HANG_GUARD_S)
     assert addrs, "no listening sockets found"
     loopback = {"0100007F", "00000000000000000000000001000000"}
     assert set(addrs) <= loopback, addrs

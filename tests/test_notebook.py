@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import replay_fixtures as fx
 from chromium import Chromium, browser_fixture
+from guards import WAIT_GUARD_S
 from test_render_dot import HOSTILE, design_trace
 
 import distviz
@@ -114,7 +115,7 @@ def _in_frame(browser: Chromium, session: str, expr: str) -> Any:
         browser.session = page_session
 
 
-def _wait_in_frame(browser: Chromium, session: str, expr: str, timeout: float = 30) -> Any:
+def _wait_in_frame(browser: Chromium, session: str, expr: str, timeout: float = WAIT_GUARD_S) -> Any:
     end = time.monotonic() + timeout
     while not (value := _in_frame(browser, session, expr)):
         assert time.monotonic() < end, f"{expr} stayed false"
