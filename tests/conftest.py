@@ -3,6 +3,7 @@ and the fork server (which imports torch once) is kept between runs and stopped 
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +12,12 @@ from typing import Any
 import psutil
 import pytest
 from guards import WAIT_GUARD_S
+
+# A suite started in the background by a non-interactive shell (``cmd &``) inherits SIGINT
+# ignored, and every child a test starts would too; the tests that press Ctrl-C need it as a
+# terminal gives it, so pytest's own process takes Python's handler (children get the default).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

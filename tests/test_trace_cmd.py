@@ -297,9 +297,12 @@ def test_an_error_after_an_observed_hang_is_reported_as_its_consequence(
     assert "gradient rejected late by Late.backward" in t.real["after_hang"]
     row = run.row("worker0", 1)
     assert (row["outcome"], row["real"]) == ("hang", "hang")
-    assert "PyTorch's backward has not returned after 2 s: it hangs." in run.stderr
+    # the replay completes: slow or hung, the time-out cannot tell; said once, never "differs"
+    assert (row["agreement"], row["predicted"]) == ("not compared", "completed"), row
+    assert run.stderr.count("PyTorch's backward had not returned after 2 s, while the replay "
+                            "completes") == 1, run.stderr
+    assert "it hangs" not in run.stderr
     assert "after the hang, PyTorch's backward raised: " in run.stderr
-    assert run.stderr.count("did not return within 2") == 1, run.stderr
 
 
 def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(

@@ -354,12 +354,12 @@ class _Run:
                                              f"{timeout:g} s"))
             row = self.write()
         stop = self.config.on_hang == "stop"
+        waited = f"PyTorch's backward has not returned after {timeout:g} s"
         if self.replay.outcome == "hang":   # explained when it was predicted: said once
-            said = "it hangs, as the replay predicts."
-        else:
-            said = f"it hangs. {row.explanation}" if row.explanation else "it hangs."
-        _say(f"{self.me} context {self.index}: PyTorch's backward has not returned after "
-             f"{timeout:g} s: {said}")
+            said = f"{waited}: it hangs, as the replay predicts."
+        else:   # the verdict's sentence: slow or hung, a time-out cannot tell
+            said = row.explanation or f"{waited}."
+        _say(f"{self.me} context {self.index}: {said}")
         _say(f"trace: {self.path}" + ("" if stop else
                                       "; the program keeps running (--on-hang continue)"))
         if stop:
