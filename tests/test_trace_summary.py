@@ -4,6 +4,8 @@ critical path (pure, milliseconds)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.console import Console
 
 from distviz.tracing import journal, summary
@@ -35,11 +37,35 @@ def _render(found: list[summary.Entry], width: int) -> list[str]:
 
 
 def test_the_table_has_one_line_per_context_at_80_columns() -> None:
-    found = [_entry(1, change="first recorded"), _entry(2, change=CHANGE), _entry(3)]
+    found = [_entry(1, change="first recorded"), _entry(2, change=CHANGE), _entry(3, change="-1 nodes")]
     lines = _render(found, 80)
     assert len(lines) == 1 + len(found), "\n".join(lines)
     assert all(len(line) <= 80 for line in lines)
     assert lines[2].rstrip().endswith("…")     # cut to fit; index.json keeps it whole
+
+
+def test_a_run_of_contexts_of_one_shape_and_one_result_is_one_line() -> None:
+    found = [_entry(1, change="first recorded")] + [_entry(k) for k in range(2, 151)]
+    found.append(_entry(151, change="+1 nodes (+1 ps/AddBackward0)"))
+    found.append(_entry(152))
+    lines = _render(found, 120)
+    assert len(lines) == 3, "\n".join(lines)
+    assert lines[1].split()[:2] == ["trainer", "1"]
+    assert lines[1].rstrip().endswith("first recorded; contexts 2-150: the same")
+    assert lines[2].split()[:2] == ["trainer", "151"]
+    assert lines[2].rstrip().endswith("; context 152: the same")
+
+
+def test_a_context_with_another_result_or_initiator_starts_a_new_line() -> None:
+    other = _entry(3)
+    other = summary.Entry(row=dataclasses.replace(other.row, agreement="not compared"),
+                          change="same shape")
+    found = [_entry(1, change="first recorded"), _entry(2), other, _entry(4),
+             _entry(1, initiator="worker2", change="first recorded"),
+             _entry(2, initiator="worker2")]
+    lines = _render(found, 120)
+    assert [line.split()[1] for line in lines[1:]] == ["1", "3", "4", "1"], lines
+    assert lines[1].endswith("context 2: the same") and lines[2].rstrip().endswith("same shape")
 
 
 def test_a_wide_console_shows_the_whole_change() -> None:

@@ -12,6 +12,7 @@ the hooked backward down on purpose (``wait_until``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -239,19 +240,25 @@ def clock_sample() -> tuple[str, int]:
     Processes on one host (one boot id) share ``CLOCK_MONOTONIC``; across hosts the initiator
     estimates the offset from round trips of this call.
     """
+    return _boot_id(), time.monotonic_ns()
+
+
+@functools.cache
+def _boot_id() -> str:
+    """This host's boot id (read once per process: it changes only with a reboot)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            boot = fh.read().strip()
+            return fh.read().strip()
     except OSError:
-        boot = ""
-    return boot, time.monotonic_ns()
+        return ""
 
 
-def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
+def collect(context_id: int, with_gradients: bool = True, copy: bool = True) -> dict[str, Any]:
     """Return this worker's observed hook events and (optionally) its ``get_gradients`` by leaf id.
 
     Events: ``[node id, thread label, start ns, grad shapes, end ns or None]`` in the order
-    they started (``CLOCK_MONOTONIC``). Gradients: ``{leaf node id: tensor}``.
+    they started (``CLOCK_MONOTONIC``). Gradients: ``{leaf node id: tensor}``, copies unless
+    ``copy`` is false (a caller that only reads them at once: the context's own tensors).
     """
     rec = _RECORDS.get(context_id)
     out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
@@ -273,5 +280,5 @@ def collect(context_id: int, with_gradients: bool = True) -> dict[str, Any]:
         for tensor, grad in grads.items():
             found = by_var.get(id(tensor))
             if found is not None:
-                out["grads"][found] = grad.detach().clone()
+                out["grads"][found] = grad.detach().clone() if copy else grad.detach()
     return out

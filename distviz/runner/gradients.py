@@ -20,12 +20,20 @@ def dense(t: torch.Tensor) -> torch.Tensor:
 
 def summarize(g: torch.Tensor) -> dict[str, Any]:
     """A JSON summary of one gradient tensor (small tensors keep their values); a sparse one
-    is summarized by its dense form and says its ``layout``."""
-    d = dense(g.detach()).to(torch.float64)
+    is summarized by its dense form and says its ``layout``. Sums and norms accumulate in
+    float64; a real floating tensor is read where it lies (no float64 copy of it is made: a
+    traced program summarizes every gradient of every recorded context)."""
+    d = dense(g.detach())
+    if d.is_floating_point():
+        total = float(d.sum(dtype=torch.float64))
+        norm = float(torch.linalg.vector_norm(d, dtype=torch.float64))
+        zero = not bool(d.any())
+    else:
+        d = (d.real if d.is_complex() else d).to(torch.float64)   # as before, without a warning
+        total, norm, zero = float(d.sum()), float(d.norm()), bool((d == 0).all())
     out: dict[str, Any] = {"shape": [int(s) for s in g.shape],
                            "dtype": str(g.dtype).replace("torch.", ""),
-                           "sum": float(d.sum()), "norm": float(d.norm()),
-                           "zero": bool((d == 0).all())}
+                           "sum": total, "norm": norm, "zero": zero}
     if g.layout != torch.strided:
         out["layout"] = str(g.layout).replace("torch.", "")
     if g.numel() <= 16:

@@ -172,7 +172,7 @@ def fetch_piece(context_id: int, with_gradients: bool, forget: bool = False,
     its hooks (the node references stay for a later pass). With ``summarized`` the gradients
     come back as their JSON summaries (``summarize``, made here on their owner: no tensor
     crosses the wire), in ``piece["summaries"]``."""
-    piece = hooks.collect(context_id, with_gradients)
+    piece = hooks.collect(context_id, with_gradients, copy=not summarized)
     piece["boot"] = hooks.clock_sample()[0]
     if summarized:
         piece["summaries"] = {nid: summarize(g) for nid, g in piece["grads"].items()}

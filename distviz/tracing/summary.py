@@ -83,23 +83,49 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
             "notes": notes, "contexts": contexts}
 
 
+def _columns(r: ContextRow) -> tuple[Any, ...]:
+    """What the table shows of a context, but for its number and its change."""
+    return (r.initiator, len(r.workers), r.nodes, r.messages, r.passes, r.outcome, r.agreement)
+
+
+def runs(found: list[Entry]) -> list[list[Entry]]:
+    """``found`` in runs: a context of the same shape as the one before it (same initiator,
+    the next number) that shows the same in every column joins that context's run."""
+    out: list[list[Entry]] = []
+    for e in found:
+        last = out[-1][-1] if out else None
+        if (last is not None and e.change == "same shape" and e.row.index == last.row.index + 1
+                and _columns(e.row) == _columns(last.row)):
+            out[-1].append(e)
+        else:
+            out.append([e])
+    return out
+
+
 def table(found: list[Entry]) -> Table:
-    """The summary as a rich table, one line per recorded context at any width: the columns
-    never wrap, and the last, how the graph differs from the previous context, is cut with
-    ``…`` to fit the console (a pipe gets it whole; ``index.json`` always has it)."""
+    """The summary as a rich table at any width, one line per recorded context, where a run
+    of contexts of the same shape and the same result is one line (its last column ends with
+    ``contexts 2-150: the same``: a training loop's contexts; ``index.json`` has each): the
+    columns never wrap, and the last, how the graph differs from the previous context, is cut
+    with ``…`` to fit the console (a pipe gets it whole; ``index.json`` always has it)."""
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     numbers = ("ctx", "workers", "nodes", "msgs", "passes")
     for col in ("initiator", *numbers, "outcome", "agreement"):
         t.add_column(col, no_wrap=True, justify="right" if col in numbers else "left")
     t.add_column("graph vs previous", no_wrap=True, overflow="ellipsis", min_width=10)
     styles = {"completed": "green", "hang": "red", "error": "red", "unfinished": "red"}
-    for e in found:
-        r = e.row
+    for run in runs(found):
+        r = run[0].row
         agree = Text(r.agreement, style="green" if r.agreement == "agrees" else
                      ("red" if r.agreement == "differs" else "yellow"))
+        change = run[0].change
+        if len(run) > 1:
+            first, last = run[1].row.index, run[-1].row.index
+            change += f"; context {first}: the same" if first == last else \
+                f"; contexts {first}-{last}: the same"
         t.add_row(r.initiator, str(r.index), str(len(r.workers)), str(r.nodes),
                   str(r.messages), str(r.passes), Text(r.outcome, style=styles.get(r.outcome, "")), agree,
-                  e.change)
+                  change)
     return t
 
 
