@@ -33,6 +33,10 @@ class Entry:
     change: str
 
 
+#: ``Entry.change`` of a context whose graph has the node counts of the one before it.
+SAME_SHAPE = "same shape"
+
+
 def shape_change(before: dict[str, int] | None, after: dict[str, int]) -> str:
     """``same shape``, or the node counts that changed: ``+2 nodes (+2 trainer/AddBackward0)``,
     ``same node count (-1 ps/AddBackward0, +1 t/MulBackward0)``."""
@@ -44,7 +48,7 @@ def shape_change(before: dict[str, int] | None, after: dict[str, int]) -> str:
         if d:
             diffs.append((key, d))
     if not diffs:
-        return "same shape"
+        return SAME_SHAPE
     total = sum(after.values()) - sum(before.values())
     parts = ", ".join(f"{d:+d} {k}" for k, d in diffs[:4])
     more = f", {len(diffs) - 4} more kinds" if len(diffs) > 4 else ""
@@ -94,7 +98,7 @@ def runs(found: list[Entry]) -> list[list[Entry]]:
     out: list[list[Entry]] = []
     for e in found:
         last = out[-1][-1] if out else None
-        if (last is not None and e.change == "same shape" and e.row.index == last.row.index + 1
+        if (last is not None and e.change == SAME_SHAPE and e.row.index == last.row.index + 1
                 and _columns(e.row) == _columns(last.row)):
             out[-1].append(e)
         else:
