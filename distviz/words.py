@@ -2,12 +2,16 @@
 
 ``plural(n, "message")`` is the one way to write a count with its noun (``1 message``,
 ``2 messages``); ``word_for(n, ...)`` gives a word alone in the form that agrees with ``n``
-(``outputs``, ``waits``/``wait``).
+(``outputs``, ``waits``/``wait``); ``suggest(word, options)`` the "did you mean" of every
+message about a name that is not known.
 """
 
 from __future__ import annotations
 
-__all__ = ["NOTATION", "context_label", "plural", "word_for"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["NOTATION", "context_label", "plural", "suggest", "word_for"]
 
 
 def word_for(n: int, one: str, many: str | None = None) -> str:
@@ -23,6 +27,12 @@ def plural(n: int, one: str, many: str | None = None, *, grouped: bool = False) 
     plural (``plural(3, "pass", "passes")``); ``grouped`` writes ``12,000``."""
     count = f"{n:,}" if grouped else str(n)
     return f"{count} {word_for(n, one, many)}"
+
+
+def suggest(word: str, options: Iterable[str], fmt: str = "'{}'") -> str:
+    """Return `` (did you mean 'x'?)`` for the closest option, or ``""``."""
+    matches = difflib.get_close_matches(word, sorted(set(options)), n=1, cutoff=0.6)
+    return f" (did you mean {fmt.format(matches[0])}?)" if matches else ""
 
 
 def context_label(number: int, context_id: int | None = None, more: str | None = None) -> str:

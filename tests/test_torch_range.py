@@ -22,6 +22,7 @@ from distviz import limits
 from distviz.cli import app
 from distviz.runner.torch_range import (
     installed_torch,
+    metadata_version,
     range_problem,
     release_of,
     supported_range,
@@ -81,6 +82,25 @@ def torch_231(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setitem(sys.modules, "torch", None)
     assert installed_torch() == "2.3.1"
+
+
+def test_the_version_is_read_from_the_torch_package_the_import_would_load(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``torch`` package first on ``sys.path`` whose ``version.py`` says 2.3.1 (as every
+    torch release writes it) is what the check reads, without importing it; the package
+    metadata is the fallback."""
+    package = tmp_path / "site" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('not to be imported')\n")
+    (package / "version.py").write_text("from typing import Optional\n\n"
+                                        "__all__ = ['__version__']\n"
+                                        "__version__ = '2.3.1+cpu'\ngit_version = 'abc'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert installed_torch() == "2.3.1+cpu"
+    assert "torch" not in sys.modules
+    (package / "version.py").unlink()
+    assert installed_torch() == metadata_version()
 
 
 @pytest.mark.parametrize("args", [["run", "design_note"], ["fuzz", "--count", "1"],

@@ -114,6 +114,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "retain": ([str(PROGRAMS / "passes.py"), "retain"], []),
     "no-retain": ([str(PROGRAMS / "passes.py"), "no-retain"], []),
     "unused-tensors": ([str(PROGRAMS / "unused_tensors.py")], []),
+    "inplace": ([str(PROGRAMS / "inplace_grads.py")], []),
 }
 
 
@@ -499,6 +500,22 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
         assert {"worker1.lin.weight", "worker1.lin.bias"} <= _leaves(t)
         assert set(t.real["gradients"]) == set(replay(t).accumulated)
     assert load(tmp_path / "hang.json").real["outcome"] == "skipped"  # type: ignore[index]
+
+
+def test_gradients_are_read_before_the_program_changes_them(traced: Any) -> None:
+    """The program zeroes every gradient in place on both workers as soon as the backward
+    returns: the trace holds what the backward produced (x's gradient is 3 everywhere, the
+    weight's nonzero), so nothing reads as an all-zero gradient, and the program's own assert
+    on the zeros it wrote holds."""
+    run = traced("inplace")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    row = run.row("worker0", 1)
+    assert row["agreement"] == "agrees" and "zeros" not in row["agreement_text"], row
+    t = run.context("worker0", 1)
+    assert t.real is not None
+    grads = t.real["gradients"]
+    assert len(grads) == 2 and not any(g["zero"] for g in grads.values()), grads
+    assert sorted(g["sum"] for g in grads.values())[-1] == 27.0   # x's: 3 in each of 9 cells
 
 
 def test_a_gradient_zero_by_value_is_no_disagreement(traced: Any) -> None:

@@ -47,7 +47,6 @@ def trace(
       distviz trace -o traces --contexts all -- python train.py
     """
     from distviz.runner.torch_range import require_torch
-    from distviz.tracing import summary
     from distviz.tracing.command import run as run_command
     from distviz.tracing.config import TraceConfig, check_options
 
@@ -61,6 +60,8 @@ def trace(
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
+    from distviz.tracing import summary  # imported while the program ran (AFTER_START)
+
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
     notes = summary.notes(finished, found)

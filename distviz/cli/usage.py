@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from distviz.limits import EXIT_BAD_INPUT
-from distviz.scenario.messages import suggest
+from distviz.words import suggest
 
 __all__ = ["Command", "Group", "UsageMistake", "mistake_text"]
 
@@ -34,8 +34,10 @@ _TYPES = {"<int>": "N", "<float>": "NUMBER", "<str>": "TEXT", "<path>": "PATH",
 _TYPE = re.compile(r"<[a-z\[\]| ]+>")
 
 #: What a value of each kind should look like, for "expected ..." messages.
-_EXPECTED = (("integer", "a whole number, like 1"), ("number", "a number, like 5 or 0.5"),
-             ("float", "a number, like 5 or 0.5"), ("bool", "true or false"))
+#: Keys from pydantic's messages (typer 0.29 on) and click's (``'x' is not a valid int``).
+_EXPECTED = (("integer", "a whole number, like 1"), ("valid int", "a whole number, like 1"),
+             ("number", "a number, like 5 or 0.5"), ("float", "a number, like 5 or 0.5"),
+             ("bool", "true or false"))
 
 
 class UsageMistake(_UsageError):

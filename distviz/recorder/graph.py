@@ -17,9 +17,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -306,21 +306,33 @@ def forget(context_id: int) -> None:
 
 # -- the initiator side ------------------------------------------------------------------------
 
+T = TypeVar("T")
 _SIDE: dict[int, ThreadPoolExecutor] = {}
 _SIDE_NAME = "distviz-gather"
 
 
 def _side_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn`` in this process's side thread: the dist autograd context is thread-local, so
-    RPCs made there are not recorded in the user's context. The thread is made once per
-    process (a forked child makes its own: threads do not fork), not once per call."""
+    """Run ``fn`` in this process's side thread and wait for it (``_side_submit``)."""
+    return _side_submit(fn, *args).result()
+
+
+def _side_submit(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """Start ``fn`` in this process's side thread: the dist autograd context is thread-local,
+    so RPCs made there are not recorded in the user's context. The thread is made once per
+    process (a forked child makes its own: threads do not fork), not once per call. Called
+    from the side thread itself, ``fn`` runs at once."""
     if threading.current_thread().name.startswith(_SIDE_NAME):
-        return fn(*args)
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter, as the pool does
+            done.set_exception(exc)
+        return done
     pool = _SIDE.get(os.getpid())
     if pool is None:
         pool = _SIDE[os.getpid()] = ThreadPoolExecutor(max_workers=1,
                                                        thread_name_prefix=_SIDE_NAME)
-    return pool.submit(fn, *args).result()
+    return pool.submit(fn, *args)
 
 
 def _names_list(names: Any) -> list[tuple[Any, str]]:
@@ -395,14 +407,16 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
                  named: list[tuple[Any, str]], inspect_saved: bool
                  ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
     """One recording of every reachable worker: ``(workers, pieces, errors)``, where errors
-    are those of workers that do not know the context yet."""
-    pieces = [local(context_id, root_fns, named, inspect_saved)]
+    are those of workers that do not know the context yet.
+
+    The workers this one's context already knows are asked first, from the side thread, and
+    record their pieces while this worker records its own; the workers those pieces name are
+    asked next, until none is new."""
     infos = rpc._get_current_rpc_agent().get_worker_infos()
     by_id = {int(i.id): i.name for i in infos}
     workers = [by_id[k] for k in sorted(by_id)]
     me = rpc.get_worker_info()
     seen = {int(me.id)}
-    frontier = [w for w in pieces[0]["known"] if w not in seen]
     pending: list[RuntimeError] = []
 
     def fetch(wid: int) -> dict[str, Any] | RuntimeError:
@@ -413,18 +427,39 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
                 raise
             return exc
 
-    while frontier:
-        batch = sorted(set(frontier) - seen)
+    def ask(batch: list[int]) -> Future[list[dict[str, Any] | RuntimeError]]:
         seen.update(batch)
-        frontier = []
-        results = _side_thread(lambda b: [fetch(w) for w in b], batch)
+        if not batch:
+            done: Future[list[dict[str, Any] | RuntimeError]] = Future()
+            done.set_result([])
+            return done
+        return _side_submit(lambda b: [fetch(w) for w in b], batch)
+
+    asked = ask(sorted(set(_known_ids(context_id)) - seen))
+    pieces = [local(context_id, root_fns, named, inspect_saved)]
+    frontier = [w for w in pieces[0]["known"] if w not in seen]
+    while True:
+        results = asked.result()
         for piece in results:
             if isinstance(piece, RuntimeError):
                 pending.append(piece)
                 continue
             pieces.append(piece)
             frontier.extend(w for w in piece["known"] if w not in seen)
-    return workers, pieces, pending
+        if not frontier:
+            return workers, pieces, pending
+        asked = ask(sorted(set(frontier) - seen))
+        frontier = []
+
+
+def _known_ids(context_id: int) -> list[int]:
+    """The worker ids ``context_id``'s context here has sent to or heard from (none when this
+    worker has no such context: the local recording then raises PyTorch's error)."""
+    try:
+        ctx = dist_autograd._retrieve_context(context_id)
+    except RuntimeError:
+        return []
+    return [int(w) for w in ctx._known_worker_ids()]
 
 
 def _settled(pieces: list[dict[str, Any]]) -> bool:

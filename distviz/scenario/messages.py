@@ -4,20 +4,13 @@ source text, and the messages for statements and expressions outside the scenari
 from __future__ import annotations
 
 import ast
-import difflib
-from collections.abc import Iterable
 from typing import Any
 
 from distviz.scenario import lang, lang_nn
+from distviz.words import suggest
 
 __all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message",
            "suggest"]
-
-
-def suggest(word: str, options: Iterable[str], fmt: str = "'{}'") -> str:
-    """Return `` (did you mean 'x'?)`` for the closest option, or ``""``."""
-    matches = difflib.get_close_matches(word, sorted(set(options)), n=1, cutoff=0.6)
-    return f" (did you mean {fmt.format(matches[0])}?)" if matches else ""
 
 
 def kind(value: Any) -> str:

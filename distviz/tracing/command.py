@@ -12,6 +12,9 @@ leaves behind is re-parented here rather than to init, and is stopped at the end
   process of the program (SIGTERM, then SIGKILL);
 * at the end reads the session's event log and returns what the summary needs.
 
+What only the end needs (``psutil`` for the leftovers, the summary's modules) is imported on a
+side thread once the program has started, so it is not on the program's way in or out.
+
 Traces are written by the traced processes themselves, atomically, as each context ends, so
 every trace recorded before a crash, a Ctrl-C or a kill is intact.
 """
@@ -19,17 +22,17 @@ every trace recorded before a crash, a Ctrl-C or a kill is intact.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-
-import psutil
 
 from distviz.errors import DistvizError
 from distviz.limits import (
@@ -45,6 +48,9 @@ from distviz.tracing.config import ENV, TraceConfig
 BOOT = Path(__file__).resolve().parent / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
+
+#: Imported while the program runs (see the module docstring).
+AFTER_START = ("psutil", "distviz.tracing.summary")
 
 
 class CommandNotFound(DistvizError):
@@ -116,9 +122,20 @@ def environment(config: TraceConfig) -> dict[str, str]:
     return env
 
 
+def _import_all(names: tuple[str, ...]) -> None:
+    """Import ``names`` (a failure is left to the import that needs the module)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - raised again, where it matters, by the real import
+            continue
+
+
 def _descendants(pid: int) -> list[int]:
     """Live descendants of ``pid`` (zombies left out: they are gone but for their exit
     status, which ``_reap`` collects)."""
+    import psutil
+
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
@@ -204,6 +221,8 @@ def run(argv: list[str], config: TraceConfig,
         shutil.rmtree(session, ignore_errors=True)
         raise CommandNotExecutable(f"{argv[0]}: {exc.strerror}") from None
     pgid = proc.pid
+    threading.Thread(target=_import_all, args=(AFTER_START,), name="distviz-imports",
+                     daemon=True).start()
 
     def on_usr1(signum: int, frame: FrameType | None) -> None:
         flags.stop = True
@@ -233,7 +252,10 @@ def run(argv: list[str], config: TraceConfig,
                 deadline = time.monotonic() + TRACE_INTERRUPT_GRACE
             if deadline is not None and time.monotonic() > deadline:
                 _stop_everything(pgid, 0.5)
-            time.sleep(0.05)
+            try:    # returns as soon as the command ends; signals are handled in between
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
         leftovers = _stop_everything(pgid, TRACE_STOP_GRACE, settle=TRACE_SETTLE)
     finally:
         for s, h in old.items():

@@ -192,15 +192,31 @@ def _unfollowed(proc: _Process, context_id: int) -> None:
 
 def context_ended(context_id: int) -> None:
     """The program leaves ``with dist_autograd.context()``: drop the node references kept on
-    every worker for the context's later passes (one RPC round, recorded contexts only)."""
+    every worker for the context's later passes (recorded contexts only). The RPC round goes
+    from the helper thread and the program does not wait for it: nothing it sees depends on
+    when a worker lets go of nodes its context no longer holds."""
     proc = PROCESS
     run = proc.runs.pop(context_id, None) if proc is not None else None
     if proc is not None:
         proc.ended.pop(context_id, None)
-    if run is None:
-        return
+    if run is not None:
+        _helper().submit(_forget_quietly, run.trace, run.me)
+
+
+def settle() -> None:
+    """Wait until the helper thread has sent every RPC round it was given (called before RPC
+    shuts down, so that none of distviz's rounds is still on its way then)."""
+    pool = _HELPERS.get(os.getpid())
+    if pool is not None:
+        try:
+            pool.submit(lambda: None).result(timeout=limits.COLLECT_TIMEOUT)
+        except Exception:  # noqa: BLE001 - a round stuck on a dead worker: shut down anyway
+            pass
+
+
+def _forget_quietly(trace: Trace, me: str) -> None:
     try:
-        _forget(run.trace, run.me)
+        _forget(trace, me)
     except Exception:  # noqa: BLE001 - RPC already shut down: nothing is left to drop
         pass
 

@@ -9,6 +9,8 @@
   up in ``torch.distributed.rpc.api`` when RPC starts, after this patch.
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
+* ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
+  (``observe.settle``: the node references of the last context, dropped after it ends).
 * ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then).
@@ -64,6 +66,14 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
     return init_rpc
 
 
+def _shutdown(original: Any) -> Any:
+    @functools.wraps(original)
+    def shutdown(*args: Any, **kwargs: Any) -> Any:
+        observe.settle()
+        return original(*args, **kwargs)
+    return shutdown
+
+
 def _context_exit(original: Any) -> Any:
     @functools.wraps(original)
     def __exit__(self: Any, *exc: Any) -> Any:
@@ -112,6 +122,7 @@ def install(config: TraceConfig) -> None:
     naming.install()
     install_callsites(proc)
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
+    rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
     traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
     dist_autograd.backward = traced
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
