@@ -115,6 +115,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "no-retain": ([str(PROGRAMS / "passes.py"), "no-retain"], []),
     "unused-tensors": ([str(PROGRAMS / "unused_tensors.py")], []),
     "inplace": ([str(PROGRAMS / "inplace_grads.py")], []),
+    "held": ([str(PROGRAMS / "held_records.py")], ["--contexts", "all"]),
 }
 
 
@@ -500,6 +501,19 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
         assert {"worker1.lin.weight", "worker1.lin.bias"} <= _leaves(t)
         assert set(t.real["gradients"]) == set(replay(t).accumulated)
     assert load(tmp_path / "hang.json").real["outcome"] == "skipped"  # type: ignore[index]
+
+
+def test_workers_let_go_of_contexts_that_ended_without_a_round_each(traced: Any) -> None:
+    """Five recorded contexts: the initiator drops each one's node references as it ends, the
+    parameter server at its next recording (``recorder.sweep``), so after the loop it holds at
+    most the last context's, not five; every context agrees."""
+    run = traced("held")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert len(run.index["contexts"]) == 5
+    assert all(c["agreement"] == "agrees" for c in run.index["contexts"])
+    line = next(x for x in run.stdout.splitlines() if x.startswith("held: "))
+    counts = dict(zip(line.split()[1::2], (int(n) for n in line.split()[2::2]), strict=True))
+    assert counts["worker0"] == 0 and 0 <= counts["worker1"] <= 1, line
 
 
 def test_gradients_are_read_before_the_program_changes_them(traced: Any) -> None:

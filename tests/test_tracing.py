@@ -30,6 +30,14 @@ def test_contexts_select_per_initiator_from_one(text: str, chosen: list[int]) ->
     assert ContextSelection.parse(spec.text()) == spec
 
 
+@pytest.mark.parametrize(("text", "after"), [
+    ("first", [False, False, False]), ("all", [True, True, True]), ("2,5", [True, True, False]),
+    ("every:3", [True, True, True])])
+def test_contexts_say_whether_a_later_one_may_be_recorded(text: str, after: list[bool]) -> None:
+    spec = ContextSelection.parse(text)
+    assert [spec.selects_after(k) for k in (1, 4, 5)] == after
+
+
 @pytest.mark.parametrize("text", ["second", "0", "1,x", "every:0", "every:", "-1"])
 def test_contexts_refuses_other_forms(text: str) -> None:
     with pytest.raises(UsageError, match=r"--contexts"):

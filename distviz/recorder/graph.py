@@ -304,6 +304,25 @@ def forget(context_id: int) -> None:
     _CALLS.pop(context_id, None)
 
 
+def sweep() -> list[int]:
+    """Forget every recorded context PyTorch no longer holds here (its initiator left it, and
+    PyTorch's clean-up reached this worker); returns their ids. A traced program calls it at
+    each recording, instead of a round to every worker when a context ends."""
+    gone = [cid for cid in list(_RECORDS) if not context_here(cid)]
+    for cid in gone:
+        forget(cid)
+    return gone
+
+
+def context_here(context_id: int) -> bool:
+    """Whether this process holds the dist autograd context ``context_id``."""
+    try:
+        dist_autograd._retrieve_context(context_id)
+    except RuntimeError:
+        return False
+    return True
+
+
 # -- the initiator side ------------------------------------------------------------------------
 
 T = TypeVar("T")

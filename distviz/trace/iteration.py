@@ -61,6 +61,14 @@ class ContextSelection:
             return (k - 1) % self.every == 0
         return k in self.numbers
 
+    def selects_after(self, k: int) -> bool:
+        """Whether a trainer may record a context after its ``k``-th."""
+        if self.kind == "first":
+            return False
+        if self.kind == "list":
+            return any(n > k for n in self.numbers)
+        return True
+
     def text(self) -> str:
         """The selection as written on the command line."""
         if self.kind == "every":

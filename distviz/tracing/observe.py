@@ -105,6 +105,10 @@ class _Process:
             return False
         return self.config.spec.selects(len(self.index) + 1)
 
+    def records_later(self, k: int) -> bool:
+        """Whether this process may record one of its contexts after its ``k``-th."""
+        return not self.exhausted and self.config.spec.selects_after(k)
+
     def claim_slot(self) -> bool:
         """Count one recorded context against ``--max-contexts`` (over all processes)."""
         limit = self.config.max_contexts
@@ -191,15 +195,23 @@ def _unfollowed(proc: _Process, context_id: int) -> None:
 
 
 def context_ended(context_id: int) -> None:
-    """The program leaves ``with dist_autograd.context()``: drop the node references kept on
-    every worker for the context's later passes (recorded contexts only). The RPC round goes
-    from the helper thread and the program does not wait for it: nothing it sees depends on
-    when a worker lets go of nodes its context no longer holds."""
+    """The program leaves ``with dist_autograd.context()``: drop the node references kept for
+    the context's later passes (recorded contexts only), here at once and on the other
+    workers at their next recording (``recorder.sweep``: PyTorch has released the context
+    there by then), with no RPC round. An explicit round still goes, from the helper thread
+    and without waiting for it, when no later recording may come (``--contexts first`` after
+    the first) or when the last pass kept its graph (``retain_graph=True``: the nodes still
+    hold the forward's saved tensors): nothing the program sees depends on when a worker lets
+    go of nodes its context no longer holds, but memory does."""
     proc = PROCESS
     run = proc.runs.pop(context_id, None) if proc is not None else None
-    if proc is not None:
-        proc.ended.pop(context_id, None)
-    if run is not None:
+    if proc is None or run is None:
+        if proc is not None:
+            proc.ended.pop(context_id, None)
+        return
+    proc.ended.pop(context_id, None)
+    recorder.forget(context_id)
+    if run.trace.passes[-1].retain_graph or not proc.records_later(run.index):
         _helper().submit(_forget_quietly, run.trace, run.me)
 
 
@@ -228,6 +240,7 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     and put distviz's hooks on its nodes (``recorder.gather`` calls it here and, over RPC, on
     every other worker)."""
     worker = rpc.get_worker_info().name
+    recorder.sweep()    # the node references of contexts PyTorch has released here
     for call in callsites.take(context_id):
         recorder.log_call(context_id, call)
     naming.ensure()

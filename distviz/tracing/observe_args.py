@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-import torch.distributed.autograd as dist_autograd
 
+from distviz.recorder import graph as recorder
 from distviz.runner.observe_real import BACKWARD, first_line
 
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
@@ -49,11 +49,7 @@ def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
 
 def context_exists(context_id: int) -> bool:
     """Whether this process knows the dist autograd context ``context_id``."""
-    try:
-        dist_autograd._retrieve_context(context_id)
-    except RuntimeError:
-        return False
-    return True
+    return recorder.context_here(context_id)
 
 
 def unrecorded(args: tuple[Any, ...], kwargs: dict[str, Any], context_id: int | None,
