@@ -56,6 +56,7 @@ from distviz.recorder import hooks as recorder_hooks
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
+from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
 from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig, current_test
@@ -85,6 +86,10 @@ class _Process:
     runs: dict[int, _Run] = field(default_factory=dict)   # recorded contexts, for later passes
     ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
     unrecorded: set[str] = field(default_factory=set)     # why calls went unrecorded, logged
+    spec: ContextSelection = field(init=False)            # --contexts, parsed once
+
+    def __post_init__(self) -> None:
+        self.spec = self.config.spec
 
     def number(self, context_id: int) -> tuple[int, bool]:
         """``(number of this context for this initiator, first backward on it)``."""
@@ -103,11 +108,11 @@ class _Process:
             return True
         if self.exhausted or context_id in self.index:   # its backward has started already
             return False
-        return self.config.spec.selects(len(self.index) + 1)
+        return self.spec.selects(len(self.index) + 1)
 
     def records_later(self, k: int) -> bool:
         """Whether this process may record one of its contexts after its ``k``-th."""
-        return not self.exhausted and self.config.spec.selects_after(k)
+        return not self.exhausted and self.spec.selects_after(k)
 
     def claim_slot(self) -> bool:
         """Count one recorded context against ``--max-contexts`` (over all processes)."""
@@ -168,7 +173,7 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     if not first and context_id in proc.runs:
         record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
         return None
-    if not first or not proc.config.spec.selects(k) or not proc.claim_slot():
+    if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
             _unfollowed(proc, context_id)
         callsites.drop(context_id)
