@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import select
 import shutil
 import signal
 import tempfile
@@ -120,6 +121,24 @@ def environment(config: TraceConfig) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(parts)
     env[ENV] = config.to_env()
     return env
+
+
+def _exit_fd(pid: int) -> int | None:
+    """A file descriptor that becomes readable when process ``pid`` ends (Linux's pidfd), or
+    ``None`` where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _pause(ended: int | None, seconds: float) -> None:
+    """Wait ``seconds``, or less when the command ends (``ended``: ``_exit_fd``); one wake-up,
+    and signal handlers run at once."""
+    if ended is None:
+        time.sleep(seconds)
+    else:
+        select.select([ended], [], [], seconds)
 
 
 def _import_all(names: tuple[str, ...]) -> None:
@@ -239,6 +258,7 @@ def run(argv: list[str], config: TraceConfig,
                                                (signal.SIGINT, on_int),
                                                (signal.SIGTERM, on_term))}
     leftovers = 0
+    ended = _exit_fd(proc.pid)
     try:
         stopped = False
         deadline: float | None = None
@@ -252,14 +272,13 @@ def run(argv: list[str], config: TraceConfig,
                 deadline = time.monotonic() + TRACE_INTERRUPT_GRACE
             if deadline is not None and time.monotonic() > deadline:
                 _stop_everything(pgid, 0.5)
-            try:    # returns as soon as the command ends; signals are handled in between
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                pass
+            _pause(ended, 0.05)
         leftovers = _stop_everything(pgid, TRACE_STOP_GRACE, settle=TRACE_SETTLE)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if ended is not None:
+            os.close(ended)
         _reap()
     events = journal.read(session)
     shutil.rmtree(session, ignore_errors=True)
