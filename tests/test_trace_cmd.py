@@ -114,8 +114,8 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "retain": ([str(PROGRAMS / "passes.py"), "retain"], []),
     "no-retain": ([str(PROGRAMS / "passes.py"), "no-retain"], []),
     "unused-tensors": ([str(PROGRAMS / "unused_tensors.py")], []),
-    "inplace": ([str(PROGRAMS / "inplace_grads.py")], []),
-    "held": ([str(PROGRAMS / "held_records.py")], ["--contexts", "all"]),
+    "inplace": ([str(PROGRAMS / "weight_on_ps.py"), "zero-grads"], []),
+    "held": ([str(PROGRAMS / "weight_on_ps.py"), "held"], ["--contexts", "all"]),
 }
 
 
