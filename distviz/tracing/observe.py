@@ -209,12 +209,12 @@ def context_ended(context_id: int) -> None:
     hold the forward's saved tensors): nothing the program sees depends on when a worker lets
     go of nodes its context no longer holds, but memory does."""
     proc = PROCESS
-    run = proc.runs.pop(context_id, None) if proc is not None else None
-    if proc is None or run is None:
-        if proc is not None:
-            proc.ended.pop(context_id, None)
+    if proc is None:
         return
+    run = proc.runs.pop(context_id, None)
     proc.ended.pop(context_id, None)
+    if run is None:
+        return
     recorder.forget(context_id)
     if run.trace.passes[-1].retain_graph or not proc.records_later(run.index):
         _helper().submit(_forget_quietly, run.trace, run.me)
