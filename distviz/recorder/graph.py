@@ -316,11 +316,15 @@ def sweep() -> list[int]:
 
 def context_here(context_id: int) -> bool:
     """Whether this process holds the dist autograd context ``context_id``."""
+    return _context_or_none(context_id) is not None
+
+
+def _context_or_none(context_id: int) -> Any:
+    """PyTorch's context ``context_id`` in this process, or ``None``."""
     try:
-        dist_autograd._retrieve_context(context_id)
+        return dist_autograd._retrieve_context(context_id)
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 # -- the initiator side ------------------------------------------------------------------------
@@ -341,17 +345,23 @@ def _side_submit(fn: Callable[..., T], *args: Any) -> Future[T]:
     process (a forked child makes its own: threads do not fork), not once per call. Called
     from the side thread itself, ``fn`` runs at once."""
     if threading.current_thread().name.startswith(_SIDE_NAME):
-        done: Future[T] = Future()
-        try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiter, as the pool does
-            done.set_exception(exc)
-        return done
+        return _run_now(fn, *args)
     pool = _SIDE.get(os.getpid())
     if pool is None:
         pool = _SIDE[os.getpid()] = ThreadPoolExecutor(max_workers=1,
                                                        thread_name_prefix=_SIDE_NAME)
     return pool.submit(fn, *args)
+
+
+def _run_now(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` run in this thread, as a finished future (its exception kept in it, as a
+    pool's future keeps it)."""
+    done: Future[T] = Future()
+    try:
+        done.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+        done.set_exception(exc)
+    return done
 
 
 def _names_list(names: Any) -> list[tuple[Any, str]]:
@@ -448,11 +458,8 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
 
     def ask(batch: list[int]) -> Future[list[dict[str, Any] | RuntimeError]]:
         seen.update(batch)
-        if not batch:
-            done: Future[list[dict[str, Any] | RuntimeError]] = Future()
-            done.set_result([])
-            return done
-        return _side_submit(lambda b: [fetch(w) for w in b], batch)
+        asking = _side_submit if batch else _run_now
+        return asking(lambda b: [fetch(w) for w in b], batch)
 
     asked = ask(sorted(set(_known_ids(context_id)) - seen))
     pieces = [local(context_id, root_fns, named, inspect_saved)]
@@ -474,11 +481,8 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
 def _known_ids(context_id: int) -> list[int]:
     """The worker ids ``context_id``'s context here has sent to or heard from (none when this
     worker has no such context: the local recording then raises PyTorch's error)."""
-    try:
-        ctx = dist_autograd._retrieve_context(context_id)
-    except RuntimeError:
-        return []
-    return [int(w) for w in ctx._known_worker_ids()]
+    ctx = _context_or_none(context_id)
+    return [] if ctx is None else [int(w) for w in ctx._known_worker_ids()]
 
 
 def _settled(pieces: list[dict[str, Any]]) -> bool:
@@ -558,12 +562,10 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
         roots = [roots]
     roots = list(roots)
     me = rpc.get_worker_info().name
-    try:
-        dist_autograd._retrieve_context(context_id)
-    except RuntimeError:
+    if not context_here(context_id):
         raise RecordError(f"distviz.record: there is no distributed autograd context "
                           f"{context_id} on {me} (a context ends with its with block); "
-                          f"{_WHEN}") from None
+                          f"{_WHEN}")
     workers, pieces = gather(context_id, roots, names)
     try:
         _check_recordable(context_id, pieces)

@@ -167,7 +167,7 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     if call is None:
         return observe_args.unrecorded(args, kwargs, None, log)
     context_id, roots, retain_graph = call
-    if not observe_args.context_exists(context_id):   # no context of the program's
+    if not recorder.context_here(context_id):   # no context of the program's
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:

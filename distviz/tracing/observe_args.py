@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from distviz.recorder import graph as recorder
 from distviz.runner.observe_real import BACKWARD, first_line
 
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
@@ -45,11 +44,6 @@ def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
                             r.numel() == 1 and r.grad_fn is not None for r in roots):
         return None
     return Call(cid, list(roots), retain)
-
-
-def context_exists(context_id: int) -> bool:
-    """Whether this process knows the dist autograd context ``context_id``."""
-    return recorder.context_here(context_id)
 
 
 def unrecorded(args: tuple[Any, ...], kwargs: dict[str, Any], context_id: int | None,
