@@ -44,10 +44,13 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 
 def run_pytest(work: Path, how: str, select: str | None, timeout: float,
-               tests: list[str] | None = None) -> tuple[float, int]:
-    """One pytest run of the suite (or of ``tests``, ``CLASS::TEST``); returns ``(wall
-    seconds, exit status)``; its output goes to ``work/<how>.log``."""
-    targets = [f"suite_dist_autograd.py::{t}" for t in tests or []] or ["suite_dist_autograd.py"]
+               tests: list[str] | None = None, suite: str = "dist_autograd"
+               ) -> tuple[float, int]:
+    """One pytest run of ``suite_<suite>.py`` (or of its ``tests``, ``CLASS`` or
+    ``CLASS::TEST``); returns ``(wall seconds, exit status)``; its output goes to
+    ``work/<how>.log``."""
+    module = f"suite_{suite}.py"
+    targets = [f"{module}::{t}" for t in tests or []] or [module]
     argv = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider",
             f"--junitxml={work / (how + '.xml')}", "-rA"]
     if select:
@@ -92,37 +95,49 @@ def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
     }
 
 
-def _kept(work: Path, how: str) -> tuple[float, int]:
-    """``(pytest's own seconds, exit status)`` of a kept run (from its junit XML)."""
+def seconds(junit: Path) -> dict[str, float]:
+    """``{classname::name: pytest's own seconds}`` from a junit XML file."""
+    return {f"{case.get('classname')}::{case.get('name')}": float(case.get("time") or 0.0)
+            for case in ET.parse(junit).getroot().iter("testcase")}
+
+
+def _kept(work: Path, how: str) -> int:
+    """The exit status of a kept run (from its junit XML)."""
     suite = next(ET.parse(work / f"{how}.xml").getroot().iter("testsuite"))
     bad = int(suite.get("failures") or 0) + int(suite.get("errors") or 0)
-    return float(suite.get("time") or 0.0), 1 if bad else 0
+    return 1 if bad else 0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", dest="select", default=None, help="pytest -k expression")
+    parser.add_argument("--suite", choices=("dist_autograd", "rpc"), default="dist_autograd",
+                        help="pytorch_tests/suite_SUITE.py (rpc: every RPC test class)")
+    parser.add_argument("--how", choices=("both", "plain", "traced"), default="both",
+                        help="run only one side now (the other is read from --keep DIR)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per pytest run")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs, XML, traces here")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--reuse", action="store_true",
-                        help="read the runs kept in --keep DIR again (walls: pytest's own)")
-    parser.add_argument("tests", nargs="*", help="CLASS::TEST (default: every test)")
+                        help="read the runs kept in --keep DIR again")
+    parser.add_argument("tests", nargs="*", help="CLASS or CLASS::TEST (default: every test)")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-pytorch-tests-"))
     work.mkdir(parents=True, exist_ok=True)
-    if args.reuse:
-        (wall_plain, code_plain), (wall_traced, code_traced) = (
-            _kept(work, "plain"), _kept(work, "traced"))
-    else:
-        wall_plain, code_plain = run_pytest(work, "plain", args.select, args.timeout,
-                                            args.tests)
-        wall_traced, code_traced = run_pytest(work, "traced", args.select, args.timeout,
-                                              args.tests)
+    codes = {}
+    for how in ("plain", "traced"):
+        if args.reuse or args.how not in ("both", how):
+            codes[how] = _kept(work, how)
+        else:
+            codes[how] = run_pytest(work, how, args.select, args.timeout, args.tests,
+                                    args.suite)[1]
     index_file = work / "traces" / "index.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    plain, traced = seconds(work / "plain.xml"), seconds(work / "traced.xml")
+    both = plain.keys() & traced.keys()
+    walls = (sum(plain[t] for t in both), sum(traced[t] for t in both))
     result = table(outcomes(work / "plain.xml"), outcomes(work / "traced.xml"), index,
-                   (wall_plain, wall_traced), (code_plain, code_traced))
+                   walls, (codes["plain"], codes["traced"]))
     result["work"] = str(work)
     emit(result, args.json)
 

@@ -22,8 +22,8 @@ KNOWN_CYCLES: set[str] = set()
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
-              "distviz.tracing.callsites", "distviz.tracing.naming", "distviz.tracing.observe",
-              "distviz.tracing.patches")
+              "distviz.tracing.callsites", "distviz.tracing.jit", "distviz.tracing.naming",
+              "distviz.tracing.observe", "distviz.tracing.patches")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",

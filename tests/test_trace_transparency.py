@@ -87,6 +87,25 @@ def test_an_async_execution_function(tmp_path: Path) -> None:
     assert run.index["contexts"], run.stdout
 
 
+def test_torchscript_runs_as_without_distviz(tmp_path: Path) -> None:
+    """A scripted ``dist_autograd.backward`` and ``get_gradients``, RPCs from scripted code and
+    a ``torch.jit.trace`` of a function that calls backward: TorchScript compiles distviz's
+    wrappers to PyTorch's own ops. The scripted backward is PyTorch's C++ op, which distviz
+    cannot record: the summary counts it, and so a backward under ``torch.jit.trace``."""
+    plain, traced, run = _plain_and_traced(tmp_path, "script", "--contexts", "all")
+    assert traced == plain
+    assert "compiled: True True True" in traced
+    assert "script_backward(ctx, loss): returned None" in traced
+    assert "after the scripted backward: get_gradients 2 tensors" in traced
+    assert "torch.jit.trace(step): returned 'ScriptFunction'" in traced
+    assert "worker0: 1 backward call from TorchScript, not recorded" in run.stdout
+    assert "a dist_autograd.backward call inside torch.jit.trace was not recorded" in run.stdout
+    # the context of the scripted RPCs is recorded (the first two went to TorchScript's op and
+    # to torch.jit.trace)
+    assert [(c["context"], c["outcome"], c["agreement"]) for c in run.index["contexts"]] == [
+        (1, "completed", "agrees")]
+
+
 def _last_error_line(stderr: str) -> str:
     """The last ``Name: message`` line of a Python traceback in ``stderr``."""
     return next(line for line in reversed(stderr.splitlines())

@@ -20,7 +20,7 @@ import torch.distributed.autograd as dist_autograd
 
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.trace import Trace
-from distviz.tracing import observe
+from distviz.tracing import jit, observe
 from distviz.tracing.config import TraceConfig
 
 _ARMED: dict[int, observe._Run] = {}
@@ -105,4 +105,5 @@ def _arm() -> None:
         observe.run_backward(run, roots, retain_graph)
         return None
     armed._distviz_armed = True    # type: ignore[attr-defined]
+    jit.as_builtin(armed, current)     # TorchScript compiles it to PyTorch's op
     dist_autograd.backward = armed

@@ -18,8 +18,10 @@ from typing import Any
 
 from distviz.trace.files import replace_file
 from distviz.tracing.config import current_test
+from distviz.words import plural
 
 EVENTS = "events.jsonl"
+SCRIPTED = "scripted_backward"    # the event of a backward a context ran from TorchScript
 
 
 @dataclass(slots=True)
@@ -76,7 +78,8 @@ _ROW_FIELDS = tuple(f.name for f in fields(ContextRow))
 class Event:
     """One line of the event log: ``kind`` is ``context`` (with ``row``), ``stop`` (a hang
     stops the program), ``not_recorded`` (a backward distviz could not record),
-    ``rpc_failed`` (``init_rpc`` raised) or ``tests`` (the program is a pytest run with
+    ``rpc_failed`` (``init_rpc`` raised), ``scripted_backward`` (a context the program left
+    had run a backward from TorchScript, which distviz cannot record) or ``tests`` (the program is a pytest run with
     distviz's plugin: its exit status is pytest's). ``test``: the pytest node id of the test
     running when it was logged."""
 
@@ -104,6 +107,18 @@ class Event:
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,
                    test=str(test) if test is not None else None)
+
+
+def scripted_notes(events: list[Event]) -> list[tuple[str | None, str]]:
+    """``(test, "worker0: 2 backward calls from TorchScript, not recorded ...")``, one per
+    worker and test that logged ``scripted_backward`` events, in the order they came."""
+    counts: dict[tuple[str | None, str | None], int] = {}
+    for ev in events:
+        if ev.kind == SCRIPTED:
+            counts[ev.test, ev.worker] = counts.get((ev.test, ev.worker), 0) + 1
+    return [(test, f"{worker + ': ' if worker else ''}{plural(n, 'backward call')} from "
+             "TorchScript, not recorded (a scripted dist_autograd.backward runs PyTorch's op "
+             "directly; counted once per context)") for (test, worker), n in counts.items()]
 
 
 def append(session_dir: str | None, event: Event) -> None:

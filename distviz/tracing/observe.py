@@ -28,8 +28,10 @@ that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's
 lives on), and the summary says so.
 
 Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
-arguments, a context that does not exist: ``observe_args``), exactly as it was made; the summary
-notes it.
+arguments, a context that does not exist: ``observe_args``) or one made while
+``torch.jit.trace`` traces (distviz's own steps would join the traced graph), exactly as it was
+made; the summary notes it. A backward from TorchScript never reaches Python
+(``distviz.tracing.jit``).
 """
 
 from __future__ import annotations
@@ -160,10 +162,16 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     """``dist_autograd.backward`` as a traced program sees it; see the module docstring. A
     call PyTorch rejects (``observe_args.recordable``) goes to PyTorch as it was made."""
     proc = PROCESS
-    call = observe_args.recordable(args, kwargs) if proc is not None else None
     if proc is None:
         return ORIGINAL_BACKWARD(*args, **kwargs)
     log = functools.partial(_log_unrecorded, proc)
+    if torch.jit.is_tracing():  # even reading the roots' sizes would join the traced graph
+        cid = args[0] if args else kwargs.get("contextId")
+        if type(cid) is int:
+            proc.number(cid)    # a backward of the context came through Python
+        log("a dist_autograd.backward call inside torch.jit.trace was not recorded")
+        return ORIGINAL_BACKWARD(*args, **kwargs)
+    call = observe_args.recordable(args, kwargs)
     if call is None:
         return observe_args.unrecorded(args, kwargs, None, log)
     context_id, roots, retain_graph = call

@@ -11,9 +11,11 @@
   use) for ``distviz trace``'s summary.
 * ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
   (``observe.settle``: the node references of the last context, dropped after it ends).
-* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
+* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, which
+  TorchScript compiles to PyTorch's own op (``distviz.tracing.jit``), and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
-  references are kept on its workers for later passes until then).
+  references are kept on its workers for later passes until then), and logs a backward the
+  context ran from TorchScript (not recorded: it never reaches Python).
 
 Each patched function keeps the original as ``__wrapped__``.
 """
@@ -29,7 +31,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe
+from distviz.tracing import callsites, jit, journal, naming, observe
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -79,7 +81,12 @@ def _context_exit(original: Any) -> Any:
     def __exit__(self: Any, *exc: Any) -> Any:
         ctx = getattr(self, "autograd_context", None)
         if ctx is not None:
-            observe.context_ended(int(ctx._context_id()))
+            cid = int(ctx._context_id())
+            proc = observe.PROCESS
+            if proc is not None and jit.scripted_backward(cid, cid in proc.index):
+                journal.append(proc.config.session_dir, journal.Event(
+                    kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
+            observe.context_ended(cid)
         return original(self, *exc)
     return __exit__
 
@@ -125,6 +132,8 @@ def install(config: TraceConfig) -> None:
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
     traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
     dist_autograd.backward = traced
+    jit.as_builtin(traced, observe.ORIGINAL_BACKWARD)
+    jit.watch_compiles()
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
         dist_autograd.context.__exit__)
     os.register_at_fork(after_in_child=_after_fork)

@@ -100,6 +100,8 @@ class Findings:
                 who = f"{ev.worker}: " if ev.worker else ""
                 what = "rpc.init_rpc failed: " if ev.kind == "rpc_failed" else ""
                 out.notes.setdefault(ev.test or OUTSIDE, []).append(f"{who}{what}{ev.message}")
+        for test, note in journal.scripted_notes(events):
+            out.notes.setdefault(test or OUTSIDE, []).append(note)
         for r in sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file)):
             out.rows.setdefault(r.test or OUTSIDE, []).append(r)
         return out

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_INTERRUPTED, EXIT_OK
 from distviz.replay.verdict import SEVERITY, outcome_code
-from distviz.tracing.journal import ContextRow, Event
+from distviz.tracing.journal import ContextRow, Event, scripted_notes
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -219,6 +219,7 @@ def notes(finished: Finished, found: list[Entry]) -> list[str]:
             out.append(f"{who}{ev.message}")
         elif ev.kind == "stop":
             out.append(f"distviz stopped the program: {ev.message} (--on-hang stop)")
+    out.extend(note for _test, note in scripted_notes(finished.events))
     if finished.interrupted:
         out.append("interrupted: the program was stopped; the traces written so far are kept")
     elif finished.returncode != 0 and not finished.stopped_for_hang:

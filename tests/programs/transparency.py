@@ -11,6 +11,9 @@ Usage: python transparency.py MODE OUT_FILE, with MODE one of
   after-failed   a pass that raises in a custom Function, then passes after it
   async          an RPC to an @rpc.functions.async_execution function that calls back, then
                  the backward through it
+  script         TorchScript: a scripted backward and get_gradients, RPCs made from scripted
+                 code (rpc_async, rpc_sync, remote), and a torch.jit.trace of a function that
+                 calls backward
 """
 
 import os
@@ -68,6 +71,28 @@ class Flaky(torch.autograd.Function):
 def add_then_scale(to, x, y):
     """On worker1: call back ``to`` for the sum, and scale it when it arrives."""
     return rpc.rpc_async(to, torch.add, args=(x, y)).then(lambda fut: fut.wait() * 2)
+
+
+@torch.jit.script
+def script_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.add(x, y)
+
+
+@torch.jit.script
+def script_backward(context_id: int, loss: torch.Tensor):
+    dist_autograd.backward(context_id, [loss])
+
+
+@torch.jit.script
+def script_gradients(context_id: int) -> dict[torch.Tensor, torch.Tensor]:
+    return dist_autograd.get_gradients(context_id)
+
+
+@torch.jit.script
+def script_rpcs(to: str, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = rpc.rpc_async(to, script_add, (x, y)).wait()
+    b = rpc.rpc_sync(to, script_add, (a, y))
+    return rpc.remote(to, script_add, (b, x)).to_here()
 
 
 def forward(w, x):
@@ -134,8 +159,41 @@ def async_call(w, x):
         grads(context_id, "after the backward")
 
 
+def scripted(w, x):
+    LOG.append(f"compiled: {'aten::dist_backward' in str(script_backward.graph)} "
+               f"{'aten::get_gradients' in str(script_gradients.graph)} "
+               f"{'prim::rpc_async' in str(script_rpcs.graph)}")
+    with dist_autograd.context() as context_id:
+        loss = forward(w, x)
+        log("script_backward(ctx, loss)", lambda: script_backward(context_id, loss))
+        grads(context_id, "after the scripted backward")
+        log("len(script_gradients(ctx))", lambda: len(script_gradients(context_id)))
+    with dist_autograd.context() as context_id:
+        y = log("script_rpcs(worker1, w, x)", lambda: script_rpcs("worker1", w, x))
+        loss = (y * w).sum()
+        log("backward(ctx, [loss])", lambda: dist_autograd.backward(context_id, [loss]))
+        grads(context_id, "after the backward through scripted RPCs")
+    with dist_autograd.context() as context_id:
+        def step(w, x):
+            loss = (w * x).sum()
+            dist_autograd.backward(context_id, [loss])
+            return loss * 2
+        made = []
+
+        def trace_step():
+            made.append(torch.jit.trace(step, (w, x), check_trace=False))
+            return type(made[0]).__name__
+        log("torch.jit.trace(step)", trace_step)
+        grads(context_id, "after the traced backward")
+        if made:
+            LOG.append("traced graph: " + " ".join(str(made[0].graph).split()))
+            log("traced(w, x)", lambda: round(float(made[0](w, x).detach()), 6))
+        grads(context_id, "after the traced function ran")
+
+
 MODES = {"invalid-args": invalid_args, "dummy-context": dummy_context,
-         "many-passes": many_passes, "after-failed": after_failed, "async": async_call}
+         "many-passes": many_passes, "after-failed": after_failed, "async": async_call,
+         "script": scripted}
 
 
 def run_worker(rank, mode, out):
