@@ -1,18 +1,24 @@
-"""P1: PyTorch's own dist autograd and optimizer test classes, plain and under distviz's plugin.
+"""P1: PyTorch's own RPC and dist autograd test classes, plain and under distviz's plugin.
 
-    python bench/bench_pytorch_tests.py [-k EXPR] [--timeout 3600] [--keep DIR] [--json]
-                                        [CLASS::TEST ...]
+    python bench/bench_pytorch_tests.py [--suite dist_autograd|rpc] [--how both|plain|traced]
+                                        [-k EXPR] [--timeout 3600] [--keep DIR] [--reuse]
+                                        [--json] [CLASS | CLASS::TEST ...]
 
 Runs ``bench/pytorch_tests/suite_dist_autograd.py`` (``DistAutogradTest``,
 ``DistOptimizerTest``, ``TensorPipeAgentDistAutogradTest`` on the TensorPipe agent and
-``FaultyAgentDistAutogradTest`` on the faulty agent, from the torch wheel, CPU only) twice:
-``pytest`` and ``pytest --distviz=DIR`` with default options, each with junit XML, then
-compares them test by test and prints the table of ``bench/README.md``: tests whose result
-changes (target 0), contexts recorded, agree, hang predicted (and seen), error, not compared
-(each reason counted), differs (target 0), and the wall time traced over plain. ``-k``
-selects tests as pytest's does, and ``CLASS::TEST`` arguments name them
-(``TensorPipeDistAutogradTest::test_backward_simple``); the whole classes take about 30
-minutes on an idle 2-core machine.
+``FaultyAgentDistAutogradTest`` on the faulty agent, 100 tests) or, with ``--suite rpc``,
+``suite_rpc.py`` (every RPC test class PyTorch ships: ``GENERIC_TESTS`` and
+``TENSORPIPE_TESTS`` on the TensorPipe agent, ``FAULTY_AGENT_TESTS`` on the faulty agent, 464
+tests), from the torch wheel, CPU only, twice: ``pytest`` and ``pytest --distviz=DIR`` with
+default options, each with junit XML, then compares them test by test and prints the table of
+``bench/README.md``: tests whose result changes (target 0), contexts recorded, agree, hang
+predicted (and seen), error, not compared (each reason counted), differs (target 0), the tests
+that call backward from TorchScript (counted by the plugin, not recorded), and the wall time
+traced over plain (pytest's own seconds per test, summed over the tests run both ways).
+``--how plain`` or ``traced`` runs one side now and reads the other from ``--keep DIR``
+(``--reuse``: both). ``-k`` selects tests as pytest's does, and ``CLASS`` or ``CLASS::TEST``
+arguments name them (``TensorPipeDistAutogradTest::test_backward_simple``); the 100 take about
+30 minutes on an idle 2-core machine, the 464 some hours.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,6 +102,22 @@ def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
     }
 
 
+_SCRIPTED = re.compile(r"^  note: \S+: (\d+) backward calls? from TorchScript, not recorded")
+
+
+def scripted(log: Path) -> dict[str, int]:
+    """``{test: backward calls from TorchScript}`` from the plugin's summary in a traced log."""
+    out: dict[str, int] = {}
+    test = None
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith(" ") and "::" in line and ": " in line:
+            test = line.split(": ", 1)[0]
+        found = _SCRIPTED.match(line)
+        if found and test:
+            out[test] = out.get(test, 0) + int(found.group(1))
+    return out
+
+
 def seconds(junit: Path) -> dict[str, float]:
     """``{classname::name: pytest's own seconds}`` from a junit XML file."""
     return {f"{case.get('classname')}::{case.get('name')}": float(case.get("time") or 0.0)
@@ -126,11 +149,16 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     codes = {}
     for how in ("plain", "traced"):
-        if args.reuse or args.how not in ("both", how):
-            codes[how] = _kept(work, how)
-        else:
+        if not args.reuse and args.how in ("both", how):
             codes[how] = run_pytest(work, how, args.select, args.timeout, args.tests,
                                     args.suite)[1]
+    if not (work / "traced.xml").exists() or not (work / "plain.xml").exists():
+        done = "plain" if (work / "plain.xml").exists() else "traced"
+        emit({"work": str(work), done: dict(Counter(outcomes(work / f"{done}.xml").values()))},
+             args.json)
+        return
+    for how in ("plain", "traced"):
+        codes.setdefault(how, _kept(work, how))
     index_file = work / "traces" / "index.json"
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
     plain, traced = seconds(work / "plain.xml"), seconds(work / "traced.xml")
@@ -138,6 +166,9 @@ def main() -> None:
     walls = (sum(plain[t] for t in both), sum(traced[t] for t in both))
     result = table(outcomes(work / "plain.xml"), outcomes(work / "traced.xml"), index,
                    walls, (codes["plain"], codes["traced"]))
+    found = scripted(work / "traced.log") if (work / "traced.log").exists() else {}
+    result["torchscript_backward_calls"] = sum(found.values())
+    result["torchscript_backward_tests"] = sorted(found)
     result["work"] = str(work)
     emit(result, args.json)
 

@@ -1,11 +1,15 @@
-"""A few of PyTorch's own distributed autograd tests, from the torch wheel, under distviz's
-pytest plugin (the whole classes run in ``bench/bench_pytorch_tests.py``).
+"""A few of PyTorch's own RPC and distributed autograd tests, from the torch wheel, under
+distviz's pytest plugin (the whole classes run in ``bench/bench_pytorch_tests.py``).
 
 ``test_backward_unused_send_function`` expects FAST mode's hang (its backward is still running
 after 10 s), ``test_backward_invalid_args`` expects PyTorch's errors for bad arguments, and
 ``test_backward_unused_tensors`` records three contexts per worker. Each gives the same result
 plain and traced with default options, no context differs, and every context is named by its
 test.
+
+From every RPC class (``suite_rpc.py``): the JIT dist autograd tests (a scripted
+``dist_autograd.backward`` and ``get_gradients``, RPCs from scripted code), three JIT RPC tests
+and DDP with uneven inputs under dist autograd, the same way.
 """
 
 from __future__ import annotations
@@ -35,9 +39,20 @@ SELECT = ("test_backward_invalid_args or test_backward_unused_send_function or "
 CLASS = "suite_dist_autograd.py::TensorPipeDistAutogradTest"
 
 
-def _pytest(tmp: Path, how: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "pytest", "suite_dist_autograd.py", "-p", "no:cacheprovider",
-            "-k", SELECT, f"--junitxml={tmp / (how + '.xml')}"]
+RPC_TESTS = [f"suite_rpc.py::TensorPipe{t}" for t in (
+    "JitDistAutogradTest::test_dist_backward", "JitDistAutogradTest::test_get_gradients",
+    "JitDistAutogradTest::test_jit_fork_within_context",
+    "JitDistAutogradTest::test_restore_context_after_swtich_to_jit_thread",
+    "JitRpcTest::test_all_kwargs_are_populated_by_defaults",
+    "JitRpcTest::test_rref_as_arg_and_return",
+    "JitRpcTest::test_call_script_function_that_raises_remotely_from_script",
+    "DdpComparisonTest::test_ddp_comparison_uneven_inputs")]
+
+
+def _pytest(tmp: Path, how: str, targets: list[str] | None = None) -> tuple[int, str]:
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+            *(targets or ["suite_dist_autograd.py", "-k", SELECT]),
+            f"--junitxml={tmp / (how + '.xml')}"]
     if how == "traced":
         argv.append(f"--distviz={tmp / 'traces'}")
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -47,15 +62,23 @@ def _pytest(tmp: Path, how: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    tmp = tmp_path_factory.mktemp("pytorch")
-    code_plain, out_plain = _pytest(tmp, "plain")
-    code_traced, out_traced = _pytest(tmp, "traced")
+def _compare(tmp: Path, targets: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    code_plain, out_plain = _pytest(tmp, "plain", targets)
+    code_traced, out_traced = _pytest(tmp, "traced", targets)
     index = json.loads((tmp / "traces" / "index.json").read_text())
     result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
                    (code_plain, code_traced))
     return result, out_plain + out_traced
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    return _compare(tmp_path_factory.mktemp("pytorch"))
+
+
+@pytest.fixture(scope="module")
+def rpc_compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    return _compare(tmp_path_factory.mktemp("pytorch-rpc"), RPC_TESTS)
 
 
 def test_pytorchs_tests_give_the_same_results_traced(compared: tuple[dict[str, Any], str]
@@ -80,3 +103,19 @@ def test_no_context_of_pytorchs_tests_differs(compared: tuple[dict[str, Any], st
     replay and ``get_gradients`` must agree on."""
     result, out = compared
     assert result["differs"] == 0, (result["differs_tests"], out)
+
+
+def test_pytorchs_torchscript_and_ddp_tests_give_the_same_results_traced(
+        rpc_compared: tuple[dict[str, Any], str]) -> None:
+    """TorchScript compiles distviz's ``dist_autograd.backward`` to PyTorch's op (before, the
+    scripted test failed traced: TorchScript tried to compile the wrapper's source); the
+    scripted backward is counted, not recorded."""
+    result, out = rpc_compared
+    assert result["tests"] == len(RPC_TESTS) and result["passed_plain"] == len(RPC_TESTS), out
+    assert result["results_changed"] == 0, (result["changed"], out)
+    assert result["exit_plain"] == result["exit_traced"] == 0, out
+    assert result["differs"] == 0, (result["differs_tests"], out)
+    assert result["contexts"] > 0 and result["contexts_without_test"] == 0, out
+    test = "suite_rpc.py::TensorPipeJitDistAutogradTest::test_dist_backward"
+    assert f"{test}: 0 contexts: nothing recorded\n  note: worker0: 1 backward call from " \
+           "TorchScript, not recorded" in out, out
