@@ -83,11 +83,14 @@ def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
     rows = [ContextRow.from_json({**c, "index": c["context"]}) for c in index.get("contexts", [])]
     counts = Counter(category(r) for r in rows)
     reasons = Counter(r.agreement_text for r in rows if category(r) == "not compared")
-    changed = sorted(t for t in plain.keys() | traced.keys() if plain.get(t) != traced.get(t))
+    both = plain.keys() & traced.keys()     # a run stopped early has run only some
+    changed = sorted(t for t in both if plain[t] != traced[t])
     unnamed = sum(1 for r in rows if not r.test)
     return {
-        "tests": len(plain), "passed_plain": sum(v == "passed" for v in plain.values()),
-        "skipped_plain": sum(v == "skipped" for v in plain.values()),
+        "tests": len(both), "passed_plain": sum(plain[t] == "passed" for t in both),
+        "skipped_plain": sum(plain[t] == "skipped" for t in both),
+        "run_one_way_only": len(plain.keys() ^ traced.keys()),
+        "failed_plain": sorted(t for t in both if plain[t] in ("failure", "error")),
         "results_changed": len(changed), "changed": changed,
         "exit_plain": codes[0], "exit_traced": codes[1],
         "tests_with_contexts": len({r.test for r in rows}),

@@ -96,3 +96,22 @@ def test_many_even_contexts_say_there_is_no_outlier() -> None:
     found = [_entry(k, 0.002 + k * 1e-6) for k in range(1, 21)]
     lines = summary.timing_lines(found)
     assert len(lines) == 2 and lines[1].startswith("no outliers")
+
+
+def test_backward_calls_from_torchscript_are_counted_per_worker_and_test() -> None:
+    from distviz.tracing.command import Finished
+    from distviz.tracing.pytest_plugin import Findings
+
+    def scripted(worker: str, test: str | None) -> journal.Event:
+        return journal.Event(kind=journal.SCRIPTED, pid=1, worker=worker, test=test)
+    events = [scripted("worker0", "t.py::a"), scripted("worker0", "t.py::a"),
+              scripted("worker1", "t.py::b")]
+    notes = summary.notes(Finished(0, False, False, 0, events), [])
+    assert notes[:2] == [
+        "worker0: 2 backward calls from TorchScript, not recorded (a scripted "
+        "dist_autograd.backward runs PyTorch's op directly; counted once per context)",
+        "worker1: 1 backward call from TorchScript, not recorded (a scripted "
+        "dist_autograd.backward runs PyTorch's op directly; counted once per context)"]
+    found = Findings.of(events)
+    assert [n.split(" from")[0] for n in found.notes["t.py::a"]] == ["worker0: 2 backward calls"]
+    assert [n.split(" from")[0] for n in found.notes["t.py::b"]] == ["worker1: 1 backward call"]
