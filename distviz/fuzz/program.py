@@ -17,36 +17,39 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-__all__ = ["BINARY", "BUILTINS", "Block", "Call", "DIM", "FEATURES", "Loss", "Op", "Pass",
-           "Program", "Stmt", "blocks", "calls", "features", "op_grad", "problems", "scan",
-           "size", "to_yaml", "with_block"]
+__all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "Call", "DIM", "FEATURES", "Loss", "Op",
+           "Pass", "Program", "Stmt", "blocks", "calls", "features", "op_grad", "problems",
+           "scan", "size", "to_yaml", "with_block"]
 
 DIM = 2
 UNARY = ("tanh", "sigmoid", "sin")
 BINARY = ("add", "mul", "sub", "matmul")
 BUILTINS = ("add", "mul", "matmul")
 #: op kinds besides UNARY and BINARY: a random leaf that requires grad, a random leaf that does
-#: not, a scaled copy, ``fail_backward``, and (in called functions) constant leaves with and
-#: without grad. Functions never draw random numbers: two functions running on one worker at
+#: not, a scaled copy, ``fail_backward``, a custom autograd Function
+#: (``custom_function("SHAPE", x)``, ``Op.shape``), and (in called functions) constant leaves
+#: with and without grad. Functions never draw random numbers: two functions running on one worker at
 #: the same time would draw from its generator in whatever order their threads run, and the
 #: run and its single-process reference would get different values (see docs/fuzz.md).
-LEAF, CONST, SCALE, FAIL = "leaf", "const", "scale", "fail"
+LEAF, CONST, SCALE, FAIL, CUSTOM = "leaf", "const", "scale", "fail", "custom"
 REMOTE_LEAF, REMOTE_CONST = "remote_leaf", "remote_const"
 
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
             "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad",
             "leaf_no_grad", "remote_leaf", "ps_param", "shared_param", "multi_root",
-            "retain_graph", "fail_backward")
+            "retain_graph", "fail_backward", "custom_function")
 
 
 @dataclass(frozen=True)
 class Op:
     """``out = torch.<fn>(args)``, a leaf (``fn`` is ``leaf``/``const``/``remote_leaf``),
-    ``torch.mul(a, 0.5)`` (``scale``) or ``fail_backward(a, ...)`` (``fail``)."""
+    ``torch.mul(a, 0.5)`` (``scale``), ``fail_backward(a, ...)`` (``fail``) or
+    ``custom_function("<shape>", a)`` (``custom``)."""
 
     out: str
     fn: str
     args: tuple[str, ...] = ()
+    shape: str = ""     # custom: one of distviz.scenario.lang.CUSTOM_FUNCTIONS
 
     @property
     def outs(self) -> tuple[str, ...]:
@@ -272,7 +275,8 @@ def features(program: Program) -> frozenset[str]:
             used.update(s.args)
             if isinstance(s, Op):
                 found |= {CONST: {"leaf_no_grad"}, REMOTE_CONST: {"leaf_no_grad"},
-                          FAIL: {"fail_backward"}, REMOTE_LEAF: {"remote_leaf"}}.get(s.fn, set())
+                          FAIL: {"fail_backward"}, REMOTE_LEAF: {"remote_leaf"},
+                          CUSTOM: {"custom_function"}}.get(s.fn, set())
                 uses_param |= bool(set(s.args) & set(program.ps_params))
                 continue
             found.add({"sync": "rpc_sync", "async": "rpc_async", "remote": "remote"}[s.style])
@@ -324,6 +328,8 @@ def _op_line(s: Op) -> str:
         return f"{s.out} = torch.mul({s.args[0]}, 0.5)"
     if s.fn == FAIL:
         return f'{s.out} = fail_backward({s.args[0]}, "fuzz fault at {s.out}")'
+    if s.fn == CUSTOM:
+        return f'{s.out} = custom_function("{s.shape}", {s.args[0]})'
     return f"{s.out} = torch.{s.fn}({', '.join(s.args)})"
 
 

@@ -291,18 +291,22 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
     opaque: list[str] = []
     for nid, acc in sorted(odd.items()):
         name = acc.var or nid
+        got = grads.get(nid)
+        if isinstance(got, dict) and not acc.zero:   # PyTorch's is zero, the graph's is not
+            status = (rows.get(nid) or {}).get("status")
+            if status == "match":
+                continue           # the reference's gradient is zero too
+            if status in ("mismatch", "zero_unused"):
+                differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
+                continue
         if nid in behind:
             opaque.append(name)    # a Python backward decides its values: nothing is proven
-        elif not isinstance(grads.get(nid), dict):
+        elif not isinstance(got, dict):
             continue               # no gradient at all: the leaves check says it
         elif acc.zero:
             differ.append(name)    # only zeros reach it in the graph, yet PyTorch's is not zero
         else:
-            row = rows.get(nid)
-            if row is None or row.get("status") not in ("match", "mismatch", "zero_unused"):
-                undecided.append(name)
-            elif row.get("status") != "match":
-                differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
+            undecided.append(name)
     if differ:
         return Check("zeros", DIFFERS, f"all-zero gradient differs for {', '.join(differ[:3])}")
     reasons: list[str] = []
