@@ -37,7 +37,7 @@ REMOTE_LEAF, REMOTE_CONST = "remote_leaf", "remote_const"
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
             "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad",
             "leaf_no_grad", "remote_leaf", "ps_param", "shared_param", "multi_root",
-            "retain_graph", "fail_backward", "custom_function")
+            "retain_graph", "fail_backward", "custom_function", "remote_loss")
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Loss:
-    """``out = torch.stack([args...]).sum()`` at the end of ``main``: a backward root."""
+    """``out = torch.stack([args...]).sum()`` at the end of ``main``: a backward root. With
+    ``to``, the sum is a builtin RPC to that worker (``rpc.rpc_sync(to, torch.sum, ...)``), so
+    the root is an RPC's result."""
 
     out: str
     args: tuple[str, ...]
+    to: str = ""
 
 
 @dataclass(frozen=True)
@@ -172,10 +175,11 @@ def size(program: Program) -> int:
     counts, and the harder call styles count more than ``rpc_sync``."""
     n = len(program.workers) + len(program.passes) + len(program.ps_params)
     n += sum(len(p.roots) for p in program.passes) + sum(len(x.args) for x in program.losses)
+    n += sum(1 for x in program.losses if x.to)
     for _path, block, _caller in blocks(program):
         n += len(block.returns)
         for s in block.stmts:
-            n += 2 + len(s.outs) + len(s.args)
+            n += 2 + len(s.outs) + len(s.args) + int(isinstance(s, Op) and s.fn == CUSTOM)
             if isinstance(s, Call):
                 n += {"sync": 0, "async": 1, "remote": 2}[s.style] + len(s.fetches)
                 n += int(s.no_grad) + int(s.deferred)
@@ -241,6 +245,9 @@ def problems(program: Program) -> list[str]:
     for c in calls(program):
         if c.to not in program.workers:
             out.append(f"call {c.func} to unknown worker {c.to}")
+    for x in program.losses:
+        if x.to and x.to not in program.workers:
+            out.append(f"{x.out} is summed on unknown worker {x.to}")
     seen: set[str] = set()
     for _path, block, _caller in blocks(program):
         for s in block.stmts:
@@ -300,6 +307,8 @@ def features(program: Program) -> frozenset[str]:
         found.add("multi_root")
     if any(p.retain_graph for p in program.passes):
         found.add("retain_graph")
+    if any(x.to for x in program.losses):
+        found.add("remote_loss")
     return frozenset(found)
 
 
@@ -405,7 +414,7 @@ def to_yaml(program: Program) -> str:
         out.append("code: |")
         out.append(_indent(defs[:-1], 2).rstrip("\n"))
     main = _block_lines(program.main)
-    main += [f"{x.out} = torch.stack([{', '.join(x.args)}]).sum()" for x in program.losses]
+    main += [_loss_line(x) for x in program.losses]
     out.append("main: |")
     out.append(_indent(main, 2).rstrip("\n"))
     out.append("backward:")
@@ -413,6 +422,13 @@ def to_yaml(program: Program) -> str:
         retain = ", retain_graph: true" if p.retain_graph else ""
         out.append(f"  - {{roots: [{', '.join(p.roots)}]{retain}}}")
     return "\n".join(out) + "\n"
+
+
+def _loss_line(x: Loss) -> str:
+    stacked = f"torch.stack([{', '.join(x.args)}])"
+    if x.to:
+        return f'{x.out} = rpc.rpc_sync("{x.to}", torch.sum, args=({stacked},))'
+    return f"{x.out} = {stacked}.sum()"
 
 
 def _quote(text: str) -> str:
