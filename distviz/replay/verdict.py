@@ -300,7 +300,7 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
                 differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
                 continue
         if nid in behind:
-            opaque.append(name)    # a Python backward decides its values: nothing is proven
+            opaque.append(nid)     # a Python backward decides its values: nothing is proven
         elif not isinstance(got, dict):
             continue               # no gradient at all: the leaves check says it
         elif acc.zero:
@@ -311,10 +311,13 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
         return Check("zeros", DIFFERS, f"all-zero gradient differs for {', '.join(differ[:3])}")
     reasons: list[str] = []
     if opaque:
-        fns = sorted({behind[nid] for nid in odd if nid in behind})
-        reasons.append(f"the gradient of {', '.join(opaque[:3])} comes through "
-                       f"{', '.join(fns[:3])}, a custom Function whose Python backward may "
-                       "return zeros, a constant or None, values the replay cannot know")
+        names = [odd[nid].var or nid for nid in opaque]
+        fns = sorted({behind[nid] for nid in opaque})
+        reasons.append(f"the gradient of {', '.join(names[:3])} comes through "
+                       f"{', '.join(fns[:3])}, "
+                       f"{word_for(len(fns), 'a custom Function whose', 'custom Functions whose')}"
+                       " Python backward may return zeros, a constant or None, values the "
+                       "replay cannot know")
     if undecided:
         reasons.append(f"PyTorch's gradient of {', '.join(undecided[:3])} is all zeros where "
                        "the graph carries a gradient; the replay tracks zeros only through the "
