@@ -24,7 +24,7 @@ from distviz.cli.options import View
 from distviz.cli.running import save_run, show_run
 from distviz.errors import RunError
 from distviz.replay import replay
-from distviz.replay.verdict import verdict
+from distviz.replay.verdict import judge
 from distviz.runner.parent import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, Trace, load
@@ -69,7 +69,7 @@ def test_a_plain_run_reports_and_exits_as_replay_of_its_file(tmp_path: Path) -> 
     from_run, code = _json_of_show_run(recording, out)
     replayed = CliRunner().invoke(app, ["replay", str(out), "--json"])
     assert json.loads(replayed.stdout) == from_run
-    expected = verdict(trace, replay(trace))
+    expected = judge(trace, replay(trace))
     assert code == replayed.exit_code == expected.exit_code
     assert from_run["verdict"] == expected.to_json()
 

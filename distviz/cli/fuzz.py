@@ -50,7 +50,7 @@ def _save_finding(result: Any, folder: Path, options: Any) -> dict[str, Any]:
     if finding.trace is not None:
         finding.trace.save(folder / f"{result.name}.trace.json")
     what = (f"failed to run: {finding.error}" if finding.error else "disagrees on "
-            + ", ".join(result.verdict.disagreements if result.verdict else ()))
+            + ", ".join(result.judged.disagreements if result.judged else ()))
     return {"name": result.name, "path": str(path), "what": what,
             "reproduced": finding.reproduced, "command": reproduce_command(path, options)}
 

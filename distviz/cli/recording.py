@@ -92,7 +92,7 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
-    out.print(render_training.iteration_table(recording, [cv.agreement for cv in reports]))
+    out.print(render_training.iteration_table(recording, [cv.verdict for cv in reports]))
     for i, (rp, _) in enumerate(reports):
         if rp is not None and rp.outcome != "completed":
             out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)

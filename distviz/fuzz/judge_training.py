@@ -3,7 +3,7 @@
 The judgement is the product's one verdict: ``distviz.replay.verdict.context_verdicts``
 replays and judges every recorded context, and ``recording_exit_code`` is the code ``distviz
 run`` would exit with (a final parameter that differs from the reference training counts as a
-disagreement). ``training_verdict`` folds them into one ``Verdict``: a check holds when it
+disagreement). ``judge_training_run`` folds them into one ``Judged``: a check holds when it
 holds in every context, and ``gradients`` also needs the final parameters to equal the
 reference. Never imports torch.
 """
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from distviz.fuzz.verdict import Verdict
+from distviz.fuzz.judged import CHECKS, Judged
 from distviz.limits import EXIT_DISAGREE
 
 if TYPE_CHECKING:
     from distviz.fuzz.options import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
-    from distviz.replay.verdict import Verdict as OneVerdict
+    from distviz.replay.verdict import Verdict
     from distviz.trace.recording import Recording
 
-__all__ = ["run_training_program", "training_verdict"]
+__all__ = ["judge_training_run", "run_training_program"]
 
-_CHECKS = ("outcome", "order", "fifo_order", "executed", "leaves", "gradients", "zeros")
+_CHECKS = (*CHECKS, "fifo_order")
 
 
 def _every(values: list[bool | None]) -> bool | None:
@@ -31,7 +31,7 @@ def _every(values: list[bool | None]) -> bool | None:
     return all(known) if known else None
 
 
-def _holds(v: OneVerdict, name: str) -> bool | None:
+def _holds(v: Verdict, name: str) -> bool | None:
     return v.agreement.fifo_order if name == "fifo_order" else v.holds(name)
 
 
@@ -40,8 +40,8 @@ def _outcome(outcomes: list[str]) -> str:
     return next((o for o in outcomes if o != "completed"), "completed")
 
 
-def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
-    """The ``Verdict`` of a training run: the agreement of every recorded context (as
+def judge_training_run(recording: Recording, stopped: str | None) -> Judged:
+    """What the fuzz counts of a training run: the agreement of every recorded context (as
     ``distviz run`` computes it) and the final parameters against the reference."""
     from distviz.replay.verdict import context_verdicts, recording_exit_code
     reports = context_verdicts(recording, "fast")
@@ -69,14 +69,15 @@ def training_verdict(recording: Recording, stopped: str | None) -> Verdict:
         text = (f"all {len(recording.contexts)} contexts agree"
                 + ("; the final parameters equal the reference training" if final_ok else ""))
     outcome = checks["outcome"] is not False and predicted == real
-    return Verdict(predicted=predicted, real=real, outcome=bool(outcome),
-                   order=checks["order"], fifo_order=checks["fifo_order"],
-                   executed=checks["executed"], leaves=checks["leaves"],
-                   gradients=checks["gradients"], zeros=checks["zeros"], text=text)
+    return Judged(predicted=predicted, real=real, outcome=bool(outcome),
+                  order=checks["order"], legality=checks["legality"],
+                  fifo_order=checks["fifo_order"], executed=checks["executed"],
+                  leaves=checks["leaves"], gradients=checks["gradients"],
+                  zeros=checks["zeros"], text=text)
 
 
 def run_training_program(program: TrainingProgram, options: FuzzOptions
-                         ) -> tuple[Verdict | None, str | None]:
+                         ) -> tuple[Judged | None, str | None]:
     """Run ``program`` on real workers and judge it: ``(verdict, None)``, or ``(None,
     error)`` when the scenario does not load, the run fails or nothing was recorded.
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone."""
@@ -87,4 +88,4 @@ def run_training_program(program: TrainingProgram, options: FuzzOptions
         return None, error
     if result.recording is None or not result.recording.contexts:
         return None, "no context was recorded"
-    return training_verdict(result.recording, result.stopped), None
+    return judge_training_run(result.recording, result.stopped), None

@@ -9,7 +9,7 @@ minimal program as scenario text. A training program (``distviz.fuzz.training_pr
 text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server (which imports
 torch once) serves every run.
 
-The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is the product's
+The judge is a parameter: ``judge(trace, replay) -> Judged``. ``judge_trace`` is the product's
 rule (``distviz.replay.verdict``); tests pass a double with a planted wrong rule to
 check that the shrinker finds the smallest program that shows it.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from distviz.fuzz.generate import generate
+from distviz.fuzz.judged import CHECKS, Judged
 from distviz.fuzz.options import FuzzOptions
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
@@ -36,25 +37,24 @@ from distviz.fuzz.training_program import (
     generate_training,
     is_training,
 )
-from distviz.fuzz.verdict import CHECKS, Verdict
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
 
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
-           "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
-           "verdict"]
+           "Progress", "fuzz", "judge_trace", "reproduce_command", "run_program",
+           "summary_lines"]
 
-Judge = Callable[[Trace, Replay], Verdict]
+Judge = Callable[[Trace, Replay], Judged]
 
 
-def verdict(trace: Trace, replay: Replay) -> Verdict:
-    """The product's judgement: the one verdict (``distviz.replay.verdict``) on ``replay``
-    against the real run in ``trace`` (one inter-op thread, so the order must be exact)."""
-    from distviz.fuzz.verdict import of
-    from distviz.replay.verdict import verdict as one_verdict
+def judge_trace(trace: Trace, replay: Replay) -> Judged:
+    """The product's judgement: the one judge (``distviz.replay.verdict.judge``) on
+    ``replay`` against the real run in ``trace``, as the fuzz counts it."""
+    from distviz.fuzz.judged import of
+    from distviz.replay.verdict import judge
     real = trace.real.outcome if trace.real is not None else "None"
-    return of(one_verdict(trace, replay), replay.outcome, real)
+    return of(judge(trace, replay), replay.outcome, real)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Finding:
 
     minimal: str
     original: str
-    minimal_verdict: Verdict | None
+    minimal_judged: Judged | None
     error: str | None
     reproduced: bool
     shrink_tries: int
@@ -81,17 +81,17 @@ class ProgramResult:
     index: int
     name: str
     features: tuple[str, ...]
-    verdict: Verdict | None
+    judged: Judged | None
     error: str | None
     seconds: float
     finding: Finding | None = None
 
     @property
     def agrees(self) -> bool:
-        return self.error is None and self.verdict is not None and self.verdict.agrees
+        return self.error is None and self.judged is not None and self.judged.agrees
 
     def to_json(self) -> dict[str, Any]:
-        v = self.verdict
+        v = self.judged
         out: dict[str, Any] = {"index": self.index, "name": self.name,
                                "features": list(self.features), "agrees": self.agrees,
                                "seconds": round(self.seconds, 3), "error": self.error}
@@ -126,7 +126,7 @@ class FuzzReport:
     def summary(self) -> dict[str, Any]:
         """The numbers: counts, per-check agreement in percent of the programs where the
         check applied, outcomes predicted and real, and how often each feature came up."""
-        judged = [r.verdict for r in self.results if r.verdict is not None]
+        judged = [r.judged for r in self.results if r.judged is not None]
 
         def pct(check: str) -> float | None:
             vals = [getattr(v, check) for v in judged if getattr(v, check) is not None]
@@ -138,7 +138,7 @@ class FuzzReport:
             "count": len(self.results), "seed": self.options.seed,
             "workers": [self.options.min_workers, self.options.max_workers],
             "agree": sum(r.agrees for r in self.results),
-            "disagree": sum(1 for r in self.results if r.verdict and not r.verdict.agrees),
+            "disagree": sum(1 for r in self.results if r.judged and not r.judged.agrees),
             "failed": sum(1 for r in self.results if r.error is not None),
             "outcome_agreement_pct": pct("outcome"), "order_agreement_pct": pct("order"),
             "fifo_exact_pct": pct("fifo_order"), "executed_pct": pct("executed"),
@@ -167,17 +167,17 @@ class _Runs:
         from distviz.runner.parent import stop_server
         stop_server()
 
-    def run(self, program: Program) -> tuple[Verdict | None, str | None]:
-        verdict_, error, trace = run_program(program, self.options, self.judge)
+    def run(self, program: Program) -> tuple[Judged | None, str | None]:
+        judged, error, trace = run_program(program, self.options, self.judge)
         self.last_trace = trace
-        return verdict_, error
+        return judged, error
 
 
-def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
-                ) -> tuple[Verdict | None, str | None, Trace | None]:
+def run_program(program: Program, options: FuzzOptions, judge: Judge = judge_trace
+                ) -> tuple[Judged | None, str | None, Trace | None]:
     """Run ``program`` on real workers and judge the replay.
 
-    Returns ``(verdict, None, trace)``, or ``(None, error, trace or None)`` when the scenario
+    Returns ``(judged, None, trace)``, or ``(None, error, trace or None)`` when the scenario
     does not load or the run fails (a generator or runner problem, not a disagreement).
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
     """
@@ -192,23 +192,23 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
 
 
 def _same_problem(checks: set[str], error: str | None
-                  ) -> Callable[[Verdict | None, str | None], bool]:
-    """Whether a later run ``(verdict, error)`` shows the first run's problem: a failed run
+                  ) -> Callable[[Judged | None, str | None], bool]:
+    """Whether a later run ``(judged, error)`` shows the first run's problem: a failed run
     again when the first failed, else a disagreement on one of the same ``checks``."""
-    def same(v: Verdict | None, e: str | None) -> bool:
+    def same(v: Judged | None, e: str | None) -> bool:
         return e is not None if error is not None else (
             v is not None and bool(checks & set(v.disagreements)))
     return same
 
 
-def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,
+def _examine(runs: _Runs, program: Program, first: Judged | None, error: str | None,
              say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) program again, and shrink it while it still shows the
     same problem (a failed run, or a disagreement on one of the same checks)."""
     checks = set(first.disagreements) if first is not None else set()
     same = _same_problem(checks, error)
 
-    best: list[tuple[Verdict | None, Trace | None]] = [(first, runs.last_trace)]
+    best: list[tuple[Judged | None, Trace | None]] = [(first, runs.last_trace)]
     say(f"{program.name}: running it again")
     again, again_error = runs.run(program)
     reproduced = same(again, again_error)
@@ -236,7 +236,7 @@ def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | 
         note = (f"minimal program shrunk from {program.name} ({size(program)} -> "
                 f"{size(minimal)}); {what}")
     return Finding(minimal=to_yaml(replace(minimal, description=note)),
-                   original=to_yaml(program), minimal_verdict=best[-1][0], error=error,
+                   original=to_yaml(program), minimal_judged=best[-1][0], error=error,
                    reproduced=reproduced, shrink_tries=tries, original_size=size(program),
                    minimal_size=size(minimal), trace=best[-1][1])
 
@@ -245,14 +245,14 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
          judge: Judge | None = None) -> FuzzReport:
     """Generate, run and judge ``options.count`` programs; see the module docstring.
 
-    ``judge`` defaults to ``verdict``. ``progress`` is called while programs are re-run or
+    ``judge`` defaults to ``judge_trace``. ``progress`` is called while programs are re-run or
     shrunk and once per finished program.
     Raises ``Interrupted`` on Ctrl-C (every worker is gone by then) and ``ValueError`` for a
     bad worker range.
     """
     report = FuzzReport(options)
     tell = progress or (lambda _p: None)
-    runs = _Runs(options, judge or verdict)
+    runs = _Runs(options, judge or judge_trace)
     t0 = time.monotonic()
     try:
         for index in range(options.count):
@@ -300,7 +300,7 @@ def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
                          time.monotonic() - start, finding)
 
 
-def _training_finding(program: TrainingProgram, first: Verdict | None, error: str | None,
+def _training_finding(program: TrainingProgram, first: Judged | None, error: str | None,
                       options: FuzzOptions, say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) training program again and shrink its text while it
     shows the same problem: a failed run, or a disagreement on one of the same checks."""
@@ -335,7 +335,7 @@ def _training_finding(program: TrainingProgram, first: Verdict | None, error: st
     else:
         note = (f"# minimal program shrunk from {program.name} ({lines_of(program.text)} -> "
                 f"{lines_of(minimal)} lines); {what}\n")
-    return Finding(minimal=note + minimal, original=program.text, minimal_verdict=best,
+    return Finding(minimal=note + minimal, original=program.text, minimal_judged=best,
                    error=error, reproduced=reproduced, shrink_tries=tries,
                    original_size=lines_of(program.text), minimal_size=lines_of(minimal))
 

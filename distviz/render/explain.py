@@ -127,7 +127,7 @@ def agreement_lines(agreement: Agreement, width: int | None) -> Iterator[Text]:
         yield from wrapped_lines("SMART prediction (no PyTorch to check against): ", "  ",
                                  agreement.text, width, style="yellow")
         return
-    style = {"match": "green", "mismatch": "red"}.get(agreement.status, "yellow")
+    style = {"agrees": "green", "differs": "red"}.get(agreement.status, "yellow")
     text = agreement.text or {True: "matches the real run exactly",
                               False: "differs from the real run"}.get(agreement.exact, "")
     yield from wrapped_lines("agreement with the real run: ", "  ", text, width, style=style)

@@ -15,7 +15,7 @@ from distviz.replay.model import Agreement
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.replay.timing import Timing, analyze
-from distviz.replay.verdict import Verdict, verdict
+from distviz.replay.verdict import Verdict, judge
 from distviz.trace import Trace
 
 __all__ = ["Analysis", "analysis", "analysis_from"]
@@ -47,7 +47,7 @@ def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> An
         rp = made
     else:
         rp = run_replay(trace, mode)
-    return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))
+    return Analysis(trace=trace, replay=rp, verdict=judge(trace, rp), timing=analyze(trace))
 
 
 def analysis_from(trace: Trace, rp: Replay, judged: Verdict) -> Analysis:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from distviz.errors import TraceError
+from distviz.outcome import RealOutcome
 
 __all__ = ["Meta", "Real", "Reference", "ScenarioInfo", "Section", "SectionT"]
 
@@ -148,7 +149,7 @@ class Real(Section):
     JSON object per node execution; ``gradients`` ``get_gradients`` by leaf node id.
     """
 
-    outcome: str = "skipped"
+    outcome: RealOutcome = "skipped"
     error: str | None = None
     reason: str | None = None
     after_hang: str | None = None
