@@ -168,6 +168,13 @@ class Real(Section):
 
     KIND: ClassVar[str] = "real"
 
+    @classmethod
+    def skipped(cls, reason: str | None) -> Real:
+        """The section of a real backward that was not run, and why (``reason``): the one
+        place it is made, for ``run``, a training run and ``distviz trace``."""
+        return cls.from_json({"outcome": "skipped", "error": None, "reason": reason,
+                              "events": [], "gradients": {}})
+
     def check(self, source: str | None) -> None:
         """Each event is an object with a string ``node`` and ``worker`` and an integer
         ``pass``, as the comparison and the timing analysis read them."""

@@ -545,9 +545,7 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
         _say(report.hang_text(trace, rp))
         _stop_following(run, "")
         if run.config.on_hang == "stop":
-            trace.real = Real.from_json({"outcome": "skipped",
-                                         "reason": "the replay predicts a FAST-mode hang",
-                                         "error": None, "events": [], "gradients": {}})
+            trace.real = Real.skipped("the replay predicts a FAST-mode hang")
             row = run.write()
             _say(f"trace: {run.path}")
             _forget(trace, me)
