@@ -308,8 +308,7 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
     if real is None or real.outcome != "completed" or replay.outcome != "completed":
         return None
     grads = real.gradients
-    comparison = trace.reference.comparison if trace.reference is not None else []
-    rows = {str(r.get("leaf")): r for r in comparison if isinstance(r, dict)}
+    rows = {r.leaf: r for r in (trace.reference.rows if trace.reference is not None else [])}
     differ: list[str] = []
     undecided: list[str] = []
     for nid, acc in sorted(replay.accumulated.items()):
@@ -321,9 +320,9 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
             differ.append(name)    # only zeros reach it in the graph, yet PyTorch's is not zero
             continue
         row = rows.get(nid)
-        if row is None or row.get("status") not in ("match", "mismatch", "zero_unused"):
+        if row is None or row.status not in ("match", "mismatch", "zero_unused"):
             undecided.append(name)
-        elif row.get("status") != "match":
+        elif row.status != "match":
             differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
     if differ:
         return Check("zeros", DIFFERS, f"all-zero gradient differs for {', '.join(differ[:3])}")

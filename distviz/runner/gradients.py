@@ -9,6 +9,7 @@ import torch
 
 from distviz.trace import Trace
 from distviz.trace.iteration import Difference, tolerance, within_tolerance
+from distviz.trace.sections import ROW_OK
 
 __all__ = ["compare", "dense", "difference", "summarize"]
 
@@ -99,7 +100,7 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
             row["status"] = "match" if same else "mismatch"
         if want is not None:
             row["reference"] = summarize(want)
-        if row["status"] not in ("match", "zero_unused", "no_gradient"):
+        if row["status"] not in ROW_OK:
             ok = False
         rows.append(row)
     return {"outcome": ref["outcome"], "error": ref["error"], "comparable": comparable,

@@ -14,14 +14,15 @@ they are read a few times per trace and a 100,000-node trace must load fast.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from distviz.errors import TraceError
 from distviz.outcome import RealOutcome
 
-__all__ = ["Meta", "Real", "Reference", "ScenarioInfo", "Section", "SectionT"]
+__all__ = ["ROW_OK", "Meta", "Real", "Reference", "ReferenceRow", "ScenarioInfo", "Section",
+           "SectionT"]
 
 S = TypeVar("S", bound="Section")
 SectionT = TypeVar("SectionT", bound="Section")
@@ -29,8 +30,8 @@ SectionT = TypeVar("SectionT", bound="Section")
 #: the JSON types each annotation accepts (``None`` is always accepted for an optional key)
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
-    "list": (list,), "dict": (dict,), "Any": (object,)}
-_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+    "list": (list,), "dict": (dict,), "Any": (object,), "RealOutcome": (str,)}
+_NAMES = {"str": "a string", "RealOutcome": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
           "list": "a list", "dict": "an object", "Any": "a value"}
 
 
@@ -190,6 +191,35 @@ class Real(Section):
                                      path=source, key=f"real.events[{i}].{key}")
 
 
+#: a reference row's statuses that are no difference: equal, zeros from an unused RPC output
+#: (as FAST mode gives), no gradient on either side, not compared (values too large to send)
+ROW_OK: Final = ("match", "zero_unused", "no_gradient", "not_compared")
+
+
+class ReferenceRow(NamedTuple):
+    """One leaf of the reference comparison (``reference.comparison[i]``, read as a value):
+    ``status`` is ``match``, ``mismatch``, ``zero_unused``, ``no_gradient``, ``missing``,
+    ``extra`` or ``not_compared``; ``ok`` says whether it is no difference (``ROW_OK``), for
+    every reader and both writers (``runner/gradients.py``, ``runner/collate.py``)."""
+
+    var: str
+    leaf: str
+    worker: str
+    status: str
+    max_abs_diff: float | None = None
+    tolerance: float | None = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ReferenceRow:
+        return cls(var=str(obj.get("var")), leaf=str(obj.get("leaf")),
+                   worker=str(obj.get("worker")), status=str(obj.get("status")),
+                   max_abs_diff=obj.get("max_abs_diff"), tolerance=obj.get("tolerance"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ROW_OK
+
+
 @dataclass
 class Reference(Section):
     """The single-process reference gradients and the comparison with the distributed ones
@@ -205,9 +235,14 @@ class Reference(Section):
 
     KIND: ClassVar[str] = "reference"
 
-    def row(self, leaf: str) -> dict[str, Any] | None:
+    @property
+    def rows(self) -> list[ReferenceRow]:
+        """The comparison as values (``comparison`` keeps the JSON objects as written)."""
+        return [ReferenceRow.from_json(r) for r in self.comparison if isinstance(r, dict)]
+
+    def row(self, leaf: str) -> ReferenceRow | None:
         """The comparison row of the leaf node ``leaf``, if any."""
-        return next((r for r in self.comparison if r.get("leaf") == leaf), None)
+        return next((r for r in self.rows if r.leaf == leaf), None)
 
 
 @dataclass
