@@ -11,9 +11,8 @@ order exactly (internals §3.4-3.5). With more threads, calls on one worker over
 is one legal schedule among several: a differing order is then reported but is not a bug, and
 the text says so instead of claiming agreement is guaranteed.
 
-``trace.real`` format: ``{"outcome": "completed"|"hang"|"error"|"skipped", "error": str|None,
-"events": [{"pass", "worker", "node", "t_us", "dur_us", "thread", "grad_shapes"}, ...],
-"gradients": {...}, "interop_threads": int}``.
+``trace.real`` is a ``Real`` section; its events are read as ``RealEvent`` values
+(``Real.observed()``).
 """
 
 from __future__ import annotations
@@ -37,11 +36,9 @@ def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
     with one inter-op thread per worker this is the order their gradient messages arrived."""
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[tuple[int, str], list[str]] = {}
-    events = trace.real.events if trace.real is not None else []
-    for ev in events:
-        if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
-            out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
-                str(ev["node"]))
+    for ev in trace.real.observed() if trace.real is not None else []:
+        if kinds.get(ev.node) == "send":
+            out.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
     return out
 
 
@@ -78,11 +75,8 @@ def _orders(trace: Trace, replay: Replay, real_outcome: str
             ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
     observed: dict[tuple[int, str], list[str]] = {}
-    for ev in trace.real.events if trace.real is not None else []:
-        if not isinstance(ev, dict) or "node" not in ev:
-            continue
-        key = (int(ev.get("pass", 0)), str(ev.get("worker")))
-        observed.setdefault(key, []).append(str(ev["node"]))
+    for ev in trace.real.observed() if trace.real is not None else []:
+        observed.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
     expected: dict[tuple[int, str], list[str]] = {}
     for p, per in enumerate(replay.order):
         for w, ids in per.items():

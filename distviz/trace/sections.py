@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 from distviz.errors import TraceError
 from distviz.outcome import RealOutcome
 
-__all__ = ["ROW_OK", "Meta", "Real", "Reference", "ReferenceRow", "ScenarioInfo", "Section",
+__all__ = ["ROW_OK", "Meta", "Real", "RealEvent", "Reference", "ReferenceRow", "ScenarioInfo", "Section",
            "SectionT"]
 
 S = TypeVar("S", bound="Section")
@@ -141,6 +141,33 @@ _EVENT_KEYS: tuple[tuple[str, type, str], ...] = (
     ("node", str, "a string"), ("worker", str, "a string"), ("pass", int, "an integer"))
 
 
+@dataclass(slots=True)
+class RealEvent:
+    """One node execution PyTorch's real backward ran (``real.events[i]``, read as a value):
+    the pass it ran in (``pass`` in the JSON), the worker, the node's id, its start and
+    duration in microseconds (``None``: not measured), the thread and the gradients' shapes.
+    The runner makes them (``runner/observe_real.py``); the trace keeps their JSON objects."""
+
+    pass_index: int
+    worker: str
+    node: str
+    t_us: float | None = None
+    dur_us: float | None = None
+    thread: str | None = None
+    grad_shapes: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> RealEvent:
+        return cls(pass_index=int(obj.get("pass", 0)), worker=str(obj.get("worker")),
+                   node=str(obj.get("node")), t_us=obj.get("t_us"), dur_us=obj.get("dur_us"),
+                   thread=obj.get("thread"), grad_shapes=list(obj.get("grad_shapes") or []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass": self.pass_index, "worker": self.worker, "node": self.node,
+                "t_us": self.t_us, "dur_us": self.dur_us, "thread": self.thread,
+                "grad_shapes": self.grad_shapes}
+
+
 @dataclass
 class Real(Section):
     """What PyTorch's real distributed backward did (``docs/trace-format.md``, real).
@@ -175,6 +202,11 @@ class Real(Section):
         place it is made, for ``run``, a training run and ``distviz trace``."""
         return cls.from_json({"outcome": "skipped", "error": None, "reason": reason,
                               "events": [], "gradients": {}})
+
+    def observed(self) -> list[RealEvent]:
+        """The events as values (``events`` keeps the JSON objects as written), those naming a
+        node (``check`` made sure each is an object)."""
+        return [RealEvent.from_json(ev) for ev in self.events if "node" in ev]
 
     def check(self, source: str | None) -> None:
         """Each event is an object with a string ``node`` and ``worker`` and an integer

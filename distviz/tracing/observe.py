@@ -57,7 +57,7 @@ from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
-from distviz.trace.sections import Real
+from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig, current_test
 
@@ -339,7 +339,7 @@ class _Run:
     keep: bool = False       # follow the context's later passes (``distviz trace``)
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
     passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
-    events: list[dict[str, Any]] = field(default_factory=list)     # earlier passes'
+    events: list[RealEvent] = field(default_factory=list)     # earlier passes'
 
     def add_seconds(self, key: str, value: float) -> None:
         self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
@@ -530,7 +530,7 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
                              "stops at a failed pass")
         return
-    run.events = list(run.trace.real.events if run.trace.real is not None else [])
+    run.events = run.trace.real.observed() if run.trace.real is not None else []
     proc.runs[cid] = run
 
 

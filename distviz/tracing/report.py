@@ -149,11 +149,11 @@ def error_text(trace: Trace, detail: str | None) -> str:
     if nodes and nodes[-1] in ranks:
         origin = trace.workers[ranks.index(nodes[-1])]
     if origin is not None:
-        last = [e for e in real.events if e.get("worker") == origin]
+        last = [e for e in real.observed() if e.worker == origin]
         where = f"on {origin}"
         site = None
         if last:
-            node = str(last[-1]["node"])
+            node = last[-1].node
             where += f" while running {node.split('/', 1)[1]}"
             site = (trace.meta.functions or {}).get(node)
         parts.append(where + (f" ({site})" if site else ""))
