@@ -18,7 +18,7 @@ from distviz.limits import EXIT_DISAGREE
 if TYPE_CHECKING:
     from distviz.fuzz.options import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
-    from distviz.replay.verdict import Verdict
+    from distviz.replay.verdict import ContextVerdict, Verdict
     from distviz.trace.recording import Recording
 
 __all__ = ["judge_training_run", "run_training_program"]
@@ -40,11 +40,14 @@ def _outcome(outcomes: list[str]) -> str:
     return next((o for o in outcomes if o != "completed"), "completed")
 
 
-def judge_training_run(recording: Recording, stopped: str | None) -> Judged:
+def judge_training_run(recording: Recording, stopped: str | None,
+                       reports: list[ContextVerdict] | None = None) -> Judged:
     """What the fuzz counts of a training run: the agreement of every recorded context (as
-    ``distviz run`` computes it) and the final parameters against the reference."""
+    ``distviz run`` judges it; ``reports``: the contexts' replays and verdicts already made)
+    and the final parameters against the reference."""
     from distviz.replay.verdict import context_verdicts, recording_exit_code
-    reports = context_verdicts(recording, "fast")
+    if reports is None:
+        reports = context_verdicts(recording, "fast")
     code = recording_exit_code(recording, reports, stopped)
     verdicts = [cv.verdict for cv in reports if cv.verdict is not None]
     checks: dict[str, Any] = {k: _every([_holds(v, k) for v in verdicts]) for k in _CHECKS}
@@ -83,9 +86,9 @@ def run_training_program(program: TrainingProgram, options: FuzzOptions
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone."""
     from distviz.fuzz.execute import run_text
 
-    result, error = run_text(program.text, f"{program.name}.yaml", options)
-    if result is None or error is not None:
+    judged, error = run_text(program.text, f"{program.name}.yaml", options)
+    if judged is None or error is not None:
         return None, error
-    if result.recording is None or not result.recording.contexts:
+    if not judged.recording.contexts:
         return None, "no context was recorded"
-    return judge_training_run(result.recording, result.stopped), None
+    return judge_training_run(judged.recording, judged.result.stopped, judged.verdicts), None

@@ -182,13 +182,14 @@ def run_program(program: Program, options: FuzzOptions, judge: Judge = judge_tra
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
     """
     from distviz.fuzz.execute import run_text
-    from distviz.replay.result import replay
 
-    result, error = run_text(to_yaml(program), f"{program.name}.yaml", options)
-    trace = result.trace if result is not None else None
-    if error is not None or trace is None:
+    judged, error = run_text(to_yaml(program), f"{program.name}.yaml", options)
+    trace = judged.result.trace if judged is not None else None
+    if error is not None or judged is None or trace is None or not judged.verdicts:
         return None, error or "no trace", trace
-    return judge(trace, replay(trace)), None, trace
+    rp = judged.verdicts[0].replay
+    assert rp is not None    # a plain scenario's one context has its recorded pass
+    return judge(trace, rp), None, trace
 
 
 def _same_problem(checks: set[str], error: str | None
