@@ -45,7 +45,7 @@ def judge_training_run(recording: Recording, stopped: str | None,
     """What the fuzz counts of a training run: the agreement of every recorded context (as
     ``distviz run`` judges it; ``reports``: the contexts' replays and verdicts already made)
     and the final parameters against the reference."""
-    from distviz.replay.verdict import context_verdicts, recording_exit_code
+    from distviz.replay.verdict import context_verdicts, recording_exit_code, recording_text
     if reports is None:
         reports = context_verdicts(recording, "fast")
     code = recording_exit_code(recording, reports, stopped)
@@ -62,21 +62,13 @@ def judge_training_run(recording: Recording, stopped: str | None,
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome
         real = "hang" if "hang" in stopped else "error"
-    bad = [(i, cv.verdict) for i, cv in enumerate(reports, 1)
-           if cv.verdict is not None and cv.verdict.differences]
-    if bad:
-        text = f"context {bad[0][0]}: {bad[0][1].text}"
-    elif checks["gradients"] is False:
-        text = "the final parameters differ from the reference training"
-    else:
-        text = (f"all {len(recording.contexts)} contexts agree"
-                + ("; the final parameters equal the reference training" if final_ok else ""))
-    outcome = checks["outcome"] is not False and predicted == real
-    return Judged(predicted=predicted, real=real, outcome=bool(outcome),
+    # a real backward that did not run compares no outcome (the verdict says why)
+    outcome = checks["outcome"] is not False and real in ("skipped", predicted)
+    return Judged(predicted=predicted, real=real, outcome=outcome,
                   order=checks["order"], legality=checks["legality"],
                   fifo_order=checks["fifo_order"], executed=checks["executed"],
                   leaves=checks["leaves"], gradients=checks["gradients"],
-                  zeros=checks["zeros"], text=text)
+                  zeros=checks["zeros"], text=recording_text(recording, reports))
 
 
 def run_training_program(program: TrainingProgram, options: FuzzOptions

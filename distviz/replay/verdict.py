@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
            "Status", "Verdict", "context_verdicts", "judge", "most_severe", "outcome_code",
-           "recording_exit_code"]
+           "recording_exit_code", "recording_text"]
 
 AGREE: Final = "agrees"
 DIFFERS: Final = "differs"
@@ -388,6 +388,25 @@ def context_verdicts(recording: Recording, mode: str) -> list[ContextVerdict]:
         rp = run_replay(trace, mode)
         out.append(ContextVerdict(rp, judge(trace, rp)))
     return out
+
+
+def recording_text(recording: Recording, verdicts: list[ContextVerdict]) -> str:
+    """A recording's verdict in one sentence: the first context that differs (``context N:``
+    and its sentence), final parameters that differ from the reference training, the first
+    context where nothing was compared, or every context agreeing."""
+    judged = [(i, cv.verdict) for i, cv in enumerate(verdicts, 1) if cv.verdict is not None]
+    bad = [(i, v) for i, v in judged if v.status == DIFFERS]
+    if bad:
+        return f"context {bad[0][0]}: {bad[0][1].text}"
+    summary = recording.training
+    if summary is not None and summary.ok is False:
+        return "the final parameters differ from the reference training"
+    unjudged = [(i, v) for i, v in judged if v.status == NOT_COMPARED]
+    if unjudged:
+        return f"context {unjudged[0][0]}: {unjudged[0][1].text}"
+    return (f"all {len(recording.contexts)} contexts agree"
+            + ("; the final parameters equal the reference training"
+               if summary is not None and summary.ok else ""))
 
 
 def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
