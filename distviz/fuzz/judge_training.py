@@ -62,8 +62,8 @@ def judge_training_run(recording: Recording, stopped: str | None,
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome
         real = "hang" if "hang" in stopped else "error"
-    # a real backward that did not run compares no outcome (the verdict says why)
-    outcome = checks["outcome"] is not False and real in ("skipped", predicted)
+    # the outcome is the verdicts'; a stopped training is the one fact they do not hold
+    outcome = checks["outcome"] is not False and (stopped is None or real == predicted)
     return Judged(predicted=predicted, real=real, outcome=outcome,
                   order=checks["order"], legality=checks["legality"],
                   fifo_order=checks["fifo_order"], executed=checks["executed"],
