@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from distviz.fuzz.generate import generate
 from distviz.fuzz.judged import CHECKS, Judged
@@ -37,6 +37,7 @@ from distviz.fuzz.training_program import (
     generate_training,
     is_training,
 )
+from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
@@ -46,6 +47,7 @@ __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramRe
            "summary_lines"]
 
 Judge = Callable[[Trace, Replay], Judged]
+P = TypeVar("P")
 
 
 def judge_trace(trace: Trace, replay: Replay) -> Judged:
@@ -154,6 +156,14 @@ class FuzzReport:
     def to_json(self) -> dict[str, Any]:
         return {"summary": self.summary(), "programs": [r.to_json() for r in self.results]}
 
+    @property
+    def exit_code(self) -> int:
+        """``EXIT_DISAGREE`` when a program disagrees, else ``EXIT_RUN_FAILED`` when one failed
+        to run, else ``EXIT_OK``."""
+        if any(r.judged is not None and not r.judged.agrees for r in self.results):
+            return EXIT_DISAGREE
+        return EXIT_RUN_FAILED if any(r.error is not None for r in self.results) else EXIT_OK
+
 
 class _Runs:
     """Runs programs one after the other with one kept fork server; remembers the last trace."""
@@ -202,44 +212,99 @@ def _same_problem(checks: set[str], error: str | None
     return same
 
 
-def _examine(runs: _Runs, program: Program, first: Judged | None, error: str | None,
-             say: Callable[[str], None]) -> Finding:
+@dataclass(frozen=True)
+class _Subject(Generic[P]):
+    """One kind of program as the examination of a finding sees it: a plain ``Program`` (shrunk
+    as a value) or a training program's text (shrunk as text). ``run`` runs a version and
+    judges it; ``shrink(start, still_fails, max_tries, on_try)`` returns the smallest that
+    still fails and the tries spent; ``size`` and ``sized`` measure a version and say it
+    (``size 5``, ``12 lines``); ``span(a, b)`` says a shrink (``5 -> 3``, ``12 -> 8 lines``);
+    ``write(version, note)`` is the finding's text."""
+
+    name: str
+    program: P
+    run: Callable[[P], tuple[Judged | None, str | None, Trace | None]]
+    shrink: Callable[[P, Callable[[P], bool], int, Callable[[P, bool], None]], tuple[P, int]]
+    size: Callable[[P], int]
+    sized: Callable[[int], str]
+    span: Callable[[int, int], str]
+    write: Callable[[P, str], str]
+    original: str
+
+
+def _examine(subject: _Subject[P], first: Judged | None, first_trace: Trace | None,
+             error: str | None, options: FuzzOptions, say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) program again, and shrink it while it still shows the
     same problem (a failed run, or a disagreement on one of the same checks)."""
     checks = set(first.disagreements) if first is not None else set()
     same = _same_problem(checks, error)
-
-    best: list[tuple[Judged | None, Trace | None]] = [(first, runs.last_trace)]
-    say(f"{program.name}: running it again")
-    again, again_error = runs.run(program)
+    name, program = subject.name, subject.program
+    best: tuple[Judged | None, Trace | None] = (first, first_trace)
+    say(f"{name}: running it again")
+    again, again_error, again_trace = subject.run(program)
     reproduced = same(again, again_error)
     minimal, tries = program, 0
     if reproduced:
-        best.append((again, runs.last_trace))
-    if reproduced and runs.options.shrink:
-        def still_fails(candidate: Program) -> bool:
-            v, e = runs.run(candidate)
+        best = (again, again_trace)
+    if reproduced and options.shrink:
+        def still_fails(candidate: P) -> bool:
+            nonlocal best
+            v, e, t = subject.run(candidate)
             if same(v, e):
-                best.append((v, runs.last_trace))
+                best = (v, t)
             return same(v, e)
 
-        def on_try(candidate: Program, failed: bool) -> None:
-            say(f"{program.name}: shrinking, size {size(candidate)} "
+        def on_try(candidate: P, failed: bool) -> None:
+            say(f"{name}: shrinking, {subject.sized(subject.size(candidate))} "
                 f"{'still disagrees' if failed else 'agrees'}")
 
-        res = shrink(program, still_fails, runs.options.max_shrink_tries, on_try)
-        minimal, tries = res.program, res.tries
+        minimal, tries = subject.shrink(program, still_fails, options.max_shrink_tries, on_try)
     what = (f"the run fails: {error}" if error is not None
             else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
     if not reproduced:
-        note = f"{program.name} as generated; {what} (not again on a second run)"
+        note = f"{name} as generated; {what} (not again on a second run)"
     else:
-        note = (f"minimal program shrunk from {program.name} ({size(program)} -> "
-                f"{size(minimal)}); {what}")
-    return Finding(minimal=to_yaml(replace(minimal, description=note)),
-                   original=to_yaml(program), minimal_judged=best[-1][0], error=error,
-                   reproduced=reproduced, shrink_tries=tries, original_size=size(program),
-                   minimal_size=size(minimal), trace=best[-1][1])
+        note = (f"minimal program shrunk from {name} "
+                f"({subject.span(subject.size(program), subject.size(minimal))}); {what}")
+    return Finding(minimal=subject.write(minimal, note), original=subject.original,
+                   minimal_judged=best[0], error=error, reproduced=reproduced,
+                   shrink_tries=tries, original_size=subject.size(program),
+                   minimal_size=subject.size(minimal), trace=best[1])
+
+
+def _plain_subject(runs: _Runs, program: Program) -> _Subject[Program]:
+    def run(candidate: Program) -> tuple[Judged | None, str | None, Trace | None]:
+        v, e = runs.run(candidate)
+        return v, e, runs.last_trace
+
+    def shrunk(start: Program, still_fails: Callable[[Program], bool], tries: int,
+               on_try: Callable[[Program, bool], None]) -> tuple[Program, int]:
+        res = shrink(start, still_fails, tries, on_try)
+        return res.program, res.tries
+
+    return _Subject(name=program.name, program=program, run=run, shrink=shrunk, size=size,
+                    sized=lambda n: f"size {n}", span=lambda a, b: f"{a} -> {b}",
+                    write=lambda p, note: to_yaml(replace(p, description=note)),
+                    original=to_yaml(program))
+
+
+def _training_subject(program: TrainingProgram, options: FuzzOptions) -> _Subject[str]:
+    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
+
+    def run(text: str) -> tuple[Judged | None, str | None, Trace | None]:
+        v, e = run_training_program(replace(program, text=text), options)
+        return v, e, None
+
+    def shrunk(start: str, still_fails: Callable[[str], bool], tries: int,
+               on_try: Callable[[str, bool], None]) -> tuple[str, int]:
+        res = shrink_text(start, still_fails, scenario_loads, tries, on_try)
+        return res.text, res.tries
+
+    return _Subject(name=program.name, program=program.text, run=run, shrink=shrunk,
+                    size=lines_of, sized=lambda n: f"{n} lines",
+                    span=lambda a, b: f"{a} -> {b} lines",
+                    write=lambda text, note: f"# {note}\n{text}", original=program.text)
 
 
 def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = None,
@@ -270,7 +335,8 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
             if error is not None or (first is not None and not first.agrees):
                 def say(text: str, done: int = index) -> None:
                     tell(Progress(done, options.count, None, text))
-                finding = _examine(runs, program, first, error, say)
+                finding = _examine(_plain_subject(runs, program), first, runs.last_trace,
+                                   error, options, say)
             result = ProgramResult(index, program.name, tuple(sorted(features(program))),
                                    first, error, time.monotonic() - start, finding)
             report.results.append(result)
@@ -304,41 +370,8 @@ def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
 def _training_finding(program: TrainingProgram, first: Judged | None, error: str | None,
                       options: FuzzOptions, say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) training program again and shrink its text while it
-    shows the same problem: a failed run, or a disagreement on one of the same checks."""
-    from distviz.fuzz.judge_training import run_training_program
-    from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
-    checks = set(first.disagreements) if first is not None else set()
-    same = _same_problem(checks, error)
-
-    say(f"{program.name}: running it again")
-    again, again_error = run_training_program(program, options)
-    reproduced = same(again, again_error)
-    best, minimal, tries = (again if reproduced else first), program.text, 0
-    if reproduced and options.shrink:
-        def still_fails(text: str) -> bool:
-            nonlocal best
-            v, e = run_training_program(replace(program, text=text), options)
-            if same(v, e):
-                best = v
-            return same(v, e)
-
-        def on_try(text: str, failed: bool) -> None:
-            say(f"{program.name}: shrinking, {lines_of(text)} lines "
-                f"{'still disagrees' if failed else 'agrees'}")
-
-        res = shrink_text(program.text, still_fails, scenario_loads, options.max_shrink_tries,
-                          on_try)
-        minimal, tries = res.text, res.tries
-    what = (f"the run fails: {error}" if error is not None
-            else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
-    if not reproduced:
-        note = f"# {program.name} as generated; {what} (not again on a second run)\n"
-    else:
-        note = (f"# minimal program shrunk from {program.name} ({lines_of(program.text)} -> "
-                f"{lines_of(minimal)} lines); {what}\n")
-    return Finding(minimal=note + minimal, original=program.text, minimal_judged=best,
-                   error=error, reproduced=reproduced, shrink_tries=tries,
-                   original_size=lines_of(program.text), minimal_size=lines_of(minimal))
+    shows the same problem (``_examine``)."""
+    return _examine(_training_subject(program, options), first, None, error, options, say)
 
 
 def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:
