@@ -10,10 +10,13 @@ reference. Never imports torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from distviz.fuzz.judged import CHECKS, Judged
 from distviz.limits import EXIT_DISAGREE
+from distviz.outcome import Outcome, RealOutcome
+
+OutcomeT = TypeVar("OutcomeT", bound=str)
 
 if TYPE_CHECKING:
     from distviz.fuzz.options import FuzzOptions
@@ -35,9 +38,9 @@ def _holds(v: Verdict, name: str) -> bool | None:
     return v.agreement.fifo_order if name == "fifo_order" else v.holds(name)
 
 
-def _outcome(outcomes: list[str]) -> str:
+def _outcome(outcomes: list[OutcomeT], completed: OutcomeT) -> OutcomeT:
     """A run's outcome from its contexts': the first that did not complete, else completed."""
-    return next((o for o in outcomes if o != "completed"), "completed")
+    return next((o for o in outcomes if o != "completed"), completed)
 
 
 def judge_training_run(recording: Recording, stopped: str | None,
@@ -56,8 +59,10 @@ def judge_training_run(recording: Recording, stopped: str | None,
     if final_ok is False or (code == EXIT_DISAGREE and not any(
             checks[k] is False for k in _CHECKS if k != "fifo_order")):
         checks["gradients"] = False
-    predicted = _outcome([rp.outcome for rp, _ag in reports if rp is not None])
-    real = _outcome([t.real.outcome for t in recording.contexts if t.real is not None])
+    predicted: Outcome = _outcome([rp.outcome for rp, _ag in reports if rp is not None],
+                                  "completed")
+    real: RealOutcome = _outcome([t.real.outcome for t in recording.contexts
+                                  if t.real is not None], "completed")
     if stopped is not None and real not in ("hang", "error"):
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from distviz.outcome import Outcome
+
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.verdict import Verdict
 
@@ -29,7 +31,7 @@ class Judged:
     order with the observed arrival order; ``fifo_order`` the replay's FIFO guess alone.
     """
 
-    predicted: str
+    predicted: Outcome
     real: str
     outcome: bool
     order: bool | None
@@ -50,7 +52,7 @@ class Judged:
         return not self.disagreements
 
 
-def of(v: Verdict, predicted: str, real: str) -> Judged:
+def of(v: Verdict, predicted: Outcome, real: str) -> Judged:
     """The fuzz's record of the verdict ``v`` on a run whose replay ended ``predicted`` and
     whose real backward ended ``real``."""
     return Judged(predicted=predicted, real=real, outcome=v.holds("outcome") is not False,

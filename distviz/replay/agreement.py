@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distviz.outcome import RealOutcome
 from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
@@ -71,7 +72,7 @@ def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
                         if w in trace.workers else 1 << 30))
 
 
-def _orders(trace: Trace, replay: Replay, real_outcome: str
+def _orders(trace: Trace, replay: Replay, real_outcome: RealOutcome
             ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
     observed: dict[tuple[int, str], list[str]] = {}

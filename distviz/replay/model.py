@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, Protocol
 
-from distviz.outcome import OUTCOMES
+from distviz.outcome import OUTCOMES, Outcome
 
 __all__ = [
     "ACTIONS", "AGREEMENT_JSON_WORDS", "CHECK_JSON_WORDS", "OUTCOMES", "Accumulation",
@@ -337,8 +337,8 @@ class SmartLeaf:
 class SmartReport:
     """SMART mode against FAST mode and the reference (``agreement.smart_report``)."""
 
-    fast_outcome: str
-    smart_outcome: str
+    fast_outcome: Outcome
+    smart_outcome: Outcome
     excluded: tuple[str, ...]
     leaves: Mapping[str, SmartLeaf]       # variable (or node id) -> leaf
     reference_leaves: tuple[str, ...] | None

@@ -277,7 +277,7 @@ def _outcome_check(a: Agreement, real: Real, replay: Replay, unforeseen: bool) -
                  f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
 
 
-def _outcome_verb(outcome: str) -> str:
+def _outcome_verb(outcome: RealOutcome) -> str:
     return {"completed": "complete", "hang": "hang", "error": "raise"}.get(outcome, outcome)
 
 

@@ -30,6 +30,7 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.outcome import Outcome
 from distviz.recorder import graph as rec
 from distviz.recorder import hooks
 from distviz.runner.gradients import summarize
@@ -97,7 +98,7 @@ class Passes:
 
     windows: list[tuple[int, int]] = field(default_factory=list)
     t0: int = 0
-    outcome: str = "completed"
+    outcome: Outcome = "completed"
     error: str | None = None
     started: int = 0     # the running pass's start
 
@@ -106,7 +107,7 @@ class Passes:
         self.t0 = self.t0 or self.started
         return self.started
 
-    def running(self, outcome: str, error: str | None) -> Passes:
+    def running(self, outcome: Outcome, error: str | None) -> Passes:
         """These passes with the running one until now (what a watchdog collects)."""
         return Passes(windows=[*self.windows, (self.started, time.monotonic_ns())], t0=self.t0,
                       outcome=outcome, error=error, started=self.started)
@@ -205,7 +206,7 @@ class RealRun:
     after_hang: str | None = None
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
         return self.passes.outcome
 
     def _summaries(self) -> dict[str, dict[str, Any]]:

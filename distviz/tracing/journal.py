@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from distviz.limits import EXIT_OK
+from distviz.outcome import ContextOutcome, Outcome
 from distviz.trace.files import replace_file
 from distviz.tracing.config import current_test
 
@@ -45,8 +46,8 @@ class ContextRow:
     workers: list[str]
     nodes: int
     messages: int
-    outcome: str
-    predicted: str
+    outcome: ContextOutcome
+    predicted: Outcome
     real: str
     agreement: str
     agreement_text: str = ""

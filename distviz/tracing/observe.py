@@ -51,6 +51,7 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.outcome import RealOutcome
 from distviz.recorder import graph as recorder
 from distviz.recorder import hooks as recorder_hooks
 from distviz.runner import observe_real
@@ -518,7 +519,7 @@ def _stop_following(run: _Run, why: str) -> None:
         proc.ended[run.trace.context_id] = why
 
 
-def _after_pass(run: _Run, outcome: str) -> None:
+def _after_pass(run: _Run, outcome: RealOutcome) -> None:
     """Keep following ``run``'s context after a completed pass; else say why not."""
     proc = PROCESS
     if not run.keep or proc is None:

@@ -199,7 +199,7 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
     return ContextRow(
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
-        outcome=outcome, predicted=str(replay.outcome),
+        outcome=outcome, predicted=replay.outcome,
         real=real.outcome if trace.real is not None else "running",
         agreement=label, agreement_text=text, exit_code=v.exit_code, category=v.category,
         violations=len(v.violations),
