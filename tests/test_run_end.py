@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.cli.options import View
-from distviz.cli.running import save_run, show_run
+from distviz.cli.running import save_recording, show_run
 from distviz.errors import RunError
+from distviz.judging import recording_of
 from distviz.replay import replay
 from distviz.replay.verdict import judge
 from distviz.runner.parent import RunResult
@@ -36,6 +37,12 @@ PIPELINE = ROOT / "tests" / "traces" / "pipeline.json"
 def _view(as_json: bool) -> View:
     return View(as_json=as_json, step=False, log=None, worker=None, start=None, end=None,
                 pictures={})
+
+
+def save_run(sc: Scenario, result: RunResult, mode: str, out: Path) -> Recording:
+    """What ``distviz run`` saves of ``result``: the library's recording of the run
+    (``recording_of``), saved by the CLI (``save_recording``)."""
+    return save_recording(recording_of(sc, result, mode), result.error, out, sc.path)
 
 
 def _plain() -> Scenario:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
     from distviz.replay.verdict import ContextVerdict
-    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.runner.parent import RunOptions
     from distviz.scenario import Scenario
 
 
@@ -98,13 +98,6 @@ def _relay(fd: int, console: Console) -> None:
                               crop=False, overflow="ignore")
     if pending:
         console.print(pending.decode("utf-8", "replace"), markup=False, highlight=False)
-
-
-def save_run(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Recording:
-    """What the run recorded (``distviz.judging.recording_of``) saved to ``out_path``
-    (``save_recording``)."""
-    from distviz.judging import recording_of
-    return save_recording(recording_of(sc, result, mode), result.error, out_path, sc.path)
 
 
 def save_recording(recording: Recording, failure: BaseException | None, out_path: Path,
