@@ -448,7 +448,7 @@ def _full_node() -> Node:
     node = Node(id="worker1/RecvRpcBackward#0", worker="worker1", name="RecvRpcBackward",
                 kind="recv", seq=0, next=[("worker1/AddBackward0#1", 0), None], msg_id=1 << 48,
                 var="t1", shape=[3, 3], dtype="float32", input_shapes=[[3, 3]], saved=True,
-                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0)
+                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0, python=True)
     emitted = set(node.to_json())
     assert emitted == {f.name for f in fields(Node)}, (
         "a Node field is not set here or not emitted by Node.to_json; update this test")
@@ -458,7 +458,7 @@ def _full_node() -> Node:
 def test_trace_format_documents_every_top_level_and_node_key() -> None:
     text = TRACE_FORMAT.read_text(encoding="utf-8")
     trace = Trace(workers=["worker0", "worker1"], initiator="worker0", context_id=0,
-                  nodes=[_full_node()], passes=[BackwardPass(roots=[])],
+                  nodes=[_full_node()], passes=[BackwardPass(roots=[], root_nrs=[1])],
                   rpc_calls=[RpcCall("worker0", "worker1", "rpc_sync", "f", False, True)])
     obj = trace.to_json()
     assert not _documented(text, set(obj)), f"top-level keys: {_documented(text, set(obj))}"
@@ -479,8 +479,12 @@ def test_trace_format_example_is_a_valid_trace() -> None:
 
 def _written_keys(relpath: str, function: str, objects: set[str]) -> set[str]:
     """String keys a function writes: keys of its dict displays and of ``obj["key"] = ...`` for
-    ``obj`` in ``objects``. Read with ``ast`` (the runner imports torch)."""
-    tree = ast.parse((ROOT / relpath).read_text(encoding="utf-8"))
+    ``obj`` in ``objects`` (``Class.method`` for a method). Read with ``ast`` (the runner
+    imports torch)."""
+    tree: ast.AST = ast.parse((ROOT / relpath).read_text(encoding="utf-8"))
+    if "." in function:
+        owner, function = function.split(".")
+        tree = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == owner)
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
     keys: set[str] = set()
     for node in ast.walk(fn):
@@ -511,7 +515,7 @@ def _status_values() -> set[str]:
 def test_trace_format_documents_what_the_runner_writes() -> None:
     text = TRACE_FORMAT.read_text(encoding="utf-8")
     keys = (_written_keys("distviz/runner/observe_real.py", "to_json", {"real"})
-            | _written_keys("distviz/runner/observe_real.py", "pair_events", set())
+            | _written_keys("distviz/trace/sections.py", "RealEvent.to_json", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
             | _written_keys("distviz/runner/parent.py", "_note_deaths", set()))

@@ -41,6 +41,7 @@ from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
+    FAULT,
     RECV,
     SEND,
     IndexedGraph,
@@ -250,10 +251,13 @@ class Engine(EngineErrors):
         deps, key = self.s.deps, g.key
         pushed: list[int] = []
         decs: list[int] = []
-        for r in g.roots[self.s.pass_index]:
+        spec = g.trace.passes[self.s.pass_index]
+        for k, r in enumerate(g.roots[self.s.pass_index]):
             d = deps[r] - 1
             deps[r] = d
             p.nonzero[r] = 1
+            if g.kind[r] == RECV:   # the ones go into the root's own output of the RPC result
+                p.recv_slots[r] = p.recv_slots.get(r, 0) | (1 << spec.root_nr(k))
             if d == 0:
                 heap.push(r, key[r])
                 pushed.append(r)
@@ -296,7 +300,7 @@ class Engine(EngineErrors):
             else:
                 i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
             k, flags = kinds[i], flags_of[i]
-            if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
+            if k == ACC or k == RECV or (flags and (flags & FAULT or freed[i])):
                 s.step = step
                 ran = self._drain_other(i, heap, limit)
                 if ran < 0:                # the task aborted
@@ -366,8 +370,8 @@ class Engine(EngineErrors):
             return 0
         if flags:
             freed = self.s.freed
-            if flags & 2 or freed[i]:
-                if flags & 2:
+            if flags & FAULT or freed[i]:
+                if flags & FAULT:
                     self._fault(i, w)
                 else:
                     self._node_error(i, w, FREED_MESSAGE)
