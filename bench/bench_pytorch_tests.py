@@ -1,7 +1,7 @@
 """P1: PyTorch's own RPC and dist autograd test classes, plain and under distviz's plugin.
 
     python bench/bench_pytorch_tests.py [--suite dist_autograd|rpc] [--how both|plain|traced]
-                                        [-k EXPR] [--timeout 3600] [--keep DIR] [--reuse]
+                                        [-k EXPR] [--timeout SECONDS] [--keep DIR] [--reuse]
                                         [--json] [CLASS | CLASS::TEST ...]
 
 Runs ``bench/pytorch_tests/suite_dist_autograd.py`` (``DistAutogradTest``,
@@ -50,7 +50,7 @@ def outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-def run_pytest(work: Path, how: str, select: str | None, timeout: float,
+def run_pytest(work: Path, how: str, select: str | None, timeout: float | None,
                tests: list[str] | None = None, suite: str = "dist_autograd"
                ) -> tuple[float, int]:
     """One pytest run of ``suite_<suite>.py`` (or of its ``tests``, ``CLASS`` or
@@ -141,7 +141,9 @@ def main() -> None:
                         help="pytorch_tests/suite_SUITE.py (rpc: every RPC test class)")
     parser.add_argument("--how", choices=("both", "plain", "traced"), default="both",
                         help="run only one side now (the other is read from --keep DIR)")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="per pytest run")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds per pytest run (default: none; a run killed by it leaves "
+                             "no junit XML)")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs, XML, traces here")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--reuse", action="store_true",
