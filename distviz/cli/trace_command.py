@@ -60,7 +60,7 @@ def trace(
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
-    from distviz.tracing import summary  # imported while the program ran (AFTER_START)
+    from distviz.tracing import summary, watch_report  # imported while the program ran
 
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
@@ -71,8 +71,9 @@ def trace(
         notes.append("a pytest run: each test's contexts are in pytest's report; distviz "
                      "exits with pytest's status")
     index = output / "index.json"
-    write_atomic(index, json.dumps(summary.index_json(found, list(command), code, notes),
-                                   indent=1) + "\n")
+    index_obj = summary.index_json(found, list(command), code, notes)
+    index_obj["backwards"] = watch_report.backwards_json(finished.events)
+    write_atomic(index, json.dumps(index_obj, indent=1) + "\n")
     out = stdout_console()
     files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "
     out.print(f"distviz trace: {plural(len(found), 'context')} recorded "
@@ -84,6 +85,8 @@ def trace(
             out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
     for line in summary.timing_lines(found):
         out.print(line)
+    for line in watch_report.backward_lines(finished.events):
+        out.print(line, markup=False)
     for note in notes:
         out.print(note, markup=False)
     own = tests or (finished.returncode != 0

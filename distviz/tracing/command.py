@@ -51,7 +51,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
-AFTER_START = ("psutil", "distviz.tracing.summary")
+AFTER_START = ("psutil", "distviz.tracing.summary", "distviz.tracing.watch_report")
 
 
 class CommandNotFound(DistvizError):

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed.rpc as rpc
@@ -171,15 +171,48 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
-        record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
+        _counted(k, record_again, proc.runs[context_id], roots, retain_graph, sys._getframe(1))
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
             _unfollowed(proc, context_id)
+        # -- watched, not recorded in full (``distviz.tracing.watch``) ---------------------
+        if WATCH is not None:
+            return WATCH.watched(proc, context_id, roots, retain_graph, k, sys._getframe(1))
+        # -- end of the watch hook ---------------------------------------------------------
         callsites.drop(context_id)
         return ORIGINAL_BACKWARD(*args, **kwargs)
-    record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
+    _counted(k, record_and_observe, proc.config, context_id, roots, retain_graph, k,
+             sys._getframe(1))
     return None
+
+
+class Watcher(Protocol):
+    """What ``distviz.tracing.watch`` gives ``traced_backward`` (``patches.install`` sets
+    ``WATCH``): the backward of a context not recorded in full, and the count of one that is."""
+
+    def watched(self, proc: _Process, context_id: int, roots: list[Any], retain_graph: bool,
+                step: int, frame: types.FrameType | None) -> None: ...
+
+    def count(self, step: int, seconds: float, error: str | None) -> None: ...
+
+
+#: The watch of every backward not recorded in full; ``None``: they go straight to PyTorch.
+WATCH: Watcher | None = None
+
+
+def _counted(step: int, fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` (a recorded backward), counted by the watch with its wall time."""
+    if WATCH is None:
+        fn(*args)
+        return
+    t0 = time.monotonic()
+    try:
+        fn(*args)
+    except BaseException as exc:
+        WATCH.count(step, time.monotonic() - t0, first_line(exc))
+        raise
+    WATCH.count(step, time.monotonic() - t0, None)
 
 
 def _log_unrecorded(proc: _Process, message: str) -> None:
@@ -244,6 +277,14 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     """Record this worker's part of ``context_id`` with its parameter names and call sites,
     and put distviz's hooks on its nodes (``recorder.gather`` calls it here and, over RPC, on
     every other worker)."""
+    piece = piece_here(context_id, roots, names, inspect_saved)
+    recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
+    return piece
+
+
+def piece_here(context_id: int, roots: Any, names: Any, inspect_saved: bool) -> dict[str, Any]:
+    """This worker's part of ``context_id`` with its parameter names and call sites, without
+    hooks (``record_piece`` adds them; the watch records a running backward's graph so)."""
     worker = rpc.get_worker_info().name
     recorder.sweep()    # the node references of contexts PyTorch has released here
     for call in callsites.take(context_id):
@@ -252,7 +293,6 @@ def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -
     named = naming.parameter_names(worker) + list(names)
     piece = recorder.record_local(context_id, roots, named, inspect_saved)
     piece["code"] = _function_sites(context_id)
-    recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
     return piece
 
 
@@ -271,15 +311,19 @@ def _function_sites(context_id: int) -> dict[str, str]:
 
 def _record(context_id: int, roots: list[Any], retain: bool, frame: types.FrameType | None,
             names: list[tuple[Any, Any]] | None = None,
-            earlier: list[BackwardPass] | None = None) -> Trace:
+            earlier: list[BackwardPass] | None = None,
+            record_fn: Callable[..., dict[str, Any]] | None = None) -> Trace:
     """The trace of ``context_id`` with only the workers that took part; ``names`` (the
     API's) come before the variables of the program's frames. ``earlier``: the passes the
-    context already ran (recorded again, every node keeps its id), before this one."""
+    context already ran (recorded again, every node keeps its id), before this one.
+    ``record_fn`` records one worker (default ``record_piece``; the watch's puts no hooks on
+    a running backward's graph and leaves saved tensors alone)."""
     named: list[tuple[Any, Any]] = list(names or []) + list(
         naming.in_graph(naming.frame_names(frame), roots))
     me = rpc.get_worker_info().name
-    workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=True,
-                                      record_fn=record_piece)
+    workers, pieces = recorder.gather(context_id, roots, named,
+                                      inspect_saved=record_fn is None,
+                                      record_fn=record_fn or record_piece)
     passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
                            root_vars=list(p.root_vars)) for p in earlier or []]
     passes.append(BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,

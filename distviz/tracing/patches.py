@@ -10,7 +10,10 @@
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
 * ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
-  (``observe.settle``: the node references of the last context, dropped after it ends).
+  (``observe.settle``: the node references of the last context, dropped after it ends), and
+  hands the process's backward statistics to the session (``watch.hand_over``).
+* every ``dist_autograd.backward`` not recorded in full is watched (``distviz.tracing.watch``);
+  the RPCs of every context then note their call sites, since any context may be recorded.
 * ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then).
@@ -29,7 +32,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe
+from distviz.tracing import callsites, journal, naming, observe, watch
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -70,6 +73,7 @@ def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
         observe.settle()
+        watch.hand_over()
         return original(*args, **kwargs)
     return shutdown
 
@@ -88,6 +92,8 @@ def _after_fork() -> None:
     """A forked child counts its own contexts and keeps no calls of its parent."""
     if observe.PROCESS is not None:
         observe.start(observe.PROCESS.config)
+        if observe.WATCH is not None:
+            watch.start(observe.PROCESS.config)
         callsites.reset()
 
 
@@ -96,7 +102,7 @@ def install_callsites(proc: observe._Process) -> None:
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
     me = proc.me
-    gate = proc.may_record
+    gate = proc.may_record if observe.WATCH is None else _every_context
     for api in ("rpc_sync", "rpc_async", "remote"):
         wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
         wrapped._distviz_callsites = True    # type: ignore[attr-defined]
@@ -111,12 +117,18 @@ def install_callsites(proc: observe._Process) -> None:
             callsites.wrap_to_here(rpc.PyRRef.to_here, me, gate))
 
 
+def _every_context(context_id: int) -> bool:
+    """The call-site gate when every backward is watched: any context may be recorded."""
+    return True
+
+
 def install(config: TraceConfig) -> None:
     """Apply every patch once in this process; see the module docstring."""
     if _INSTALLED:
         return
     _INSTALLED.append(True)
     proc = observe.start(config)
+    watch.start(config)     # every backward not recorded in full is watched
     if config.interop_threads is not None:
         _interop(config.interop_threads)
     naming.install()
