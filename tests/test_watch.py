@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_trace_cmd import ROOT, Traced, programs_running, run_traced
+from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_traced
 
 from distviz.errors import UsageError
 from distviz.replay import replay
@@ -92,7 +92,7 @@ def test_a_late_data_dependent_hang_is_explained_live_and_stopped(watched: Any) 
     live = [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")]
     assert any("worker0 context 7: PyTorch's backward has not returned after 2 s" in ln and
                "predicts that it hangs" in ln for ln in live), run.stderr
-    assert any("rpc_sync(scale) at tests/programs/late_hang.py:60 in train" in ln and
+    assert any("rpc_sync(scale) at tests/programs/late_hang.py:77 in train" in ln and
                "assigned to `remote`, is not used by the loss (`loss`)" in ln for ln in live)
     assert "step 6 done" in run.stdout and "step 7 done" not in run.stdout
     # stopped long before PyTorch's own RPC time-out (60 s) would have said anything
@@ -167,3 +167,18 @@ def test_the_third_backward_of_a_test_hangs_and_is_reported_under_its_test(
     while programs_running(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not programs_running(str(tmp_path))
+
+
+@pytest.mark.rpc
+def test_a_worker_killed_during_a_watched_backward_ends_the_program_as_without_distviz(
+        watched: Any, tmp_path: Path) -> None:
+    run, _ = watched("kill", "--hang-timeout", "30")
+    plain = subprocess.run([sys.executable, PROGRAM, "kill"], cwd=ROOT,
+                           env=_environment(tmp_path), capture_output=True, text=True,
+                           timeout=600)
+    assert run.code == plain.returncode == 1
+    last = plain.stderr.rstrip().splitlines()[-1]
+    assert last.endswith("process 1 terminated with signal SIGKILL"), plain.stderr[-2000:]
+    assert run.stderr.rstrip().splitlines()[-1] == last
+    assert "worker0 context 5 (id 4) was in flight when its process ended" in " ".join(
+        run.index["notes"])

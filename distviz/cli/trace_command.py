@@ -64,7 +64,7 @@ def trace(
 
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
-    notes = summary.notes(finished, found)
+    notes = summary.notes(finished, found) + [s.text() for s in finished.in_flight]
     tests = any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
     if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
         code = summary.program_status(finished.returncode)

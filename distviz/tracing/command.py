@@ -43,7 +43,7 @@ from distviz.limits import (
     TRACE_SETTLE,
     TRACE_STOP_GRACE,
 )
-from distviz.tracing import journal
+from distviz.tracing import inflight, journal
 from distviz.tracing.config import ENV, TraceConfig
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -79,6 +79,7 @@ class Finished:
     events: list[journal.Event] = field(default_factory=list)
     seconds: float = 0.0
     terminated: bool = False     # distviz itself got SIGTERM (else Ctrl-C, when interrupted)
+    in_flight: list[inflight.Stuck] = field(default_factory=list)   # backwards never returned
 
 
 @dataclass
@@ -281,7 +282,9 @@ def run(argv: list[str], config: TraceConfig,
             os.close(ended)
         _reap()
     events = journal.read(session)
+    stuck = inflight.read(session)
     shutil.rmtree(session, ignore_errors=True)
     return Finished(returncode=proc.returncode, stopped_for_hang=flags.stop,
                     interrupted=bool(flags.interrupts) or flags.term, terminated=flags.term,
-                    leftovers=leftovers, events=events, seconds=time.monotonic() - t0)
+                    leftovers=leftovers, events=events, seconds=time.monotonic() - t0,
+                    in_flight=stuck)

@@ -47,7 +47,7 @@ from distviz.recorder import graph as recorder
 from distviz.runner import observe_real
 from distviz.runner.observe_real import first_line
 from distviz.trace import Trace
-from distviz.tracing import callsites, journal, observe, watch_report
+from distviz.tracing import callsites, inflight, journal, observe, watch_report
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
@@ -88,6 +88,8 @@ class Watchdog:
 
     def __init__(self, fire: Any) -> None:
         self.fire = fire
+        self.slot: inflight.Slot | None = None     # the oldest in flight, for after a kill
+        self.worker = ""
         self.lock = threading.Lock()
         self.flight: dict[int, InFlight] = {}    # by token, in the order they started
         self.wake = threading.Event()
@@ -99,6 +101,9 @@ class Watchdog:
             token = next(self.tokens)
             self.flight[token] = entry
             alone = len(self.flight) == 1
+            if alone and self.slot is not None:
+                self.slot.set(self.worker, entry.step, entry.context_id,
+                              inflight.wall_start(entry.started))
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="distviz-watchdog",
                                                daemon=True)
@@ -109,7 +114,15 @@ class Watchdog:
 
     def leave(self, token: int) -> None:
         with self.lock:
+            oldest = bool(self.flight) and next(iter(self.flight)) == token
             self.flight.pop(token, None)
+            if oldest and self.slot is not None:
+                first = next(iter(self.flight.values()), None)
+                if first is None:
+                    self.slot.clear()
+                else:
+                    self.slot.set(self.worker, first.step, first.context_id,
+                                  inflight.wall_start(first.started))
 
     def _next(self) -> InFlight | None:
         with self.lock:
@@ -157,7 +170,8 @@ class Watch:
         """PyTorch's backward, watched (see the module docstring); returns or raises what
         PyTorch does."""
         if self.stats.worker is None:
-            self.stats.worker = proc.me()
+            self.stats.worker = self.watchdog.worker = proc.me()
+            self.watchdog.slot = inflight.open_slot(self.config.session_dir)
         now = time.monotonic()
         entry = InFlight(context_id, step, roots, retain_graph, frame, now,
                          now + self.config.hang_timeout)

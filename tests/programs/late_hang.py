@@ -8,12 +8,14 @@ Usage: python late_hang.py MODE [STEPS]
   ``--contexts first`` does not record;
 * ``slow``: at step 3 a custom autograd Function's backward sleeps ``SLOW_SECONDS`` (default
   3): slower than a short ``--hang-timeout``, not a hang;
-* ``raise``: at step 4 that Function's backward raises.
+* ``raise``: at step 4 that Function's backward raises;
+* ``kill``: at step 5 the backward SIGKILLs worker1 before sending it its gradient.
 
 Each step prints one line; the program exits 0 when every step ran.
 """
 
 import os
+import signal
 import sys
 import time
 
@@ -44,6 +46,21 @@ class Checked(torch.autograd.Function):
         return grad, None
 
 
+class KillPeer(torch.autograd.Function):
+    """The identity, whose backward SIGKILLs process ``pid`` (the other worker)."""
+
+    @staticmethod
+    def forward(ctx, x, pid):
+        ctx.pid = pid
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        os.kill(ctx.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        return grad, None
+
+
 def batch(step, mode):
     """The step's data: at the late step of ``late`` mode, no positive value."""
     x = torch.arange(1.0, 5.0) * step
@@ -58,6 +75,8 @@ def train(mode, steps):
             what = {("slow", 3): "slow", ("raise", 4): "raise"}.get((mode, step), "")
             hidden = Checked.apply(data * weight, what)
             remote = rpc.rpc_sync("worker1", scale, args=(hidden,))
+            if mode == "kill" and step == 5:
+                remote = KillPeer.apply(remote, rpc.rpc_sync("worker1", os.getpid))
             loss = hidden.sum()
             if bool((data > 0).any()):     # a batch without positives skips the remote term
                 loss = loss + remote.sum()
