@@ -105,6 +105,9 @@ TRACE_SETTLE: Final = 2.0
 #: Backward passes recorded per context: each later pass replays all the earlier ones again, so
 #: a loop of a thousand ``retain_graph`` passes would cost quadratic time; the rest run unrecorded.
 TRACE_MAX_PASSES: Final = 100
+#: Contexts a traced process remembers the number of (for a later pass in the same context):
+#: the most recent ones, so that a job of a million steps holds no more than this many.
+TRACE_RECENT_CONTEXTS: Final = 1024
 
 # -- pictures -------------------------------------------------------------------------------------------
 

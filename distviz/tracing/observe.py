@@ -79,6 +79,7 @@ class _Process:
 
     config: TraceConfig
     index: dict[int, int] = field(default_factory=dict)     # context id -> its number here
+    counted: int = 0                                        # contexts numbered so far
     lock: threading.Lock = field(default_factory=threading.Lock)
     worker: str | None = None
     rank: int | None = None
@@ -97,7 +98,10 @@ class _Process:
             k = self.index.get(context_id)
             if k is not None:
                 return k, False
-            k = self.index[context_id] = len(self.index) + 1
+            self.counted += 1
+            k = self.index[context_id] = self.counted
+            if len(self.index) > limits.TRACE_RECENT_CONTEXTS:   # a long job: the recent ones
+                del self.index[next(iter(self.index))]
             return k, True
 
     def may_record(self, context_id: int) -> bool:
@@ -108,7 +112,7 @@ class _Process:
             return True
         if self.exhausted or context_id in self.index:   # its backward has started already
             return False
-        return self.spec.selects(len(self.index) + 1)
+        return self.spec.selects(self.counted + 1)
 
     def records_later(self, k: int) -> bool:
         """Whether this process may record one of its contexts after its ``k``-th."""
