@@ -27,9 +27,10 @@ trace file is rewritten each time, so it ends with the context's last pass. Pass
 that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
 lives on), and the summary says so.
 
-Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
-arguments, a context that does not exist: ``observe_args``), exactly as it was made; the summary
-notes it.
+Other contexts go to the watch (``distviz.tracing.watch``, through ``watch_hook``: a deadline,
+no recording unless it passes), or straight to PyTorch's backward without one; a call PyTorch
+rejects (wrong arguments, a context that does not exist: ``observe_args``) goes to PyTorch
+exactly as it was made, and the summary notes it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
@@ -58,7 +59,7 @@ from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
-from distviz.tracing import callsites, journal, naming, observe_args
+from distviz.tracing import callsites, journal, naming, observe_args, watch_hook
 from distviz.tracing.config import TraceConfig, current_test
 
 # The replay and the verdict are imported at the first recorded context: every process of a
@@ -175,48 +176,23 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
-        _counted(k, record_again, proc.runs[context_id], roots, retain_graph, sys._getframe(1))
+        watch_hook.counted(k, record_again, proc.runs[context_id], roots, retain_graph,
+                           sys._getframe(1))
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
             _unfollowed(proc, context_id)
         # -- watched, not recorded in full (``distviz.tracing.watch``) ---------------------
-        if WATCH is not None:
-            return WATCH.watched(proc, context_id, roots, retain_graph, k, sys._getframe(1))
+        if watch_hook.WATCH is not None:
+            return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
+                                            sys._getframe(1))
         # -- end of the watch hook ---------------------------------------------------------
         callsites.drop(context_id)
         return ORIGINAL_BACKWARD(*args, **kwargs)
-    _counted(k, record_and_observe, proc.config, context_id, roots, retain_graph, k,
-             sys._getframe(1))
+    watch_hook.counted(k, record_and_observe, proc.config, context_id, roots, retain_graph,
+                       k, sys._getframe(1))
     return None
 
-
-class Watcher(Protocol):
-    """What ``distviz.tracing.watch`` gives ``traced_backward`` (``patches.install`` sets
-    ``WATCH``): the backward of a context not recorded in full, and the count of one that is."""
-
-    def watched(self, proc: _Process, context_id: int, roots: list[Any], retain_graph: bool,
-                step: int, frame: types.FrameType | None) -> None: ...
-
-    def count(self, step: int, seconds: float, error: str | None) -> None: ...
-
-
-#: The watch of every backward not recorded in full; ``None``: they go straight to PyTorch.
-WATCH: Watcher | None = None
-
-
-def _counted(step: int, fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)`` (a recorded backward), counted by the watch with its wall time."""
-    if WATCH is None:
-        fn(*args)
-        return
-    t0 = time.monotonic()
-    try:
-        fn(*args)
-    except BaseException as exc:
-        WATCH.count(step, time.monotonic() - t0, first_line(exc))
-        raise
-    WATCH.count(step, time.monotonic() - t0, None)
 
 
 def _log_unrecorded(proc: _Process, message: str) -> None:

@@ -32,7 +32,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe, watch
+from distviz.tracing import callsites, journal, naming, observe, watch, watch_hook
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -92,7 +92,7 @@ def _after_fork() -> None:
     """A forked child counts its own contexts and keeps no calls of its parent."""
     if observe.PROCESS is not None:
         observe.start(observe.PROCESS.config)
-        if observe.WATCH is not None:
+        if watch_hook.WATCH is not None:
             watch.start(observe.PROCESS.config)
         callsites.reset()
 
@@ -102,7 +102,7 @@ def install_callsites(proc: observe._Process) -> None:
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
     me = proc.me
-    gate = proc.may_record if observe.WATCH is None else _every_context
+    gate = proc.may_record if watch_hook.WATCH is None else _every_context
     for api in ("rpc_sync", "rpc_async", "remote"):
         wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
         wrapped._distviz_callsites = True    # type: ignore[attr-defined]

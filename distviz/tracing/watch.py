@@ -47,7 +47,7 @@ from distviz.recorder import graph as recorder
 from distviz.runner import observe_real
 from distviz.runner.observe_real import first_line
 from distviz.trace import Trace
-from distviz.tracing import callsites, inflight, journal, observe, watch_report
+from distviz.tracing import callsites, inflight, journal, observe, watch_hook, watch_report
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
@@ -68,6 +68,7 @@ class InFlight:
     started: float
     deadline: float
     fired: bool = False
+    returned: bool = False      # PyTorch's backward returned or raised
     lock: threading.Lock = field(default_factory=threading.Lock)
     late: _Late | None = None
 
@@ -179,6 +180,7 @@ class Watch:
         try:
             observe.ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
         except BaseException as exc:
+            entry.returned = True
             self.watchdog.leave(token)
             seconds = time.monotonic() - now
             self.count(step, seconds, first_line(exc))
@@ -186,6 +188,7 @@ class Watch:
             self._raised(proc, entry, exc, seconds)
             callsites.drop(context_id)
             raise
+        entry.returned = True
         self.watchdog.leave(token)
         seconds = time.monotonic() - now
         self.count(step, seconds, None)
@@ -198,6 +201,8 @@ class Watch:
 
     def _deadline(self, entry: InFlight) -> None:
         with entry.lock:
+            if entry.returned:      # it returned while the watchdog woke: nothing happened
+                return
             me = self.stats.worker or rpc.get_worker_info().name
             timeout = self.config.hang_timeout
             try:
@@ -329,7 +334,7 @@ def here() -> Watch | None:
 def start(config: TraceConfig) -> Watch:
     """Watch this process's backwards (``patches.install``, and after a fork)."""
     watch = _WATCHES[os.getpid()] = Watch(config=config)
-    observe.WATCH = watch
+    watch_hook.WATCH = watch
     atexit.register(_at_exit, os.getpid())
     return watch
 
