@@ -24,7 +24,9 @@ from distviz.replay import replay
 from distviz.trace import load
 from distviz.trace.iteration import ContextSelection
 from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
+from distviz.tracing import inflight, watch_report
 from distviz.tracing.config import check_options
+from distviz.tracing.journal import Event
 
 PROGRAM = str(Path("tests") / "programs" / "late_hang.py")
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
@@ -57,6 +59,32 @@ def test_contexts_none_selects_nothing_and_bad_hang_timeouts_are_refused() -> No
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(UsageError, match="--hang-timeout"):
             check_options("first", None, "stop", bad, None)
+
+
+def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: Path) -> None:
+    slot = inflight.open_slot(str(tmp_path))
+    assert slot is not None
+    slot.set("trainer", 40000, 7, 1.5)
+    assert inflight.read(str(tmp_path)) == [
+        inflight.Stuck(pid=os.getpid(), worker="trainer", step=40000, context_id=7, started=1.5)]
+    slot.clear()
+    assert inflight.read(str(tmp_path)) == []
+    assert inflight.open_slot(None) is None
+
+
+def test_the_summary_counts_every_backward_per_initiator() -> None:
+    a, b = BackwardStats(worker="trainer"), BackwardStats(worker="trainer")
+    for step in range(1, 101):
+        (a if step % 2 else b).add(step, 0.01, "lost" if step == 50 else None)
+    b.add(101, 3.0)
+    events = [Event(kind="backwards", pid=1, stats=a.to_json()),
+              Event(kind="backwards", pid=2, stats=b.to_json()),
+              Event(kind="backwards", pid=3, stats={"calls": "broken"})]
+    lines = watch_report.backward_lines(events)
+    assert lines[0].startswith("trainer: 101 backward calls: median 10") and \
+        "max 3 s; slowest by step: 101 (3 s)" in lines[0]
+    assert lines[1] == "trainer: 1 backward raised (step 50: lost)"
+    assert watch_report.backwards_json(events)["trainer"]["calls"] == 101
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "soon", "nan"])
