@@ -23,8 +23,8 @@ from distviz.errors import UsageError
 from distviz.replay import replay
 from distviz.trace import load
 from distviz.trace.iteration import ContextSelection
-from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing import inflight, watch_report
+from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.config import check_options
 from distviz.tracing.journal import Event
 
