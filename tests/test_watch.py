@@ -87,6 +87,13 @@ def test_the_summary_counts_every_backward_per_initiator() -> None:
     assert watch_report.backwards_json(events)["trainer"]["calls"] == 101
 
 
+def test_contexts_none_is_for_trace_only() -> None:
+    proc = subprocess.run([sys.executable, "-m", "distviz", "run", "design-note", "--contexts",
+                           "none"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: --contexts none:")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "soon", "nan"])
 def test_a_bad_hang_timeout_is_one_line_and_exit_2(value: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "distviz", "trace", "--hang-timeout", value,

@@ -132,6 +132,9 @@ def run(
                       inject=parse_inject_delay(inject_delay or [], list(sc.workers)),
                       contexts=ContextSelection.parse(contexts).text())
     check_run_options(opts)
+    if opts.contexts == "none":
+        raise UsageError("--contexts none: distviz run records the contexts it runs; none is "
+                         "for distviz trace, which then only watches every backward")
     check_steps(start, end, None)
     if sc.training:
         check_training_options(no_backward=no_backward, inject=bool(inject_delay),
