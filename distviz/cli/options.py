@@ -62,7 +62,7 @@ WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the ba
 # -- the options of `trace` ------------------------------------------------------------------------
 TraceCommand = Annotated[list[str], typer.Argument(metavar="COMMAND...", show_default=False, help="The command to run, after --.")]
 TraceDir = Annotated[Path, typer.Option("-o", "--output", help="Folder for the traces and index.json.")]
-Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record per initiator: first, all, N,M or every:K.")]
+Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record in full per initiator: first, all, N,M, every:K or none; every other backward is watched (--hang-timeout).")]
 MaxContexts = Annotated[int | None, typer.Option("--max-contexts", help="Record at most this many contexts in all.")]
 OnHang = Annotated[str, typer.Option("--on-hang", help="stop the program when a hang is predicted or seen, or continue.")]
 TraceInterop = Annotated[int | None, typer.Option("--interop-threads", help="Inter-op threads in every process; 1 makes the order exact.")]

@@ -61,7 +61,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"traces and index.json in DIR (default {DEFAULT_DIR}); write "
                          "--distviz=DIR")
     group.addoption(OPTIONS[1], default="first", metavar="WHICH",
-                    help="contexts to record per initiator process: first, all, N,M or every:K "
+                    help="contexts to record per initiator process: first, all, N,M, every:K or none "
                          "(default first)")
     group.addoption(OPTIONS[2], type=float, default=TRACE_HANG_TIMEOUT,
                     metavar="SECONDS",
