@@ -42,7 +42,6 @@ from typing import Any
 
 import torch.distributed.rpc as rpc
 
-from distviz import limits
 from distviz.recorder import graph as recorder
 from distviz.runner import observe_real
 from distviz.runner.observe_real import first_line
@@ -231,9 +230,10 @@ class Watch:
         t0 = time.perf_counter()
         trace = observe._record(entry.context_id, entry.roots, entry.retain_graph, entry.frame,
                                 record_fn=observe.piece_here)
-        got = observe_real.call_on_workers(
-            trace.workers, me, observe_real.fetch_piece,
-            (entry.context_id, True, True, False, True), limits.COLLECT_TIMEOUT)
+        # from distviz's helper thread: the program's thread holds the context (a backward
+        # that raised), and an RPC made there would join it
+        got = observe._on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
+                              True, True, False, True)
         seconds = {"record": round(time.perf_counter() - t0, 4)}
         t1 = time.perf_counter()
         rp = replay(trace)
