@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -217,3 +218,16 @@ def test_a_worker_killed_during_a_watched_backward_ends_the_program_as_without_d
     assert run.stderr.rstrip().splitlines()[-1] == last
     assert "worker0 context 5 (id 4) was in flight when its process ended" in " ".join(
         run.index["notes"])
+
+
+@pytest.mark.rpc
+def test_the_late_hang_is_explained_under_torchrun_too(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run = run_traced(tmp_path, ["-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                "--master-addr", "127.0.0.1", "--master-port", str(port),
+                                PROGRAM, "late"], "--hang-timeout", "2")
+    assert run.code == 6, run.stdout + run.stderr[-3000:]
+    assert "assigned to `remote`, is not used by the loss (`loss`)" in run.stderr
+    assert run.row("worker0", 7)["watched"]

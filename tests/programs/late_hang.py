@@ -1,7 +1,7 @@
 """A small training loop whose backward goes wrong only late, at a data-dependent step: the
 case of a long job that hangs at step 40,000 (distviz's watch, ``tests/test_watch.py``).
 
-Usage: python late_hang.py MODE [STEPS]
+Usage: python late_hang.py MODE [STEPS]   (or torchrun --nproc-per-node 2 late_hang.py MODE)
 
 * ``late``: at step 7 (of STEPS, default 10) the batch is empty of positives, and the loop
   leaves the remote call's result out of the loss: FAST mode's hang, in a context that
@@ -97,4 +97,7 @@ def run_worker(rank, world_size, mode, steps):
 if __name__ == "__main__":
     mode = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    mp.spawn(run_worker, args=(2, mode, steps), nprocs=2, join=True)
+    if "LOCAL_RANK" in os.environ:     # started by torchrun --nproc-per-node 2
+        run_worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), mode, steps)
+    else:
+        mp.spawn(run_worker, args=(2, mode, steps), nprocs=2, join=True)
