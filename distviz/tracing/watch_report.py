@@ -130,7 +130,7 @@ def watched_row(row: ContextRow, trace: Trace, replay: Any, state: State, waited
                 timeout: float, error: str | None) -> ContextRow:
     """``row`` (``report.row`` of the watch's trace, or its previous row) worded for
     ``state``; only the outcome is compared (see the module docstring)."""
-    base = replace(row, watched=True, predicted=str(replay.outcome))
+    base = replace(row, watched=True, predicted=replay.outcome)
     if state == "hang" and replay.outcome == "hang":
         return replace(base, outcome="hang", real="hang", agreement="agrees",
                        agreement_text=(f"PyTorch's backward had not returned after {timeout:g} "
