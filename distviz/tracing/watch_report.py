@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
+from distviz.replay.verdict import outcome_code
 from distviz.trace import Trace, short_name
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.journal import ContextRow, Event
@@ -129,7 +130,20 @@ def raised_note(step: int, seconds: float, text: str, why: str | None = None) ->
 def watched_row(row: ContextRow, trace: Trace, replay: Any, state: State, waited: float,
                 timeout: float, error: str | None) -> ContextRow:
     """``row`` (``report.row`` of the watch's trace, or its previous row) worded for
-    ``state``; only the outcome is compared (see the module docstring)."""
+    ``state``, with the exit code and the pytest category of its outcome: only the outcome is
+    compared (see the module docstring), so nothing here ever differs."""
+    out = _worded(row, trace, replay, state, waited, timeout, error)
+    if out.outcome == "hang" and out.predicted == "hang":
+        category = "hang predicted and seen"
+    elif out.outcome == "error":
+        category = "error"
+    else:
+        category = "agrees" if out.agreement == "agrees" else "not compared"
+    return replace(out, exit_code=outcome_code(out.outcome), category=category)
+
+
+def _worded(row: ContextRow, trace: Trace, replay: Any, state: State, waited: float,
+            timeout: float, error: str | None) -> ContextRow:
     base = replace(row, watched=True, predicted=replay.outcome)
     if state == "hang" and replay.outcome == "hang":
         return replace(base, outcome="hang", real="hang", agreement="agrees",
