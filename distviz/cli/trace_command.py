@@ -39,7 +39,8 @@ def trace(
 
     Every Python process the command starts loads distviz's hooks. Each selected
     dist_autograd.backward is recorded on every worker of its context, replayed first (a
-    predicted hang is explained at once), observed, and compared with the replay. Exit status:
+    predicted hang is explained at once), observed, and compared with the replay; every other
+    backward is watched (one past --hang-timeout is recorded then, and explained). Exit status:
     the program's own when it fails, else 0/6/7/8 as for run (a bug in distviz is 70, never 1).
 
     Example:

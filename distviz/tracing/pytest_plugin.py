@@ -12,8 +12,9 @@ nothing until it is enabled:
 * ``distviz trace -- pytest ...`` already traces every process; the plugin sees
   ``DISTVIZ_TRACE`` and keeps ``distviz trace``'s folder and options.
 
-Either way a test run is never stopped: a hang the replay predicts is reported against its test
-and PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
+Either way a test run is never stopped: a hang the replay predicts, or one the watch sees in a
+context not recorded in full (``distviz.tracing.watch``), is reported against its test and
+PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
 does what it does; pytest's exit status and junit XML are pytest's own (``distviz trace``
 exits with pytest's status). Before each test the plugin sets ``DISTVIZ_TEST`` to the test's
 node id; the processes the test starts inherit it, and every context they record is named by
