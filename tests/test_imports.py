@@ -22,7 +22,8 @@ KNOWN_CYCLES: set[str] = set()
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
-              "distviz.tracing.callsites", "distviz.tracing.naming", "distviz.tracing.observe",
+              "distviz.tracing.assemble", "distviz.tracing.callsites", "distviz.tracing.naming",
+              "distviz.tracing.observe",
               "distviz.tracing.patches")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
@@ -185,7 +186,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     # the walk sees imports inside functions and relative imports
     assert "distviz.scenario.loader" in {i.target for i in GRAPH["distviz.scenario"]}
     assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker"])
-    assert any(i.target == "distviz.recorder.graph" and not i.at_load for i in GRAPH["distviz"])
+    assert any(i.target == "distviz.recorder.api" and not i.at_load for i in GRAPH["distviz"])
 
 
 def test_the_import_graph_has_no_cycle() -> None:
@@ -207,7 +208,7 @@ def test_only_the_recorder_and_the_runner_import_torch() -> None:
     importers = {m for m, imports in GRAPH.items() if any(i.target == "torch" for i in imports)}
     allowed = {m for m in MODULES if m.startswith(TORCH_SIDE)} - TORCH_FREE_RUNNER
     assert importers <= allowed, sorted(importers - allowed)
-    assert "distviz.recorder.graph" in importers
+    assert "distviz.recorder.piece" in importers
 
 
 def test_loading_the_cli_or_the_parent_never_loads_torch() -> None:
@@ -243,3 +244,37 @@ def test_no_cycle_even_through_type_only_imports_and_no_arrow_up_into_the_cli() 
     up = {m: [t for t in ts if t.startswith("distviz.cli")] for m, ts in edges.items()
           if not m.startswith("distviz.cli") and m != "distviz.__main__"}
     assert {m: ts for m, ts in up.items() if ts} == {}
+
+
+def _private_uses(module: str) -> list[str]:
+    """``module``'s uses of another distviz module's private names: ``from distviz.x import _y``
+    and ``x._y`` where ``x`` names a distviz module (dunder names are public)."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("__")
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}   # local name -> the distviz module it names
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES and a.asname:
+                    aliases[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 \
+                and (node.module or "").startswith("distviz"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in MODULES:
+                    aliases[a.asname or a.name] = full
+                elif private(a.name) and node.module in MODULES and node.module != module:
+                    out.append(f"{module}:{node.lineno} imports {node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases and private(node.attr) \
+                and aliases[node.value.id] != module:
+            out.append(f"{module}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+    return out
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    uses = [u for m in sorted(MODULES) for u in _private_uses(m)]
+    assert uses == [], "private names used across modules:\n" + "\n".join(uses)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import graph as recorder
+from distviz.recorder.names import auto_name
 from distviz.runner import modules, nn_sandbox, sandbox
 from distviz.runner.protocol import WorkerOptions
 from distviz.runner.rpc_proxy import SCENARIO_MODULE
@@ -48,7 +48,7 @@ def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
         counts[fn] = k + 1
         made.append((t, f"{worker}.{fn}#{k}"))
         if not reference:
-            recorder.auto_name(t, f"{worker}.{fn}#{k}")
+            auto_name(t, f"{worker}.{fn}#{k}")
     object.__setattr__(proxy, "on_leaf", on_leaf)
     budget = sandbox.Budget(options.max_steps)
     ns = target if target is not None else {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +29,8 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder import graph as rec
-from distviz.recorder import hooks
+from distviz.recorder import contexts, hooks
+from distviz.recorder.side_thread import in_new_thread
 from distviz.runner.gradients import summarize
 
 #: PyTorch's own ``dist_autograd.backward`` (``distviz trace`` replaces the module's).
@@ -51,8 +50,7 @@ def first_line(exc: BaseException | str) -> str:
 
 def side(fn: Callable[[], Any]) -> Any:
     """``fn()`` in a thread of its own (which holds no dist autograd context)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn).result()
+    return in_new_thread(fn)
 
 
 def call_on_workers(workers: Sequence[str], me: str, fn: Callable[..., Any],
@@ -178,7 +176,7 @@ def fetch_piece(context_id: int, with_gradients: bool, forget: bool = False,
         piece["summaries"] = {nid: summarize(g) for nid, g in piece["grads"].items()}
         piece["grads"] = {}
     if forget:
-        rec.forget(context_id)
+        contexts.forget(context_id)
     elif keep:
         hooks.remove_hooks(context_id)
     return piece

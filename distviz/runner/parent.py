@@ -55,7 +55,7 @@ from distviz.trace.recording import Recording
 from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.graph",
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.api",
            "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
            "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
            "distviz.runner.session", "distviz.runner.train_worker",

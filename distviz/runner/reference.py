@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import graph as rec
+from distviz.recorder.names import expand
 from distviz.runner import modules
 from distviz.runner.namespace import build_namespace, state_names
 from distviz.runner.protocol import WorkerOptions
@@ -38,7 +38,7 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
                                reference=True)
                 namespaces[w] = ns
                 state[w] = [pair for label, value in state_names(scenario, w, ns)
-                            for pair in rec._expand(label, value)]
+                            for pair in expand(label, value)]
             base = namespaces[initiator]
             main_ns = dict(base)
             # validated and instrumented syntax tree
@@ -53,7 +53,7 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
             for label, value in main_ns.items():
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
-                named.extend(pair for pair in rec._expand(label, value)
+                named.extend(pair for pair in expand(label, value)
                              if id(pair[0]) not in foreign)
             for w in scenario.workers:
                 named.extend(state[w])

@@ -143,7 +143,7 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     torch.set_num_threads(1)
     import torch.distributed.rpc as rpc
 
-    from distviz.recorder import graph as recorder
+    from distviz.recorder.names import expand, name
     from distviz.runner import modules
     from distviz.runner.namespace import build_namespace, state_names
     from distviz.runner.rpc_proxy import SCENARIO_MODULE, ScenarioRpc
@@ -166,8 +166,8 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
                          extras=session.names())
     state_pairs = state_names(scenario, worker, ns)
     for label, value in state_pairs:
-        for t, lab in recorder._expand(label, value):
-            recorder.name(t, lab)
+        for t, lab in expand(label, value):
+            name(t, lab)
     install_namers(worker, state_pairs, lambda: session.main_ns)
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
