@@ -514,7 +514,7 @@ def test_trace_format_documents_what_the_runner_writes() -> None:
             | _written_keys("distviz/runner/observe_real.py", "pair_events", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
-            | _written_keys("distviz/runner/parent.py", "_note_deaths", set()))
+            | _written_keys("distviz/runner/parent/run.py", "_note_deaths", set()))
     assert "grad_shapes" in keys and "comparable" in keys   # the walk found the writers
     assert not _documented(text, keys), f"real/reference keys: {_documented(text, keys)}"
     statuses = _status_values()

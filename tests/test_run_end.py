@@ -25,7 +25,7 @@ from distviz.cli.running import save_run, show_run
 from distviz.errors import RunError
 from distviz.replay import replay
 from distviz.replay.verdict import verdict
-from distviz.runner.parent import RunResult
+from distviz.runner.parent.run import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, Trace, load
 from distviz.trace.recording import RECORDING_VERSION, Recording, load_recording

@@ -113,8 +113,8 @@ def run(
       distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
     from distviz.replay.changes import parse_inject_delay
-    from distviz.runner.parent import RunOptions
-    from distviz.runner.torch_range import require_torch
+    from distviz.runner.parent.run import RunOptions
+    from distviz.runner.parent.torch_range import require_torch
     from distviz.scenario import load_scenario
     from distviz.scenario.shipped import resolve_scenario
 

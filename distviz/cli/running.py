@@ -37,7 +37,7 @@ from distviz.words import plural
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
-    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.runner.parent.run import RunOptions, RunResult
     from distviz.scenario import Scenario
 
 
@@ -67,7 +67,7 @@ def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: b
     """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
     on a terminal, or nothing. Returns the ``RunResult``; ``decided`` keeps the replay that
     decided whether to run the real backward."""
-    from distviz.runner.parent import run_scenario
+    from distviz.runner.parent.run import run_scenario
     decide = decider(opts.confirm_hang, decided if decided is not None else Decided())
     err = stderr_console()
     if verbose:
@@ -170,7 +170,7 @@ def save_run(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Reco
 
 def _unrecorded(sc: Scenario) -> Trace:
     """The trace of a plain scenario's run that failed before its graph was recorded."""
-    from distviz.runner.collate import scenario_info
+    from distviz.runner.parent.collate import scenario_info
     return Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
                  passes=[], scenario=scenario_info(sc))
 

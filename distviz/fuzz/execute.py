@@ -14,7 +14,7 @@ from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.fuzz.options import FuzzOptions
-    from distviz.runner.parent import RunResult
+    from distviz.runner.parent.run import RunResult
 
 __all__ = ["run_text"]
 
@@ -22,7 +22,7 @@ __all__ = ["run_text"]
 def run_text(text: str, name: str, options: FuzzOptions
              ) -> tuple[RunResult | None, str | None]:
     """Run scenario ``text`` (file name ``name``); see the module docstring."""
-    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.runner.parent.run import RunOptions, run_scenario
     from distviz.scenario import load_scenario_text
 
     try:

@@ -20,8 +20,8 @@ import torch.distributed.rpc as rpc
 from distviz.recorder import contexts
 from distviz.recorder.contexts import WorkerRecord
 from distviz.recorder.names import named_here
+from distviz.recorder.torch_compat import input_shapes
 from distviz.recorder.walk import reachable
-from distviz.runner.torch_compat import input_shapes
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Node, short_name
 
 

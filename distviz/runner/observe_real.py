@@ -1,7 +1,7 @@
 """The one observer of PyTorch's real backward (torch side).
 
 Every real ``dist_autograd.backward`` distviz watches goes through here: ``distviz run``'s
-initiator (``runner/initiator.py``), the trainers of a training scenario
+initiator (``runner/worker/initiator.py``), the trainers of a training scenario
 (``runner/training.py``) and a traced program (``tracing/observe.py``). With distviz's hooks on
 every node of every worker of the context (``recorder_hooks.install_hooks``), a pass runs under
 the hang time-out:

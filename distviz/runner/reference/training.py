@@ -28,13 +28,12 @@ import torch
 
 from distviz.recorder.names import expand
 from distviz.recorder.walk import reachable
-from distviz.runner import modules
-from distviz.runner.gradients import summarize
-from distviz.runner.namespace import build_namespace, state_names
+from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, WorkerOptions, send
-from distviz.runner.rpc_proxy import LocalRpc, LocalRRef, LocalWorld, worker_name
-from distviz.runner.sandbox import Namespace
-from distviz.runner.session import MAX_VALUES, tensor_values
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace
+from distviz.runner.sandbox.namespace import build_namespace, state_names
+from distviz.runner.sandbox.rpc_proxy import LocalRpc, LocalRRef, LocalWorld, worker_name
 from distviz.scenario import Scenario
 
 __all__ = ["Baton", "reference_main", "run_training_reference"]
@@ -330,7 +329,7 @@ class _LocalRemoteModule:
     __call__ = forward
 
     def forward_async(self, *args: Any, **kwargs: Any) -> Any:
-        from distviz.runner.rpc_proxy import LocalFuture
+        from distviz.runner.sandbox.rpc_proxy import LocalFuture
         return LocalFuture(self.forward(*args, **kwargs))
 
     def remote_parameters(self, recurse: bool = True) -> list[LocalRRef]:

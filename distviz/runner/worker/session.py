@@ -41,23 +41,20 @@ from distviz.recorder.gather import gather
 from distviz.recorder.merge import build_trace
 from distviz.recorder.names import add_namer, expand, named_here
 from distviz.recorder.piece import root_ids
-from distviz.runner import modules
-from distviz.runner.gradients import dense, summarize
-from distviz.runner.initiator import check_root
+from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
 from distviz.runner.observe_real import Passes, first_line, on_all, run_pass, side
 from distviz.runner.observe_real import collect as collect_real
 from distviz.runner.protocol import ContextDone, WorkerOptions
-from distviz.runner.rpc_proxy import unwrap_rrefs
-from distviz.runner.sandbox import Namespace
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace
+from distviz.runner.sandbox.rpc_proxy import unwrap_rrefs
+from distviz.runner.worker.initiator import check_root
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
 
-__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters", "tensor_values"]
+__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters"]
 
-#: Most elements of one worker's tensors sent to the parent with their values (the rest are
-#: compared by their summaries).
-MAX_VALUES = 200_000
 
 
 class HangPredicted(Exception):
@@ -88,14 +85,6 @@ class ContextRun:
     losses: list[float] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     sent: bool = False
-
-
-def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
-    """The values of ``t`` as floats, while ``budget[0]`` elements are left (then ``None``)."""
-    if t.numel() > budget[0]:
-        return None
-    budget[0] -= t.numel()
-    return [float(x) for x in dense(t.detach()).double().flatten().tolist()]
 
 
 def _labels() -> dict[int, str]:

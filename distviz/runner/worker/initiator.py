@@ -26,7 +26,7 @@ from distviz.runner.protocol import (
     recv,
     send,
 )
-from distviz.runner.reference import run_reference
+from distviz.runner.reference.plain import run_reference
 from distviz.scenario import Scenario
 from distviz.trace import BackwardPass, Trace
 

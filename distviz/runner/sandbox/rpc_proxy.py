@@ -420,13 +420,13 @@ class LocalWorld:
 
     def resume(self) -> None:
         """This thread runs again: its worker's generator state and module registry."""
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         if self.stack and self.stack[-1] in self.rng:
             torch.set_rng_state(self.rng[self.stack[-1]])
         modules.set_worker(self.current)
 
     def enter(self, worker: str) -> None:
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         self.suspend()
         if worker in self.rng:
             torch.set_rng_state(self.rng[worker])
@@ -434,7 +434,7 @@ class LocalWorld:
         modules.set_worker(worker)
 
     def leave(self) -> None:
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         worker = self.stack.pop()
         self.rng[worker] = torch.get_rng_state()
         if self.stack and self.stack[-1] in self.rng:

@@ -11,10 +11,10 @@ from typing import Any
 import torch
 
 from distviz.recorder.names import expand
-from distviz.runner import modules
-from distviz.runner.namespace import build_namespace, state_names
 from distviz.runner.protocol import WorkerOptions
-from distviz.runner.rpc_proxy import LocalRpc, LocalWorld
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.namespace import build_namespace, state_names
+from distviz.runner.sandbox.rpc_proxy import LocalRpc, LocalWorld
 from distviz.scenario import Scenario
 
 
@@ -82,6 +82,6 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
 def _module_names(scenario: Scenario, worker: str, ns: dict[str, Any]) -> list[tuple[Any, str]]:
     """A worker's module parameters named as the real run's recorder names them: after the
     variable of its ``init`` that holds the module, else after its class
-    (``distviz.runner.modules``)."""
+    (``distviz.runner.sandbox.modules``)."""
     held = [(label.split(".", 1)[-1], value) for label, value in state_names(scenario, worker, ns)]
     return modules.names(worker, modules.module_variables(worker, held, worker))

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
-from distviz.runner import modules
-from distviz.runner.sandbox import Namespace, TorchProxy, refuse
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace, TorchProxy, refuse
 from distviz.scenario import lang, lang_nn
 
 __all__ = ["LegacyConstructor", "attr", "class_names", "install", "register_class",
@@ -62,7 +62,7 @@ def class_names() -> frozenset[str]:
 def _remote_proxies() -> tuple[type, ...]:
     from torch.distributed.rpc.rref_proxy import RRefProxy as TorchRRefProxy
 
-    from distviz.runner.rpc_proxy import MethodCaller, RRefProxy
+    from distviz.runner.sandbox.rpc_proxy import MethodCaller, RRefProxy
     return (rpc.PyRRef, TorchRRefProxy, RRefProxy, MethodCaller)
 
 
