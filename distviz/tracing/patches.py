@@ -10,7 +10,7 @@
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
 * ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
-  (``observe.settle``: the node references of the last context, dropped after it ends), and
+  (``fanout.settle``: the node references of the last context, dropped after it ends), and
   hands the process's backward statistics to the session (``watch.hand_over``).
 * every ``dist_autograd.backward`` not recorded in full is watched (``distviz.tracing.watch``);
   the RPCs of every context then note their call sites, since any context may be recorded.
@@ -32,7 +32,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe, watch, watch_hook
+from distviz.tracing import callsites, fanout, journal, naming, observe, watch, watch_hook
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -53,7 +53,7 @@ def _interop(n: int) -> None:
     setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
 
 
-def _init_rpc(original: Any, proc: observe._Process) -> Any:
+def _init_rpc(original: Any, proc: observe.Process) -> Any:
     @functools.wraps(original)
     def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -72,7 +72,7 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
 def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
-        observe.settle()
+        fanout.settle()
         watch.hand_over()
         return original(*args, **kwargs)
     return shutdown
@@ -97,7 +97,7 @@ def _after_fork() -> None:
         callsites.reset()
 
 
-def install_callsites(proc: observe._Process) -> None:
+def install_callsites(proc: observe.Process) -> None:
     """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return

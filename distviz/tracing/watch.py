@@ -11,7 +11,7 @@ earliest).
 
 When a deadline passes, the watchdog records the context's graph as it is now on every
 worker of the context (``recorder.gather`` over the program's RPC agent with
-``observe.piece_here``: no hooks are put on a graph whose backward runs, no saved tensor is
+``assemble.piece_here``: no hooks are put on a graph whose backward runs, no saved tensor is
 read), fetches the gradients accumulated so far (``observe_real.fetch_piece``, which also drops
 the node references), replays it and explains at once, with the call sites and variable names
 of a recorded context (``callsites`` notes every context's RPCs when watching):
@@ -38,19 +38,32 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed.rpc as rpc
 
-from distviz.recorder import graph as recorder
+from distviz.recorder import contexts
 from distviz.runner import observe_real
 from distviz.runner.observe_real import first_line
 from distviz.trace import Trace
-from distviz.tracing import callsites, inflight, journal, observe, watch_hook, watch_report
+from distviz.tracing import (
+    assemble,
+    callsites,
+    fanout,
+    inflight,
+    journal,
+    live,
+    stop,
+    watch_hook,
+    watch_report,
+)
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
 from distviz.tracing.watch_report import State
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.tracing.observe import Process
 
 
 @dataclass(eq=False)
@@ -144,7 +157,7 @@ class Watchdog:
             try:
                 self.fire(entry)
             except Exception as exc:  # noqa: BLE001 - the watch must never stop the program
-                observe._say(f"the watch of context {entry.step} failed: "
+                live.say(f"the watch of context {entry.step} failed: "
                              f"{type(exc).__name__}: {first_line(exc)}")
 
 
@@ -165,7 +178,7 @@ class Watch:
         with self.lock:
             self.stats.add(step, seconds, error)
 
-    def watched(self, proc: observe._Process, context_id: int, roots: list[Any],
+    def watched(self, proc: Process, context_id: int, roots: list[Any],
                 retain_graph: bool, step: int, frame: types.FrameType | None) -> None:
         """PyTorch's backward, watched (see the module docstring); returns or raises what
         PyTorch does."""
@@ -177,7 +190,7 @@ class Watch:
                          now + self.config.hang_timeout)
         token = self.watchdog.enter(entry)
         try:
-            observe.ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+            observe_real.BACKWARD(context_id, roots, retain_graph=retain_graph)
         except BaseException as exc:
             entry.returned = True
             self.watchdog.leave(token)
@@ -207,19 +220,19 @@ class Watch:
             try:
                 late = self._record(entry, me, "hang", None)
             except Exception as exc:  # noqa: BLE001 - a worker gone, the context released
-                observe._say(watch_report.unrecorded_text(me, entry.step, timeout, exc))
+                live.say(watch_report.unrecorded_text(me, entry.step, timeout, exc))
                 return
             entry.late = late
             for line in watch_report.deadline_lines(me, entry.step, timeout, late.trace,
                                                     late.replay):
-                observe._say(line)
-            observe._say(f"trace: {late.path}")
+                live.say(line)
+            live.say(f"trace: {late.path}")
         if late.replay.outcome == "hang" and self.config.on_hang == "stop":
             self.hand_over()
             try:
-                observe.stop_program(self.config, f"{me} context {entry.step} hangs",
+                stop.stop_program(self.config, f"{me} context {entry.step} hangs",
                                      late.row.explanation)
-            except observe.HangPredicted:   # no distviz trace to stop it (the Python API)
+            except stop.HangPredicted:   # no distviz trace to stop it (the Python API)
                 pass
 
     def _record(self, entry: InFlight, me: str, state: State, error: str | None) -> _Late:
@@ -228,11 +241,11 @@ class Watch:
         from distviz.replay import replay
 
         t0 = time.perf_counter()
-        trace = observe._record(entry.context_id, entry.roots, entry.retain_graph, entry.frame,
-                                record_fn=observe.piece_here)
+        trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
+                                      entry.frame, record_fn=assemble.piece_here)
         # from distviz's helper thread: the program's thread holds the context (a backward
         # that raised), and an RPC made there would join it
-        got = observe._on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
+        got = fanout.on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
                               True, True, False, True)
         seconds = {"record": round(time.perf_counter() - t0, 4)}
         t1 = time.perf_counter()
@@ -282,10 +295,10 @@ class Watch:
             if late is None:
                 return
             self._write(late, "returned", seconds, None)
-            observe._say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
+            live.say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
                                                     self.config.hang_timeout, late.replay))
 
-    def _raised(self, proc: observe._Process, entry: InFlight, exc: BaseException,
+    def _raised(self, proc: Process, entry: InFlight, exc: BaseException,
                 seconds: float) -> None:
         """A watched backward raised: say so, and record its graph when that is cheap (the
         context is still here, no worker is gone); never raises."""
@@ -295,17 +308,17 @@ class Watch:
             with entry.lock:
                 if entry.late is not None:
                     self._write(entry.late, "raised", seconds, text)
-                    observe._say(f"{me} context {entry.step}: after {seconds:.1f} s PyTorch's "
+                    live.say(f"{me} context {entry.step}: after {seconds:.1f} s PyTorch's "
                                  f"backward raised: {text}")
                     return
-                if watch_report.worker_gone(text) or not recorder.context_here(entry.context_id):
+                if watch_report.worker_gone(text) or not contexts.context_here(entry.context_id):
                     journal.append(self.config.session_dir, journal.Event(
                         kind="not_recorded", pid=os.getpid(), worker=me,
                         message=watch_report.raised_note(entry.step, seconds, text)))
                     return
                 late = entry.late = self._record(entry, me, "raised", text)
-            observe._say(f"{me} context {entry.step}: {late.row.explanation}")
-            observe._say(f"trace: {late.path}")
+            live.say(f"{me} context {entry.step}: {late.row.explanation}")
+            live.say(f"trace: {late.path}")
         except Exception as err:  # noqa: BLE001 - PyTorch's error is what the program gets
             journal.append(self.config.session_dir, journal.Event(
                 kind="not_recorded", pid=os.getpid(), worker=me,

@@ -1,8 +1,9 @@
 """The hook through which ``traced_backward`` hands a backward to the watch (torch-free).
 
-``distviz.tracing.observe`` cannot import ``distviz.tracing.watch`` (the watch records with
-observe's recorder), so the watch puts itself here (``WATCH``) when ``patches.install`` starts
-it; without it every backward not recorded in full goes straight to PyTorch.
+``distviz.tracing.observe`` does not import ``distviz.tracing.watch`` (the watch names
+observe's ``Process``, and an import each way would be a cycle), so the watch puts itself here
+(``WATCH``) when ``patches.install`` starts it; without it every backward not recorded in full
+goes straight to PyTorch.
 """
 
 from __future__ import annotations
