@@ -43,7 +43,7 @@ from distviz.limits import (
     TRACE_SETTLE,
     TRACE_STOP_GRACE,
 )
-from distviz.tracing import journal
+from distviz.tracing import journal, snapshot
 from distviz.tracing.config import ENV, TraceConfig
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -228,6 +228,7 @@ def run(argv: list[str], config: TraceConfig,
     cfg = TraceConfig(**{**{k: getattr(config, k) for k in config.__dataclass_fields__},
                          "session_dir": session, "parent_pid": os.getpid()})
     Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    snapshot.announce(cfg.out_dir, session)     # ``distviz snapshot`` finds the job from -o
     flags = _Flags()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -237,6 +238,7 @@ def run(argv: list[str], config: TraceConfig,
     try:
         proc = subprocess.Popen(command, env=environment(cfg), start_new_session=True)
     except PermissionError as exc:
+        snapshot.withdraw(cfg.out_dir)
         shutil.rmtree(session, ignore_errors=True)
         raise CommandNotExecutable(f"{argv[0]}: {exc.strerror}") from None
     pgid = proc.pid
@@ -280,6 +282,7 @@ def run(argv: list[str], config: TraceConfig,
         if ended is not None:
             os.close(ended)
         _reap()
+        snapshot.withdraw(cfg.out_dir)
     events = journal.read(session)
     shutil.rmtree(session, ignore_errors=True)
     return Finished(returncode=proc.returncode, stopped_for_hang=flags.stop,
