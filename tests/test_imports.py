@@ -23,7 +23,7 @@ KNOWN_CYCLES: set[str] = set()
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.callsites", "distviz.tracing.naming", "distviz.tracing.observe",
-              "distviz.tracing.patches")
+              "distviz.tracing.patches", "distviz.tracing.snapshot_take")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",

@@ -32,7 +32,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe, snapshot_listener
+from distviz.tracing import callsites, journal, naming, observe, snapshot_listener, snapshot_take
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -66,7 +66,7 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
         info = rpc.get_worker_info()
         proc.worker, proc.rank = info.name, int(info.id)
         try:
-            snapshot_listener.start(proc.config.session_dir, proc.worker)
+            snapshot_listener.start(proc.config.session_dir, proc.worker, snapshot_take.take)
         except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
             print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
                   file=sys.stderr, flush=True)

@@ -111,9 +111,13 @@ _LISTENING: dict[int, _Listening] = {}     # by pid: a forked child finds its pa
 _LOCK = threading.Lock()
 
 
-def start(session_dir: str | None, worker: str | None) -> None:
+Answer = Callable[[str], snapshot.ProcessSnapshot]
+
+
+def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
     """Listen for ``distviz snapshot`` in this process (once; a second call updates the
-    worker name in the session). Without a session (the Python API) there is nobody to ask."""
+    worker name in the session); ``answer(folder)`` takes the snapshot
+    (``snapshot_take.take``). Without a session (the Python API) there is nobody to ask."""
     if not session_dir:
         return
     pid = os.getpid()
@@ -134,7 +138,8 @@ def start(session_dir: str | None, worker: str | None) -> None:
         first = not _LISTENING
         _LISTENING[pid] = _Listening(sock, session_dir, path, private)
         snapshot.register(session_dir, snapshot.Listener(pid, worker, path))
-    threading.Thread(target=_serve, args=(sock,), name="distviz-snapshot", daemon=True).start()
+    threading.Thread(target=_serve, args=(sock, answer), name="distviz-snapshot",
+                     daemon=True).start()
     if first:
         atexit.register(close)
 
@@ -170,7 +175,7 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _serve(sock: socket.socket) -> None:
+def _serve(sock: socket.socket, answer: Answer) -> None:
     """The listener thread: answer one request at a time until the socket closes."""
     while True:
         try:
@@ -179,12 +184,12 @@ def _serve(sock: socket.socket) -> None:
             return
         with conn:
             try:
-                _answer(conn)
+                _answer(conn, answer)
             except Exception:  # noqa: BLE001 - the client left, or a snapshot failed: next one
                 continue
 
 
-def _answer(conn: socket.socket) -> None:
+def _answer(conn: socket.socket, answer: Answer) -> None:
     """Read the request (one JSON line naming the folder), take the snapshot, answer."""
     conn.settimeout(limits.SNAPSHOT_TIMEOUT)
     data = b""
@@ -194,7 +199,5 @@ def _answer(conn: socket.socket) -> None:
             return
         data += chunk
     folder = str(json.loads(data.split(b"\n", 1)[0])["folder"])
-    from distviz.tracing import snapshot_take
-
-    taken = snapshot_take.take(folder)
+    taken = answer(folder)
     conn.sendall(json.dumps(taken.to_json(), separators=(",", ":")).encode("utf-8"))

@@ -160,7 +160,10 @@ def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str 
     else:
         froms = ", ".join(f"`{v}`" for v in root_vars) or "the program's newest tensors"
         head = f"if dist_autograd.backward ran now from {froms}: "
-    return head + rp.summary(), report.hang_text(trace, rp) if rp.outcome == "hang" else None
+    if rp.outcome != "hang":
+        return head + rp.summary(), None
+    why = report.hang_text(trace, rp).split("\n", 1)    # its first line is in the summary
+    return head + rp.summary(), why[1] if len(why) > 1 else None
 
 
 def _record(context_id: int, inflight: InFlight | None, frame: types.FrameType | None,
