@@ -12,6 +12,9 @@ leaves behind is re-parented here rather than to init, and is stopped at the end
   process of the program (SIGTERM, then SIGKILL);
 * at the end reads the session's event log and returns what the summary needs.
 
+While the command runs, ``<out>/running.json`` names the session, so that ``distviz snapshot
+<out>`` finds the program's processes (``distviz.tracing.snapshot``).
+
 What only the end needs (``psutil`` for the leftovers, the summary's modules) is imported on a
 side thread once the program has started, so it is not on the program's way in or out.
 

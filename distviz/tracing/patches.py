@@ -64,9 +64,10 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
                 message=" ".join(str(exc).split())[:400] or type(exc).__name__))
             raise
         info = rpc.get_worker_info()
-        proc.worker, proc.rank = info.name, int(info.id)
+        here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
+        here.worker, here.rank = info.name, int(info.id)
         try:
-            snapshot_listener.start(proc.config.session_dir, proc.worker, snapshot_take.take)
+            snapshot_listener.start(here.config.session_dir, here.worker, snapshot_take.take)
         except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
             print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
                   file=sys.stderr, flush=True)
