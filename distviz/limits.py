@@ -111,9 +111,9 @@ TRACE_MAX_PASSES: Final = 100
 #: How long ``distviz snapshot`` waits for each process of the job to answer; one that has not
 #: answered by then is named as such, and the others are still reported.
 SNAPSHOT_TIMEOUT: Final = 30.0
-#: How long a process spends recording the graph of one of its contexts for a snapshot (over
-#: the program's RPC agent; a worker whose RPC threads are all stuck never answers); the
-#: stacks are sent without the graph after that.
+#: How long a process spends recording the graphs of its contexts for a snapshot, all of them
+#: (over the program's RPC agent; a worker whose RPC threads are all stuck never answers); the
+#: stacks are sent without the graphs not recorded by then.
 SNAPSHOT_GRAPH_TIMEOUT: Final = 10.0
 
 # -- pictures -------------------------------------------------------------------------------------------

@@ -260,7 +260,10 @@ def ask(entry: Listener, folder: Path, timeout: float) -> ProcessSnapshot | str:
     except OSError as exc:
         return f"could not be asked: {exc.strerror or exc}"
     try:
-        return ProcessSnapshot.from_json(json.loads(b"".join(chunks)))
+        reply = json.loads(b"".join(chunks))
+        if "error" in reply:
+            return f"could not take its snapshot: {reply['error']}"
+        return ProcessSnapshot.from_json(reply)
     except (ValueError, KeyError, TypeError):
         return "ended before it answered" if not chunks else "answered something unreadable"
 

@@ -199,5 +199,8 @@ def _answer(conn: socket.socket, answer: Answer) -> None:
             return
         data += chunk
     folder = str(json.loads(data.split(b"\n", 1)[0])["folder"])
-    taken = answer(folder)
-    conn.sendall(json.dumps(taken.to_json(), separators=(",", ":")).encode("utf-8"))
+    try:
+        reply = answer(folder).to_json()
+    except Exception as exc:  # noqa: BLE001 - said to the client (a folder it cannot write)
+        reply = {"error": f"{type(exc).__name__}: {exc}"}
+    conn.sendall(json.dumps(reply, separators=(",", ":")).encode("utf-8"))

@@ -9,7 +9,7 @@ here (``BACKWARD``):
 * records its graph as a full recording does, over the program's RPC agent
   (``recorder.gather`` with ``snapshot_piece`` on every worker: parameter names, the call
   sites known so far; nothing is consumed or hooked, so the context's own trace is unchanged),
-  from a thread of its own for at most ``limits.SNAPSHOT_GRAPH_TIMEOUT`` seconds;
+  from a thread of its own (``limits.SNAPSHOT_GRAPH_TIMEOUT`` seconds for all the graphs);
 * for a backward in flight, replays it from its real roots; for an open forward, from the
   program's newest tensors of the context (its variables, in the thread that entered the
   context: those of the context's graph that no other such variable uses), which says what
@@ -67,6 +67,7 @@ def take(folder: str) -> ProcessSnapshot:
     stacks.write_text(f"pid {os.getpid()} {stem}: {' '.join(sys.argv)}\n\n" + "\n".join(full),
                       encoding="utf-8")
     contexts: list[ContextState] = []
+    deadline = time.monotonic() + limits.SNAPSHOT_GRAPH_TIMEOUT    # for all the graphs
     for cid in sorted(set(OPEN) | set(BACKWARD)):
         opened, inflight = OPEN.get(cid), BACKWARD.get(cid)
         number = opened.number if opened is not None else 0
@@ -76,7 +77,8 @@ def take(folder: str) -> ProcessSnapshot:
                              state="backward" if inflight is not None else "forward",
                              seconds=round(time.monotonic() - since, 1),
                              thread=names.get(ident) or f"thread {ident:#x}")
-        _graph(state, inflight, frames.get(ident), worker, out / f"{stem}.ctx{number}")
+        _graph(state, inflight, frames.get(ident), worker, out / f"{stem}.ctx{number}",
+               deadline)
         contexts.append(state)
     return ProcessSnapshot(pid=os.getpid(), worker=worker, argv=list(sys.argv),
                            contexts=contexts, threads=threads, stacks_file=str(stacks))
@@ -113,8 +115,9 @@ def _claim(folder: Path, stem: str, suffix: str) -> Path:
 
 
 def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameType | None,
-           worker: str | None, stem: Path) -> None:
-    """Record, replay and save one context's graph into ``state`` (or say why not)."""
+           worker: str | None, stem: Path, deadline: float) -> None:
+    """Record, replay and save one context's graph into ``state`` (or say why not), by
+    ``deadline`` (``time.monotonic``)."""
     if worker is None:
         state.outcome = "graph not recorded: RPC is not running in this process"
         return
@@ -130,7 +133,7 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
             done.append(exc)
     side = threading.Thread(target=record, name="distviz-snapshot-graph", daemon=True)
     side.start()
-    side.join(limits.SNAPSHOT_GRAPH_TIMEOUT)
+    side.join(max(0.0, deadline - time.monotonic()))
     if not done:
         state.outcome = (f"graph not recorded within {limits.SNAPSHOT_GRAPH_TIMEOUT:g} s (a "
                          "worker of the context does not answer over RPC)")
