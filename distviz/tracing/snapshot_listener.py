@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from distviz import limits
 from distviz.tracing import snapshot
@@ -43,8 +43,7 @@ from distviz.tracing import snapshot
 MAX_REQUEST = 1 << 16
 
 
-@dataclass(frozen=True, slots=True)
-class Opened:
+class Opened(NamedTuple):
     """A context the program entered here and has not left: its number in this process
     (counted as contexts are entered), since when (``time.monotonic``), in which thread."""
 
@@ -53,8 +52,7 @@ class Opened:
     thread: int
 
 
-@dataclass(frozen=True, slots=True)
-class InFlight:
+class InFlight(NamedTuple):
     """A ``dist_autograd.backward`` that has not returned: since when, in which thread, with
     which roots."""
 
@@ -64,6 +62,7 @@ class InFlight:
     retain_graph: bool
 
 
+_now, _thread = time.monotonic, threading.get_ident
 OPEN: dict[int, Opened] = {}
 BACKWARD: dict[int, InFlight] = {}
 _NUMBER = itertools.count(1)
@@ -71,7 +70,7 @@ _NUMBER = itertools.count(1)
 
 def entered(context_id: int) -> None:
     """The program entered ``with dist_autograd.context()`` (in this thread)."""
-    OPEN[context_id] = Opened(next(_NUMBER), time.monotonic(), threading.get_ident())
+    OPEN[context_id] = Opened(next(_NUMBER), _now(), _thread())
 
 
 def left(context_id: int) -> None:
@@ -89,7 +88,7 @@ def timed(backward: Callable[..., Any]) -> Callable[..., Any]:
             return backward(*args, **kwargs)
         roots = args[1] if len(args) > 1 else kwargs.get("roots")
         retain = args[2] if len(args) > 2 else kwargs.get("retain_graph", False)
-        BACKWARD[cid] = InFlight(time.monotonic(), threading.get_ident(), roots, bool(retain))
+        BACKWARD[cid] = InFlight(_now(), _thread(), roots, bool(retain))
         try:
             return backward(*args, **kwargs)
         finally:
