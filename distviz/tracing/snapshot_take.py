@@ -147,7 +147,10 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
     journal.write_trace(path, trace.dumps())
     state.trace, state.nodes = str(path), len(trace.nodes)
     state.workers = sorted({n.worker for n in trace.nodes}, key=trace.workers.index)
-    state.outcome, state.detail = _replayed(trace, root_vars, state.state)
+    try:
+        state.outcome, state.detail = _replayed(trace, root_vars, state.state)
+    except Exception as exc:  # noqa: BLE001 - the graph is saved; say why it did not replay
+        state.outcome = f"not replayed: {type(exc).__name__}: {report.first_line(str(exc))}"
 
 
 def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str | None]:
