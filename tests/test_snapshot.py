@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from test_trace_cmd import ROOT, _environment, programs_running, trace_command
 from distviz.limits import EXIT_HANG
 from distviz.replay import replay
 from distviz.trace import load
-from distviz.tracing import snapshot
+from distviz.tracing import snapshot, snapshot_listener
 
 
 def _snapshot(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -104,3 +107,42 @@ def test_a_session_too_deep_for_af_unix_gets_a_short_private_socket(tmp_path: Pa
     os.rmdir(private)
     short, none = snapshot.socket_path("/tmp/s", 12345)
     assert (short, none) == ("/tmp/s/listeners/12345.sock", None)
+
+
+def test_a_process_that_does_not_answer_is_named_and_the_others_are_reported(
+        tmp_path: Path) -> None:
+    # worker0: this process's real listener; worker1: a live process whose socket accepts
+    # and never answers; a third entry of a process that has ended is stale and skipped
+    session = tempfile.mkdtemp(prefix="dvz-test-")
+    folder_seen: list[str] = []
+
+    def answer(folder: str) -> snapshot.ProcessSnapshot:
+        folder_seen.append(folder)
+        return snapshot.ProcessSnapshot(pid=os.getpid(), worker="worker0", argv=["main.py"],
+                                        contexts=[], threads=[snapshot.ThreadStack(
+                                            "MainThread", ["main.py:3 in f"])],
+                                        stacks_file=f"{folder}/worker0.stacks.txt")
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sleeper = subprocess.Popen(["sleep", str(WAIT_GUARD_S)])
+    try:
+        snapshot_listener.start(session, "worker0", answer)
+        silent_path = os.path.join(session, snapshot.LISTENERS, "silent.sock")
+        silent.bind(silent_path)
+        silent.listen(1)
+        snapshot.register(session, snapshot.Listener(sleeper.pid, "worker1", silent_path))
+        snapshot.register(session, snapshot.Listener(2**22 + 1, "gone", silent_path))  # > pid_max
+        snapshot.announce(str(tmp_path), session)
+        snap = snapshot.take(tmp_path, timeout=3.0)
+    finally:
+        snapshot_listener.close()
+        silent.close()
+        sleeper.kill()
+        sleeper.wait()
+        shutil.rmtree(session, ignore_errors=True)
+    assert [p.worker for p in snap.processes] == ["worker0"]
+    assert folder_seen == [str(snap.folder.resolve())]
+    assert [(s.listener.worker, s.why) for s in snap.silent] == \
+        [("worker1", "did not answer within 3 s")]
+    lines = snapshot.report_lines(snap, tmp_path)
+    assert lines[-1] == f"worker1 (pid {sleeper.pid}) did not answer within 3 s"
+    assert "    MainThread: main.py:3 in f" in lines
