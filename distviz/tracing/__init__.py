@@ -11,6 +11,9 @@ In data-flow order:
   sites of RPCs, leaf names from ``named_parameters()``, and, at each selected
   ``dist_autograd.backward``, the recorded graph, the replay's prediction, the observed real
   backward, the trace file and its summary row (``journal``).
+* ``snapshot_listener``, ``snapshot_take`` (inside the program) and ``snapshot`` (torch-free):
+  ``distviz snapshot DIR`` of a running job, each process's live contexts, their graphs so
+  far and its threads' stacks, answered from a thread of its own.
 * ``report``, ``legality``, ``summary`` (pure): the verdict on each context, the FAST-mode
   rules an observed order must obey, ``index.json`` and the summary table.
 """
