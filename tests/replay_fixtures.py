@@ -426,6 +426,30 @@ def multi_output_unused() -> Trace:
     return b.build()
 
 
+def rpc_result_root(output_nr: int) -> Trace:
+    """``a, b = rpc_sync(w1, two_sums, (x,))`` returns ``((x@W1).sum(), (x@W2).sum())`` and the
+    backward's root is one of them itself (``output_nr``: 0 is ``a``, 1 is ``b``): the root is
+    the recv, and the GraphRoot's ones go into that output only; the other gets zeros.
+
+        worker0:  x ─► send ═══► worker1: recv ─► Mm(W1) ─┐
+                                                 Mm(W2) ─┴─► send ═══► worker0: recv (root)
+    """
+    b = TraceBuilder(2)
+    x = b.acc(0, "x")
+    c = b.rpc(0, 1, "rpc_sync", "two_sums", [M(0, 0), M(1, 0)], line=3, result_var="a, b")
+    b.send(0, M(0, 0), [x], seq=0, call=c)
+    r = b.recv(0, M(1, 0), seq=0, inputs=2, vars=["a", "b"], call=c)
+    rx = b.recv(1, M(0, 0), seq=0, call=c)
+    w1, w2 = b.acc(1, "W1"), b.acc(1, "W2")
+    mm1 = b.op(1, "MmBackward0", 1, [rx, w1])
+    mm2 = b.op(1, "MmBackward0", 2, [rx, w2])
+    b.send(1, M(1, 0), [mm1, mm2], seq=3, call=c)
+    b.backward([r], root_vars=["ab"[output_nr]])
+    t = b.build()
+    t.passes[0].root_nrs = [output_nr]
+    return t
+
+
 def missing_send() -> Trace:
     """A recv whose message has no send anywhere (a broken or partial trace): worker1 rejects
     the gradient with ``Could not find send function for autograd message id: N``."""

@@ -75,6 +75,8 @@ CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "dup_id": (_edit(lambda o: o["nodes"].append(dict(o["nodes"][0]))), "duplicate node id"),
     "root_missing": (_edit(lambda o: o["passes"][0].update(roots=["ghost"])),
                      "root 'ghost' is not a node of the trace"),
+    "root_nrs_short": (_edit(lambda o: o["passes"][0].update(root_nrs=[0, 1])),
+                       "expected one input number (an int from 0) per root"),
     "bad_initiator": (_edit(lambda o: o.update(initiator="nobody")), "initiator 'nobody'"),
     "send_without_msg": (_edit(lambda o: [n.pop("msg_id") for n in o["nodes"]
                                           if n["kind"] == "send"]), "needs 'msg_id'"),

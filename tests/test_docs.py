@@ -448,7 +448,7 @@ def _full_node() -> Node:
     node = Node(id="worker1/RecvRpcBackward#0", worker="worker1", name="RecvRpcBackward",
                 kind="recv", seq=0, next=[("worker1/AddBackward0#1", 0), None], msg_id=1 << 48,
                 var="t1", shape=[3, 3], dtype="float32", input_shapes=[[3, 3]], saved=True,
-                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0)
+                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0, python=True)
     emitted = set(node.to_json())
     assert emitted == {f.name for f in fields(Node)}, (
         "a Node field is not set here or not emitted by Node.to_json; update this test")
@@ -458,7 +458,7 @@ def _full_node() -> Node:
 def test_trace_format_documents_every_top_level_and_node_key() -> None:
     text = TRACE_FORMAT.read_text(encoding="utf-8")
     trace = Trace(workers=["worker0", "worker1"], initiator="worker0", context_id=0,
-                  nodes=[_full_node()], passes=[BackwardPass(roots=[])],
+                  nodes=[_full_node()], passes=[BackwardPass(roots=[], root_nrs=[1])],
                   rpc_calls=[RpcCall("worker0", "worker1", "rpc_sync", "f", False, True)])
     obj = trace.to_json()
     assert not _documented(text, set(obj)), f"top-level keys: {_documented(text, set(obj))}"

@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.fuzz import runner as fuzz_runner
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import Op, blocks, calls, features, size
+from distviz.fuzz.program import CUSTOM, Op, blocks, calls, features, size
 from distviz.replay.result import Replay
 from distviz.scenario import load_scenario
+from distviz.scenario.lang import CUSTOM_FUNCTIONS
 from distviz.trace import Trace
 
 pytestmark = pytest.mark.rpc
@@ -30,6 +31,13 @@ PRODUCT_VERDICT = fuzz_runner.verdict
 
 
 def test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch(tmp_path: Path) -> None:
+    """Twenty programs of seed 2024, custom autograd Functions of every shape among them (in
+    main and in called functions): each agrees with PyTorch."""
+    shapes = {(s.shape, caller is None) for index in range(20)
+              for _p, b, caller in blocks(generate(2024, index)) for s in b.stmts
+              if isinstance(s, Op) and s.fn == CUSTOM}
+    assert {shape for shape, _ in shapes} == set(CUSTOM_FUNCTIONS)
+    assert {in_main for _, in_main in shapes} == {True, False}
     proc = subprocess.run([sys.executable, "-m", "distviz", "fuzz", "--count", "20", "--seed",
                            "2024", "--json", "-o", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=HANG_GUARD_S, check=False, cwd=tmp_path)

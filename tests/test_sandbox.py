@@ -9,12 +9,14 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 import torch
 from guards import HANG_GUARD_S
 
 from distviz.limits import CRASH_EXIT_CODE
+from distviz.runner.custom_fns import custom_function
 from distviz.runner.sandbox import (
     Budget,
     SandboxError,
@@ -129,6 +131,27 @@ def test_fail_backward_needs_a_tensor_that_requires_grad() -> None:
         fail_backward(torch.rand(2), "m")
     with torch.no_grad(), pytest.raises(SandboxError, match="does not require grad"):
         crash_backward(torch.rand(2, requires_grad=True))
+
+
+@pytest.mark.parametrize(("shape", "node", "grad"), [
+    ("scale", "ScaleBackward", lambda x: torch.full_like(x, 3.0)),
+    ("split", "SplitBackward", lambda x: torch.full_like(x, 2.0)),
+    ("nondiff", "NonDiffBackward", lambda x: torch.full_like(x, 4.0)),
+    ("square", "SquareBackward", lambda x: 2 * x),
+    ("zeros", "ZerosBackward", torch.zeros_like),
+    ("none", "DroppedBackward", lambda x: None),
+])
+def test_custom_functions_are_what_the_language_says(shape: str, node: str, grad: Any) -> None:
+    """Each shape of custom_function: its node, and the gradient PyTorch gives x (``None``:
+    PyTorch stores none)."""
+    assert set(lang.CUSTOM_FUNCTIONS) == {"scale", "split", "nondiff", "square", "zeros", "none"}
+    x = torch.rand(2, 2, requires_grad=True)
+    y = custom_function(shape, x)
+    assert y.grad_fn is not None and y.grad_fn.name() == node
+    assert hasattr(y.grad_fn, "_forward_cls")    # what the recorder marks "python"
+    y.sum().backward()
+    want = grad(x.detach())
+    assert (x.grad is None) if want is None else torch.equal(x.grad, want)
 
 
 def test_crash_backward_node_and_exit_status() -> None:

@@ -116,6 +116,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "unused-tensors": ([str(PROGRAMS / "unused_tensors.py")], []),
     "inplace": ([str(PROGRAMS / "weight_on_ps.py"), "zero-grads"], []),
     "held": ([str(PROGRAMS / "weight_on_ps.py"), "held"], ["--contexts", "all"]),
+    "custom": ([str(PROGRAMS / "custom_functions.py")], ["--contexts", "all"]),
 }
 
 
@@ -540,3 +541,59 @@ def test_a_gradient_zero_by_value_is_no_disagreement(traced: Any) -> None:
     row = run.row("worker0", 1)
     assert row["agreement"] == "agrees", row
     assert "not compared: PyTorch's gradient of t2 is all zeros" in row["agreement_text"]
+
+
+#: custom_functions.py's cases: context -> (the Python nodes, the leaves whose gradient comes
+#: through one and is not compared)
+_CUSTOM = {1: ({"SluggishBackward"}, ""), 2: (set(), ""), 3: ({"SplitBackward"}, ""),
+           4: ({"NonDiffBackward"}, ""), 5: ({"ZerosBackward"}, "x"),
+           6: ({"ConstantBackward"}, "x"), 7: ({"DroppedBackward"}, "x"),
+           8: ({"DroppedBackward", "SluggishBackward"}, "y"), 9: ({"SquareBackward"}, "")}
+
+
+def _printed_gradients(stdout: str) -> dict[int, dict[str, list[float] | None]]:
+    """What custom_functions.py printed: per case, x's and y's gradients from PyTorch."""
+    out: dict[int, dict[str, list[float] | None]] = {}
+    for line in stdout.splitlines():
+        k, sep, rest = line.partition(" ")
+        if k.isdigit() and sep and rest.startswith("["):
+            x, y = json.loads(rest.replace("None", "null"))
+            out[int(k)] = {"x": x, "y": y}
+    return out
+
+
+def test_custom_functions_agree_with_pytorch_and_opaque_zeros_are_not_compared(
+        traced: Any) -> None:
+    """Custom autograd Functions across RPC: the replay agrees with PyTorch's real gradients
+    wherever the graph proves them (a loss that is an RPC's result, or its second tensor, with
+    a Function that returns None for a float argument), and a zero or a missing gradient that
+    comes through a Python backward (zeros_like, a constant, None with
+    set_materialize_grads(False)) is "not compared", never "differs"."""
+    run = traced("custom")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    printed = _printed_gradients(run.stdout)
+    assert sorted(printed) == sorted(_CUSTOM)
+    for k, (python, opaque) in _CUSTOM.items():
+        t, row = run.context("worker0", k), run.row("worker0", k)
+        assert row["agreement"] == "agrees", (k, row["agreement_text"])
+        assert {n.name for n in t.nodes if n.python} == python, k
+        assert t.real is not None
+        nodes = t.node_map()
+        real = {nodes[nid].var: g for nid, g in t.real.gradients.items()}
+        for var, grad in printed[k].items():    # the trace holds what the program saw
+            assert (real[var]["values"] if var in real else None) == grad, (k, var)
+        text = row["agreement_text"]
+        if opaque:
+            assert (f"not compared: the gradient of {opaque} comes through "
+                    f"{sorted(python)[0]}, a custom Function") in text, (k, text)
+        else:
+            assert "not compared" not in text, (k, text)
+        if not opaque:  # proven: the leaves PyTorch stored a gradient for, zero where it is
+            assert {nid: a.zero for nid, a in replay(t).accumulated.items()} == {
+                nid: g["zero"] for nid, g in t.real.gradients.items()}, k
+    assert printed[1] == {"x": [3.0] * 4, "y": None}
+    assert printed[2] == {"x": [0.0] * 4, "y": [3.0] * 4}
+    assert printed[6]["x"] == [1.0] * 4
+    # a backward's None: zeros across an RPC, no gradient at all on the Function's own worker
+    assert printed[7]["x"] == [0.0] * 4 and printed[8]["y"] is None
+    assert run.context("worker0", 2).passes[0].root_nrs == [1]

@@ -46,6 +46,7 @@ def test_every_node_field_survives_the_compact_layout(make: Any) -> None:
     tr.nodes[1].next.append(None)                      # an input that needs no gradient
     tr.nodes[4].fault = {"kind": "fail", "message": "boom"}
     tr.nodes[4].saved = True
+    tr.nodes[3].python = True                          # a custom Function's node
     back = loads(_compact_text(tr))
     assert back.to_json() == tr.to_json()
     assert replay(back).outcome == replay(tr).outcome

@@ -112,6 +112,59 @@ def test_a_nonzero_gradient_where_the_graph_sends_only_zeros_differs() -> None:
     assert (v.status, v.exit_code, v.agreement.status) == ("differs", EXIT_DISAGREE, "mismatch")
 
 
+@pytest.mark.parametrize("output_nr", [0, 1])
+def test_a_root_that_is_an_rpc_result_seeds_its_own_output(output_nr: int) -> None:
+    """The loss is an RPC's result itself: the ones go into the root's output of the recv, so
+    the leaf behind it gets a gradient and the one behind the other output zeros."""
+    t = F.rpc_result_root(output_nr)
+    rp = replay(t)
+    zero = {nid.split("(")[1][:-1]: a.zero for nid, a in rp.accumulated.items()}
+    assert zero == {"x": False, "W1": output_nr != 0, "W2": output_nr != 1}
+    t.real = _real(t)
+    assert verdict(t, rp).status == "agrees"
+
+
+def _behind_python(node_name: str) -> Trace:
+    """multi_output_unused with W2's MmBackward0 a custom Function's node: W2's gradient
+    is what its Python backward returns."""
+    t = F.multi_output_unused()
+    nodes = list(t.nodes)
+    mm2 = next(n for n in nodes if n.worker == "worker1" and n.seq == 2)
+    mm2.name, mm2.python = node_name, True
+    t.nodes = nodes
+    return t
+
+
+def test_a_nonzero_gradient_behind_a_python_backward_is_not_compared() -> None:
+    """Only zeros reach W2, but through a custom Function (its backward may return a
+    constant): PyTorch's non-zero gradient is not a proven difference."""
+    t = _behind_python("ConstantBackward")
+    rp = replay(t)
+    assert rp.accumulated["worker1/AccumulateGrad(W2)"].zero
+    t.real = _real(t)
+    t.real["gradients"]["worker1/AccumulateGrad(W2)"]["zero"] = False
+    v = verdict(t, rp)
+    zeros = v.check("zeros")
+    assert zeros is not None and zeros.status == "not_compared", v.text
+    assert "W2 comes through ConstantBackward, a custom Function" in zeros.sentence
+    assert (v.status, v.exit_code) == ("agrees", EXIT_OK)
+
+
+def test_a_leaf_without_a_gradient_behind_a_python_backward_is_not_compared() -> None:
+    """A custom Function whose backward returns None: PyTorch stores no gradient for the
+    leaf behind it on its worker; the replay cannot know, so the leaves do not differ."""
+    t = _behind_python("DroppedBackward")
+    rp = replay(t)
+    t.real = _real(t)
+    del t.real["gradients"]["worker1/AccumulateGrad(W2)"]
+    v = verdict(t, rp)
+    assert v.check("leaves").status == "agree", v.text
+    assert v.check("zeros").status == "not_compared" and v.exit_code == EXIT_OK
+    plain = F.multi_output_unused()     # the same run without the custom Function: proven
+    plain.real = t.real
+    assert verdict(plain, replay(plain)).differences == ("leaves",)
+
+
 # -- hangs, threads, outcomes --------------------------------------------------------------------
 
 def test_a_time_out_where_the_replay_completes_is_not_compared_never_differs() -> None:

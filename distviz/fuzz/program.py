@@ -17,36 +17,39 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-__all__ = ["BINARY", "BUILTINS", "Block", "Call", "DIM", "FEATURES", "Loss", "Op", "Pass",
-           "Program", "Stmt", "blocks", "calls", "features", "op_grad", "problems", "scan",
-           "size", "to_yaml", "with_block"]
+__all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "Call", "DIM", "FEATURES", "Loss", "Op",
+           "Pass", "Program", "Stmt", "blocks", "calls", "features", "op_grad", "problems",
+           "scan", "size", "to_yaml", "with_block"]
 
 DIM = 2
 UNARY = ("tanh", "sigmoid", "sin")
 BINARY = ("add", "mul", "sub", "matmul")
 BUILTINS = ("add", "mul", "matmul")
 #: op kinds besides UNARY and BINARY: a random leaf that requires grad, a random leaf that does
-#: not, a scaled copy, ``fail_backward``, and (in called functions) constant leaves with and
-#: without grad. Functions never draw random numbers: two functions running on one worker at
+#: not, a scaled copy, ``fail_backward``, a custom autograd Function
+#: (``custom_function("SHAPE", x)``, ``Op.shape``), and (in called functions) constant leaves
+#: with and without grad. Functions never draw random numbers: two functions running on one worker at
 #: the same time would draw from its generator in whatever order their threads run, and the
 #: run and its single-process reference would get different values (see docs/fuzz.md).
-LEAF, CONST, SCALE, FAIL = "leaf", "const", "scale", "fail"
+LEAF, CONST, SCALE, FAIL, CUSTOM = "leaf", "const", "scale", "fail", "custom"
 REMOTE_LEAF, REMOTE_CONST = "remote_leaf", "remote_const"
 
 FEATURES = ("rpc_sync", "rpc_async", "async_deferred", "remote", "to_here_twice", "nested",
             "callback", "self_call", "builtin", "multi_output", "unused_value", "no_grad",
             "leaf_no_grad", "remote_leaf", "ps_param", "shared_param", "multi_root",
-            "retain_graph", "fail_backward")
+            "retain_graph", "fail_backward", "custom_function", "remote_loss")
 
 
 @dataclass(frozen=True)
 class Op:
     """``out = torch.<fn>(args)``, a leaf (``fn`` is ``leaf``/``const``/``remote_leaf``),
-    ``torch.mul(a, 0.5)`` (``scale``) or ``fail_backward(a, ...)`` (``fail``)."""
+    ``torch.mul(a, 0.5)`` (``scale``), ``fail_backward(a, ...)`` (``fail``) or
+    ``custom_function("<shape>", a)`` (``custom``)."""
 
     out: str
     fn: str
     args: tuple[str, ...] = ()
+    shape: str = ""     # custom: one of distviz.scenario.lang.CUSTOM_FUNCTIONS
 
     @property
     def outs(self) -> tuple[str, ...]:
@@ -98,10 +101,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Loss:
-    """``out = torch.stack([args...]).sum()`` at the end of ``main``: a backward root."""
+    """``out = torch.stack([args...]).sum()`` at the end of ``main``: a backward root. With
+    ``to``, the sum is a builtin RPC to that worker (``rpc.rpc_sync(to, torch.sum, ...)``), so
+    the root is an RPC's result."""
 
     out: str
     args: tuple[str, ...]
+    to: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,10 +175,11 @@ def size(program: Program) -> int:
     counts, and the harder call styles count more than ``rpc_sync``."""
     n = len(program.workers) + len(program.passes) + len(program.ps_params)
     n += sum(len(p.roots) for p in program.passes) + sum(len(x.args) for x in program.losses)
+    n += sum(1 for x in program.losses if x.to)
     for _path, block, _caller in blocks(program):
         n += len(block.returns)
         for s in block.stmts:
-            n += 2 + len(s.outs) + len(s.args)
+            n += 2 + len(s.outs) + len(s.args) + int(isinstance(s, Op) and s.fn == CUSTOM)
             if isinstance(s, Call):
                 n += {"sync": 0, "async": 1, "remote": 2}[s.style] + len(s.fetches)
                 n += int(s.no_grad) + int(s.deferred)
@@ -238,6 +245,9 @@ def problems(program: Program) -> list[str]:
     for c in calls(program):
         if c.to not in program.workers:
             out.append(f"call {c.func} to unknown worker {c.to}")
+    for x in program.losses:
+        if x.to and x.to not in program.workers:
+            out.append(f"{x.out} is summed on unknown worker {x.to}")
     seen: set[str] = set()
     for _path, block, _caller in blocks(program):
         for s in block.stmts:
@@ -272,7 +282,8 @@ def features(program: Program) -> frozenset[str]:
             used.update(s.args)
             if isinstance(s, Op):
                 found |= {CONST: {"leaf_no_grad"}, REMOTE_CONST: {"leaf_no_grad"},
-                          FAIL: {"fail_backward"}, REMOTE_LEAF: {"remote_leaf"}}.get(s.fn, set())
+                          FAIL: {"fail_backward"}, REMOTE_LEAF: {"remote_leaf"},
+                          CUSTOM: {"custom_function"}}.get(s.fn, set())
                 uses_param |= bool(set(s.args) & set(program.ps_params))
                 continue
             found.add({"sync": "rpc_sync", "async": "rpc_async", "remote": "remote"}[s.style])
@@ -296,6 +307,8 @@ def features(program: Program) -> frozenset[str]:
         found.add("multi_root")
     if any(p.retain_graph for p in program.passes):
         found.add("retain_graph")
+    if any(x.to for x in program.losses):
+        found.add("remote_loss")
     return frozenset(found)
 
 
@@ -324,6 +337,8 @@ def _op_line(s: Op) -> str:
         return f"{s.out} = torch.mul({s.args[0]}, 0.5)"
     if s.fn == FAIL:
         return f'{s.out} = fail_backward({s.args[0]}, "fuzz fault at {s.out}")'
+    if s.fn == CUSTOM:
+        return f'{s.out} = custom_function("{s.shape}", {s.args[0]})'
     return f"{s.out} = torch.{s.fn}({', '.join(s.args)})"
 
 
@@ -399,7 +414,7 @@ def to_yaml(program: Program) -> str:
         out.append("code: |")
         out.append(_indent(defs[:-1], 2).rstrip("\n"))
     main = _block_lines(program.main)
-    main += [f"{x.out} = torch.stack([{', '.join(x.args)}]).sum()" for x in program.losses]
+    main += [_loss_line(x) for x in program.losses]
     out.append("main: |")
     out.append(_indent(main, 2).rstrip("\n"))
     out.append("backward:")
@@ -407,6 +422,13 @@ def to_yaml(program: Program) -> str:
         retain = ", retain_graph: true" if p.retain_graph else ""
         out.append(f"  - {{roots: [{', '.join(p.roots)}]{retain}}}")
     return "\n".join(out) + "\n"
+
+
+def _loss_line(x: Loss) -> str:
+    stacked = f"torch.stack([{', '.join(x.args)}])"
+    if x.to:
+        return f'{x.out} = rpc.rpc_sync("{x.to}", torch.sum, args=({stacked},))'
+    return f"{x.out} = {stacked}.sum()"
 
 
 def _quote(text: str) -> str:

@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from distviz.fuzz.program import (
+    CUSTOM,
+    SCALE,
     Block,
     Call,
-    Loss,
+    Op,
     Pass,
     Path,
     Program,
@@ -60,8 +62,8 @@ def _substituted(program: Program, path: Path, block: Block, stmts: list[Stmt], 
     new = replace(block, stmts=tuple(stmts), returns=_rename(block.returns, mapping))
     out = with_block(program, path, new)
     if not path:
-        out = replace(out, losses=tuple(Loss(x.out, tuple(dict.fromkeys(_rename(x.args, mapping))))
-                                        for x in out.losses))
+        out = replace(out, losses=tuple(replace(x, args=tuple(dict.fromkeys(
+            _rename(x.args, mapping)))) for x in out.losses))
     return out
 
 
@@ -163,7 +165,8 @@ def tidy(program: Program) -> Program:
     """Drop losses no pass uses, workers nobody calls and shared parameters nobody reads."""
     roots = {r for p in program.passes for r in p.roots}
     losses = tuple(x for x in program.losses if x.out in roots)
-    busy = {program.main.worker} | {c.to for c in calls(program)}
+    busy = {program.main.worker} | {c.to for c in calls(program)} | {
+        x.to for x in losses if x.to}
     read = {a for _p, b, _c in blocks(program) if b.worker == program.ps
             for s in b.stmts for a in s.args}
     ps_params = tuple(p for p in program.ps_params if p in read)
@@ -194,8 +197,18 @@ def candidates(program: Program) -> Iterator[Program]:
     for k, x in enumerate(program.losses):
         for a in x.args if len(x.args) > 1 else ():
             losses = list(program.losses)
-            losses[k] = Loss(x.out, tuple(b for b in x.args if b != a))
+            losses[k] = replace(x, args=tuple(b for b in x.args if b != a))
             yield replace(program, losses=tuple(losses))
+        if x.to:    # summed on the initiator instead of over RPC
+            losses = list(program.losses)
+            losses[k] = replace(x, to="")
+            yield replace(program, losses=tuple(losses))
+    for path, block, _caller in found:   # a custom Function back to a plain scaled copy
+        for i, s in enumerate(block.stmts):
+            if isinstance(s, Op) and s.fn == CUSTOM:
+                stmts = list(block.stmts)
+                stmts[i] = Op(s.out, SCALE, s.args)
+                yield with_block(program, path, replace(block, stmts=tuple(stmts)))
     for path, block, caller in found:
         for i, s in enumerate(block.stmts):
             if isinstance(s, Call):

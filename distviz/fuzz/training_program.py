@@ -19,7 +19,10 @@ scenario text, from ``random.Random`` seeded with the pair (nothing else). What 
 * with one trainer, sometimes a plant in the last iteration: an RPC result the loss never
   uses (``planted_hang``: FAST mode's hang, which the run stops at) or ``fail_backward``
   (``planted_error``: the backward raises). Plants are drawn from a stream of their own, so
-  the rest of a program is what it would be without one.
+  the rest of a program is what it would be without one;
+* in about two programs of five, a custom autograd Function (``custom_function("SHAPE", h)``,
+  any shape of ``lang.CUSTOM_FUNCTIONS``) at the end of ``Net.forward`` on ``ps`` or after
+  the trainer's first forward call, drawn from a stream of its own as well.
 
 Two trainers never step the same parameter, and nothing that runs on a worker while another
 trainer's calls run there draws random numbers, so a run does not depend on thread timing and
@@ -31,12 +34,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from distviz.scenario.lang import CUSTOM_FUNCTIONS
+
 __all__ = ["TRAINING_FEATURES", "TrainingProgram", "generate_training", "is_training"]
 
 #: what a training program may contain, in the order the fuzz summary counts them
 TRAINING_FEATURES = ("training", "two_trainers", "embedding", "extra_module", "local_head",
                      "get_gradients", "rpc_async_forward", "remote_forward", "planted_hang",
-                     "planted_error")
+                     "planted_error", "custom_function")
 
 #: the lines a plant adds to the last iteration, before the loss (one trainer only)
 _PLANTS = {
@@ -75,7 +80,8 @@ def is_training(seed: int, index: int, fraction: float) -> bool:
 def _module(rng: random.Random, cls: str, d_in: int, d_out: int,
             embedding: int | None) -> tuple[list[str], int]:
     """The class ``cls`` (lines) from ``d_in`` features (or ``embedding`` indices) to
-    ``d_out``; returns the lines and the number of Linear layers."""
+    ``d_out``; returns the lines (``forward`` on a line of its own, ``return self.seq(x)``)
+    and the number of Linear layers."""
     layers: list[str] = []
     d = d_in
     if embedding is not None:
@@ -125,6 +131,7 @@ class _Plan:
     layers: int                # Linear layers of the first module
     feats: set[str]
     plant: str | None = None   # a key of _PLANTS, in the last iteration
+    custom: str | None = None  # a custom Function's shape, after the trainer's first forward
 
 
 def _plan(rng: random.Random) -> _Plan:
@@ -176,6 +183,8 @@ def _iteration(rng: random.Random, plan: _Plan, wants_grads: bool) -> list[str]:
     plan.feats |= {"rpc_async_forward"} if style == "rpc_async" else set()
     plan.feats |= {"remote_forward"} if style == "remote" else set()
     steps.append("h = " + _CALLS[style].format(r="net", x="x"))
+    if plan.custom is not None:
+        steps.append(f'h = custom_function("{plan.custom}", h)')
     if rng.random() < 0.5:
         steps.append(f"h = {rng.choice(('torch.tanh(h)', 'h * 2.0', 'torch.sigmoid(h)'))}")
     if plan.extra:
@@ -196,6 +205,20 @@ def _plant(rng: random.Random) -> str | None:
     """A plant for the last iteration, or none (most programs)."""
     r = rng.random()
     return "planted_hang" if r < 0.15 else "planted_error" if r < 0.27 else None
+
+
+def _custom(plan: _Plan, rng: random.Random) -> None:
+    """Now and then a custom Function: at the end of ``Net.forward`` (on ps) or after the
+    trainer's first forward call."""
+    if rng.random() >= 0.4:
+        return
+    shape = rng.choice(sorted(CUSTOM_FUNCTIONS))
+    plan.feats.add("custom_function")
+    if rng.random() < 0.5:
+        plan.custom = shape
+        return
+    k = plan.code.index("        return self.seq(x)")    # Net's forward comes first
+    plan.code[k] = f'        return custom_function("{shape}", self.seq(x))'
 
 
 def _workers_yaml(plan: _Plan) -> list[str]:
@@ -223,6 +246,7 @@ def generate_training(seed: int, index: int) -> TrainingProgram:
         f"distviz-fuzz-training/{seed}/{index}/plant"))
     if plan.plant is not None:
         plan.feats.add(plan.plant)
+    _custom(plan, random.Random(f"distviz-fuzz-training/{seed}/{index}/custom"))
     code = list(plan.code)
     if plan.two:
         code += ["def net_of(k):", "    return net1 if k == 1 else net2", "", ""]

@@ -280,6 +280,7 @@ def _node(rec: _WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[
         node.shape = _shape(v)
         node.dtype = _dtype(v)
     node.input_shapes = input_shapes(fn)  # the shapes of the gradients this node receives
+    node.python = hasattr(fn, "_forward_cls")   # a custom Function: its backward is Python
     if kind == "op":
         fault = getattr(fn, "distviz_fault", None)
         if isinstance(fault, dict):
@@ -526,7 +527,8 @@ def build_trace(workers: list[str], initiator: str, context_id: int,
                 next=[(e[0], e[1]) if e is not None else None for e in n["next"]],
                 msg_id=n.get("msg_id"), var=n.get("var"), shape=n.get("shape"),
                 dtype=n.get("dtype"), input_shapes=n.get("input_shapes"),
-                saved=bool(n.get("saved")), fault=n.get("fault"), vars=n.get("vars") or []))
+                saved=bool(n.get("saved")), fault=n.get("fault"), vars=n.get("vars") or [],
+                python=bool(n.get("python"))))
     call_of_msg: dict[int, int] = {}
     for i, c in enumerate(calls):
         for m in c.msg_ids:
@@ -551,6 +553,11 @@ def root_ids(context_id: int, roots: Sequence[Any]) -> list[str]:
                              "scalar tensors computed from tensors that require grad")
         out.append(rec.ids[fn])
     return out
+
+
+def root_nrs(roots: Sequence[Any]) -> list[int]:
+    """Return each root's ``output_nr``: the input of its grad_fn the backward seeds."""
+    return [int(r.output_nr) for r in roots]
 
 
 _WHEN = ("call distviz.record inside `with dist_autograd.context() as context_id:`, after "
@@ -580,7 +587,8 @@ def record(context_id: int, roots: Any, names: Any = None) -> Trace:
             label = next((lab for t, lab in _names_list(names) if t is r), None)
             if label:
                 root_vars.append(label)
-        passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars)]
+        passes = [BackwardPass(roots=ids, retain_graph=False, root_vars=root_vars,
+                               root_nrs=root_nrs(roots))]
         return build_trace(workers, me, context_id, pieces, passes)
     finally:
         # the API records only: drop the node references on every worker, so that the graph

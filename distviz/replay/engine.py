@@ -250,10 +250,13 @@ class Engine(EngineErrors):
         deps, key = self.s.deps, g.key
         pushed: list[int] = []
         decs: list[int] = []
-        for r in g.roots[self.s.pass_index]:
+        spec = g.trace.passes[self.s.pass_index]
+        for k, r in enumerate(g.roots[self.s.pass_index]):
             d = deps[r] - 1
             deps[r] = d
             p.nonzero[r] = 1
+            if g.kind[r] == RECV:   # the ones go into the root's own output of the RPC result
+                p.recv_slots[r] = p.recv_slots.get(r, 0) | (1 << spec.root_nr(k))
             if d == 0:
                 heap.push(r, key[r])
                 pushed.append(r)

@@ -22,6 +22,9 @@ The checks, in the order a difference is named:
                output sends zeros); a gradient can also be zero by value (``narrow`` of
                ``stack``, a product with zero). A real zero the replay does not predict is
                decided from the reference's values where there are some, else not compared.
+               Behind a custom Function (``distviz.replay.opaque``) nothing the replay
+               predicts of zeros, or of a leaf getting a gradient at all, is proven: its
+               Python backward may return zeros, a constant or ``None``; not compared.
 
 PyTorch's backward not returning within the hang timeout while the replay completes is not
 compared at all: a time-out cannot tell a hang from a slow backward.
@@ -46,6 +49,7 @@ from distviz.replay.agreement import (
 from distviz.replay.legality import Violation
 from distviz.replay.legality import check as check_legality
 from distviz.replay.model import Agreement
+from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
@@ -279,27 +283,48 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
     rows = {str(r.get("leaf")): r for r in comparison if isinstance(r, dict)}
     differ: list[str] = []
     undecided: list[str] = []
-    for nid, acc in sorted(replay.accumulated.items()):
-        got = grads.get(nid)
-        if not isinstance(got, dict) or bool(got.get("zero")) == acc.zero:
-            continue
+    # the leaves where PyTorch's gradient is not what the graph predicts: missing, or zero
+    # where the replay's is not, or not zero where the replay's is
+    odd = {nid: acc for nid, acc in replay.accumulated.items()
+           if not isinstance(grads.get(nid), dict) or bool(grads[nid].get("zero")) != acc.zero}
+    behind = python_behind(trace, odd)
+    opaque: list[str] = []
+    for nid, acc in sorted(odd.items()):
         name = acc.var or nid
-        if acc.zero:
+        got = grads.get(nid)
+        if isinstance(got, dict) and not acc.zero:   # PyTorch's is zero, the graph's is not
+            status = (rows.get(nid) or {}).get("status")
+            if status == "match":
+                continue           # the reference's gradient is zero too
+            if status in ("mismatch", "zero_unused"):
+                differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
+                continue
+        if nid in behind:
+            opaque.append(nid)     # a Python backward decides its values: nothing is proven
+        elif not isinstance(got, dict):
+            continue               # no gradient at all: the leaves check says it
+        elif acc.zero:
             differ.append(name)    # only zeros reach it in the graph, yet PyTorch's is not zero
-            continue
-        row = rows.get(nid)
-        if row is None or row.get("status") not in ("match", "mismatch", "zero_unused"):
+        else:
             undecided.append(name)
-        elif row.get("status") != "match":
-            differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
     if differ:
         return Check("zeros", DIFFERS, f"all-zero gradient differs for {', '.join(differ[:3])}")
+    reasons: list[str] = []
+    if opaque:
+        names = [odd[nid].var or nid for nid in opaque]
+        fns = sorted({behind[nid] for nid in opaque})
+        reasons.append(f"the gradient of {', '.join(names[:3])} comes through "
+                       f"{', '.join(fns[:3])}, "
+                       f"{word_for(len(fns), 'a custom Function whose', 'custom Functions whose')}"
+                       " Python backward may return zeros, a constant or None, values the "
+                       "replay cannot know")
     if undecided:
-        return Check("zeros", NOT_COMPARED,
-                     f"PyTorch's gradient of {', '.join(undecided[:3])} is all zeros where the "
-                     "graph carries a gradient; the replay tracks zeros only through the graph "
-                     "(a gradient can be zero by value, as through narrow of stack), and no "
-                     "single-process reference decides it")
+        reasons.append(f"PyTorch's gradient of {', '.join(undecided[:3])} is all zeros where "
+                       "the graph carries a gradient; the replay tracks zeros only through the "
+                       "graph (a gradient can be zero by value, as through narrow of stack), "
+                       "and no single-process reference decides it")
+    if reasons:
+        return Check("zeros", NOT_COMPARED, "; ".join(reasons))
     return Check("zeros", AGREE, "all-zero gradients are where the replay predicts them")
 
 

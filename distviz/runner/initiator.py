@@ -148,6 +148,6 @@ def _record(cid: int, scenario: Scenario, module_ns: dict[str, Any], main_ns: di
                 uniq.append(r)
     workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
     passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
-                           root_vars=list(p.roots))
+                           root_vars=list(p.roots), root_nrs=rec.root_nrs(rs))
               for p, rs in zip(scenario.passes, pass_roots, strict=True)]
     return rec.build_trace(workers, scenario.workers[0], cid, pieces, passes), passes

@@ -13,6 +13,8 @@ the names a validated program runs with and enforces the limits a syntax check c
   and list comprehension step by the instrumented program).
 * ``fail_backward`` / ``crash_backward``: identity functions whose backward raises / kills the
   worker process, marked with ``grad_fn.distviz_fault`` for the recorder.
+* ``custom_function``: the language's custom autograd Functions
+  (``distviz.runner.custom_fns``).
 * ``base_namespace``: the globals a program runs with; the runner adds ``rpc``.
 """
 
@@ -36,6 +38,7 @@ from distviz.limits import (
     MAX_INT_BITS,
     MAX_SEQUENCE_LEN,
 )
+from distviz.runner.custom_fns import custom_function
 from distviz.scenario import lang
 
 __all__ = [
@@ -419,7 +422,8 @@ def base_namespace(torch_proxy: TorchProxy, budget: Budget,
     """Return the globals a scenario program runs with (the runner adds ``rpc``).
 
     Contains the whitelisted builtins (``range`` replaced by ``budget.range``), the params,
-    ``torch`` (the proxy), ``fail_backward``, ``crash_backward``, the instrumentation hooks
+    ``torch`` (the proxy), ``fail_backward``, ``crash_backward``, ``custom_function``, the
+    instrumentation hooks
     (``_dv_tick``, ``_dv_mul``, ``_dv_pow``, ``_dv_imul``, ``_dv_ipow``) and ``__builtins__``
     restricted to the whitelisted builtins. Also makes ``torch_proxy`` the proxy that
     ``TorchFunction`` objects received over RPC bind to in this process.
@@ -434,6 +438,7 @@ def base_namespace(torch_proxy: TorchProxy, budget: Budget,
         "torch": torch_proxy,
         "fail_backward": fail_backward,
         "crash_backward": crash_backward,
+        "custom_function": custom_function,
         "_dv_tick": budget.tick,
         "_dv_mul": _dv_mul,
         "_dv_pow": _dv_pow,

@@ -368,7 +368,8 @@ class TrainingSession:
                         None, True)
         ids = rec.root_ids(cid, roots)
         run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
-                                             root_vars=[n for n in names if n]))
+                                             root_vars=[n for n in names if n],
+                                             root_nrs=rec.root_nrs(roots)))
         run.roots.append(roots)
 
     def predict(self, run: ContextRun) -> None:

@@ -17,10 +17,27 @@ BUILTINS: Final[frozenset[str]] = frozenset({
 })
 
 #: Helpers that distviz puts into every program's namespace.
-HELPERS: Final[frozenset[str]] = frozenset({"fail_backward", "crash_backward"})
+HELPERS: Final[frozenset[str]] = frozenset({"fail_backward", "crash_backward",
+                                            "custom_function"})
 
 #: Number of positional arguments each helper takes.
-HELPER_ARITY: Final[dict[str, int]] = {"fail_backward": 2, "crash_backward": 1}
+HELPER_ARITY: Final[dict[str, int]] = {"fail_backward": 2, "crash_backward": 1,
+                                       "custom_function": 2}
+
+#: The custom autograd Functions ``custom_function("SHAPE", x)`` applies to ``x`` (its
+#: ``torch.autograd.Function``'s node is ``<Class>Backward``); each returns one tensor. The
+#: shapes are what users write: a backward that is Python code the replay cannot see into.
+CUSTOM_FUNCTIONS: Final[dict[str, str]] = {
+    "scale": "x * 3 through Scale.apply(x, 3.0): the float is an argument of its own, whose "
+             "gradient the backward returns as None",
+    "split": "the first of Split's two outputs (x * 2, x * 5); the second, unused, gets zeros",
+    "nondiff": "the first of NonDiff's outputs x * 4; the second (x's ranks) is marked "
+               "non-differentiable; the backward is once_differentiable",
+    "square": "x * x through Square, whose backward (2 * x * g, x saved) is differentiable",
+    "zeros": "x through Zeros, whose backward returns zeros: x's gradient really is zero",
+    "none": "x through Dropped, which does not materialize gradients and returns None: "
+            "behind it a leaf on the same worker gets no gradient, one across an RPC zeros",
+}
 
 #: The ``rpc`` functions a program may call: ``rpc.rpc_sync(to, func, args=(...), kwargs={...})``.
 RPC_FUNCS: Final[frozenset[str]] = frozenset({"rpc_sync", "rpc_async", "remote"})

@@ -140,13 +140,28 @@ def _check_torch_submodule(fail: Fail, node: ast.Attribute, path: list[str]) -> 
         fail(node, f"{'.'.join(path)} is not available in scenarios")
 
 
+_HELPER_USAGE = {"fail_backward": "fail_backward(x, \"message\")",
+                 "crash_backward": "crash_backward(x)",
+                 "custom_function": "custom_function(\"scale\", x)"}
+
+
 def check_helper_call(fail: Fail, node: ast.Call, name: str) -> None:
-    """``fail_backward(x, "message")`` and ``crash_backward(x)``, positional arguments only."""
+    """``fail_backward(x, "message")``, ``crash_backward(x)`` and
+    ``custom_function("SHAPE", x)`` with a shape of ``lang.CUSTOM_FUNCTIONS`` written as a
+    string, positional arguments only."""
     arity = lang.HELPER_ARITY[name]
     if len(node.args) != arity or node.keywords:
-        usage = "fail_backward(x, \"message\")" if name == "fail_backward" \
-            else "crash_backward(x)"
-        fail(node, f"{name} takes {plural(arity, 'argument')}: {usage}")
+        fail(node, f"{name} takes {plural(arity, 'argument')}: {_HELPER_USAGE[name]}")
+    if name != "custom_function":
+        return
+    shape = node.args[0]
+    shapes = lang.CUSTOM_FUNCTIONS
+    if not (isinstance(shape, ast.Constant) and isinstance(shape.value, str)):
+        fail(shape, f"custom_function's first argument is the Function's shape written as a "
+                    f"string, one of {', '.join(shapes)}")
+    elif shape.value not in shapes:
+        fail(shape, f"custom_function has no shape {shape.value!r}"
+                    f"{suggest(shape.value, shapes)}; it offers {', '.join(shapes)}")
 
 
 def check_rpc_shape(fail: Fail, node: ast.Call, fn: str, workers: list[str]) -> None:

@@ -99,14 +99,25 @@ class RpcCall:
 
 @dataclass(slots=True)
 class BackwardPass:
-    """One ``dist_autograd.backward`` call: its roots (node ids) and ``retain_graph``."""
+    """One ``dist_autograd.backward`` call: its roots (node ids), ``retain_graph``, and each
+    root's ``output_nr`` (``root_nrs``: the input of the root's node that the backward's ones
+    go into; empty for all 0)."""
 
     roots: list[str]
     retain_graph: bool = False
     root_vars: list[str] = field(default_factory=list)
+    root_nrs: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"roots": self.roots, "retain_graph": self.retain_graph, "root_vars": self.root_vars}
+        out: dict[str, Any] = {"roots": self.roots, "retain_graph": self.retain_graph,
+                               "root_vars": self.root_vars}
+        if any(self.root_nrs):
+            out["root_nrs"] = self.root_nrs
+        return out
+
+    def root_nr(self, k: int) -> int:
+        """The ``output_nr`` of root ``k`` (0 when not recorded)."""
+        return self.root_nrs[k] if k < len(self.root_nrs) else 0
 
 
 @dataclass(slots=True)
@@ -481,8 +492,14 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
             if not isinstance(r, str) or r not in ids:
                 raise TraceError(f"root {r!r} is not a node of the trace", path=source,
                                  key=where + "roots")
+        nrs = rp.get("root_nrs") or []
+        if nrs and (not isinstance(nrs, list) or len(nrs) != len(roots)
+                or any(type(n) is not int or n < 0 for n in nrs)):
+            raise TraceError("expected one input number (an int from 0) per root", path=source,
+                             key=where + "root_nrs")
         passes.append(BackwardPass(roots=list(roots), retain_graph=bool(rp.get("retain_graph")),
-                                   root_vars=[str(v) for v in rp.get("root_vars") or []]))
+                                   root_vars=[str(v) for v in rp.get("root_vars") or []],
+                                   root_nrs=list(nrs)))
     calls: list[RpcCall] = []
     for i, rc in enumerate(obj.get("rpc_calls") or []):
         where = f"rpc_calls[{i}]."

@@ -38,6 +38,8 @@ class Node:
     fault: dict[str, Any] | None = None  # {"kind": "fail", "message": ...} or {"kind": "crash"}
     vars: list[str] = field(default_factory=list)  # scenario variables whose grad_fn is this node
     call: int | None = None            # send / recv: index into Trace.rpc_calls, when known
+    python: bool = False               # a custom autograd Function's node: its backward is
+                                       # Python code, whose values the replay cannot know
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "worker": self.worker, "name": self.name,
@@ -61,4 +63,6 @@ class Node:
             out["vars"] = self.vars
         if self.call is not None:
             out["call"] = self.call
+        if self.python:
+            out["python"] = True
         return out

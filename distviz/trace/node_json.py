@@ -74,7 +74,8 @@ def fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
     return Node(id=nid, worker=worker, name=name, kind=kind, seq=seq, next=nxt, msg_id=msg_id,
                 var=rn.get("var"), shape=rn.get("shape"), dtype=rn.get("dtype"),
                 input_shapes=rn.get("input_shapes"), saved=bool(rn.get("saved", False)),
-                fault=fault, vars=[str(v) for v in vars_] if vars_ else [], call=call)
+                fault=fault, vars=[str(v) for v in vars_] if vars_ else [], call=call,
+                python=rn.get("python") is True)
 
 
 def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str]) -> Node:
@@ -120,4 +121,5 @@ def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str
         dtype=need(rn, "dtype", str, source, where, optional=True),
         input_shapes=need(rn, "input_shapes", list, source, where, optional=True),
         saved=bool(rn.get("saved", False)), fault=fault, vars=[str(v) for v in vars_],
-        call=need(rn, "call", int, source, where, optional=True))
+        call=need(rn, "call", int, source, where, optional=True),
+        python=bool(need(rn, "python", bool, source, where, optional=True)))

@@ -281,9 +281,11 @@ def _record(context_id: int, roots: list[Any], retain: bool, frame: types.FrameT
     workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=True,
                                       record_fn=record_piece)
     passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
-                           root_vars=list(p.root_vars)) for p in earlier or []]
+                           root_vars=list(p.root_vars), root_nrs=list(p.root_nrs))
+              for p in earlier or []]
     passes.append(BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,
-                               root_vars=naming.root_names(roots, named)))
+                               root_vars=naming.root_names(roots, named),
+                               root_nrs=recorder.root_nrs(roots)))
     trace = recorder.build_trace(workers, me, context_id, pieces, passes)
     code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
     if code:
