@@ -84,7 +84,7 @@ def main() -> None:
     report: FuzzReport = fuzz(options)
     summary = report.summary()
     per = [r.seconds for r in report.results if r.finding is None]
-    found = [{"name": r.name, "disagreements": list(r.verdict.disagreements) if r.verdict
+    found = [{"name": r.name, "disagreements": list(r.judged.disagreements) if r.judged
               else [], "error": r.error, "reproduced": r.finding.reproduced,
               "minimal": r.finding.minimal}
              for r in report.results if r.finding is not None]

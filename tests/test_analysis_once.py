@@ -128,7 +128,9 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
     to run it; the report and the files use that replay (the verdict's replay in the observed
     arrival order is the second)."""
     from distviz.cli.options import View
-    from distviz.cli.running import Decided, decider, show_run
+    from distviz.cli.running import show_run
+    from distviz.judging import Decided
+    from distviz.judging import backward_policy as decider
     from distviz.trace import load
     from distviz.trace.recording import Recording
     trace = load(PIPELINE)
@@ -149,7 +151,8 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
 def test_a_predicted_hang_skips_the_real_backward_with_its_replay_kept() -> None:
     from replay_fixtures import unused_rpc_result
 
-    from distviz.cli.running import Decided, decider
+    from distviz.judging import Decided
+    from distviz.judging import backward_policy as decider
     decided = Decided()
     run, reason = decider(False, decided)(unused_rpc_result())
     assert not run and reason is not None and "--confirm-hang" in reason

@@ -479,8 +479,12 @@ def test_trace_format_example_is_a_valid_trace() -> None:
 
 def _written_keys(relpath: str, function: str, objects: set[str]) -> set[str]:
     """String keys a function writes: keys of its dict displays and of ``obj["key"] = ...`` for
-    ``obj`` in ``objects``. Read with ``ast`` (the runner imports torch)."""
-    tree = ast.parse((ROOT / relpath).read_text(encoding="utf-8"))
+    ``obj`` in ``objects`` (``Class.method`` for a method). Read with ``ast`` (the runner
+    imports torch)."""
+    tree: ast.AST = ast.parse((ROOT / relpath).read_text(encoding="utf-8"))
+    if "." in function:
+        owner, function = function.split(".")
+        tree = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == owner)
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
     keys: set[str] = set()
     for node in ast.walk(fn):
@@ -511,7 +515,7 @@ def _status_values() -> set[str]:
 def test_trace_format_documents_what_the_runner_writes() -> None:
     text = TRACE_FORMAT.read_text(encoding="utf-8")
     keys = (_written_keys("distviz/runner/observe_real.py", "to_json", {"real"})
-            | _written_keys("distviz/runner/observe_real.py", "pair_events", set())
+            | _written_keys("distviz/trace/sections.py", "RealEvent.to_json", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
             | _written_keys("distviz/runner/parent.py", "_note_deaths", set()))

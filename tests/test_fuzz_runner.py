@@ -27,7 +27,7 @@ from distviz.trace import Trace
 pytestmark = pytest.mark.rpc
 
 FUZZ_FOUND = ROOT / "tests" / "fuzz_scenarios"
-PRODUCT_VERDICT = fuzz_runner.verdict
+PRODUCT_VERDICT = fuzz_runner.judge_trace
 
 
 def test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def _remote_mul(program: fuzz_runner.Program) -> bool:
         any(c.builtin == "mul" for c in calls(program))
 
 
-def _planted(trace: Trace, rp: Replay) -> fuzz_runner.Verdict:
+def _planted(trace: Trace, rp: Replay) -> fuzz_runner.Judged:
     """The product's verdict, except for a deliberately wrong rule: any MulBackward0 off the
     initiator "disagrees" on the order."""
     v = PRODUCT_VERDICT(trace, rp)
@@ -75,7 +75,7 @@ def test_planted_disagreement_is_shrunk_saved_and_reproducible(
     seed = next(s for s in range(1000) if _remote_mul(generate(s, 0))
                 and 50 <= size(generate(s, 0)) <= 120
                 and not {"unused_value", "no_grad", "fail_backward"} & features(generate(s, 0)))
-    monkeypatch.setattr(fuzz_runner, "verdict", _planted)
+    monkeypatch.setattr(fuzz_runner, "judge_trace", _planted)
     out = tmp_path / "found"
     result = CliRunner().invoke(app, ["fuzz", "--count", "1", "--seed", str(seed), "-o", str(out),
                                       "--hang-timeout", "1", "--max-shrink-tries", "60"])
@@ -114,7 +114,7 @@ def test_programs_found_by_fuzzing_agree(name: str, tmp_path: Path) -> None:
     result = run_scenario(scenario, RunOptions(confirm_hang=True, hang_timeout=2.0,
                                                keep_server=True))
     assert result.error is None and result.trace is not None, result.error
-    v = fuzz_runner.verdict(result.trace, replay(result.trace))
+    v = fuzz_runner.judge_trace(result.trace, replay(result.trace))
     assert v.agrees, v.text
     assert (v.predicted, v.real) == (EXPECTED[name], EXPECTED[name])
     if EXPECTED[name] == "completed":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from guards import HANG_GUARD_S
 
-from distviz.fuzz.judge_training import training_verdict
+from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.training_program import generate_training
 from distviz.trace.recording import load_recording
 
@@ -41,16 +41,16 @@ def test_training_judge_fails_on_a_final_parameter_off_the_reference(tmp_path: P
                           capture_output=True, text=True, timeout=HANG_GUARD_S, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recording = load_recording(out)
-    good = training_verdict(recording, None)
+    good = judge_training_run(recording, None)
     assert good.agrees and good.predicted == good.real == "completed", good
     summary = recording.training
     assert summary is not None and summary.ok is True
     wrong = replace(summary.final[0], status="mismatch", max_abs_diff=1.0)
     recording.training = replace(summary, final=(wrong, *summary.final[1:]))
-    bad = training_verdict(recording, None)
+    bad = judge_training_run(recording, None)
     assert bad.disagreements == ("gradients",), bad
     assert "final parameters differ" in bad.text
-    stopped = training_verdict(load_recording(out), "a hang was predicted in context 2")
+    stopped = judge_training_run(load_recording(out), "a hang was predicted in context 2")
     assert stopped.real == "hang" and not stopped.outcome
 
 

@@ -25,7 +25,14 @@ from guards import HANG_GUARD_S
 from distviz.tracing import journal, summary
 from distviz.tracing.config import TEST_ENV
 from distviz.tracing.journal import ContextRow, Event
-from distviz.tracing.pytest_plugin import Findings, category, counted, section, summary_lines
+from distviz.tracing.pytest_plugin import (
+    CATEGORIES,
+    Findings,
+    category,
+    counted,
+    section,
+    summary_lines,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
@@ -37,23 +44,48 @@ FAILING_TEST = "suite_rpc.py::test_wrong_expectation_fails"
 
 def _row(file: str, test: str | None, outcome: str = "completed", predicted: str = "completed",
          real: str = "completed", agreement: str = "agrees", text: str = "replay agrees",
-         explanation: str | None = None) -> ContextRow:
+         explanation: str | None = None, category: str | None = None) -> ContextRow:
+    """A row as the verdict would fill it (``category``: the verdict's; by default the
+    agreement word, which names the category of a context that neither hangs nor raises)."""
     return ContextRow(file=file, initiator="worker0", index=1, context_id=1, pid=1,
                       workers=["worker0", "worker1"], nodes=4, messages=1, outcome=outcome,
                       predicted=predicted, real=real, agreement=agreement, agreement_text=text,
-                      explanation=explanation, test=test)
+                      explanation=explanation, test=test, category=category or agreement)
 
 
 # -- pure ---------------------------------------------------------------------------------------
 
-def test_each_context_falls_in_one_category() -> None:
-    assert category(_row("a", "t")) == "agrees"
-    assert category(_row("a", "t", "hang", "hang", "hang")) == "hang predicted and seen"
-    assert category(_row("a", "t", "hang", "hang", "skipped", "not compared")) == \
-        "hang predicted"
-    assert category(_row("a", "t", "error", "error", "error")) == "error"
-    assert category(_row("a", "t", agreement="not compared")) == "not compared"
-    assert category(_row("a", "t", "hang", "completed", "hang", "differs")) == "differs"
+def _judged_rows() -> dict[str, ContextRow]:
+    """A row per category, each made from a trace by the one verdict (``report.row``)."""
+    import replay_fixtures as F
+    from test_verdict import _real, _traced
+
+    from distviz.replay import replay
+    from distviz.tracing import report
+
+    agrees = F.design_note()
+    agrees.real = _real(agrees)
+    seen = F.unused_rpc_result()
+    seen.real = _real(seen)
+    predicted = F.unused_rpc_result()
+    predicted.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang"}
+    error = _traced(F.design_note())
+    error.real = _real(error, outcome="error")
+    differs = F.stack_tie(6)
+    differs.real = _real(differs)
+    ev = differs.real["events"]
+    ev[2]["node"], ev[3]["node"] = ev[3]["node"], ev[2]["node"]
+    traces = {"agrees": agrees, "hang predicted and seen": seen, "hang predicted": predicted,
+              "error": error, "unfinished": _traced(F.design_note()),
+              "not compared": F.design_note(), "differs": differs}
+    return {name: report.row(t, replay(t), f"{k}.json", 1, 1, {})
+            for k, (name, t) in enumerate(traces.items())}
+
+
+def test_each_context_falls_in_the_category_its_verdict_gives() -> None:
+    rows = _judged_rows()
+    assert {name: category(r) for name, r in rows.items()} == {name: name for name in rows}
+    assert set(rows) == set(CATEGORIES)
     assert counted(Counter({"agrees": 2, "error": 1})) == "2 agree, 1 error"
     assert counted(Counter()) == "nothing recorded"
 
@@ -64,7 +96,8 @@ def test_the_last_row_of_a_trace_file_wins_and_rows_are_grouped_by_test() -> Non
                                      "not compared", "did not run", "worker1 waits")),
         Event("context", 1, row=_row("a.json", "t::ok")),
         Event("context", 1, row=_row("h.json", "t::hang", "hang", "hang", "hang",
-                                     explanation="worker1 waits")),
+                                     explanation="worker1 waits",
+                                     category="hang predicted and seen")),
         Event("not_recorded", 2, "backward(5, ...) was not recorded: bad roots", "worker0",
               test="t::bad"),
         Event("context", 3, row=_row("x.json", None)),

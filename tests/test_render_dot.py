@@ -83,8 +83,8 @@ def judged(trace: Trace, rp: Any) -> Any:
     """The analysis renderers take (``distviz.replay.analysis``) of ``trace`` with the replay
     ``rp``: its verdict and timing made as every command makes them."""
     from distviz.replay.analysis import analysis_from
-    from distviz.replay.verdict import verdict
-    return analysis_from(trace, rp, verdict(trace, rp))
+    from distviz.replay.verdict import judge
+    return analysis_from(trace, rp, judge(trace, rp))
 
 
 def _chain_trace(n_ops: int, workers: int = 2) -> Trace:

@@ -265,7 +265,7 @@ def test_log_ends_with_agreement_sentence() -> None:
     trace = design_note_trace()
     agreement = Agreement(outcome=True, order=True, executed=True, gradients=None, leaves=None,
                           fifo_order=True, arrival_differs=(), exact=True, mismatches=(),
-                          status="match", text="order and gradients match")
+                          status="agrees", text="order and gradients match")
     lines = [line.plain for line in render_log(trace, replay_of(trace), agreement=agreement)]
     assert lines[-1] == "agreement with the real run: order and gradients match"
 

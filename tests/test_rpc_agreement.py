@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, SCENARIOS, run_cached
 
 from distviz.replay import replay
-from distviz.replay.agreement import compare
+from distviz.replay.verdict import judge
 
 pytestmark = pytest.mark.rpc
 
@@ -30,7 +30,7 @@ def test_replay_agrees_with_pytorch(name: str) -> None:
     assert result.error is None, result.error
     trace = result.trace
     rp = replay(trace)
-    a = compare(trace, rp)
+    a = judge(trace, rp).agreement
     expected = "hang" if name in HANGS else "error" if name in ERRORS else "completed"
     assert rp.outcome == expected
     assert trace.real["outcome"] == expected
@@ -67,18 +67,16 @@ def test_retain_graph_passes_accumulate_twice() -> None:
 
 def test_more_interop_threads_is_not_claimed_exact() -> None:
     result = run_cached("design_note", interop_threads=2)
-    a = compare(result.trace, replay(result.trace))
-    assert a.exact is False
-    if a.order:
-        assert a.text.endswith("this match shows one valid order, not that every run will "
-                               "match")
-    else:
-        assert "not a replay bug" in a.text
+    v = judge(result.trace, replay(result.trace))
+    order = v.check("order")
+    assert v.agreement.exact is False and order is not None
+    assert order.status == "not compared", order    # the rules decide, not the order
+    assert v.holds("legality") is True, v.text
 
 
 def test_pipeline_scaled_down_agrees_even_when_messages_race() -> None:
     result = run_cached("pipeline", {"micro": "8", "depth": "2"})
-    a = compare(result.trace, replay(result.trace))
+    a = judge(result.trace, replay(result.trace)).agreement
     assert (a.outcome, a.executed, a.order, a.gradients) == (True, True, True, True), \
         a.text
     assert Path(result.trace.scenario["path"]).name == "pipeline.yaml"
@@ -96,7 +94,7 @@ def test_pytorch_test_suite_scenarios_agree(name: str) -> None:
     assert result.error is None, result.error
     trace = result.trace
     rp = replay(trace)
-    a = compare(trace, rp)
+    a = judge(trace, rp).agreement
     assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
     if name in PT_ERRORS:
         assert rp.outcome == "error" and trace.real["outcome"] == "error"

@@ -16,14 +16,15 @@ import pytest
 from conftest import ROOT, run_cached
 from guards import HANG_GUARD_S
 
-from distviz.replay import compare, replay
+from distviz.replay import replay
 from distviz.replay.contexts import shared_workers
+from distviz.replay.verdict import judge
 
 pytestmark = pytest.mark.rpc
 
 
 def _agrees(trace: Any) -> Any:
-    a = compare(trace, replay(trace))
+    a = judge(trace, replay(trace)).agreement
     assert (a.outcome, a.executed, a.order) == (True, True, True), a.text
     assert a.exact is True
     return a

@@ -21,10 +21,11 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.cli.options import View
-from distviz.cli.running import save_run, show_run
+from distviz.cli.running import save_recording, show_run
 from distviz.errors import RunError
+from distviz.judging import recording_of
 from distviz.replay import replay
-from distviz.replay.verdict import verdict
+from distviz.replay.verdict import judge
 from distviz.runner.parent import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, Trace, load
@@ -36,6 +37,12 @@ PIPELINE = ROOT / "tests" / "traces" / "pipeline.json"
 def _view(as_json: bool) -> View:
     return View(as_json=as_json, step=False, log=None, worker=None, start=None, end=None,
                 pictures={})
+
+
+def save_run(sc: Scenario, result: RunResult, mode: str, out: Path) -> Recording:
+    """What ``distviz run`` saves of ``result``: the library's recording of the run
+    (``recording_of``), saved by the CLI (``save_recording``)."""
+    return save_recording(recording_of(sc, result, mode), result.error, out, sc.path)
 
 
 def _plain() -> Scenario:
@@ -69,7 +76,7 @@ def test_a_plain_run_reports_and_exits_as_replay_of_its_file(tmp_path: Path) -> 
     from_run, code = _json_of_show_run(recording, out)
     replayed = CliRunner().invoke(app, ["replay", str(out), "--json"])
     assert json.loads(replayed.stdout) == from_run
-    expected = verdict(trace, replay(trace))
+    expected = judge(trace, replay(trace))
     assert code == replayed.exit_code == expected.exit_code
     assert from_run["verdict"] == expected.to_json()
 

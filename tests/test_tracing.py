@@ -145,12 +145,14 @@ def test_dependencies_a_node_waits_for_every_predecessor_in_other_calls() -> Non
 # -- the verdict and the summary ---------------------------------------------------------------
 
 def _row(initiator: str, k: int, shape: dict[str, int], outcome: str = "completed",
-         agreement: str = "agrees", file: str | None = None) -> journal.ContextRow:
+         agreement: str = "agrees", file: str | None = None, exit_code: int = 0
+         ) -> journal.ContextRow:
+    """A row as the verdict would fill it (``exit_code``: the verdict's)."""
     return journal.ContextRow(file=file or f"{initiator}.ctx{k}.trace.json", initiator=initiator,
                               index=k, context_id=k, pid=1, workers=[initiator, "ps"],
                               nodes=sum(shape.values()), messages=1, outcome=outcome,
                               predicted=outcome, real=outcome, agreement=agreement,
-                              shape=shape)
+                              shape=shape, exit_code=exit_code)
 
 
 def test_each_context_is_compared_with_the_previous_one_of_its_initiator() -> None:
@@ -158,13 +160,13 @@ def test_each_context_is_compared_with_the_previous_one_of_its_initiator() -> No
     events = [journal.Event(kind="context", pid=1, row=r) for r in (
         _row("t2", 1, a), _row("t1", 1, a), _row("t1", 2, a),
         _row("t1", 3, {"t/MulBackward0": 3, "ps/AddBackward0": 1}),
-        _row("t1", 3, {"t/MulBackward0": 3}, outcome="hang"))]   # later rows of a file win
+        _row("t1", 3, {"t/MulBackward0": 3}, outcome="hang", exit_code=6))]   # later rows win
     found = summary.entries(events)
     assert [(e.row.initiator, e.row.index, e.change) for e in found] == [
         ("t1", 1, "first recorded"), ("t1", 2, "same shape"),
         ("t1", 3, "same node count (-1 ps/AddBackward0, +1 t/MulBackward0)"),
         ("t2", 1, "first recorded")]
-    assert summary.verdict(found) == 6
+    assert summary.contexts_code(found) == 6
 
 
 def test_the_index_and_the_summary_say_how_many_passes_each_context_had() -> None:
@@ -200,8 +202,9 @@ def _finished(returncode: int = 0, **kw: Any) -> Finished:
 
 def test_exit_status_the_programs_own_when_it_fails_else_the_verdict() -> None:
     ok = [summary.Entry(_row("t", 1, {}), "first recorded")]
-    differs = [summary.Entry(_row("t", 1, {}, agreement="differs"), "first recorded")]
-    error = [summary.Entry(_row("t", 1, {}, outcome="error"), "first recorded")]
+    differs = [summary.Entry(_row("t", 1, {}, agreement="differs", exit_code=8),
+                             "first recorded")]
+    error = [summary.Entry(_row("t", 1, {}, outcome="error", exit_code=7), "first recorded")]
     assert summary.exit_code(_finished(), ok) == 0
     assert summary.exit_code(_finished(), differs) == 8
     assert summary.exit_code(_finished(), error) == 7

@@ -18,10 +18,10 @@ from distviz.cli import app
 from distviz.cli.options import View
 from distviz.cli.recording import context_reports
 from distviz.cli.running import show_run
-from distviz.fuzz.runner import verdict as fuzz_verdict
+from distviz.fuzz.runner import judge_trace
 from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.replay import replay
-from distviz.replay.verdict import recording_exit_code, verdict
+from distviz.replay.verdict import judge, recording_exit_code
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing import report, summary
@@ -62,9 +62,9 @@ def _zero_by_value() -> Trace:
 
 def test_a_zero_gradient_by_value_is_not_compared_without_a_reference() -> None:
     t = _zero_by_value()
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     zeros = v.check("zeros")
-    assert zeros is not None and zeros.status == "not_compared"
+    assert zeros is not None and zeros.status == "not compared"
     assert "t2" in zeros.sentence and "zero by value" in zeros.sentence
     assert (v.status, v.exit_code) == ("agrees", EXIT_OK)
     assert "differs" not in v.text
@@ -78,15 +78,15 @@ def test_pytorchs_unused_tensors_test_is_no_false_alarm() -> None:
     all zeros through narrow of stack; the trace has no reference to decide it by."""
     t = load(TRACES / "unused_tensors.json")
     assert t.real is not None and t.real["gradients"]["worker0/AccumulateGrad(t2)"]["zero"]
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     zeros = v.check("zeros")
-    assert zeros is not None and zeros.status == "not_compared" and "t2" in zeros.sentence
+    assert zeros is not None and zeros.status == "not compared" and "t2" in zeros.sentence
     assert (v.status, v.exit_code) == ("agrees", EXIT_OK)
     assert report.row(t, replay(t), "t.json", 1, 1, {}).agreement == "agrees"
 
 
 @pytest.mark.parametrize(("status", "check", "code"), [
-    ("match", "agree", EXIT_OK), ("zero_unused", "differs", EXIT_DISAGREE)])
+    ("match", "agrees", EXIT_OK), ("zero_unused", "differs", EXIT_DISAGREE)])
 def test_a_zero_gradient_by_value_is_decided_by_the_reference(status: str, check: str,
                                                               code: int) -> None:
     t = _zero_by_value()
@@ -94,7 +94,7 @@ def test_a_zero_gradient_by_value_is_decided_by_the_reference(status: str, check
     t.reference = {"comparable": True, "ok": status == "match", "comparison": [
         {"var": "t2", "leaf": "worker0/AccumulateGrad(t2)", "worker": "worker0",
          "status": status}]}
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     zeros = v.check("zeros")
     assert zeros is not None and zeros.status == check
     assert v.exit_code == code
@@ -106,10 +106,10 @@ def test_a_nonzero_gradient_where_the_graph_sends_only_zeros_differs() -> None:
     assert rp.accumulated["worker1/AccumulateGrad(W2)"].zero
     t.real = _real(t)
     t.real["gradients"]["worker1/AccumulateGrad(W2)"]["zero"] = False
-    v = verdict(t, rp)
+    v = judge(t, rp)
     assert v.differences == ("zeros",)
     assert v.text == "replay differs from PyTorch: all-zero gradient differs for W2"
-    assert (v.status, v.exit_code, v.agreement.status) == ("differs", EXIT_DISAGREE, "mismatch")
+    assert (v.status, v.exit_code, v.agreement.status) == ("differs", EXIT_DISAGREE, "differs")
 
 
 @pytest.mark.parametrize("output_nr", [0, 1])
@@ -121,7 +121,7 @@ def test_a_root_that_is_an_rpc_result_seeds_its_own_output(output_nr: int) -> No
     zero = {nid.split("(")[1][:-1]: a.zero for nid, a in rp.accumulated.items()}
     assert zero == {"x": False, "W1": output_nr != 0, "W2": output_nr != 1}
     t.real = _real(t)
-    assert verdict(t, rp).status == "agrees"
+    assert judge(t, rp).status == "agrees"
 
 
 def _behind_python(node_name: str) -> Trace:
@@ -143,9 +143,9 @@ def test_a_nonzero_gradient_behind_a_python_backward_is_not_compared() -> None:
     assert rp.accumulated["worker1/AccumulateGrad(W2)"].zero
     t.real = _real(t)
     t.real["gradients"]["worker1/AccumulateGrad(W2)"]["zero"] = False
-    v = verdict(t, rp)
+    v = judge(t, rp)
     zeros = v.check("zeros")
-    assert zeros is not None and zeros.status == "not_compared", v.text
+    assert zeros is not None and zeros.status == "not compared", v.text
     assert "W2 comes through ConstantBackward, a custom Function" in zeros.sentence
     assert (v.status, v.exit_code) == ("agrees", EXIT_OK)
 
@@ -157,12 +157,12 @@ def test_a_leaf_without_a_gradient_behind_a_python_backward_is_not_compared() ->
     rp = replay(t)
     t.real = _real(t)
     del t.real["gradients"]["worker1/AccumulateGrad(W2)"]
-    v = verdict(t, rp)
-    assert v.check("leaves").status == "agree", v.text
-    assert v.check("zeros").status == "not_compared" and v.exit_code == EXIT_OK
+    v = judge(t, rp)
+    assert v.check("leaves").status == "agrees", v.text
+    assert v.check("zeros").status == "not compared" and v.exit_code == EXIT_OK
     plain = F.multi_output_unused()     # the same run without the custom Function: proven
     plain.real = t.real
-    assert verdict(plain, replay(plain)).differences == ("leaves",)
+    assert judge(plain, replay(plain)).differences == ("leaves",)
 
 
 # -- hangs, threads, outcomes --------------------------------------------------------------------
@@ -175,7 +175,7 @@ def test_a_time_out_where_the_replay_completes_is_not_compared_never_differs() -
     t.real["hang_timeout_s"] = 5.0
     rp = replay(t)
     assert rp.outcome == "completed"
-    v = verdict(t, rp)
+    v = judge(t, rp)
     assert (v.outcome, v.status, v.exit_code, v.differences) == (
         "hang", "not compared", EXIT_HANG, ())
     assert v.text.startswith("PyTorch's backward had not returned after 5 s, while the replay "
@@ -186,9 +186,9 @@ def test_an_observed_hang_agrees_with_a_predicted_one_and_names_what_followed() 
     t.real = _real(t)
     t.real["after_hang"] = "RPC ran for more than set timeout (60000 ms) and will now be marked " \
                            "with an error"
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     outcome = v.check("outcome")
-    assert outcome is not None and outcome.status == "agree"
+    assert outcome is not None and outcome.status == "agrees"
     assert (v.outcome, v.status, v.exit_code) == ("hang", "agrees", EXIT_HANG)
     assert v.text.endswith("; after the hang PyTorch raised: RPC ran for more than set timeout "
                            "(60000 ms) and will now be marked with an error (a consequence of "
@@ -198,10 +198,10 @@ def test_an_observed_hang_agrees_with_a_predicted_one_and_names_what_followed() 
 def test_with_several_interop_threads_the_rules_decide_not_the_order() -> None:
     t = F.design_note()
     t.real = _real(t, interop=2)
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     order, legality = v.check("order"), v.check("legality")
-    assert order is not None and order.status == "not_compared"
-    assert legality is not None and legality.status == "agree"
+    assert order is not None and order.status == "not compared"
+    assert legality is not None and legality.status == "agrees"
     assert v.text.endswith("; with 2 inter-op threads each worker's observed order is one that "
                            "FAST mode's rules allow")
     nodes = [e["node"] for e in t.real["events"]]
@@ -209,16 +209,16 @@ def test_with_several_interop_threads_the_rules_decide_not_the_order() -> None:
     recv = nodes.index("worker0/RecvRpcBackward#0")
     events = t.real["events"]   # a ready AccumulateGrad always runs first: no schedule has this
     events[acc]["node"], events[recv]["node"] = events[recv]["node"], events[acc]["node"]
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     assert "legality" in v.differences and v.exit_code == EXIT_DISAGREE
 
 
 def test_an_error_of_the_programs_own_code_is_not_a_disagreement() -> None:
     t = _traced(F.design_note())
     t.real = _real(t, outcome="error")
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     outcome = v.check("outcome")
-    assert outcome is not None and outcome.status == "not_compared"
+    assert outcome is not None and outcome.status == "not compared"
     assert v.text.startswith("the error comes from the program's own code")
     assert v.status == "agrees"
 
@@ -227,7 +227,7 @@ def test_a_skipped_backward_says_why_and_exits_as_the_predicted_hang() -> None:
     t = F.unused_rpc_result()
     t.real = {"outcome": "skipped", "reason": "the replay predicts a FAST-mode hang",
               "error": None, "events": [], "gradients": {}}
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     assert v.text == "the real backward did not run: the replay predicts a FAST-mode hang"
     assert (v.status, v.exit_code) == ("not compared", EXIT_HANG)
 
@@ -237,7 +237,7 @@ def test_a_predicted_hang_whose_process_ended_first_stays_a_predicted_hang() -> 
     # processes end before the hang timeout fires; the trace has no real section
     t = _traced(F.unused_rpc_result())
     t.real = None
-    v = verdict(t, replay(t))
+    v = judge(t, replay(t))
     assert (v.outcome, v.status, v.exit_code) == ("hang", "not compared", EXIT_HANG)
     assert v.text == ("the replay predicts a hang, and PyTorch's backward had not returned "
                       "when the process ended")
@@ -288,13 +288,13 @@ def _every_command(path: Path, tmp: Path) -> dict[str, tuple[str, int]]:
     rp = replay(trace)
     row = report.row(trace, rp, str(path), 1, 1, {})
     entries = [summary.Entry(row=row, change="first recorded")]
-    index = summary.index_json(entries, ["prog"], summary.verdict(entries), [])
+    index = summary.index_json(entries, ["prog"], summary.contexts_code(entries), [])
     got["trace"] = (index["contexts"][0]["agreement_text"], index["exit_code"])
     recording = Recording(contexts=[trace], iterations=[None], workers=list(trace.workers))
     reports = context_reports(recording, "fast")
     text = reports[0].agreement.text if reports[0].agreement else ""
     got["training"] = (text, recording_exit_code(recording, reports))
-    got["fuzz"] = (fuzz_verdict(trace, rp).text, got["replay"][1])
+    got["fuzz"] = (judge_trace(trace, rp).text, got["replay"][1])
     return got
 
 
@@ -302,5 +302,5 @@ def test_one_trace_gets_the_same_sentence_and_exit_code_from_every_command(
         tmp_path: Path) -> None:
     for path in _cases(tmp_path):
         got = _every_command(path, tmp_path)
-        expected = verdict(load(path), replay(load(path)))
+        expected = judge(load(path), replay(load(path)))
         assert set(got.values()) == {(expected.text, expected.exit_code)}, (path.name, got)

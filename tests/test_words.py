@@ -12,7 +12,8 @@ from rich.console import Console
 from test_agreement import _real_from_replay
 
 from distviz.render.tree import render_graph, render_summary
-from distviz.replay import compare, replay
+from distviz.replay import replay
+from distviz.replay.verdict import judge
 from distviz.trace import Trace
 from distviz.words import plural, word_for
 
@@ -51,7 +52,7 @@ def test_one_message_one_pass_one_leaf_are_singular() -> None:
     assert rp.summary().startswith("FAST replay of 1 pass on 2 workers completes in ")
     assert rp.summary().endswith(" node runs, 1 gradient message).")
     t.real = _real_from_replay(t)
-    assert compare(t, rp).text == "replay matches PyTorch on all 2 workers (4 nodes, 1 message)"
+    assert judge(t, rp).text == "replay matches PyTorch on all 2 workers (4 nodes, 1 message)"
     console = Console(width=200, record=True, color_system=None)
     console.print(render_summary(t))
     console.print(render_graph(t))
@@ -81,7 +82,7 @@ def test_one_worker_reads_naturally(tmp_path: Path) -> None:
     b.backward([loss], root_vars=["loss"])
     t = b.build()
     t.real = _real_from_replay(t)
-    assert compare(t, replay(t)).text == ("replay matches PyTorch on its one worker (2 nodes, "
+    assert judge(t, replay(t)).text == ("replay matches PyTorch on its one worker (2 nodes, "
                                           "0 messages)")
 
 

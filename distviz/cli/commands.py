@@ -35,6 +35,7 @@ from distviz.cli.options import (
     Perfetto,
     Png,
     RpcCallOpt,
+    RunArgs,
     ScenarioArg,
     Sets,
     StartupTimeout,
@@ -49,11 +50,8 @@ from distviz.cli.options import (
     WhatIfOpt,
     WorkerOpt,
     check_export_flags,
-    check_run_options,
-    check_steps,
-    check_training_options,
+    check_run_args,
     check_view_flags,
-    memory_size,
     parse_sets,
     stdout_flags,
     view_spec,
@@ -64,9 +62,8 @@ from distviz.cli.output import (
     write_frames,
     write_pictures,
 )
-from distviz.cli.running import Decided, finish_run, run_with_progress
+from distviz.cli.running import finish_run, run_with_progress
 from distviz.errors import DistvizError, UsageError
-from distviz.trace.iteration import ContextSelection
 from distviz.words import plural
 
 TRACE_HELP = "Trace JSON written by distviz run or distviz trace."
@@ -112,44 +109,18 @@ def run(
 
       distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
-    from distviz.replay.changes import parse_inject_delay
-    from distviz.runner.parent import RunOptions
+    args = RunArgs(**locals())     # the parameters as one value, before any other name
     from distviz.runner.torch_range import require_torch
     from distviz.scenario import load_scenario
     from distviz.scenario.shipped import resolve_scenario
 
     require_torch()
-    # data on standard output moves the text report to stderr
-    data_on_stdout = stdout_flags({"-o": output, "--svg": svg, "--png": png, "--dot": dot,
-                                    "--html": html, "--perfetto": perfetto}, as_json)
+    args.data_on_stdout()     # a second output on standard output is refused before the run
     sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
-    opts = RunOptions(interop_threads=interop_threads, hang_timeout=hang_timeout,
-                      confirm_hang=confirm_hang, startup_timeout=startup_timeout,
-                      forward_timeout=forward_timeout, max_numel=max_numel,
-                      max_steps=max_steps, max_rpc_depth=max_rpc_depth,
-                      max_memory=memory_size(max_memory), run_backward=not no_backward,
-                      reference=not no_reference,
-                      inject=parse_inject_delay(inject_delay or [], list(sc.workers)),
-                      contexts=ContextSelection.parse(contexts).text())
-    check_run_options(opts)
-    check_steps(start, end, None)
-    if sc.training:
-        check_training_options(no_backward=no_backward, inject=bool(inject_delay),
-                               context=context)
-    elif contexts != "all":
-        raise UsageError(f"--contexts {contexts}: {sc.name} has a backward: key and one "
-                         "context; --contexts chooses among the contexts a training program "
-                         "opens")
-    elif context not in (None, 1):
-        raise UsageError(f"--context {context}: {sc.name} has a backward: key and records one "
-                         "context, context 1")
-    decided = Decided()
-    result = run_with_progress(sc, opts, quiet=as_json, verbose=verbose, decided=decided)
+    opts = check_run_args(args, sc)
+    judged = run_with_progress(sc, opts, mode, quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
-    view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
-                 pictures={"svg": svg, "png": png, "dot": dot, "html": html,
-                           "perfetto": perfetto}, report_to_stderr=bool(data_on_stdout))
-    raise typer.Exit(finish_run(sc, result, mode, out_path, view, context, decided.replay))
+    raise typer.Exit(finish_run(sc, judged, mode, out_path, args.view(), context))
 
 
 @app.command()

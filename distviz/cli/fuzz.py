@@ -14,7 +14,6 @@ from distviz import limits
 from distviz.cli.app import app, guard, stderr_console, stdout_console
 from distviz.cli.options import HangTimeout, Json
 from distviz.errors import UsageError
-from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
 from distviz.trace import write_atomic
 
 __all__ = ["fuzz"]
@@ -50,7 +49,7 @@ def _save_finding(result: Any, folder: Path, options: Any) -> dict[str, Any]:
     if finding.trace is not None:
         finding.trace.save(folder / f"{result.name}.trace.json")
     what = (f"failed to run: {finding.error}" if finding.error else "disagrees on "
-            + ", ".join(result.verdict.disagreements if result.verdict else ()))
+            + ", ".join(result.judged.disagreements if result.judged else ()))
     return {"name": result.name, "path": str(path), "what": what,
             "reproduced": finding.reproduced, "command": reproduce_command(path, options)}
 
@@ -132,6 +131,4 @@ def fuzz(
             again = "" if item["reproduced"] else " (not again on a second run)"
             out.print(f"{item['name']} {item['what']}{again}: {item['path']}", markup=False)
             out.print(f"  reproduce: {item['command']}", markup=False)
-    if summary["disagree"]:
-        raise typer.Exit(EXIT_DISAGREE)
-    raise typer.Exit(EXIT_RUN_FAILED if summary["failed"] else EXIT_OK)
+    raise typer.Exit(report.exit_code)

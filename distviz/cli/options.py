@@ -91,6 +91,90 @@ def parse_sets(values: list[str] | None) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class RunArgs:
+    """``distviz run``'s parameters as one value: typer reads them from the command's
+    signature, the command's body reads this (``check_run_args``, ``view``)."""
+
+    scenario: Path
+    sets: list[str] | None
+    output: Path | None
+    as_json: bool
+    step: bool
+    mode: str
+    interop_threads: int
+    hang_timeout: float
+    confirm_hang: bool
+    no_backward: bool
+    no_reference: bool
+    startup_timeout: float
+    forward_timeout: float
+    max_numel: int
+    max_steps: int
+    max_rpc_depth: int
+    max_memory: str
+    log: bool | None
+    worker: str | None
+    start: int | None
+    end: int | None
+    svg: Path | None
+    png: Path | None
+    dot: Path | None
+    html: Path | None
+    perfetto: Path | None
+    verbose: bool
+    inject_delay: list[str] | None
+    contexts: str
+    context: int | None
+
+    @property
+    def pictures(self) -> dict[str, Path | None]:
+        return {"svg": self.svg, "png": self.png, "dot": self.dot, "html": self.html,
+                "perfetto": self.perfetto}
+
+    def data_on_stdout(self) -> list[str]:
+        """The outputs that go to standard output (which moves the text report to stderr)."""
+        return stdout_flags({"-o": self.output, "--svg": self.svg, "--png": self.png,
+                             "--dot": self.dot, "--html": self.html,
+                             "--perfetto": self.perfetto}, self.as_json)
+
+    def view(self) -> View:
+        return View(as_json=self.as_json, step=self.step, log=self.log, worker=self.worker,
+                    start=self.start, end=self.end, pictures=self.pictures,
+                    report_to_stderr=bool(self.data_on_stdout()))
+
+
+def check_run_args(args: RunArgs, sc: Any) -> Any:
+    """The ``RunOptions`` of ``args`` for the scenario ``sc``, checked: ``UsageError`` for an
+    option out of range or one that does not apply to ``sc`` (naming the flags)."""
+    from distviz.replay.changes import parse_inject_delay
+    from distviz.runner.parent import RunOptions
+    from distviz.trace.iteration import ContextSelection
+    if args.mode not in ("fast", "smart"):
+        raise UsageError(f"--mode {args.mode}: expected fast or smart")
+    opts = RunOptions(interop_threads=args.interop_threads, hang_timeout=args.hang_timeout,
+                      confirm_hang=args.confirm_hang, startup_timeout=args.startup_timeout,
+                      forward_timeout=args.forward_timeout, max_numel=args.max_numel,
+                      max_steps=args.max_steps, max_rpc_depth=args.max_rpc_depth,
+                      max_memory=memory_size(args.max_memory),
+                      run_backward=not args.no_backward, reference=not args.no_reference,
+                      inject=parse_inject_delay(args.inject_delay or [], list(sc.workers)),
+                      contexts=ContextSelection.parse(args.contexts).text())
+    check_run_options(opts)
+    check_steps(args.start, args.end, None)
+    if sc.training:
+        check_training_options(no_backward=args.no_backward, inject=bool(args.inject_delay),
+                               context=args.context)
+    elif args.contexts != "all":
+        raise UsageError(f"--contexts {args.contexts}: {sc.name} has a backward: key and one "
+                         "context; --contexts chooses among the contexts a training program "
+                         "opens")
+    elif args.context not in (None, 1):
+        raise UsageError(f"--context {args.context}: {sc.name} has a backward: key and "
+                         "records one context, context 1")
+    return opts
+
+
 def check_run_options(opts: Any) -> None:
     """``UsageError`` for a run option out of range."""
     if opts.interop_threads < 1:

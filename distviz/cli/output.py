@@ -207,14 +207,14 @@ def real_lines(trace: Trace) -> list[str]:
         lines.append(f"PyTorch: {death['message']}")
     ref = trace.reference
     if ref is not None and ref.comparable:
-        rows = ref.comparison
-        bad = [r for r in rows if r.get("status") not in ("match", "zero_unused", "no_gradient")]
-        zero = [r["var"] for r in rows if r.get("status") == "zero_unused"]
+        rows = ref.rows
+        bad = [r for r in rows if not r.ok]
+        zero = [r.var for r in rows if r.status == "zero_unused"]
         text = (f"gradients: {len(rows) - len(bad)}/{plural(len(rows), 'leaf', 'leaves')} "
                 f"{word_for(len(rows), 'equals', 'equal')} the single-process reference")
         if zero:
             text += f" (zeros from unused RPC outputs, as FAST mode gives: {', '.join(zero)})"
         if bad:
-            text += "; differ: " + ", ".join(f"{r['var']} ({r['status']})" for r in bad)
+            text += "; differ: " + ", ".join(f"{r.var} ({r.status})" for r in bad)
         lines.append(text)
     return lines

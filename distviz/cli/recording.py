@@ -92,7 +92,7 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
-    out.print(render_training.iteration_table(recording, [cv.agreement for cv in reports]))
+    out.print(render_training.iteration_table(recording, [cv.verdict for cv in reports]))
     for i, (rp, _) in enumerate(reports):
         if rp is not None and rp.outcome != "completed":
             out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)
@@ -125,13 +125,12 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
         out.print(line, markup=False)
 
 
-def finish_recording(recording: Recording, mode: str, out_path: Path, context: int | None,
-                     stopped: str | None, view: View) -> Reports:
+def finish_recording(recording: Recording, reports: Reports, out_path: Path,
+                     context: int | None, stopped: str | None, view: View) -> None:
     """The end of ``distviz run`` for a recording that is not one trace (``show_run``, after
-    the recording was saved): replay every context, write pictures of one context (the HTML
-    viewer of every context, or of ``--context N``), print the table (and ``--context N``'s
-    log) or the JSON report; returns every context's replay and verdict."""
-    reports = context_reports(recording, mode)
+    the recording was saved), from every context's replay and verdict (``reports``): write
+    pictures of one context (the HTML viewer of every context, or of ``--context N``), print
+    the table (and ``--context N``'s log) or the JSON report."""
     number = context or 1
     pictures = dict(view.pictures)
     html_path = pictures.pop("html", None)
@@ -145,7 +144,7 @@ def finish_recording(recording: Recording, mode: str, out_path: Path, context: i
         write_pictures(found[number], pictures)
     if view.as_json:
         print(json.dumps(report(recording, reports, str(out_path)), indent=1))
-        return reports
+        return
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         show_recording(recording, reports)
         if context is not None:
@@ -156,7 +155,6 @@ def finish_recording(recording: Recording, mode: str, out_path: Path, context: i
         hint = "" if context is not None else \
             f"; see one context with: distviz replay {out_path} --context N"
         out.print(f"recording written to {out_path}{hint}", markup=False)
-    return reports
 
 
 def context_analyses(recording: Recording, reports: Reports, numbers: list[int] | None = None

@@ -1,5 +1,6 @@
-"""``distviz run`` from start to report: the run with its progress, the recording (saved even
-when the run failed), the replay and the report. A plain scenario's run is a recording of one
+"""``distviz run`` from start to report: the run and its verdicts with progress
+(``distviz.judging.run_and_judge``), the recording saved (even when the run failed), and the
+report. A plain scenario's run is a recording of one
 context, reported as a trace; a training scenario's is reported as its table of contexts
 (``distviz.cli.recording``); both end in one function, ``finish_run``."""
 
@@ -10,8 +11,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,64 +20,39 @@ from rich.console import Console
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import (
-    analysis_of,
     real_lines,
-    replay_of,
     report,
     show,
     show_short,
     write_pictures,
 )
 from distviz.errors import DistvizError, RunError
-from distviz.trace import Trace
 from distviz.trace.recording import Recording
-from distviz.trace.sections import Meta, Real
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.judging import JudgedRun
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
-    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.replay.verdict import ContextVerdict
+    from distviz.runner.parent import RunOptions
     from distviz.scenario import Scenario
 
 
-@dataclass
-class Decided:
-    """The FAST replay of the recorded graph that decided whether to run the real backward,
-    kept for the run's analysis (``show_run``), so the graph is replayed once."""
-
-    replay: Replay | None = None
-
-
-def decider(confirm_hang: bool, decided: Decided
-            ) -> Callable[[Trace], tuple[bool, str | None]]:
-    """The runner's ``decide_backward``: run the real backward unless the FAST replay predicts
-    a hang (and ``--confirm-hang`` was not given); the replay is kept in ``decided``."""
-    def decide(trace: Trace) -> tuple[bool, str | None]:
-        decided.replay = replay_of(trace, "fast")
-        if decided.replay.outcome == "hang" and not confirm_hang:
-            return False, ("the replay predicts a FAST-mode hang "
-                           "(use --confirm-hang to run it anyway)")
-        return True, None
-    return decide
-
-
-def run_with_progress(sc: Scenario, opts: RunOptions, *, quiet: bool, verbose: bool,
-                      decided: Decided | None = None) -> RunResult:
-    """Run the scenario with its phases on stderr: one line each (``--verbose``), a spinner
-    on a terminal, or nothing. Returns the ``RunResult``; ``decided`` keeps the replay that
-    decided whether to run the real backward."""
-    from distviz.runner.parent import run_scenario
-    decide = decider(opts.confirm_hang, decided if decided is not None else Decided())
+def run_with_progress(sc: Scenario, opts: RunOptions, mode: str, *, quiet: bool,
+                      verbose: bool) -> JudgedRun:
+    """Run and judge the scenario (``distviz.judging.run_and_judge``) with its phases on
+    stderr: one line each (``--verbose``), a spinner on a terminal, or nothing."""
+    from distviz.judging import run_and_judge
     err = stderr_console()
     if verbose:
         def say(msg: str) -> None:
             print(f"distviz: {msg}", file=sys.stderr, flush=True)
-        return run_scenario(sc, opts, decide, say)
+        return run_and_judge(sc, opts, mode, say)
     if err.is_terminal and not quiet:
         with program_output_above() as console, console.status("starting workers") as status:
-            return run_scenario(sc, opts, decide, lambda m: status.update(m))
-    return run_scenario(sc, opts, decide, None)
+            return run_and_judge(sc, opts, mode, lambda m: status.update(m))
+    return run_and_judge(sc, opts, mode)
 
 
 @contextlib.contextmanager
@@ -125,34 +100,13 @@ def _relay(fd: int, console: Console) -> None:
         console.print(pending.decode("utf-8", "replace"), markup=False, highlight=False)
 
 
-def run_meta(timings: dict[str, float], mode: str) -> Meta:
-    """The ``meta`` section ``distviz run`` writes: versions, phase times, the replay mode."""
-    from distviz import __version__
-    return Meta(distviz_version=__version__, python=sys.version.split()[0],
-                timings_s={k: round(v, 4) for k, v in sorted(timings.items())}, mode=mode,
-                order=("distviz_version", "python", "timings_s", "mode"))
-
-
-def save_run(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Recording:
-    """What the run recorded, with its ``meta``, saved to ``out_path`` (``Recording.save``: one
-    context without training as a version 1 trace). When the run failed, saves what was
-    recorded before (for a plain scenario, when nothing was: the scenario, the workers and the
-    error), names the file in the error and raises it."""
-    failure = result.error
-    recording = result.recording
-    if recording is None and not sc.training:
-        if failure is None:
-            raise RuntimeError("the run returned neither a recording nor an error")
-        recording = Recording.single(_unrecorded(sc))   # keep what is known
-    if recording is None:
-        recording = Recording(contexts=[], iterations=[], workers=list(sc.workers))
-    _stamp(recording, run_meta(result.timings, mode))
+def save_recording(recording: Recording, failure: BaseException | None, out_path: Path,
+                   scenario_path: str | None) -> Recording:
+    """Save ``recording`` to ``out_path`` (``Recording.save``: one context without training as
+    a version 1 trace). When the run failed (``failure``), saves what was recorded, names the
+    file in the error and raises it; raises ``RunError`` when no context was recorded."""
     trace = recording.single_trace
     if failure is not None:
-        if trace is not None and (trace.real is None or trace.real.outcome == "skipped"):
-            text = failure.one_line() if isinstance(failure, DistvizError) else str(failure)
-            trace.real = Real(outcome="error", error=text,
-                              order=("outcome", "error", "events", "gradients"))
         if recording.contexts:
             recording.save(out_path)
             if isinstance(failure, DistvizError):
@@ -163,58 +117,45 @@ def save_run(sc: Scenario, result: RunResult, mode: str, out_path: Path) -> Reco
         raise failure
     if not recording.contexts:
         raise RunError("no context was recorded: the program never called "
-                       "dist_autograd.backward in a chosen context", path=sc.path)
+                       "dist_autograd.backward in a chosen context", path=scenario_path)
     recording.save(out_path)
     return recording
 
 
-def _unrecorded(sc: Scenario) -> Trace:
-    """The trace of a plain scenario's run that failed before its graph was recorded."""
-    from distviz.runner.collate import scenario_info
-    return Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
-                 passes=[], scenario=scenario_info(sc))
-
-
-def _stamp(recording: Recording, meta: Meta) -> None:
-    """Give ``recording`` the run's ``meta`` (keeping the mark of a partial recording); a
-    version 1 file keeps it in its one trace."""
-    partial = recording.meta.get("partial")
-    if partial is not None:
-        meta["partial"] = partial
-    recording.meta = meta
-    trace = recording.single_trace
-    if trace is not None:
-        trace.meta = meta
-
-
-def finish_run(sc: Scenario, result: RunResult, mode: str, out_path: Path, view: View,
-               context: int | None = None, made: Replay | None = None) -> int:
-    """The end of ``distviz run``: save the recording (``save_run``: the run's failure is
-    raised after saving what was recorded), then show it (``show_run``); return the exit code.
-    """
-    recording = save_run(sc, result, mode, out_path)
-    return show_run(recording, mode, out_path, view, context, result.stopped, made)
+def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view: View,
+               context: int | None = None) -> int:
+    """The end of ``distviz run``: save the recording (``save_recording``: the run's failure
+    is raised after saving what was recorded), then show it with its verdicts (``show_run``);
+    return the exit code the verdicts imply."""
+    recording = save_recording(judged.recording, judged.error, out_path, sc.path)
+    show_run(recording, mode, out_path, view, context, judged.result.stopped,
+             verdicts=judged.verdicts)
+    return judged.exit_code
 
 
 def show_run(recording: Recording, mode: str, out_path: Path, view: View,
              context: int | None = None, stopped: str | None = None,
-             made: Replay | None = None) -> int:
-    """Replay and judge each context once, write the pictures and print the report: one
-    context without training as a trace (its summary and step log), several as the table of
-    contexts (``distviz.cli.recording``). Returns the exit code, the most severe of the
-    contexts' verdicts (``distviz.replay.verdict.recording_exit_code``). ``made``: the replay
-    that decided whether to run the real backward, used when it is one in ``mode``."""
+             made: Replay | None = None, verdicts: list[ContextVerdict] | None = None) -> int:
+    """Write the pictures and print the report of each context's replay and verdict
+    (``verdicts``, else judged here, ``distviz.judging.judge_recording``, with ``made``: the
+    replay that decided whether to run the real backward): one context without training as a
+    trace (its summary and step log), several as the table of contexts
+    (``distviz.cli.recording``). Returns the exit code the verdicts imply."""
     from distviz.cli.recording import finish_recording
-    from distviz.replay.verdict import ContextVerdict, recording_exit_code
+    from distviz.judging import judge_recording
+    from distviz.replay.analysis import analysis_from
+    from distviz.replay.verdict import recording_exit_code
     recording.pick(context)
+    if verdicts is None:
+        verdicts, _ = judge_recording(recording, mode, stopped, made)
     trace = recording.single_trace
     if trace is None:
-        reports = finish_recording(recording, mode, out_path, context, stopped, view)
+        finish_recording(recording, verdicts, out_path, context, stopped, view)
     else:
-        found = analysis_of(trace, mode, made)   # the replay, verdict and timing, made once
-        _report_trace(found, out_path, view)
-        reports = [ContextVerdict(found.replay, found.verdict)]
-    return recording_exit_code(recording, reports, stopped)
+        cv = verdicts[0]
+        assert cv.replay is not None and cv.verdict is not None
+        _report_trace(analysis_from(trace, cv.replay, cv.verdict), out_path, view)
+    return recording_exit_code(recording, verdicts, stopped)
 
 
 def _report_trace(found: Analysis, out_path: Path, view: View) -> None:

@@ -65,9 +65,8 @@ def trace(
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
     notes = summary.notes(finished, found)
-    tests = any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
+    tests = summary.is_pytest_run(finished)
     if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
-        code = summary.program_status(finished.returncode)
         notes.append("a pytest run: each test's contexts are in pytest's report; distviz "
                      "exits with pytest's status")
     index = output / "index.json"

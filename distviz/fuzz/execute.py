@@ -1,7 +1,8 @@
 """One generated program's run on real workers, shared by the plain and the training fuzz.
 
-``run_text(text, name, options)`` loads the scenario text, runs it (a hang is confirmed, the
-fork server kept for the next program) and returns ``(result, None)``, or ``(result or None,
+``run_text(text, name, options)`` loads the scenario text, runs and judges it with the
+library's one "run and judge" (``distviz.judging.run_and_judge``: a hang is confirmed, the fork
+server kept for the next program) and returns ``(judged, None)``, or ``(judged or None,
 error)`` when the text does not load or the run fails: a generator or runner problem, not a
 disagreement. Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
 """
@@ -14,15 +15,16 @@ from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.fuzz.options import FuzzOptions
-    from distviz.runner.parent import RunResult
+    from distviz.judging import JudgedRun
 
 __all__ = ["run_text"]
 
 
 def run_text(text: str, name: str, options: FuzzOptions
-             ) -> tuple[RunResult | None, str | None]:
+             ) -> tuple[JudgedRun | None, str | None]:
     """Run scenario ``text`` (file name ``name``); see the module docstring."""
-    from distviz.runner.parent import RunOptions, run_scenario
+    from distviz.judging import run_and_judge
+    from distviz.runner.parent import RunOptions
     from distviz.scenario import load_scenario_text
 
     try:
@@ -32,10 +34,10 @@ def run_text(text: str, name: str, options: FuzzOptions
     opts = RunOptions(hang_timeout=options.hang_timeout, confirm_hang=True,
                       startup_timeout=options.startup_timeout,
                       forward_timeout=options.forward_timeout, keep_server=True)
-    result = run_scenario(scenario, opts)
-    if isinstance(result.error, Interrupted):
-        raise result.error
-    if result.error is not None:
-        err = result.error
-        return result, err.one_line() if isinstance(err, DistvizError) else str(err)
-    return result, None
+    judged = run_and_judge(scenario, opts)
+    err = judged.error
+    if isinstance(err, Interrupted):
+        raise err
+    if err is not None:
+        return judged, err.one_line() if isinstance(err, DistvizError) else str(err)
+    return judged, None

@@ -9,7 +9,7 @@ minimal program as scenario text. A training program (``distviz.fuzz.training_pr
 text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server (which imports
 torch once) serves every run.
 
-The judge is a parameter: ``judge(trace, replay) -> Verdict``. ``verdict`` is the product's
+The judge is a parameter: ``judge(trace, replay) -> Judged``. ``judge_trace`` is the product's
 rule (``distviz.replay.verdict``); tests pass a double with a planted wrong rule to
 check that the shrinker finds the smallest program that shows it.
 
@@ -24,9 +24,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from distviz.fuzz.generate import generate
+from distviz.fuzz.judged import CHECKS, Judged
 from distviz.fuzz.options import FuzzOptions
 from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
@@ -36,25 +37,26 @@ from distviz.fuzz.training_program import (
     generate_training,
     is_training,
 )
-from distviz.fuzz.verdict import CHECKS, Verdict
+from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
 
 __all__ = ["CHECKS", "Finding", "FuzzOptions", "FuzzReport", "Judge", "ProgramResult",
-           "Progress", "Verdict", "fuzz", "reproduce_command", "run_program", "summary_lines",
-           "verdict"]
+           "Progress", "fuzz", "judge_trace", "reproduce_command", "run_program",
+           "summary_lines"]
 
-Judge = Callable[[Trace, Replay], Verdict]
+Judge = Callable[[Trace, Replay], Judged]
+P = TypeVar("P")
 
 
-def verdict(trace: Trace, replay: Replay) -> Verdict:
-    """The product's judgement: the one verdict (``distviz.replay.verdict``) on ``replay``
-    against the real run in ``trace`` (one inter-op thread, so the order must be exact)."""
-    from distviz.fuzz.verdict import of
-    from distviz.replay.verdict import verdict as one_verdict
+def judge_trace(trace: Trace, replay: Replay) -> Judged:
+    """The product's judgement: the one judge (``distviz.replay.verdict.judge``) on
+    ``replay`` against the real run in ``trace``, as the fuzz counts it."""
+    from distviz.fuzz.judged import of
+    from distviz.replay.verdict import judge
     real = trace.real.outcome if trace.real is not None else "None"
-    return of(one_verdict(trace, replay), replay.outcome, real)
+    return of(judge(trace, replay), replay.outcome, real)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Finding:
 
     minimal: str
     original: str
-    minimal_verdict: Verdict | None
+    minimal_judged: Judged | None
     error: str | None
     reproduced: bool
     shrink_tries: int
@@ -81,17 +83,17 @@ class ProgramResult:
     index: int
     name: str
     features: tuple[str, ...]
-    verdict: Verdict | None
+    judged: Judged | None
     error: str | None
     seconds: float
     finding: Finding | None = None
 
     @property
     def agrees(self) -> bool:
-        return self.error is None and self.verdict is not None and self.verdict.agrees
+        return self.error is None and self.judged is not None and self.judged.agrees
 
     def to_json(self) -> dict[str, Any]:
-        v = self.verdict
+        v = self.judged
         out: dict[str, Any] = {"index": self.index, "name": self.name,
                                "features": list(self.features), "agrees": self.agrees,
                                "seconds": round(self.seconds, 3), "error": self.error}
@@ -126,7 +128,7 @@ class FuzzReport:
     def summary(self) -> dict[str, Any]:
         """The numbers: counts, per-check agreement in percent of the programs where the
         check applied, outcomes predicted and real, and how often each feature came up."""
-        judged = [r.verdict for r in self.results if r.verdict is not None]
+        judged = [r.judged for r in self.results if r.judged is not None]
 
         def pct(check: str) -> float | None:
             vals = [getattr(v, check) for v in judged if getattr(v, check) is not None]
@@ -138,7 +140,7 @@ class FuzzReport:
             "count": len(self.results), "seed": self.options.seed,
             "workers": [self.options.min_workers, self.options.max_workers],
             "agree": sum(r.agrees for r in self.results),
-            "disagree": sum(1 for r in self.results if r.verdict and not r.verdict.agrees),
+            "disagree": sum(1 for r in self.results if r.judged and not r.judged.agrees),
             "failed": sum(1 for r in self.results if r.error is not None),
             "outcome_agreement_pct": pct("outcome"), "order_agreement_pct": pct("order"),
             "fifo_exact_pct": pct("fifo_order"), "executed_pct": pct("executed"),
@@ -154,6 +156,14 @@ class FuzzReport:
     def to_json(self) -> dict[str, Any]:
         return {"summary": self.summary(), "programs": [r.to_json() for r in self.results]}
 
+    @property
+    def exit_code(self) -> int:
+        """``EXIT_DISAGREE`` when a program disagrees, else ``EXIT_RUN_FAILED`` when one failed
+        to run, else ``EXIT_OK``."""
+        if any(r.judged is not None and not r.judged.agrees for r in self.results):
+            return EXIT_DISAGREE
+        return EXIT_RUN_FAILED if any(r.error is not None for r in self.results) else EXIT_OK
+
 
 class _Runs:
     """Runs programs one after the other with one kept fork server; remembers the last trace."""
@@ -167,92 +177,148 @@ class _Runs:
         from distviz.runner.parent import stop_server
         stop_server()
 
-    def run(self, program: Program) -> tuple[Verdict | None, str | None]:
-        verdict_, error, trace = run_program(program, self.options, self.judge)
+    def run(self, program: Program) -> tuple[Judged | None, str | None]:
+        judged, error, trace = run_program(program, self.options, self.judge)
         self.last_trace = trace
-        return verdict_, error
+        return judged, error
 
 
-def run_program(program: Program, options: FuzzOptions, judge: Judge = verdict
-                ) -> tuple[Verdict | None, str | None, Trace | None]:
+def run_program(program: Program, options: FuzzOptions, judge: Judge = judge_trace
+                ) -> tuple[Judged | None, str | None, Trace | None]:
     """Run ``program`` on real workers and judge the replay.
 
-    Returns ``(verdict, None, trace)``, or ``(None, error, trace or None)`` when the scenario
+    Returns ``(judged, None, trace)``, or ``(None, error, trace or None)`` when the scenario
     does not load or the run fails (a generator or runner problem, not a disagreement).
     Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
     """
     from distviz.fuzz.execute import run_text
-    from distviz.replay.result import replay
 
-    result, error = run_text(to_yaml(program), f"{program.name}.yaml", options)
-    trace = result.trace if result is not None else None
-    if error is not None or trace is None:
+    judged, error = run_text(to_yaml(program), f"{program.name}.yaml", options)
+    trace = judged.result.trace if judged is not None else None
+    if error is not None or judged is None or trace is None or not judged.verdicts:
         return None, error or "no trace", trace
-    return judge(trace, replay(trace)), None, trace
+    rp = judged.verdicts[0].replay
+    assert rp is not None    # a plain scenario's one context has its recorded pass
+    return judge(trace, rp), None, trace
 
 
 def _same_problem(checks: set[str], error: str | None
-                  ) -> Callable[[Verdict | None, str | None], bool]:
-    """Whether a later run ``(verdict, error)`` shows the first run's problem: a failed run
+                  ) -> Callable[[Judged | None, str | None], bool]:
+    """Whether a later run ``(judged, error)`` shows the first run's problem: a failed run
     again when the first failed, else a disagreement on one of the same ``checks``."""
-    def same(v: Verdict | None, e: str | None) -> bool:
+    def same(v: Judged | None, e: str | None) -> bool:
         return e is not None if error is not None else (
             v is not None and bool(checks & set(v.disagreements)))
     return same
 
 
-def _examine(runs: _Runs, program: Program, first: Verdict | None, error: str | None,
-             say: Callable[[str], None]) -> Finding:
+@dataclass(frozen=True)
+class _Subject(Generic[P]):
+    """One kind of program as the examination of a finding sees it: a plain ``Program`` (shrunk
+    as a value) or a training program's text (shrunk as text). ``run`` runs a version and
+    judges it; ``shrink(start, still_fails, max_tries, on_try)`` returns the smallest that
+    still fails and the tries spent; ``size`` and ``sized`` measure a version and say it
+    (``size 5``, ``12 lines``); ``span(a, b)`` says a shrink (``5 -> 3``, ``12 -> 8 lines``);
+    ``write(version, note)`` is the finding's text."""
+
+    name: str
+    program: P
+    run: Callable[[P], tuple[Judged | None, str | None, Trace | None]]
+    shrink: Callable[[P, Callable[[P], bool], int, Callable[[P, bool], None]], tuple[P, int]]
+    size: Callable[[P], int]
+    sized: Callable[[int], str]
+    span: Callable[[int, int], str]
+    write: Callable[[P, str], str]
+    original: str
+
+
+def _examine(subject: _Subject[P], first: Judged | None, first_trace: Trace | None,
+             error: str | None, options: FuzzOptions, say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) program again, and shrink it while it still shows the
     same problem (a failed run, or a disagreement on one of the same checks)."""
     checks = set(first.disagreements) if first is not None else set()
     same = _same_problem(checks, error)
-
-    best: list[tuple[Verdict | None, Trace | None]] = [(first, runs.last_trace)]
-    say(f"{program.name}: running it again")
-    again, again_error = runs.run(program)
+    name, program = subject.name, subject.program
+    best: tuple[Judged | None, Trace | None] = (first, first_trace)
+    say(f"{name}: running it again")
+    again, again_error, again_trace = subject.run(program)
     reproduced = same(again, again_error)
     minimal, tries = program, 0
     if reproduced:
-        best.append((again, runs.last_trace))
-    if reproduced and runs.options.shrink:
-        def still_fails(candidate: Program) -> bool:
-            v, e = runs.run(candidate)
+        best = (again, again_trace)
+    if reproduced and options.shrink:
+        def still_fails(candidate: P) -> bool:
+            nonlocal best
+            v, e, t = subject.run(candidate)
             if same(v, e):
-                best.append((v, runs.last_trace))
+                best = (v, t)
             return same(v, e)
 
-        def on_try(candidate: Program, failed: bool) -> None:
-            say(f"{program.name}: shrinking, size {size(candidate)} "
+        def on_try(candidate: P, failed: bool) -> None:
+            say(f"{name}: shrinking, {subject.sized(subject.size(candidate))} "
                 f"{'still disagrees' if failed else 'agrees'}")
 
-        res = shrink(program, still_fails, runs.options.max_shrink_tries, on_try)
-        minimal, tries = res.program, res.tries
+        minimal, tries = subject.shrink(program, still_fails, options.max_shrink_tries, on_try)
     what = (f"the run fails: {error}" if error is not None
             else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
     if not reproduced:
-        note = f"{program.name} as generated; {what} (not again on a second run)"
+        note = f"{name} as generated; {what} (not again on a second run)"
     else:
-        note = (f"minimal program shrunk from {program.name} ({size(program)} -> "
-                f"{size(minimal)}); {what}")
-    return Finding(minimal=to_yaml(replace(minimal, description=note)),
-                   original=to_yaml(program), minimal_verdict=best[-1][0], error=error,
-                   reproduced=reproduced, shrink_tries=tries, original_size=size(program),
-                   minimal_size=size(minimal), trace=best[-1][1])
+        note = (f"minimal program shrunk from {name} "
+                f"({subject.span(subject.size(program), subject.size(minimal))}); {what}")
+    return Finding(minimal=subject.write(minimal, note), original=subject.original,
+                   minimal_judged=best[0], error=error, reproduced=reproduced,
+                   shrink_tries=tries, original_size=subject.size(program),
+                   minimal_size=subject.size(minimal), trace=best[1])
+
+
+def _plain_subject(runs: _Runs, program: Program) -> _Subject[Program]:
+    def run(candidate: Program) -> tuple[Judged | None, str | None, Trace | None]:
+        v, e = runs.run(candidate)
+        return v, e, runs.last_trace
+
+    def shrunk(start: Program, still_fails: Callable[[Program], bool], tries: int,
+               on_try: Callable[[Program, bool], None]) -> tuple[Program, int]:
+        res = shrink(start, still_fails, tries, on_try)
+        return res.program, res.tries
+
+    return _Subject(name=program.name, program=program, run=run, shrink=shrunk, size=size,
+                    sized=lambda n: f"size {n}", span=lambda a, b: f"{a} -> {b}",
+                    write=lambda p, note: to_yaml(replace(p, description=note)),
+                    original=to_yaml(program))
+
+
+def _training_subject(program: TrainingProgram, options: FuzzOptions) -> _Subject[str]:
+    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
+
+    def run(text: str) -> tuple[Judged | None, str | None, Trace | None]:
+        v, e = run_training_program(replace(program, text=text), options)
+        return v, e, None
+
+    def shrunk(start: str, still_fails: Callable[[str], bool], tries: int,
+               on_try: Callable[[str, bool], None]) -> tuple[str, int]:
+        res = shrink_text(start, still_fails, scenario_loads, tries, on_try)
+        return res.text, res.tries
+
+    return _Subject(name=program.name, program=program.text, run=run, shrink=shrunk,
+                    size=lines_of, sized=lambda n: f"{n} lines",
+                    span=lambda a, b: f"{a} -> {b} lines",
+                    write=lambda text, note: f"# {note}\n{text}", original=program.text)
 
 
 def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = None,
          judge: Judge | None = None) -> FuzzReport:
     """Generate, run and judge ``options.count`` programs; see the module docstring.
 
-    ``judge`` defaults to ``verdict``. ``progress`` is called while programs are re-run or
+    ``judge`` defaults to ``judge_trace``. ``progress`` is called while programs are re-run or
     shrunk and once per finished program.
     Raises ``Interrupted`` on Ctrl-C (every worker is gone by then) and ``ValueError`` for a
     bad worker range.
     """
     report = FuzzReport(options)
     tell = progress or (lambda _p: None)
-    runs = _Runs(options, judge or verdict)
+    runs = _Runs(options, judge or judge_trace)
     t0 = time.monotonic()
     try:
         for index in range(options.count):
@@ -269,7 +335,8 @@ def fuzz(options: FuzzOptions, progress: Callable[[Progress], None] | None = Non
             if error is not None or (first is not None and not first.agrees):
                 def say(text: str, done: int = index) -> None:
                     tell(Progress(done, options.count, None, text))
-                finding = _examine(runs, program, first, error, say)
+                finding = _examine(_plain_subject(runs, program), first, runs.last_trace,
+                                   error, options, say)
             result = ProgramResult(index, program.name, tuple(sorted(features(program))),
                                    first, error, time.monotonic() - start, finding)
             report.results.append(result)
@@ -300,44 +367,11 @@ def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
                          time.monotonic() - start, finding)
 
 
-def _training_finding(program: TrainingProgram, first: Verdict | None, error: str | None,
+def _training_finding(program: TrainingProgram, first: Judged | None, error: str | None,
                       options: FuzzOptions, say: Callable[[str], None]) -> Finding:
     """Run a disagreeing (or failing) training program again and shrink its text while it
-    shows the same problem: a failed run, or a disagreement on one of the same checks."""
-    from distviz.fuzz.judge_training import run_training_program
-    from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
-    checks = set(first.disagreements) if first is not None else set()
-    same = _same_problem(checks, error)
-
-    say(f"{program.name}: running it again")
-    again, again_error = run_training_program(program, options)
-    reproduced = same(again, again_error)
-    best, minimal, tries = (again if reproduced else first), program.text, 0
-    if reproduced and options.shrink:
-        def still_fails(text: str) -> bool:
-            nonlocal best
-            v, e = run_training_program(replace(program, text=text), options)
-            if same(v, e):
-                best = v
-            return same(v, e)
-
-        def on_try(text: str, failed: bool) -> None:
-            say(f"{program.name}: shrinking, {lines_of(text)} lines "
-                f"{'still disagrees' if failed else 'agrees'}")
-
-        res = shrink_text(program.text, still_fails, scenario_loads, options.max_shrink_tries,
-                          on_try)
-        minimal, tries = res.text, res.tries
-    what = (f"the run fails: {error}" if error is not None
-            else f"disagrees on: {', '.join(c for c in CHECKS if c in checks)}")
-    if not reproduced:
-        note = f"# {program.name} as generated; {what} (not again on a second run)\n"
-    else:
-        note = (f"# minimal program shrunk from {program.name} ({lines_of(program.text)} -> "
-                f"{lines_of(minimal)} lines); {what}\n")
-    return Finding(minimal=note + minimal, original=program.text, minimal_verdict=best,
-                   error=error, reproduced=reproduced, shrink_tries=tries,
-                   original_size=lines_of(program.text), minimal_size=lines_of(minimal))
+    shows the same problem (``_examine``)."""
+    return _examine(_training_subject(program, options), first, None, error, options, say)
 
 
 def reproduce_command(path: str | os.PathLike[str], options: FuzzOptions) -> str:

@@ -121,13 +121,12 @@ def _error_lines(err: PassError, width: int | None) -> list[Text]:
 
 
 def agreement_lines(agreement: Agreement, width: int | None) -> Iterator[Text]:
-    """Yield the agreement sentence (green: match, red: mismatch, yellow: nothing compared or
-    a SMART prediction, which has no PyTorch to check against)."""
+    """Yield the verdict's sentence (``distviz.replay.verdict``; green: agrees, red: differs,
+    yellow: nothing compared or a SMART prediction, which has no PyTorch to check against)."""
     if agreement.smart is not None:
         yield from wrapped_lines("SMART prediction (no PyTorch to check against): ", "  ",
                                  agreement.text, width, style="yellow")
         return
-    style = {"match": "green", "mismatch": "red"}.get(agreement.status, "yellow")
-    text = agreement.text or {True: "matches the real run exactly",
-                              False: "differs from the real run"}.get(agreement.exact, "")
-    yield from wrapped_lines("agreement with the real run: ", "  ", text, width, style=style)
+    style = {"agrees": "green", "differs": "red"}.get(agreement.status, "yellow")
+    yield from wrapped_lines("agreement with the real run: ", "  ", agreement.text, width,
+                             style=style)

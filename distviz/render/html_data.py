@@ -28,7 +28,7 @@ from distviz.replay.analysis import Analysis
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
-from distviz.replay.model import ACTIONS, Agreement, Message, ReplayLike
+from distviz.replay.model import ACTIONS, AGREEMENT_JSON_WORDS, Agreement, Message, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.replay.timing import Timing
 from distviz.trace import Node, Trace, message_label, short_name
@@ -243,7 +243,7 @@ def viewer_data(found: Analysis, spec: ViewSpec | None = None) -> dict[str, Any]
             "neverText": [f"{u.node}: {u.reason}" for u in hang.unreachable_recvs]},
         "error": None if replay.error is None else replay.error.to_json(),
         "agreement": None if agreement is None else {
-            "text": agreement.text, "status": agreement.status,
+            "text": agreement.text, "status": AGREEMENT_JSON_WORDS[agreement.status],
             "checks": agreement_words(agreement)},
         "summary": worker_summary(g, timing if timing is not None else False).to_json(),
         "critical": critical_path(timing, g),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.table import Table
 from rich.text import Text
 
-from distviz.replay.model import Agreement
+from distviz.replay.verdict import AGREE, NOT_COMPARED, Verdict
 from distviz.trace.iteration import Iteration, TrainingSummary
 from distviz.trace.recording import Recording
 from distviz.words import plural
@@ -51,11 +51,11 @@ def _largest(it: Iteration) -> str:
     return f"{max(u.norm for u in moved):.3g}"
 
 
-def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]) -> Table:
+def iteration_table(recording: Recording, verdicts: Sequence[Verdict | None]) -> Table:
     """One row per recorded context: its number (``ctx``), trainer and context number, nodes,
     loss (and the reference's), how many tensors ``get_gradients`` held per worker, the norm
-    of the largest parameter update (``update``), whether the replay matches PyTorch's real backward
-    (``replay``) and whether the gradients equal the reference (``grads``): ``yes``, ``NO``
+    of the largest parameter update (``update``), whether the replay agrees with PyTorch's real
+    backward (``replay``: the context's verdict, ``distviz.replay.verdict``) and whether the gradients equal the reference (``grads``): ``yes``, ``NO``
     or ``-`` (not compared)."""
     table = Table(box=None, pad_edge=False, title_justify="left")
     labels = [it.label for it in recording.iterations if it is not None] or ["-"]
@@ -67,9 +67,9 @@ def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]
         table.add_column(name, justify=justify, no_wrap=True,  # type: ignore[arg-type]
                          min_width=width)
     for i, (trace, it) in enumerate(zip(recording.contexts, recording.iterations, strict=True)):
-        agreement = agreements[i] if i < len(agreements) else None
+        verdict = verdicts[i] if i < len(verdicts) else None
         ref_ok = trace.reference.ok if trace.reference is not None else None
-        same = _agrees(agreement)
+        same = _agrees(verdict)
         if it is None:
             table.add_row(str(i + 1), "-", str(len(trace.nodes)), "-", "-", "-", "-",
                           yes_no(same), yes_no(ref_ok))
@@ -81,13 +81,10 @@ def iteration_table(recording: Recording, agreements: Sequence[Agreement | None]
     return table
 
 
-def _agrees(agreement: Agreement | None) -> bool | None:
-    if agreement is None:
+def _agrees(verdict: Verdict | None) -> bool | None:
+    if verdict is None or verdict.status == NOT_COMPARED:
         return None
-    checks = [agreement.outcome, agreement.executed, agreement.order]
-    if any(c is False for c in checks):
-        return False
-    return True if any(c is True for c in checks) else None
+    return verdict.status == AGREE
 
 
 @dataclass(frozen=True)

@@ -377,11 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     except DistvizError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
-    from distviz.replay import compare
     from distviz.replay import replay as run_replay
+    from distviz.replay.verdict import judge
 
     result = run_replay(trace, mode="fast")
-    agreement = compare(trace, result) if trace.real is not None else None
+    agreement = judge(trace, result).agreement if trace.real is not None else None
     console = Console(markup=False)
     if not console.is_terminal:
         for line in render_log(trace, result, agreement=agreement):  # one line per event

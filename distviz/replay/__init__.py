@@ -18,7 +18,7 @@ the ``ReplayLike`` protocol renderers accept are in ``model.py``.
 
 from __future__ import annotations
 
-from distviz.replay.agreement import agreement_for, compare, observed_arrival, smart_report
+from distviz.replay.agreement import compare, observed_arrival, smart_report
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.heap import StdPriorityQueue
@@ -41,6 +41,6 @@ from distviz.replay.synthetic import synthetic_trace
 __all__ = [
     "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "Agreement", "Event", "Hang", "IndexedGraph",
     "Message", "PassError", "Replay", "ReplayLike", "ReplayState", "StdPriorityQueue",
-    "WorkerState", "agreement_for", "compare", "diagnose", "initial_dependencies",
+    "WorkerState", "compare", "diagnose", "initial_dependencies",
     "observed_arrival", "replay", "smart_report", "synthetic_trace",
 ]

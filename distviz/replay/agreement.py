@@ -1,4 +1,8 @@
-"""Compare a replay with what PyTorch really did (``trace.real``).
+"""Compare a replay with what PyTorch really did (``trace.real``), check by check.
+
+These are the comparisons the one judge (``distviz.replay.verdict.judge``) calls: it alone
+decides the status and writes the sentence (``matched_sentence`` and ``mismatch_parts`` are the
+pieces it words them with).
 
 The runner records, on every worker, the order in which node pre-hooks fired during the real
 distributed backward (sends, recvs, ops and AccumulateGrads), the outcome and the gradients. With
@@ -7,16 +11,15 @@ order exactly (internals §3.4-3.5). With more threads, calls on one worker over
 is one legal schedule among several: a differing order is then reported but is not a bug, and
 the text says so instead of claiming agreement is guaranteed.
 
-``trace.real`` format: ``{"outcome": "completed"|"hang"|"error"|"skipped", "error": str|None,
-"events": [{"pass", "worker", "node", "t_us", "dur_us", "thread", "grad_shapes"}, ...],
-"gradients": {...}, "interop_threads": int}``.
+``trace.real`` is a ``Real`` section; its events are read as ``RealEvent`` values
+(``Real.observed()``).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
+from distviz.outcome import RealOutcome
 from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
 from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
@@ -24,7 +27,7 @@ from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
 from distviz.words import plural, word_for
 
-__all__ = ["agreement_for", "compare", "matched_sentence", "mismatch_parts", "observed_arrival",
+__all__ = ["compare", "matched_sentence", "mismatch_parts", "observed_arrival", "real_interop",
            "smart_report"]
 
 _WINDOW = 50   # mismatch lists longer than this are cut to a window around the difference
@@ -35,11 +38,9 @@ def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
     with one inter-op thread per worker this is the order their gradient messages arrived."""
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[tuple[int, str], list[str]] = {}
-    events = trace.real.events if trace.real is not None else []
-    for ev in events:
-        if isinstance(ev, dict) and kinds.get(str(ev.get("node"))) == "send":
-            out.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(
-                str(ev["node"]))
+    for ev in trace.real.observed() if trace.real is not None else []:
+        if kinds.get(ev.node) == "send":
+            out.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
     return out
 
 
@@ -72,15 +73,12 @@ def _by_rank(trace: Trace, workers: set[str]) -> tuple[str, ...]:
                         if w in trace.workers else 1 << 30))
 
 
-def _orders(trace: Trace, replay: Replay, real_outcome: str
+def _orders(trace: Trace, replay: Replay, real_outcome: RealOutcome
             ) -> tuple[bool, bool, list[OrderMismatch], int]:
     """Compare per pass, per worker orders: ``(order_ok, executed_ok, mismatches, compared)``."""
     observed: dict[tuple[int, str], list[str]] = {}
-    for ev in trace.real.events if trace.real is not None else []:
-        if not isinstance(ev, dict) or "node" not in ev:
-            continue
-        key = (int(ev.get("pass", 0)), str(ev.get("worker")))
-        observed.setdefault(key, []).append(str(ev["node"]))
+    for ev in trace.real.observed() if trace.real is not None else []:
+        observed.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
     expected: dict[tuple[int, str], list[str]] = {}
     for p, per in enumerate(replay.order):
         for w, ids in per.items():
@@ -132,9 +130,7 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     exact = interop == 1
     if real is None or real.outcome == "skipped":
         return Agreement(outcome=None, order=None, executed=None, gradients=None, leaves=None,
-                         fifo_order=None, arrival_differs=(), exact=exact, mismatches=(),
-                         status="skipped",
-                         text="no real run recorded for this trace; nothing to compare")
+                         fifo_order=None, arrival_differs=(), exact=exact, mismatches=())
     real_outcome = real.outcome
     fifo_ok, executed_ok, mismatches, compared = _orders(trace, replay, real_outcome)
     order_ok = fifo_ok
@@ -160,12 +156,11 @@ def compare(trace: Trace, replay: Replay) -> Agreement:
     ref = trace.reference
     if ref is not None and ref.comparable:
         grads_ok = bool(ref.ok)
-    agreement = Agreement(
+    return Agreement(
         outcome=real_outcome == replay.outcome, order=order_ok, executed=executed_ok,
         gradients=grads_ok, leaves=leaves_ok, fifo_order=fifo_ok,
         arrival_differs=arrival_differs, exact=exact, mismatches=tuple(mismatches),
-        status="", text="", nodes_compared=compared)
-    return _with_text(trace, replay, agreement, real_outcome, interop)
+        nodes_compared=compared)
 
 
 def matched_sentence(trace: Trace, replay: Replay, a: Agreement) -> str:
@@ -198,33 +193,6 @@ def mismatch_parts(a: Agreement) -> list[str]:
         more = len(a.mismatches) - 1
         parts.append(f"{plural(more, 'more worker order')} {word_for(more, 'differs', 'differ')}")
     return parts
-
-
-def _with_text(trace: Trace, replay: Replay, a: Agreement, real_outcome: str,
-               interop: Any) -> Agreement:
-    """Return ``a`` with its status and sentence."""
-    ok = (a.outcome and a.order and a.executed and a.gradients is not False
-          and a.leaves is not False)
-    if ok:
-        text = matched_sentence(trace, replay, a)
-        if not a.exact:
-            text += (f"; the real run used {interop} inter-op threads, which run one worker's "
-                     "calls at the same time, so PyTorch's order can change from run to run: "
-                     "this match shows one valid order, not that every run will match")
-        return replace(a, status="match", text=text)
-    parts: list[str] = []
-    if not a.outcome:
-        parts.append(f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
-    parts.extend(mismatch_parts(a))
-    if a.leaves is False:
-        parts.append("the set of leaves with gradients differs")
-    if a.gradients is False:
-        parts.append("gradients differ from the single-process reference")
-    text = "replay differs from PyTorch: " + "; ".join(parts)
-    if not a.exact:
-        text += (f" (the real run used {interop} inter-op threads: calls on one worker "
-                 "overlap, so order differences are expected and not a replay bug)")
-    return replace(a, status="mismatch", text=text)
 
 
 def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
@@ -267,13 +235,3 @@ def smart_report(trace: Trace, smart: Replay, fast: Replay) -> SmartReport:
     return SmartReport(fast_outcome=fast.outcome, smart_outcome=smart.outcome,
                        excluded=excluded, leaves=leaves, reference_leaves=ref_leaves,
                        same_leaves=same, text="; ".join(parts))
-
-
-def agreement_for(trace: Trace, replay: Replay) -> Agreement:
-    """The agreement to show for ``replay``: ``compare`` for FAST mode; for SMART mode (which
-    PyTorch never built), FAST's agreement with the ``smart_report`` and its sentence."""
-    if replay.mode != "smart":
-        return compare(trace, replay)
-    fast = run_replay(trace, "fast")
-    report = smart_report(trace, replay, fast)
-    return replace(compare(trace, fast), smart=report, text=report.text)

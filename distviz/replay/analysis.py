@@ -15,10 +15,10 @@ from distviz.replay.model import Agreement
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.replay.timing import Timing, analyze
-from distviz.replay.verdict import Verdict, verdict
+from distviz.replay.verdict import Verdict, judge
 from distviz.trace import Trace
 
-__all__ = ["Analysis", "analysis", "analysis_from"]
+__all__ = ["Analysis", "analysis", "analysis_from", "replay_for"]
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,16 @@ def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> An
     ``made``: a replay of this very trace already made (``distviz run`` replays the recorded
     graph in FAST mode before the real backward, to decide whether to run it); it is used when
     it is one of ``trace`` in ``mode`` in FIFO order, else ``trace`` is replayed here."""
+    rp = replay_for(trace, mode, made)
+    return Analysis(trace=trace, replay=rp, verdict=judge(trace, rp), timing=analyze(trace))
+
+
+def replay_for(trace: Trace, mode: str, made: Replay | None = None) -> Replay:
+    """``made`` when it is a replay of this very ``trace`` in ``mode`` in FIFO order, else a
+    new replay of ``trace`` in ``mode``."""
     if made is not None and made.trace is trace and made.mode == mode and not made.arrival:
-        rp = made
-    else:
-        rp = run_replay(trace, mode)
-    return Analysis(trace=trace, replay=rp, verdict=verdict(trace, rp), timing=analyze(trace))
+        return made
+    return run_replay(trace, mode)
 
 
 def analysis_from(trace: Trace, rp: Replay, judged: Verdict) -> Analysis:

@@ -72,12 +72,11 @@ def _calls(number: int, label: str, trace: Trace) -> dict[str, list[ContextCall]
             out.setdefault(worker, []).append(ContextCall(
                 context=number, label=label, first=run[0][0], nodes=len(run),
                 start_us=run[0][1], end_us=max(end for _, _, end in run)))
-    real = trace.real.events if trace.real is not None else []
-    events = [e for e in real if isinstance(e, dict) and "node" in e]
-    for ev in sorted(events, key=lambda e: (str(e.get("worker")), float(e.get("t_us", 0.0)))):
-        worker, nid = str(ev["worker"]), str(ev["node"])
-        start = base + float(ev.get("t_us", 0.0))
-        end = start + float(ev.get("dur_us") or 0.0)
+    events = trace.real.observed() if trace.real is not None else []
+    for ev in sorted(events, key=lambda e: (e.worker, float(e.t_us or 0.0))):
+        worker, nid = ev.worker, ev.node
+        start = base + float(ev.t_us or 0.0)
+        end = start + float(ev.dur_us or 0.0)
         if kinds.get(nid) == "send":
             close(worker)
         current.setdefault(worker, []).append((nid, start, end))

@@ -41,6 +41,7 @@ from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
+    FAULT,
     RECV,
     SEND,
     IndexedGraph,
@@ -299,7 +300,7 @@ class Engine(EngineErrors):
             else:
                 i = pop_last(heap)[1] if len(heap) == 1 else heap.pop()
             k, flags = kinds[i], flags_of[i]
-            if k == ACC or k == RECV or (flags and (flags & 2 or freed[i])):
+            if k == ACC or k == RECV or (flags and (flags & FAULT or freed[i])):
                 s.step = step
                 ran = self._drain_other(i, heap, limit)
                 if ran < 0:                # the task aborted
@@ -369,8 +370,8 @@ class Engine(EngineErrors):
             return 0
         if flags:
             freed = self.s.freed
-            if flags & 2 or freed[i]:
-                if flags & 2:
+            if flags & FAULT or freed[i]:
+                if flags & FAULT:
                     self._fault(i, w)
                 else:
                     self._node_error(i, w, FREED_MESSAGE)

@@ -26,11 +26,14 @@ from distviz.errors import TraceError
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
 from distviz.trace.compact import NodeColumns
 
-__all__ = ["ACC", "MODES", "OP", "RECV", "SEND", "IndexedGraph", "count_dependencies",
+__all__ = ["ACC", "FAULT", "MODES", "OP", "RECV", "SAVED", "SEND", "IndexedGraph", "count_dependencies",
            "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]
 
 MODES = ("fast", "smart")
 OP, SEND, RECV, ACC = 0, 1, 2, 3
+#: the bits of ``IndexedGraph.flags[i]``: the node holds saved tensors; the node has a recorded
+#: fault (it raises, or its worker dies)
+SAVED, FAULT = 1, 2
 _KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
 
 
@@ -53,7 +56,7 @@ class IndexedGraph:
     ``targets[i]`` and ``nrs[i]`` (made on first use; the replay reads the flat ``next`` and
     ``next_nr``) are tuples with the next edges' target indices (``-1`` for an edge without a
     function) and input numbers. ``key[i]`` is the ready-queue priority
-    (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` is 1 for saved tensors, 2 for a
+    (``2**64 - 1`` for AccumulateGrad). ``flags[i]`` has the bit ``SAVED`` for saved tensors, ``FAULT`` for a
     recorded fault (no per-node objects: a million tuples would cost the collector a pass).
     Index ints are shared objects, so per-event payloads that mention nodes cost no new ints. Raises ``TraceError``
     when a pass has a root that is not on the initiator.
@@ -127,7 +130,7 @@ class IndexedGraph:
             at.append(len(nxt))
             msg.append(-1 if nd.msg_id is None else nd.msg_id)
             if nd.saved:
-                self.saved[i] = 1
+                self.saved[i] = SAVED
             if nd.fault is not None:
                 self.fault[i] = nd.fault
             if nd.input_shapes is not None:
@@ -139,7 +142,7 @@ class IndexedGraph:
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
-            self.flags[i] |= 2
+            self.flags[i] |= FAULT
         return index
 
     def _build_columns(self, cols: NodeColumns, wix: dict[str, int]) -> dict[str, int]:
@@ -189,7 +192,7 @@ class IndexedGraph:
         self.nodes_of = nodes_of
         self.flags = bytearray(self.saved)
         for i in self.fault:
-            self.flags[i] |= 2
+            self.flags[i] |= FAULT
         return _RootIndex(self.ids)
 
     def _build_sends(self) -> None:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Any
 
 from distviz.trace import Trace
+from distviz.trace.sections import RealEvent
 
 __all__ = ["Violation", "check"]
 
@@ -55,19 +55,24 @@ def _preds(trace: Trace) -> dict[str, list[str]]:
     return out
 
 
-def _calls(events: list[dict[str, Any]], kinds: dict[str, str],
-           roots: set[str]) -> list[list[dict[str, Any]]]:
+def _t(ev: RealEvent) -> float:
+    """When ``ev`` started (microseconds; an event without a time counts as at 0)."""
+    return float(ev.t_us or 0.0)
+
+
+def _calls(events: list[RealEvent], kinds: dict[str, str],
+           roots: set[str]) -> list[list[RealEvent]]:
     """Split one worker's events of one pass into calls: per thread, in time order, a new
     call starts at each send and at the first root."""
-    by_thread: dict[str, list[dict[str, Any]]] = {}
+    by_thread: dict[str, list[RealEvent]] = {}
     for ev in events:
-        by_thread.setdefault(str(ev.get("thread")), []).append(ev)
-    calls: list[list[dict[str, Any]]] = []
+        by_thread.setdefault(str(ev.thread), []).append(ev)
+    calls: list[list[RealEvent]] = []
     for evs in by_thread.values():
-        current: list[dict[str, Any]] | None = None
+        current: list[RealEvent] | None = None
         root_seen = False
-        for ev in sorted(evs, key=lambda e: float(e["t_us"])):
-            node = str(ev["node"])
+        for ev in sorted(evs, key=lambda e: _t(e)):
+            node = ev.node
             starts = kinds.get(node) == "send" or (node in roots and not root_seen)
             if node in roots:
                 root_seen = True
@@ -78,14 +83,14 @@ def _calls(events: list[dict[str, Any]], kinds: dict[str, str],
     return calls
 
 
-def _check_call(call: list[dict[str, Any]], preds: dict[str, list[str]], key: dict[str, int],
+def _check_call(call: list[RealEvent], preds: dict[str, list[str]], key: dict[str, int],
                 kinds: dict[str, str], roots: set[str], started: dict[str, float], worker: str,
                 p: int) -> list[Violation]:
     out: list[Violation] = []
-    pos = {str(ev["node"]): k for k, ev in enumerate(call)}
+    pos = {ev.node: k for k, ev in enumerate(call)}
     ready_at: dict[str, int] = {}
     for k, ev in enumerate(call):
-        node = str(ev["node"])
+        node = ev.node
         if k == 0 and node not in roots:
             if kinds.get(node) != "send":
                 out.append(Violation(worker, p, node, "call", (
@@ -108,7 +113,7 @@ def _check_call(call: list[dict[str, Any]], preds: dict[str, list[str]], key: di
             if pos[q] > k:
                 out.append(Violation(worker, p, node, "dependencies", (
                     f"{node} ran before its predecessor {q} in the same call")))
-        t = float(ev["t_us"])
+        t = _t(ev)
         for q in mine:
             if q not in pos and started[q] > t:
                 out.append(Violation(worker, p, node, "dependencies", (
@@ -122,7 +127,7 @@ def _check_call(call: list[dict[str, Any]], preds: dict[str, list[str]], key: di
     for node in entering.get(-1, []):
         heapq.heappush(waiting, (-key[node], pos[node], node))
     for k, ev in enumerate(call):
-        node = str(ev["node"])
+        node = ev.node
         if node in ready_at:
             while waiting and waiting[0][2] in popped:
                 heapq.heappop(waiting)
@@ -144,29 +149,28 @@ def check(trace: Trace) -> list[Violation]:
     An empty list means each worker's observed order is one FAST mode allows. Traces without
     a real run give no violations.
     """
-    real = trace.real.events if trace.real is not None else []
-    events = [e for e in real if isinstance(e, dict) and "node" in e]
+    events = trace.real.observed() if trace.real is not None else []
     if not events:
         return []
     kinds = {n.id: n.kind for n in trace.nodes}
     key = {n.id: n.seq for n in trace.nodes}
     preds = _preds(trace)
     out: list[Violation] = []
-    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[int, str], list[RealEvent]] = {}
     for ev in events:
-        if str(ev["node"]) in kinds:
-            groups.setdefault((int(ev.get("pass", 0)), str(ev.get("worker"))), []).append(ev)
+        if ev.node in kinds:
+            groups.setdefault((ev.pass_index, ev.worker), []).append(ev)
     rank = {w: i for i, w in enumerate(trace.workers)}
     for (p, worker), evs in sorted(groups.items(), key=lambda g: (g[0][0], rank.get(g[0][1], 0))):
         roots = set(trace.passes[p].roots) if p < len(trace.passes) and \
             worker == trace.initiator else set()
         started: dict[str, float] = {}
         for ev in evs:
-            node = str(ev["node"])
+            node = ev.node
             if node in started:
                 out.append(Violation(worker, p, node, "once", f"{node} ran twice in one pass"))
             else:
-                started[node] = float(ev["t_us"])
+                started[node] = _t(ev)
         for call in _calls(evs, kinds, roots):
             out.extend(_check_call(call, preds, key, kinds, roots, started, worker, p))
     return out

@@ -38,12 +38,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, Literal, NamedTuple, Protocol
+
+from distviz.outcome import OUTCOMES, Outcome
 
 __all__ = [
-    "ACTIONS", "OUTCOMES", "Accumulation", "Agreement", "BlockedSend", "BlockedWorker", "Event",
+    "ACTIONS", "AGREEMENT_JSON_WORDS", "CHECK_JSON_WORDS", "OUTCOMES", "Accumulation",
+    "Agreement", "BlockedSend", "BlockedWorker", "Event",
     "Hang", "Message", "OrderMismatch", "PassError", "ReplayLike", "ReplayState", "SmartLeaf",
-    "SmartReport", "UnreachableRecv", "WorkerState",
+    "SmartReport", "Status", "UnreachableRecv", "WorkerState",
 ]
 
 ACTIONS = (
@@ -51,7 +54,6 @@ ACTIONS = (
     "send_gradient", "receive_gradient", "call_end", "worker_done", "ack", "error", "crash",
     "hang", "pass_end",
 )
-OUTCOMES = ("completed", "hang", "error")
 
 
 # -- messages and events ----------------------------------------------------------------------
@@ -335,8 +337,8 @@ class SmartLeaf:
 class SmartReport:
     """SMART mode against FAST mode and the reference (``agreement.smart_report``)."""
 
-    fast_outcome: str
-    smart_outcome: str
+    fast_outcome: Outcome
+    smart_outcome: Outcome
     excluded: tuple[str, ...]
     leaves: Mapping[str, SmartLeaf]       # variable (or node id) -> leaf
     reference_leaves: tuple[str, ...] | None
@@ -352,13 +354,25 @@ class SmartReport:
                 "same_leaves": self.same_leaves, "text": self.text}
 
 
+#: the one word for how a replay agrees with PyTorch, for a check and for the whole verdict:
+#: every compared check agrees, one differs (proven), or nothing was compared
+Status = Literal["agrees", "differs", "not compared"]
+#: the JSON formats' words for a ``Status`` (written at the boundary, never compared in code):
+#: a check's ``status`` in ``verdict.checks``, and the ``agreement``'s ``status``
+CHECK_JSON_WORDS: Final[dict[str, str]] = {"agrees": "agree", "differs": "differs",
+                                      "not compared": "not_compared"}
+AGREEMENT_JSON_WORDS: Final[dict[str, str]] = {"agrees": "match", "differs": "mismatch",
+                                          "not compared": "skipped"}
+
+
 @dataclass(frozen=True, slots=True)
 class Agreement:
-    """How a replay agrees with the real run (``agreement.compare``).
+    """How a replay agrees with the real run, check by check (``agreement.compare``).
 
-    Each check is ``True``/``False``, or ``None`` when there is nothing to compare. ``status`` is
-    ``skipped``, ``match`` or ``mismatch``; ``text`` one sentence. ``smart`` is set for a SMART
-    replay (compared with FAST and the reference instead; ``text`` is then its sentence).
+    Each check is ``True``/``False``, or ``None`` when there is nothing to compare. ``status``
+    and ``text`` are the verdict's (``distviz.replay.verdict.judge`` sets them; ``compare``
+    leaves them empty): nothing else decides them. ``smart`` is set for a SMART replay
+    (compared with FAST and the reference instead; ``text`` is then its sentence).
     """
 
     outcome: bool | None
@@ -370,8 +384,8 @@ class Agreement:
     arrival_differs: tuple[str, ...]
     exact: bool
     mismatches: tuple[OrderMismatch, ...]
-    status: str
-    text: str
+    status: Status = "not compared"
+    text: str = ""
     smart: SmartReport | None = None
     nodes_compared: int = 0         # nodes whose order was compared (not in the JSON)
 
@@ -389,8 +403,8 @@ class Agreement:
             "outcome": self.outcome, "order": self.order, "executed": self.executed,
             "gradients": self.gradients, "leaves": self.leaves, "fifo_order": self.fifo_order,
             "arrival_differs": list(self.arrival_differs), "exact": self.exact,
-            "mismatches": [m.to_json() for m in self.mismatches], "status": self.status,
-            "text": self.text}
+            "mismatches": [m.to_json() for m in self.mismatches],
+            "status": AGREEMENT_JSON_WORDS[self.status], "text": self.text}
         if self.smart is not None:
             out["smart"] = self.smart.to_json()
         return out

@@ -12,6 +12,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from distviz.outcome import Outcome
 from distviz.replay.engine import Engine
 from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
@@ -43,7 +44,7 @@ class Replay:
         self.graph = graph
         self.events = events
         s = engine.s
-        self.outcome: str = s.outcome
+        self.outcome: Outcome = s.outcome
         self.hang: Hang | None = hang
         self.error: PassError | None = s.error
         ids, workers = graph.ids, graph.workers

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
+from distviz.outcome import Outcome
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
 from distviz.replay.model import Event, Message, PassError, ReplayState, WorkerState
@@ -102,7 +103,7 @@ class RunState:
     finished: bool
     step: int = -1
     pass_index: int = 0
-    outcome: str = "completed"
+    outcome: Outcome = "completed"
     acc_count: dict[int, int] = field(default_factory=dict)
     acc_nonzero: dict[int, bool] = field(default_factory=dict)
     orders: list[PerWorker] = field(default_factory=list)   # per finished pass: nodes run
@@ -169,7 +170,7 @@ class RaiseError(NamedTuple):
 
 class PassEnd(NamedTuple):
     """The pass ends with ``outcome``."""
-    outcome: str
+    outcome: Outcome
 
 
 Step = (PassStart | ComputeDeps | RootCall | MessageCall | SendGradient | Ack | WorkerDone

@@ -1,11 +1,14 @@
 """The verdict: does the replay agree with what PyTorch did? (pure, torch-free)
 
-One function, ``verdict(trace, replay)``, decides it for every command (``run``, ``replay``,
+One function, ``judge(trace, replay)``, decides it for every command (``run``, ``replay``,
 ``trace``'s summary and ``index.json``, ``fuzz`` and training recordings), so the same trace
 gets the same sentence and the same exit code from each. It reads the replay's comparison with
 the real run (``distviz.replay.agreement.compare``) and what was observed (``trace.real``,
 ``trace.reference``) and returns a ``Verdict``: each check with its status and sentence, the
-overall sentence, and the exit code it implies (``distviz.limits``).
+overall sentence, the exit code it implies (``distviz.limits``) and the category the pytest
+plugin counts it in. Nothing else writes an agreement sentence or an exit code of a context:
+``distviz.replay.agreement`` only compares, and every reader (the CLI, ``trace``'s summary and
+``index.json``, the pytest plugin, the fuzz, every renderer) reads a ``Verdict``.
 
 The checks, in the order a difference is named:
 
@@ -30,15 +33,19 @@ PyTorch's backward not returning within the hang timeout while the replay comple
 compared at all: a time-out cannot tell a hang from a slow backward.
 
 A check says ``differs`` only when the difference is proven (a claim that PyTorch or the
-replay is wrong); otherwise ``not_compared``, with the reason.
+replay is wrong); otherwise ``not compared``, with the reason. A check and the whole verdict
+use one word (``Status``: ``agrees``, ``differs``, ``not compared``); the JSON formats' own
+words (``agree``/``not_compared`` for a check, ``match``/``mismatch``/``skipped`` for the
+agreement) are written at the boundary (``distviz.replay.model``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.outcome import ContextOutcome, Outcome, RealOutcome
 from distviz.replay.agreement import (
     compare,
     matched_sentence,
@@ -48,7 +55,7 @@ from distviz.replay.agreement import (
 )
 from distviz.replay.legality import Violation
 from distviz.replay.legality import check as check_legality
-from distviz.replay.model import Agreement
+from distviz.replay.model import CHECK_JSON_WORDS, Agreement, Status
 from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
@@ -57,32 +64,32 @@ from distviz.trace.sections import Real
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
     from distviz.trace.recording import Recording
 
-__all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict", "Verdict",
-           "context_verdicts", "outcome_code", "recording_exit_code", "verdict"]
+__all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
+           "Status", "Verdict", "context_verdicts", "judge", "most_severe", "outcome_code",
+           "recording_exit_code", "recording_text"]
 
-CheckStatus = Literal["agree", "differs", "not_compared"]
-AGREE: Final = "agree"
+AGREE: Final = "agrees"
 DIFFERS: Final = "differs"
-NOT_COMPARED: Final = "not_compared"
-#: the verdict as a word: every compared check agrees, one differs, or nothing was compared
-Status = Literal["agrees", "differs", "not compared"]
-_AGREEMENT_STATUS = {"agrees": "match", "differs": "mismatch", "not compared": "skipped"}
+NOT_COMPARED: Final = "not compared"
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One comparison: ``name`` (``outcome``, ``order``, ...), ``status`` (``agree``,
-    ``differs``, ``not_compared``) and a sentence saying what was found or why it was not
+    """One comparison: ``name`` (``outcome``, ``order``, ...), ``status`` (``agrees``,
+    ``differs``, ``not compared``) and a sentence saying what was found or why it was not
     compared."""
 
     name: str
-    status: CheckStatus
+    status: Status
     sentence: str
 
     def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "sentence": self.sentence}
+        return {"name": self.name, "status": CHECK_JSON_WORDS[self.status],
+                "sentence": self.sentence}
 
 
 @dataclass(frozen=True)
@@ -91,18 +98,34 @@ class Verdict:
 
     ``outcome`` is the context's (``completed``, ``hang`` when either side hangs, ``error``
     when either raises, ``unfinished`` when the traced process ended during the real backward);
+    ``predicted`` the replay's outcome, ``real`` PyTorch's (``None`` without a real run);
     ``status`` the verdict in a word; ``text`` its sentence; ``exit_code`` the code it implies;
     ``agreement`` the replay's comparison with ``status`` and ``text`` set from this verdict
     (what renderers and ``--json`` show); ``violations`` the broken FAST-mode rules.
     """
 
-    outcome: str
+    outcome: ContextOutcome
     status: Status
     text: str
     exit_code: int
     checks: tuple[Check, ...]
     agreement: Agreement
+    predicted: Outcome
+    real: RealOutcome | None
     violations: tuple[Violation, ...] = ()
+
+    @property
+    def category(self) -> str:
+        """What the context did, as the pytest plugin counts it (one of its ``CATEGORIES``): a
+        difference first, then a hang (predicted, and seen when PyTorch hung too), an error or
+        an unfinished backward, else whether the replay agrees."""
+        if self.status == DIFFERS:
+            return "differs"
+        if self.outcome == "hang" and self.predicted == "hang":
+            return "hang predicted and seen" if self.real == "hang" else "hang predicted"
+        if self.outcome in ("error", "unfinished"):
+            return self.outcome
+        return "agrees" if self.status == AGREE else "not compared"
 
     def check(self, name: str) -> Check | None:
         """The check called ``name``, or ``None`` when it was not made."""
@@ -123,12 +146,18 @@ class Verdict:
                 "exit_code": self.exit_code, "checks": [c.to_json() for c in self.checks]}
 
 
-def outcome_code(outcome: str) -> int:
+def outcome_code(outcome: ContextOutcome) -> int:
     """The exit code of a context's outcome alone (``completed``: 0)."""
     return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(outcome, EXIT_BACKWARD_ERROR)
 
 
-def _context_outcome(real: str, predicted: str) -> str:
+def most_severe(codes: Iterable[int]) -> int:
+    """The most severe of verdicts' exit codes (``SEVERITY``; ``EXIT_OK`` for none): the code of
+    a recording, of ``distviz trace``'s contexts, of a training run."""
+    return max(codes, key=SEVERITY.index, default=EXIT_OK)
+
+
+def _context_outcome(real: RealOutcome, predicted: Outcome) -> ContextOutcome:
     if "hang" in (real, predicted):
         return "hang"
     if "error" in (real, predicted):
@@ -136,8 +165,8 @@ def _context_outcome(real: str, predicted: str) -> str:
     return "completed"
 
 
-def _finish(outcome: str, checks: list[Check], text: str, agreement: Agreement,
-            violations: tuple[Violation, ...] = ()) -> Verdict:
+def _finish(trace: Trace, replay: Replay, outcome: ContextOutcome, checks: list[Check],
+            text: str, agreement: Agreement, violations: tuple[Violation, ...] = ()) -> Verdict:
     if any(c.status == DIFFERS for c in checks):
         status: Status = "differs"
     elif any(c.status == AGREE for c in checks):
@@ -147,9 +176,11 @@ def _finish(outcome: str, checks: list[Check], text: str, agreement: Agreement,
     code = outcome_code(outcome)
     if code == EXIT_OK and status == "differs":
         code = EXIT_DISAGREE
-    shown = replace(agreement, status=_AGREEMENT_STATUS[status], text=text)
+    shown = replace(agreement, status=status, text=text)
     return Verdict(outcome=outcome, status=status, text=text, exit_code=code,
-                   checks=tuple(checks), agreement=shown, violations=violations)
+                   checks=tuple(checks), agreement=shown, predicted=replay.outcome,
+                   real=trace.real.outcome if trace.real is not None else None,
+                   violations=violations)
 
 
 def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
@@ -159,6 +190,7 @@ def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
     if real is not None and real.outcome != "skipped" and not slow:
         return None
     agreement = compare(trace, replay)     # every check None: nothing to compare
+    outcome: ContextOutcome
     if real is not None and slow:
         # a time-out is no proof of a hang: the backward may only be slow (a busy machine)
         waited = (f"after {real.hang_timeout_s:g} s" if real.hang_timeout_s is not None
@@ -183,16 +215,17 @@ def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
     else:
         text = "no real run recorded for this trace; nothing to compare"
         outcome = replay.outcome
-    return _finish(outcome, [Check("outcome", NOT_COMPARED, text)], text, agreement)
+    return _finish(trace, replay, outcome, [Check("outcome", NOT_COMPARED, text)], text,
+                   agreement)
 
 
-def verdict(trace: Trace, replay: Replay) -> Verdict:
+def judge(trace: Trace, replay: Replay) -> Verdict:
     """The verdict on ``replay`` against what PyTorch did in ``trace`` (see the module
     docstring). A SMART replay, which PyTorch never built, gets FAST mode's checks, the
     ``smart_report`` as its sentence, and the exit code of its own outcome."""
     if replay.mode == "smart":
         fast_replay = run_replay(trace, "fast")
-        fast = verdict(trace, fast_replay)
+        fast = judge(trace, fast_replay)
         report = smart_report(trace, replay, fast_replay)
         agreement = replace(fast.agreement, smart=report, text=report.text)
         return replace(fast, text=report.text, agreement=agreement,
@@ -225,7 +258,7 @@ def verdict(trace: Trace, replay: Replay) -> Verdict:
     if real_outcome == "hang" and after:
         text += (f"; after the hang PyTorch raised: {after} (a consequence of the hang, "
                  "not a different outcome)")
-    return _finish(outcome, checks, text, a, violations)
+    return _finish(trace, replay, outcome, checks, text, a, violations)
 
 
 def _check(name: str, value: bool | None, agree: str, differs: str,
@@ -248,7 +281,7 @@ def _outcome_check(a: Agreement, real: Real, replay: Replay, unforeseen: bool) -
                  f"PyTorch's outcome was {real_outcome}, the replay's {replay.outcome}")
 
 
-def _outcome_verb(outcome: str) -> str:
+def _outcome_verb(outcome: RealOutcome) -> str:
     return {"completed": "complete", "hang": "hang", "error": "raise"}.get(outcome, outcome)
 
 
@@ -279,8 +312,7 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
     if real is None or real.outcome != "completed" or replay.outcome != "completed":
         return None
     grads = real.gradients
-    comparison = trace.reference.comparison if trace.reference is not None else []
-    rows = {str(r.get("leaf")): r for r in comparison if isinstance(r, dict)}
+    rows = {r.leaf: r for r in (trace.reference.rows if trace.reference is not None else [])}
     differ: list[str] = []
     undecided: list[str] = []
     # the leaves where PyTorch's gradient is not what the graph predicts: missing, or zero
@@ -293,7 +325,8 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
         name = acc.var or nid
         got = grads.get(nid)
         if isinstance(got, dict) and not acc.zero:   # PyTorch's is zero, the graph's is not
-            status = (rows.get(nid) or {}).get("status")
+            row = rows.get(nid)
+            status = row.status if row is not None else None
             if status == "match":
                 continue           # the reference's gradient is zero too
             if status in ("mismatch", "zero_unused"):
@@ -379,8 +412,27 @@ def context_verdicts(recording: Recording, mode: str) -> list[ContextVerdict]:
             out.append(ContextVerdict(None, None))
             continue
         rp = run_replay(trace, mode)
-        out.append(ContextVerdict(rp, verdict(trace, rp)))
+        out.append(ContextVerdict(rp, judge(trace, rp)))
     return out
+
+
+def recording_text(recording: Recording, verdicts: list[ContextVerdict]) -> str:
+    """A recording's verdict in one sentence: the first context that differs (``context N:``
+    and its sentence), final parameters that differ from the reference training, the first
+    context where nothing was compared, or every context agreeing."""
+    judged = [(i, cv.verdict) for i, cv in enumerate(verdicts, 1) if cv.verdict is not None]
+    bad = [(i, v) for i, v in judged if v.status == DIFFERS]
+    if bad:
+        return f"context {bad[0][0]}: {bad[0][1].text}"
+    summary = recording.training
+    if summary is not None and summary.ok is False:
+        return "the final parameters differ from the reference training"
+    unjudged = [(i, v) for i, v in judged if v.status == NOT_COMPARED]
+    if unjudged:
+        return f"context {unjudged[0][0]}: {unjudged[0][1].text}"
+    return (f"all {len(recording.contexts)} contexts agree"
+            + ("; the final parameters equal the reference training"
+               if summary is not None and summary.ok else ""))
 
 
 def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
@@ -393,4 +445,4 @@ def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
     summary = recording.training
     if summary is not None and summary.ok is False:
         codes.append(EXIT_DISAGREE)
-    return max(codes, key=SEVERITY.index, default=EXIT_OK)
+    return most_severe(codes)

@@ -31,7 +31,7 @@ from distviz.trace.iteration import (
     compare_values,
 )
 from distviz.trace.recording import Recording
-from distviz.trace.sections import Reference, ScenarioInfo
+from distviz.trace.sections import ROW_OK, Reference, ScenarioInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.scenario import Scenario
@@ -263,7 +263,7 @@ def _gradients_section(trace: Trace, values: Mapping[str, Any], want: Mapping[st
                        tolerance=check.tolerance)
         if expected is not None:
             row["reference"] = {k: v for k, v in expected.items() if k != "all"}
-        if row["status"] not in ("match", "zero_unused", "no_gradient", "not_compared"):
+        if row["status"] not in ROW_OK:
             ok = False
         rows.append(row)
     comparable = reason is None

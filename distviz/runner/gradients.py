@@ -8,8 +8,10 @@ from typing import Any
 import torch
 
 from distviz.trace import Trace
+from distviz.trace.iteration import Difference, tolerance, within_tolerance
+from distviz.trace.sections import ROW_OK
 
-__all__ = ["compare", "dense", "summarize"]
+__all__ = ["compare", "dense", "difference", "summarize"]
 
 
 def dense(t: torch.Tensor) -> torch.Tensor:
@@ -41,6 +43,25 @@ def summarize(g: torch.Tensor) -> dict[str, Any]:
     return out
 
 
+def difference(got: torch.Tensor, want: torch.Tensor) -> Difference:
+    """``distviz.trace.iteration.difference`` of two tensors of one shape, computed by torch
+    (a gradient may hold millions of values): the largest ``|a - b|`` where neither is NaN
+    (equal infinities differ by 0), the reference's largest finite ``|b|``, and whether a NaN
+    stands on one side only."""
+    a, b = got.double().flatten(), want.double().flatten()
+    a_nan, b_nan = a.isnan(), b.isnan()
+    both = ~(a_nan | b_nan)
+    gaps = torch.where(a == b, torch.zeros_like(a), (a - b).abs())[both]
+    return Difference(max_abs_diff=float(gaps.max()) if gaps.numel() else 0.0,
+                      scale=_scale(b), nan_apart=bool((a_nan != b_nan).any()))
+
+
+def _scale(b: torch.Tensor) -> float:
+    """The reference's scale: its largest finite ``|b|`` (0 for none)."""
+    finite = b[b.isfinite()].abs()
+    return float(finite.max()) if finite.numel() else 0.0
+
+
 def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Trace,
             real: dict[str, Any] | None) -> dict[str, Any]:
     """Compare distributed gradients (by leaf node id) with the reference (by variable name).
@@ -49,9 +70,8 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
     ``zero_unused`` (distributed autograd gives zeros where the reference has no gradient: an
     unused RPC output), ``missing`` (no distributed gradient) or ``extra``.
 
-    Tolerance: the two runs sum the same terms in different orders, so values are compared
-    relative to the gradient's scale: ``|a - b| <= atol + rtol * max|b|`` with ``rtol`` 1e-4
-    (float32) or 1e-9 (float64).
+    Tolerance: the one rule, ``distviz.trace.iteration.within_tolerance`` (relative to the
+    gradient's scale; a NaN where the reference has one agrees, on one side only differs).
     """
     rows: list[dict[str, Any]] = []
     leaves = [n for n in trace.nodes if n.kind == "accumulate_grad" and n.var]
@@ -69,17 +89,18 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
         elif got is None:
             row["status"] = "missing"
         else:
-            same_shape = list(want.shape) == list(got.shape)
-            diff = float((want.double() - got.double()).abs().max()) if same_shape else None
-            row["max_abs_diff"] = diff
-            rtol = 1e-9 if want.dtype == torch.float64 else 1e-4
-            scale = float(want.double().abs().max()) if want.numel() else 0.0
-            row["tolerance"] = 1e-6 + rtol * scale
-            row["status"] = "match" if diff is not None and diff <= row["tolerance"] \
-                else "mismatch"
+            dtype = str(want.dtype).replace("torch.", "")
+            row["max_abs_diff"] = None
+            same, tol = False, tolerance(_scale(want.double().flatten()), dtype)
+            if list(want.shape) == list(got.shape):
+                d = difference(got, want)
+                row["max_abs_diff"] = d.max_abs_diff
+                same, tol = within_tolerance(d, dtype)
+            row["tolerance"] = tol
+            row["status"] = "match" if same else "mismatch"
         if want is not None:
             row["reference"] = summarize(want)
-        if row["status"] not in ("match", "zero_unused", "no_gradient"):
+        if row["status"] not in ROW_OK:
             ok = False
         rows.append(row)
     return {"outcome": ref["outcome"], "error": ref["error"], "comparable": comparable,

@@ -30,9 +30,11 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.outcome import Outcome
 from distviz.recorder import graph as rec
 from distviz.recorder import hooks
 from distviz.runner.gradients import summarize
+from distviz.trace.sections import RealEvent
 
 #: PyTorch's own ``dist_autograd.backward`` (``distviz trace`` replaces the module's).
 BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
@@ -96,7 +98,7 @@ class Passes:
 
     windows: list[tuple[int, int]] = field(default_factory=list)
     t0: int = 0
-    outcome: str = "completed"
+    outcome: Outcome = "completed"
     error: str | None = None
     started: int = 0     # the running pass's start
 
@@ -105,7 +107,7 @@ class Passes:
         self.t0 = self.t0 or self.started
         return self.started
 
-    def running(self, outcome: str, error: str | None) -> Passes:
+    def running(self, outcome: Outcome, error: str | None) -> Passes:
         """These passes with the running one until now (what a watchdog collects)."""
         return Passes(windows=[*self.windows, (self.started, time.monotonic_ns())], t0=self.t0,
                       outcome=outcome, error=error, started=self.started)
@@ -193,7 +195,7 @@ class RealRun:
 
     passes: Passes
     hang_timeout: float
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[RealEvent] = field(default_factory=list)
     gradients: dict[str, torch.Tensor] = field(default_factory=dict)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)   # made on the owners
     unreachable: list[dict[str, str]] = field(default_factory=list)
@@ -204,7 +206,7 @@ class RealRun:
     after_hang: str | None = None
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
         return self.passes.outcome
 
     def _summaries(self) -> dict[str, dict[str, Any]]:
@@ -220,7 +222,7 @@ class RealRun:
             "outcome": p.outcome, "error": p.error, "passes_run": len(p.windows),
             "pass_seconds": [(e - s) / 1e9 for s, e in p.windows],
             "pass_start_us": [round((s - p.t0) / 1000.0, 3) for s, _e in p.windows],
-            "interop_threads": self.interop_threads, "events": list(self.events),
+            "interop_threads": self.interop_threads, "events": [e.to_json() for e in self.events],
             "gradients": self._summaries(),
             "unreachable": list(self.unreachable), "hang_timeout_s": self.hang_timeout,
             "clock": {"source": "CLOCK_MONOTONIC",
@@ -238,7 +240,7 @@ class RealRun:
 
 
 def collect(context_id: int, workers: Sequence[str], me: str, passes: Passes,
-            hang_timeout: float, sends: set[str], *, earlier: Sequence[dict[str, Any]] = (),
+            hang_timeout: float, sends: set[str], *, earlier: Sequence[RealEvent] = (),
             forget: bool = False, keep: bool = False,
             call: Callable[..., dict[str, Any]] = on_all, summarized: bool = False) -> RealRun:
     """Fetch every worker's events and gradients (``fetch_piece``, through ``call``, by default
@@ -266,7 +268,7 @@ def collect(context_id: int, workers: Sequence[str], me: str, passes: Passes,
         run.summaries.update(piece.get("summaries") or {})
         events.extend(pair_events(w, piece["events"], passes.windows, passes.t0, sends,
                                   offsets.get(w, (0, 0))[0]))
-    events.sort(key=lambda e: (e["t_us"], e["worker"]))
+    events.sort(key=lambda e: (e.t_us or 0.0, e.worker))
     run.events = events
     return run
 
@@ -306,14 +308,14 @@ def clock_offsets(workers: Sequence[str], me: str,
 
 
 def pair_events(worker: str, raw: list[list[Any]], windows: Sequence[tuple[int, int]],
-                t0: int, sends: set[str], offset: int = 0) -> list[dict[str, Any]]:
+                t0: int, sends: set[str], offset: int = 0) -> list[RealEvent]:
     """One event per node execution, with its start and its duration measured from the
     post-hook. Without a post-hook time (a node that raised, or an old worker), the duration is
     estimated as the time until the next node started on the same thread in the same call (a
     send always starts a new call); ``None`` for the last node of a call. ``offset`` (ns) is
     the worker's clock minus the initiator's (0 on one host)."""
-    out: list[dict[str, Any]] = []
-    last_on: dict[str, dict[str, Any]] = {}
+    out: list[RealEvent] = []
+    last_on: dict[str, RealEvent] = {}
     for item in raw:
         nid, thread, t_ns, shapes = item[:4]
         end_ns = item[4] if len(item) > 4 else None
@@ -322,13 +324,15 @@ def pair_events(worker: str, raw: list[list[Any]], windows: Sequence[tuple[int, 
         for i, (s, _e) in enumerate(windows):
             if t_ns >= s:
                 pidx = i
-        ev = {"pass": pidx, "worker": worker, "node": nid, "t_us": round((t_ns - t0) / 1000.0, 3),
-              "dur_us": None if end_ns is None else round((end_ns - offset - t_ns) / 1000.0, 3),
-              "thread": thread, "grad_shapes": shapes}
+        t_us = round((t_ns - t0) / 1000.0, 3)
+        ev = RealEvent(pass_index=pidx, worker=worker, node=nid, t_us=t_us,
+                       dur_us=None if end_ns is None else round((end_ns - offset - t_ns) / 1000.0,
+                                                                3),
+                       thread=thread, grad_shapes=shapes)
         prev = last_on.get(thread)
-        if prev is not None and prev["dur_us"] is None and nid not in sends \
-                and prev["pass"] == pidx:
-            prev["dur_us"] = max(ev["t_us"] - prev["t_us"], 0.0)
+        if prev is not None and prev.dur_us is None and nid not in sends \
+                and prev.pass_index == pidx:
+            prev.dur_us = max(t_us - (prev.t_us or 0.0), 0.0)
         last_on[thread] = ev
         out.append(ev)
     return out

@@ -421,16 +421,14 @@ class _Run:
         result = self.result
         trace = result.trace
         assert trace is not None
-        real = msg.real
-        if real is None:
-            real = {"outcome": "skipped", "error": None, "reason": result.skipped_reason,
-                    "events": [], "gradients": {}}
+        real = (Real.from_json(msg.real) if msg.real is not None
+                else Real.skipped(result.skipped_reason))
         if result.deaths:
             real["deaths"] = list(result.deaths)
-        trace.real = Real.from_json(real)
+        trace.real = real
         trace.reference = (Reference.from_json(msg.reference)
                            if msg.reference is not None else None)
-        if real.get("outcome") == "hang" or not msg.graceful:
+        if real.outcome == "hang" or not msg.graceful:
             result.abort_workers = True
             return True  # a hang never unblocks, a dead peer never answers: tear down now
         self.say("shutting down")

@@ -409,16 +409,14 @@ class TrainingSession:
             return
         run.sent = True
         workers = _context_workers(trace)
-        real: dict[str, Any] | None = None
         values: dict[str, Any] = {}
         per_worker: dict[str, list[dict[str, Any]]] = {}
         if run.skipped is None:
             real, values, per_worker = self.collect(run, workers)
+            trace.real = Real.from_json(real)
         else:
-            real = {"outcome": "skipped", "reason": run.skipped, "error": None, "events": [],
-                    "gradients": {}}
+            trace.real = Real.skipped(run.skipped)
         on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
-        trace.real = Real.from_json(real)
         info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
                 "loss": run.losses, "gradients": per_worker, "steps": run.steps,
                 "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.monotonic_ns()}

@@ -15,13 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from distviz.errors import UsageError
 
 __all__ = [
     "ContextSelection", "GradientEntry", "Iteration", "IterationCheck", "OptimizerStep",
-    "ParamUpdate", "TrainingSummary", "ValueCheck", "compare_values", "tolerance",
+    "Difference", "ParamUpdate", "TrainingSummary", "ValueCheck", "compare_values", "difference",
+    "tolerance", "within_tolerance",
 ]
 
 
@@ -276,27 +277,62 @@ class TrainingSummary:
                 "final": [c.to_json() for c in self.final]}
 
 
-def tolerance(reference: Sequence[float], dtype: str) -> float:
+# -- the one tolerance rule: a distributed value against the reference's ----------------------
+
+class Difference(NamedTuple):
+    """How two tensors differ, value by value: the largest ``|a - b|`` where neither is NaN
+    (equal infinities differ by 0), the reference's scale (its largest finite ``|b|``), and
+    whether a NaN stands where the other side has none (``nan_apart``)."""
+
+    max_abs_diff: float
+    scale: float
+    nan_apart: bool
+
+
+def tolerance(scale: float, dtype: str) -> float:
     """The allowed difference: the two runs add the same terms in different orders, so it is
-    relative to the reference's scale (``1e-6 + rtol * max|b|``, ``rtol`` 1e-4 for float32,
+    relative to the reference's scale (``1e-6 + rtol * scale``, ``rtol`` 1e-4 for float32,
     1e-9 for float64)."""
     rtol = 1e-9 if dtype == "float64" else 1e-4
-    scale = max((abs(x) for x in reference), default=0.0)
     return 1e-6 + rtol * scale
+
+
+def within_tolerance(d: Difference, dtype: str, scale: float | None = None
+                     ) -> tuple[bool, float]:
+    """``(equal, tolerance)``: the one rule for a value against the reference, for gradients
+    (``runner/gradients.py``, ``runner/collate.py``), losses, updates and final parameters.
+    A NaN where the reference has one agrees (the same computation gave it); a NaN on one side
+    only differs; otherwise the largest difference is within ``tolerance`` of the reference's
+    scale (``scale`` given: that one)."""
+    tol = tolerance(d.scale if scale is None else scale, dtype)
+    return (not d.nan_apart and d.max_abs_diff <= tol), tol
+
+
+def difference(got: Sequence[float], want: Sequence[float]) -> Difference:
+    """The ``Difference`` of two flattened tensors of the same length (``runner/gradients.py``
+    computes the same three numbers on tensors)."""
+    diff = 0.0
+    nan_apart = False
+    for a, b in zip(got, want, strict=True):
+        a_nan, b_nan = math.isnan(a), math.isnan(b)
+        if a_nan or b_nan:
+            nan_apart = nan_apart or a_nan != b_nan
+        elif a != b:
+            diff = max(diff, abs(a - b))
+    scale = max((abs(b) for b in want if math.isfinite(b)), default=0.0)
+    return Difference(diff, scale, nan_apart)
 
 
 def compare_values(name: str, worker: str, got: Sequence[float] | None,
                    want: Sequence[float] | None, dtype: str,
                    scale: float | None = None) -> ValueCheck:
-    """Compare two flattened tensors value by value (see ``tolerance``); a side without values
-    (too large to send) is ``not_compared``."""
+    """Compare two flattened tensors value by value (``within_tolerance``); a side without
+    values (too large to send) is ``not_compared``."""
     if got is None or want is None:
         return ValueCheck(name, worker, "not_compared", reason="values too large to compare")
     if len(got) != len(want):
         return ValueCheck(name, worker, "mismatch", reason=f"{len(got)} values vs {len(want)}")
-    diff = max((abs(a - b) for a, b in zip(got, want, strict=True)), default=0.0)
-    tol = tolerance(want, dtype) if scale is None else 1e-6 + (
-        1e-9 if dtype == "float64" else 1e-4) * scale
-    ok = diff <= tol and not any(math.isnan(a) for a in got)
-    return ValueCheck(name, worker, "match" if ok else "mismatch", max_abs_diff=diff,
+    d = difference(got, want)
+    ok, tol = within_tolerance(d, dtype, scale)
+    return ValueCheck(name, worker, "match" if ok else "mismatch", max_abs_diff=d.max_abs_diff,
                       tolerance=tol)

@@ -14,13 +14,15 @@ they are read a few times per trace and a 100,000-node trace must load fast.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from distviz.errors import TraceError
+from distviz.outcome import RealOutcome
 
-__all__ = ["Meta", "Real", "Reference", "ScenarioInfo", "Section", "SectionT"]
+__all__ = ["ROW_OK", "Meta", "Real", "RealEvent", "Reference", "ReferenceRow", "ScenarioInfo", "Section",
+           "SectionT"]
 
 S = TypeVar("S", bound="Section")
 SectionT = TypeVar("SectionT", bound="Section")
@@ -28,8 +30,8 @@ SectionT = TypeVar("SectionT", bound="Section")
 #: the JSON types each annotation accepts (``None`` is always accepted for an optional key)
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
-    "list": (list,), "dict": (dict,), "Any": (object,)}
-_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+    "list": (list,), "dict": (dict,), "Any": (object,), "RealOutcome": (str,)}
+_NAMES = {"str": "a string", "RealOutcome": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
           "list": "a list", "dict": "an object", "Any": "a value"}
 
 
@@ -139,6 +141,33 @@ _EVENT_KEYS: tuple[tuple[str, type, str], ...] = (
     ("node", str, "a string"), ("worker", str, "a string"), ("pass", int, "an integer"))
 
 
+@dataclass(slots=True)
+class RealEvent:
+    """One node execution PyTorch's real backward ran (``real.events[i]``, read as a value):
+    the pass it ran in (``pass`` in the JSON), the worker, the node's id, its start and
+    duration in microseconds (``None``: not measured), the thread and the gradients' shapes.
+    The runner makes them (``runner/observe_real.py``); the trace keeps their JSON objects."""
+
+    pass_index: int
+    worker: str
+    node: str
+    t_us: float | None = None
+    dur_us: float | None = None
+    thread: str | None = None
+    grad_shapes: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> RealEvent:
+        return cls(pass_index=int(obj.get("pass", 0)), worker=str(obj.get("worker")),
+                   node=str(obj.get("node")), t_us=obj.get("t_us"), dur_us=obj.get("dur_us"),
+                   thread=obj.get("thread"), grad_shapes=list(obj.get("grad_shapes") or []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass": self.pass_index, "worker": self.worker, "node": self.node,
+                "t_us": self.t_us, "dur_us": self.dur_us, "thread": self.thread,
+                "grad_shapes": self.grad_shapes}
+
+
 @dataclass
 class Real(Section):
     """What PyTorch's real distributed backward did (``docs/trace-format.md``, real).
@@ -148,7 +177,7 @@ class Real(Section):
     JSON object per node execution; ``gradients`` ``get_gradients`` by leaf node id.
     """
 
-    outcome: str = "skipped"
+    outcome: RealOutcome = "skipped"
     error: str | None = None
     reason: str | None = None
     after_hang: str | None = None
@@ -167,6 +196,18 @@ class Real(Section):
 
     KIND: ClassVar[str] = "real"
 
+    @classmethod
+    def skipped(cls, reason: str | None) -> Real:
+        """The section of a real backward that was not run, and why (``reason``): the one
+        place it is made, for ``run``, a training run and ``distviz trace``."""
+        return cls.from_json({"outcome": "skipped", "error": None, "reason": reason,
+                              "events": [], "gradients": {}})
+
+    def observed(self) -> list[RealEvent]:
+        """The events as values (``events`` keeps the JSON objects as written), those naming a
+        node (``check`` made sure each is an object)."""
+        return [RealEvent.from_json(ev) for ev in self.events if "node" in ev]
+
     def check(self, source: str | None) -> None:
         """Each event is an object with a string ``node`` and ``worker`` and an integer
         ``pass``, as the comparison and the timing analysis read them."""
@@ -180,6 +221,35 @@ class Real(Section):
                         typ is int and isinstance(value, bool))):
                     raise TraceError(f"expected {what}, found {type(value).__name__}",
                                      path=source, key=f"real.events[{i}].{key}")
+
+
+#: a reference row's statuses that are no difference: equal, zeros from an unused RPC output
+#: (as FAST mode gives), no gradient on either side, not compared (values too large to send)
+ROW_OK: Final = ("match", "zero_unused", "no_gradient", "not_compared")
+
+
+class ReferenceRow(NamedTuple):
+    """One leaf of the reference comparison (``reference.comparison[i]``, read as a value):
+    ``status`` is ``match``, ``mismatch``, ``zero_unused``, ``no_gradient``, ``missing``,
+    ``extra`` or ``not_compared``; ``ok`` says whether it is no difference (``ROW_OK``), for
+    every reader and both writers (``runner/gradients.py``, ``runner/collate.py``)."""
+
+    var: str
+    leaf: str
+    worker: str
+    status: str
+    max_abs_diff: float | None = None
+    tolerance: float | None = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ReferenceRow:
+        return cls(var=str(obj.get("var")), leaf=str(obj.get("leaf")),
+                   worker=str(obj.get("worker")), status=str(obj.get("status")),
+                   max_abs_diff=obj.get("max_abs_diff"), tolerance=obj.get("tolerance"))
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ROW_OK
 
 
 @dataclass
@@ -197,9 +267,14 @@ class Reference(Section):
 
     KIND: ClassVar[str] = "reference"
 
-    def row(self, leaf: str) -> dict[str, Any] | None:
+    @property
+    def rows(self) -> list[ReferenceRow]:
+        """The comparison as values (``comparison`` keeps the JSON objects as written)."""
+        return [ReferenceRow.from_json(r) for r in self.comparison if isinstance(r, dict)]
+
+    def row(self, leaf: str) -> ReferenceRow | None:
         """The comparison row of the leaf node ``leaf``, if any."""
-        return next((r for r in self.comparison if r.get("leaf") == leaf), None)
+        return next((r for r in self.rows if r.leaf == leaf), None)
 
 
 @dataclass

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from distviz.limits import EXIT_OK
+from distviz.outcome import ContextOutcome, Outcome
 from distviz.trace.files import replace_file
 from distviz.tracing.config import current_test
 
@@ -29,7 +31,9 @@ class ContextRow:
     ``outcome`` is the final verdict (``completed``, ``hang``, ``error``, or ``unfinished``
     when the process ended during the real backward); ``predicted`` the replay's outcome;
     ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
-    ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``; ``shape`` counts
+    ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``, ``agreement_text``,
+    ``exit_code`` and ``category`` the verdict's (``distviz.replay.verdict``), never decided
+    here; ``shape`` counts
     nodes by ``worker/name`` (for the difference with the previous context of the initiator);
     ``test`` the pytest node id of the test that made the context (the pytest plugin).
     """
@@ -42,11 +46,13 @@ class ContextRow:
     workers: list[str]
     nodes: int
     messages: int
-    outcome: str
-    predicted: str
+    outcome: ContextOutcome
+    predicted: Outcome
     real: str
     agreement: str
     agreement_text: str = ""
+    exit_code: int = EXIT_OK     # the verdict's (``Verdict.exit_code``)
+    category: str = "not compared"   # the verdict's (``Verdict.category``), as pytest counts it
     violations: int = 0
     explanation: str | None = None
     time: str | None = None   # where a completed real backward spent its time: the critical path

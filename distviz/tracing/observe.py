@@ -51,13 +51,14 @@ import torch
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.outcome import RealOutcome
 from distviz.recorder import graph as recorder
 from distviz.recorder import hooks as recorder_hooks
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
-from distviz.trace.sections import Real
+from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites, journal, naming, observe_args
 from distviz.tracing.config import TraceConfig, current_test
 
@@ -341,7 +342,7 @@ class _Run:
     keep: bool = False       # follow the context's later passes (``distviz trace``)
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
     passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
-    events: list[dict[str, Any]] = field(default_factory=list)     # earlier passes'
+    events: list[RealEvent] = field(default_factory=list)     # earlier passes'
 
     def add_seconds(self, key: str, value: float) -> None:
         self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
@@ -520,7 +521,7 @@ def _stop_following(run: _Run, why: str) -> None:
         proc.ended[run.trace.context_id] = why
 
 
-def _after_pass(run: _Run, outcome: str) -> None:
+def _after_pass(run: _Run, outcome: RealOutcome) -> None:
     """Keep following ``run``'s context after a completed pass; else say why not."""
     proc = PROCESS
     if not run.keep or proc is None:
@@ -532,7 +533,7 @@ def _after_pass(run: _Run, outcome: str) -> None:
                              f"recorded: pass {n} {what.get(outcome, outcome)}, and the replay "
                              "stops at a failed pass")
         return
-    run.events = list(run.trace.real.events if run.trace.real is not None else [])
+    run.events = run.trace.real.observed() if run.trace.real is not None else []
     proc.runs[cid] = run
 
 
@@ -547,9 +548,7 @@ def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
         _say(report.hang_text(trace, rp))
         _stop_following(run, "")
         if run.config.on_hang == "stop":
-            trace.real = Real.from_json({"outcome": "skipped",
-                                         "reason": "the replay predicts a FAST-mode hang",
-                                         "error": None, "events": [], "gradients": {}})
+            trace.real = Real.skipped("the replay predicts a FAST-mode hang")
             row = run.write()
             _say(f"trace: {run.path}")
             _forget(trace, me)

@@ -72,14 +72,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # -- what each test's contexts did (pure) ------------------------------------------------------
 
 def category(row: ContextRow) -> str:
-    """What one context did, as the summary counts it (one of ``CATEGORIES``)."""
-    if row.agreement == "differs":
-        return "differs"
-    if row.outcome == "hang" and row.predicted == "hang":
-        return "hang predicted and seen" if row.real == "hang" else "hang predicted"
-    if row.outcome in ("error", "unfinished"):
-        return row.outcome
-    return "agrees" if row.agreement == "agrees" else "not compared"
+    """What one context did, as the summary counts it (one of ``CATEGORIES``): the verdict's
+    (``distviz.replay.verdict.Verdict.category``), carried by the row."""
+    return row.category
 
 
 @dataclass

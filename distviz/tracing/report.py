@@ -13,7 +13,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from distviz.replay.timing import Timing, analyze
-from distviz.replay.verdict import verdict
+from distviz.replay.verdict import judge
 from distviz.trace import Trace, short_name
 from distviz.trace.sections import Real
 from distviz.tracing.journal import ContextRow
@@ -149,11 +149,11 @@ def error_text(trace: Trace, detail: str | None) -> str:
     if nodes and nodes[-1] in ranks:
         origin = trace.workers[ranks.index(nodes[-1])]
     if origin is not None:
-        last = [e for e in real.events if e.get("worker") == origin]
+        last = [e for e in real.observed() if e.worker == origin]
         where = f"on {origin}"
         site = None
         if last:
-            node = str(last[-1]["node"])
+            node = last[-1].node
             where += f" while running {node.split('/', 1)[1]}"
             site = (trace.meta.functions or {}).get(node)
         parts.append(where + (f" ({site})" if site else ""))
@@ -175,7 +175,7 @@ def _time_line(timing: Timing | None) -> str | None:
 def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
         seconds: dict[str, float], detail: str | None = None) -> ContextRow:
     """The summary row of one recorded context (``detail``: the full error text, if any)."""
-    v = verdict(trace, replay)
+    v = judge(trace, replay)
     outcome, label, text = v.outcome, v.status, v.text
     real = trace.real if trace.real is not None else Real()
     explanation: str | None = None
@@ -199,8 +199,9 @@ def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
     return ContextRow(
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
-        outcome=outcome, predicted=str(replay.outcome),
+        outcome=outcome, predicted=replay.outcome,
         real=real.outcome if trace.real is not None else "running",
-        agreement=label, agreement_text=text, violations=len(v.violations),
+        agreement=label, agreement_text=text, exit_code=v.exit_code, category=v.category,
+        violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_INTERRUPTED, EXIT_OK
-from distviz.replay.verdict import SEVERITY, outcome_code
+from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED
+from distviz.replay.verdict import most_severe
 from distviz.tracing.journal import ContextRow, Event
 from distviz.words import plural
 
@@ -178,17 +178,11 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
     return out
 
 
-def context_code(row: ContextRow) -> int:
-    """The exit code of one context's verdict (``distviz.replay.verdict``): its outcome's, else
-    ``EXIT_DISAGREE`` when it differs."""
-    code = outcome_code(row.outcome)
-    return EXIT_DISAGREE if code == EXIT_OK and row.agreement == "differs" else code
-
-
-def verdict(found: list[Entry]) -> int:
+def contexts_code(found: list[Entry]) -> int:
     """The exit code the recorded contexts give when the program itself succeeded: the most
-    severe of their verdicts' (as for a recording's contexts)."""
-    return max((context_code(e.row) for e in found), key=SEVERITY.index, default=EXIT_OK)
+    severe of their verdicts' (``distviz.replay.verdict.most_severe``, as for a recording's
+    contexts)."""
+    return most_severe(e.row.exit_code for e in found)
 
 
 def program_status(returncode: int) -> int:
@@ -196,16 +190,25 @@ def program_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+def is_pytest_run(finished: Finished) -> bool:
+    """Whether the program was pytest with distviz's plugin (which keeps pytest's status)."""
+    return any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
+
+
 def exit_code(finished: Finished, found: list[Entry]) -> int:
-    """``distviz trace``'s exit status: 130 after Ctrl-C (143 after SIGTERM), 6 when a hang
-    stopped the program, the program's own status when it failed, else ``verdict``."""
+    """``distviz trace``'s exit status: 130 after Ctrl-C (143 after SIGTERM), pytest's own
+    status in a pytest run with the plugin (each test's contexts are in pytest's report), 6
+    when a hang stopped the program, the program's own status when it failed, else the most
+    severe of the contexts' verdicts (``contexts_code``)."""
+    if is_pytest_run(finished):
+        return program_status(finished.returncode)
     if finished.interrupted:
         return 128 + 15 if finished.terminated else EXIT_INTERRUPTED
     if finished.stopped_for_hang:
         return EXIT_HANG
     if finished.returncode != 0:
         return program_status(finished.returncode)
-    return verdict(found)
+    return contexts_code(found)
 
 
 def notes(finished: Finished, found: list[Entry]) -> list[str]:
