@@ -148,7 +148,7 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     """The ``RunOptions`` of ``args`` for the scenario ``sc``, checked: ``UsageError`` for an
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.replay.changes import parse_inject_delay
-    from distviz.runner.parent import RunOptions
+    from distviz.runner.parent.run import RunOptions
     from distviz.trace.iteration import ContextSelection
     if args.mode not in ("fast", "smart"):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")

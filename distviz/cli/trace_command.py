@@ -46,7 +46,7 @@ def trace(
 
       distviz trace -o traces --contexts all -- python train.py
     """
-    from distviz.runner.torch_range import require_torch
+    from distviz.runner.parent.torch_range import require_torch
     from distviz.tracing.command import run as run_command
     from distviz.tracing.config import TraceConfig, check_options
 

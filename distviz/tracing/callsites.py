@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed.autograd as dist_autograd
 
+from distviz.recorder.walk import reachable
 from distviz.trace import RpcCall
 
 KEEP_CONTEXTS = 256
@@ -470,18 +471,7 @@ def arguments_sent(context_id: int, results: list[int], caller_rank: int) -> lis
     ctx = dist_autograd._retrieve_context(context_id)
     sends = ctx._send_functions()
     recv_id = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
-    stack = [sends[m] for m in results if m in sends]
-    seen: set[Any] = set()
-    found: set[int] = set()
-    while stack:
-        fn = stack.pop()
-        if fn in seen:
-            continue
-        seen.add(fn)
-        mid = recv_id.get(fn)
-        if mid is not None:
-            if mid >> 48 == caller_rank:
-                found.add(mid)
-            continue
-        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
-    return sorted(found)
+    reached = reachable([sends[m] for m in results if m in sends],
+                        follow=lambda fn: fn not in recv_id, depth_first=True)
+    return sorted({mid for fn in reached if (mid := recv_id.get(fn)) is not None
+                   and mid >> 48 == caller_rank})

@@ -10,7 +10,7 @@
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
 * ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
-  (``observe.settle``: the node references of the last context, dropped after it ends).
+  (``fanout.settle``: the node references of the last context, dropped after it ends).
 * ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then).
@@ -32,7 +32,15 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, journal, naming, observe, snapshot_listener, snapshot_take
+from distviz.tracing import (
+    callsites,
+    fanout,
+    journal,
+    naming,
+    observe,
+    snapshot_listener,
+    snapshot_take,
+)
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -53,7 +61,7 @@ def _interop(n: int) -> None:
     setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
 
 
-def _init_rpc(original: Any, proc: observe._Process) -> Any:
+def _init_rpc(original: Any, proc: observe.Process) -> Any:
     @functools.wraps(original)
     def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -78,7 +86,7 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
 def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
-        observe.settle()
+        fanout.settle()
         return original(*args, **kwargs)
     return shutdown
 
@@ -110,7 +118,7 @@ def _after_fork() -> None:
         callsites.reset()
 
 
-def install_callsites(proc: observe._Process) -> None:
+def install_callsites(proc: observe.Process) -> None:
     """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return

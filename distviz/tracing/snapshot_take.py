@@ -35,7 +35,11 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder import graph as recorder
+from distviz.recorder import contexts
+from distviz.recorder.gather import gather
+from distviz.recorder.merge import build_trace
+from distviz.recorder.piece import record_local, root_nrs
+from distviz.recorder.walk import reachable
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming, observe, report
 from distviz.tracing.snapshot import ContextState, ProcessSnapshot, ThreadStack
@@ -121,7 +125,7 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
     if worker is None:
         state.outcome = "graph not recorded: RPC is not running in this process"
         return
-    if not recorder.context_here(state.context_id):
+    if not contexts.context_here(state.context_id):
         state.outcome = "graph not recorded: PyTorch no longer holds this context here"
         return
     done: list[tuple[Trace, list[str]] | BaseException] = []
@@ -183,14 +187,15 @@ def _record(context_id: int, inflight: InFlight | None, frame: types.FrameType |
         named = naming.in_graph(named, roots)
     else:
         roots, named = _newest(named, context_id)
-    workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=inflight is None,
-                                      record_fn=snapshot_piece)
+    workers, pieces = gather(context_id, roots, named, inspect_saved=inflight is None,
+                             record_fn=snapshot_piece)
     mine = next(p for p in pieces if p["worker"] == me)
     root_vars = naming.root_names(roots, list(named))
-    passes = [BackwardPass(roots=list(mine["roots"]),
-                           retain_graph=bool(inflight and inflight.retain_graph),
-                           root_vars=root_vars)] if mine["roots"] else []
-    trace = recorder.build_trace(workers, me, context_id, pieces, passes)
+    ids = list(mine["roots"])
+    nrs = root_nrs(roots) if len(ids) == len(roots) else []    # a leaf root has no node
+    passes = [BackwardPass(roots=ids, retain_graph=bool(inflight and inflight.retain_graph),
+                           root_vars=root_vars, root_nrs=nrs)] if ids else []
+    trace = build_trace(workers, me, context_id, pieces, passes)
     trace.meta["snapshot"] = {"pid": os.getpid(), "argv": list(sys.argv),
                               "state": "backward" if inflight is not None else "forward",
                               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -201,19 +206,6 @@ def _tensors(roots: Any) -> list[torch.Tensor]:
     if isinstance(roots, torch.Tensor):
         return [roots]
     return [r for r in roots or [] if isinstance(r, torch.Tensor)]
-
-
-def _reach(fn: Any) -> set[Any]:
-    """Every node reachable from ``fn`` (iterative)."""
-    seen: set[Any] = set()
-    stack = [fn]
-    while stack:
-        f = stack.pop()
-        if f is None or f in seen:
-            continue
-        seen.add(f)
-        stack.extend(nxt for nxt, _ in f.next_functions)
-    return seen
 
 
 def _newest(named: list[tuple[str, Any]], context_id: int
@@ -232,7 +224,7 @@ def _newest(named: list[tuple[str, Any]], context_id: int
             leaves.append((name, value))
             continue
         for t in tensors:
-            reach = _reach(t.grad_fn) if t.grad_fn is not None else set()
+            reach = set(reachable([t.grad_fn]))
             if reach & rpc_fns:
                 found.append((name, t, reach))
     roots: list[torch.Tensor] = []
@@ -251,6 +243,6 @@ def snapshot_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool
     worker = rpc.get_worker_info().name
     naming.ensure()
     named = naming.parameter_names(worker) + list(names)
-    piece = recorder.record_local(context_id, roots, named, inspect_saved, keep=False)
+    piece = record_local(context_id, roots, named, inspect_saved, keep=False)
     piece["calls"] = list(piece["calls"]) + [c.to_json() for c in callsites.peek(context_id)]
     return piece
