@@ -106,6 +106,16 @@ TRACE_SETTLE: Final = 2.0
 #: a loop of a thousand ``retain_graph`` passes would cost quadratic time; the rest run unrecorded.
 TRACE_MAX_PASSES: Final = 100
 
+# -- distviz snapshot (a running traced job) ---------------------------------------------------------
+
+#: How long ``distviz snapshot`` waits for each process of the job to answer; one that has not
+#: answered by then is named as such, and the others are still reported.
+SNAPSHOT_TIMEOUT: Final = 30.0
+#: How long a process spends recording the graphs of its contexts for a snapshot, all of them
+#: (over the program's RPC agent; a worker whose RPC threads are all stuck never answers); the
+#: stacks are sent without the graphs not recorded by then.
+SNAPSHOT_GRAPH_TIMEOUT: Final = 10.0
+
 # -- pictures -------------------------------------------------------------------------------------------
 
 #: The largest picture the default view draws, in pixels on a side at 100 % zoom (96 dpi): a
