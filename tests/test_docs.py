@@ -431,7 +431,8 @@ def test_layout_mentions_every_module_file() -> None:
 
 def test_layout_lists_the_stages_in_data_flow_order() -> None:
     text = LAYOUT.read_text(encoding="utf-8")
-    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/names.py", "distviz/trace/__init__.py",
+    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/names.py",
+              "distviz/trace/__init__.py",
               "distviz/replay/", "distviz/render/", "distviz/cli/"]
     where = [text.find(f"| `{s}") for s in stages]
     assert -1 not in where, dict(zip(stages, where, strict=True))

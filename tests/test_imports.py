@@ -24,7 +24,8 @@ KNOWN_CYCLES: set[str] = set()
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.assemble", "distviz.tracing.callsites", "distviz.tracing.naming",
               "distviz.tracing.observe",
-              "distviz.tracing.patches", "distviz.tracing.watch")
+              "distviz.tracing.patches", "distviz.tracing.snapshot_take",
+              "distviz.tracing.watch")
 @dataclass(frozen=True)
 class Import:
     """``source`` imports ``target`` (a distviz module or ``torch``); ``at_load``: the import

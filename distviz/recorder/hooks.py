@@ -1,12 +1,12 @@
 """Observing the real backward (torch side): hooks on every recorded node, and what they saw.
 
-``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node ``distviz.recorder.piece``
-recorded for the context on this worker; each appends one tuple (node id, native thread id,
-``CLOCK_MONOTONIC`` ns), tagged with the running graph task when several contexts may share
-nodes. ``collect(context_id)`` reads them back (with thread names, gradient shapes and the
-post-hook times paired) together with what ``get_gradients`` holds here, by leaf id.
-``remove_hooks`` takes them off again (``recorder.forget`` does too). ``--inject-delay`` slows
-the hooked backward down on purpose (``wait_until``).
+``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node
+``distviz.recorder.piece`` recorded for the context on this worker; each appends one tuple
+(node id, native thread id, ``CLOCK_MONOTONIC`` ns), tagged with the running graph task when
+several contexts may share nodes. ``collect(context_id)`` reads them back (with thread
+names, gradient shapes and the post-hook times paired) together with what ``get_gradients``
+holds here, by leaf id. ``remove_hooks`` takes them off again (``recorder.forget`` does too).
+``--inject-delay`` slows the hooked backward down on purpose (``wait_until``).
 """
 
 from __future__ import annotations

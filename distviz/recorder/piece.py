@@ -61,13 +61,16 @@ def _dtype(t: Any) -> str:
 
 def record_local(context_id: int, roots: Sequence[Any] = (),
                  names: Sequence[tuple[Any, str]] = (),
-                 inspect_saved: bool = True) -> dict[str, Any]:
-    """Walk this worker's part of the graph of ``context_id`` and return it as JSON-able data.
+                 inspect_saved: bool = True, keep: bool = True) -> dict[str, Any]:
+    """Walk this worker's part of the graph of ``context_id`` and return it as JSON-able data
+    (``roots``: the node ids of the roots found here).
 
     The walk starts at ``roots`` (grad_fns, initiator only), then every send function (sorted
     by message id), then every recv function, then the grad_fns of named tensors; it iterates
-    with a queue, never recursion. Raises ``RuntimeError`` (PyTorch's) when the context is
-    unknown here.
+    with a queue, never recursion. ``keep=False`` (``distviz snapshot`` of a running job)
+    leaves this worker's record as it is: a recording already made keeps its hooks and node
+    references, and lends its node ids. Raises ``RuntimeError`` (PyTorch's) when the context
+    is unknown here.
     """
     ctx = dist_autograd._retrieve_context(context_id)
     worker = rpc.get_worker_info().name
@@ -80,7 +83,7 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     rec = WorkerRecord(worker=worker)
     earlier = contexts.record_of(context_id)
     if earlier is not None:   # recorded again (a later pass): every node keeps its id
-        for h in earlier.handles:
+        for h in earlier.handles if keep else ():
             h.remove()
         reached = set(order)
         order += [fn for fn in earlier.nodes.values() if fn not in reached]
@@ -91,11 +94,13 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
         node.vars = sorted(var_of_fn.get(fn, []))
         rec.shapes[node.id] = node.input_shapes
         nodes.append(node.to_json())
-    contexts.keep(context_id, rec)
+    if keep:
+        contexts.keep(context_id, rec)
     calls = [c.to_json() for c in contexts.calls_in(context_id)]
     known = sorted(int(w) for w in ctx._known_worker_ids())
     grads = len(dist_autograd.get_gradients(context_id))  # > 0 once a backward pass ran
-    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads}
+    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads,
+            "roots": [rec.ids[fn] for fn in roots if fn in rec.ids]}
 
 
 def _names_here(named: list[tuple[Any, str]]) -> tuple[dict[int, str], dict[Any, list[str]]]:

@@ -239,6 +239,18 @@ def take(context_id: int) -> list[RpcCall]:
     """Remove and return this process's calls for ``context_id`` as the trace's ``RpcCall``s."""
     with _LOCK:
         calls = _CALLS.pop(context_id, [])
+    return _rpc_calls(calls)
+
+
+def peek(context_id: int) -> list[RpcCall]:
+    """This process's calls for ``context_id`` so far, kept for ``take`` (``distviz
+    snapshot`` of a running job)."""
+    with _LOCK:
+        calls = list(_CALLS.get(context_id, []))
+    return _rpc_calls(calls)
+
+
+def _rpc_calls(calls: list[Call]) -> list[RpcCall]:
     return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
                     grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
                     msg_ids=sorted(set(c.msg_ids)), site=site_text(c.frames))

@@ -17,6 +17,8 @@
 * ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then).
+* For ``distviz snapshot`` (``distviz.tracing.snapshot_listener``): entering and leaving a
+  context and each backward in flight are noted, and ``rpc.init_rpc`` starts the listener.
 
 Each patched function keeps the original as ``__wrapped__``.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any
 
 import torch
@@ -32,7 +35,17 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, fanout, journal, naming, observe, watch, watch_hook
+from distviz.tracing import (
+    callsites,
+    fanout,
+    journal,
+    naming,
+    observe,
+    snapshot_listener,
+    snapshot_take,
+    watch,
+    watch_hook,
+)
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -64,7 +77,13 @@ def _init_rpc(original: Any, proc: observe.Process) -> Any:
                 message=" ".join(str(exc).split())[:400] or type(exc).__name__))
             raise
         info = rpc.get_worker_info()
-        proc.worker, proc.rank = info.name, int(info.id)
+        here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
+        here.worker, here.rank = info.name, int(info.id)
+        try:
+            snapshot_listener.start(here.config.session_dir, here.worker, snapshot_take.take)
+        except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
+            print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
+                  file=sys.stderr, flush=True)
         return result
     return init_rpc
 
@@ -83,9 +102,19 @@ def _context_exit(original: Any) -> Any:
     def __exit__(self: Any, *exc: Any) -> Any:
         ctx = getattr(self, "autograd_context", None)
         if ctx is not None:
+            snapshot_listener.left(int(ctx._context_id()))
             observe.context_ended(int(ctx._context_id()))
         return original(self, *exc)
     return __exit__
+
+
+def _context_enter(original: Any) -> Any:
+    @functools.wraps(original)
+    def __enter__(self: Any) -> Any:
+        context_id = original(self)
+        snapshot_listener.entered(int(context_id))
+        return context_id
+    return __enter__
 
 
 def _after_fork() -> None:
@@ -135,8 +164,12 @@ def install(config: TraceConfig) -> None:
     install_callsites(proc)
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
-    traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
+    traced = snapshot_listener.timed(
+        functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward))
+    traced.__wrapped__ = observe.ORIGINAL_BACKWARD   # type: ignore[attr-defined]
     dist_autograd.backward = traced
+    dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
+        dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
         dist_autograd.context.__exit__)
     os.register_at_fork(after_in_child=_after_fork)

@@ -56,8 +56,9 @@ from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
 PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.api",
-           "distviz.runner.sandbox.rpc_proxy", "distviz.runner.worker.initiator", "distviz.runner.reference.plain",
-           "distviz.runner.sandbox.namespace", "distviz.runner.gradients", "distviz.runner.sandbox.base",
+           "distviz.runner.sandbox.rpc_proxy", "distviz.runner.worker.initiator",
+           "distviz.runner.reference.plain", "distviz.runner.sandbox.namespace",
+           "distviz.runner.gradients", "distviz.runner.sandbox.base",
            "distviz.runner.worker.session", "distviz.runner.worker.training",
            "distviz.runner.reference.training", "distviz.replay", "distviz.scenario"]
 
