@@ -1,16 +1,18 @@
 """T1: ``distviz trace`` over a multi-iteration training program vs the plain program (wall).
 
-    python bench/bench_trace_cmd.py [--iterations 150] [--repeat 3] [--modes plain,first,all]
-                                    [--json]
+    python bench/bench_trace_cmd.py [--iterations 150[,1000]] [--repeat 3]
+                                    [--modes plain,none,first,all] [--json]
 
 Runs ``bench/train_program.py`` (the RPC RNN tutorial, one dist_autograd context per
-iteration) three ways, alternating inside each repeat so that machine noise hits all three:
-plain (``python train_program.py``), under ``distviz trace`` with the default
-``--contexts first`` (one context recorded, every other context goes straight to PyTorch),
-and under ``distviz trace --contexts all`` (every context recorded, replayed, observed on both
-workers and written). Ratios are against the plain run of the same repeat; targets: first
-<= 1.05, all <= 1.10. Whole-command wall times, stdout to /dev/null; and the CPU seconds of
-the whole process tree (user + system), which a busy machine disturbs less than wall time.
+iteration) plain (``python train_program.py``) and under ``distviz trace``, alternating inside
+each repeat so that machine noise hits every mode: ``--contexts none`` (every backward watched,
+none recorded: the watch alone), the default ``--contexts first`` (one context recorded, every
+other backward watched), and ``--contexts all`` (every context recorded, replayed, observed on
+both workers and written). Ratios are against the plain run of the same repeat and iteration
+count; targets: none <= 1.02, first <= 1.05, all <= 1.10. Whole-command wall times, stdout to
+/dev/null; and the CPU seconds of the whole process tree (user + system), which a busy machine
+disturbs less than wall time. For each run of 1,000 iterations or more, the trainer's resident
+set after the last iteration against after iteration 100 (``rss_growth``; target <= 1.05).
 
 distviz is byte-compiled first: with ``PYTHONDONTWRITEBYTECODE`` set, every traced process
 would compile each distviz module it imports, on every run (an installed distviz, like torch,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import os
 import resource
 import statistics
 import sys
@@ -31,14 +34,17 @@ from typing import Any
 from common import BENCH, REPO, emit, run_child
 
 PROGRAM = BENCH / "train_program.py"
+MODES = ("plain", "none", "first", "all")
+RSS_FROM = 1000     # iterations from which the trainer's memory growth is measured
 
 
 def _argv(mode: str, iterations: int, work: Path, k: int) -> list[str]:
-    program = [sys.executable, str(PROGRAM), str(iterations), str(work / f"rdv-{mode}-{k}")]
+    program = [sys.executable, str(PROGRAM), str(iterations),
+               str(work / f"rdv-{mode}-{iterations}-{k}")]
     if mode == "plain":
         return program
-    return [sys.executable, "-m", "distviz", "trace", "-o", str(work / f"traces-{mode}-{k}"),
-            "--contexts", mode, "--", *program]
+    return [sys.executable, "-m", "distviz", "trace", "-o",
+            str(work / f"traces-{mode}-{iterations}-{k}"), "--contexts", mode, "--", *program]
 
 
 def _cpu_seconds() -> float:
@@ -47,35 +53,49 @@ def _cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=150)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--modes", default="plain,first,all",
-                        help="Which runs to make (the ratios need plain).")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    modes = tuple(m for m in ("plain", "first", "all") if m in args.modes.split(","))
+def _rss_growth(path: Path) -> float | None:
+    """The trainer's resident set after its last iteration over after iteration 100."""
+    try:
+        rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return None
+    kib = {int(it): int(v) for it, v in rows}
+    if 100 not in kib or len(kib) < 2:
+        return None
+    return round(kib[max(kib)] / kib[100], 4)
+
+
+def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
+             work: Path) -> dict[str, Any]:
     times: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
-    compileall.compile_dir(str(REPO / "distviz"), quiet=1)
-    with tempfile.TemporaryDirectory(prefix="bench-trace-cmd-") as tmp:
-        work = Path(tmp)
-        for k in range(max(1, args.repeat)):
-            order = modes if k % 2 == 0 else tuple(reversed(modes))
-            for mode in order:
-                before = _cpu_seconds()
-                wall, _, _ = run_child(_argv(mode, args.iterations, work, k), timeout=900,
-                                       cwd=REPO, stdout_devnull=True)
-                times[mode].append(wall)
-                cpu[mode].append(_cpu_seconds() - before)
-        recorded = len(list(work.glob(f"traces-all-{args.repeat - 1}/*.trace.json")))
-    out: dict[str, Any] = {"iterations": args.iterations, "contexts_recorded_all": recorded}
+    growth: dict[str, list[float]] = {m: [] for m in modes}
+    for k in range(max(1, args.repeat)):
+        order = modes if k % 2 == 0 else tuple(reversed(modes))
+        for mode in order:
+            before = _cpu_seconds()
+            rss = work / f"rss-{mode}-{iterations}-{k}"
+            if iterations >= RSS_FROM:
+                os.environ["BENCH_RSS_FILE"] = str(rss)
+            wall, _, _ = run_child(_argv(mode, iterations, work, k), timeout=3600,
+                                   cwd=REPO, stdout_devnull=True)
+            os.environ.pop("BENCH_RSS_FILE", None)
+            times[mode].append(wall)
+            cpu[mode].append(_cpu_seconds() - before)
+            g = _rss_growth(rss)
+            if g is not None:
+                growth[mode].append(g)
+    out: dict[str, Any] = {}
     for mode in modes:
         out[f"{mode}_s"] = statistics.median(times[mode])
         out[f"{mode}_all"] = times[mode]
         out[f"{mode}_cpu_s"] = statistics.median(cpu[mode])
         out[f"{mode}_cpu_all"] = [round(c, 2) for c in cpu[mode]]
+        if growth[mode]:
+            out[f"{mode}_rss_growth"] = max(growth[mode])
+        written = len(list(work.glob(f"traces-{mode}-{iterations}-{args.repeat - 1}/*.trace.json")))
+        if mode != "plain":
+            out[f"{mode}_traces_written"] = written
     if "plain" in modes:
         plain = times["plain"]
         for mode in modes[1:]:
@@ -85,6 +105,30 @@ def main() -> None:
                 cpu["plain"])
             out[f"{mode}_cpu_ratios"] = [round(m / p, 3) for m, p in
                                          zip(cpu[mode], cpu["plain"], strict=True)]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", default="150",
+                        help="Iterations per run; several, comma-separated (150,1000).")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--modes", default="plain,none,first,all",
+                        help="Which runs to make (the ratios need plain).")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    modes = tuple(m for m in MODES if m in args.modes.split(","))
+    counts = [int(n) for n in str(args.iterations).split(",") if n.strip()]
+    compileall.compile_dir(str(REPO / "distviz"), quiet=1)
+    out: dict[str, Any] = {"iterations": counts[0] if len(counts) == 1 else counts}
+    with tempfile.TemporaryDirectory(prefix="bench-trace-cmd-") as tmp:
+        for n in counts:
+            got = _measure(args, modes, n, Path(tmp))
+            if len(counts) == 1:
+                out.update(got)
+                out["contexts_recorded_all"] = got.get("all_traces_written", 0)
+            else:
+                out.update({f"{key}@{n}": v for key, v in got.items()})
     emit(out, args.json)
 
 

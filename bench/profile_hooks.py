@@ -29,7 +29,6 @@ from typing import Any
 import torch
 from common import emit
 
-rec = importlib.import_module("distviz.recorder.graph")
 hooks = importlib.import_module("distviz.recorder.hooks")
 VARIANTS = ("none", "empty", "lean_pre", "lean_both", "distviz")
 

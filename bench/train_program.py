@@ -3,6 +3,9 @@ decoder on a parameter server behind RRefs, an LSTM on the trainer, DistributedO
 dist_autograd context per iteration) at a size where one iteration takes tens of milliseconds.
 
 Usage: python bench/train_program.py ITERATIONS RENDEZVOUS_FILE
+
+With ``BENCH_RSS_FILE`` set, the trainer appends its resident set size there after iteration 100
+and after the last one (memory must not grow with the number of steps).
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def train(iterations: int) -> None:
     model = RNNModel("ps")
     opt = DistributedOptimizer(optim.SGD, model.parameter_rrefs(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
-    for _ in range(iterations):
+    rss_file = os.environ.get("BENCH_RSS_FILE")
+    for k in range(1, iterations + 1):
         data = torch.randint(NTOKEN, (SEQ, BATCH))
         target = torch.randint(NTOKEN, (SEQ, BATCH))
         with dist_autograd.context() as context_id:
@@ -83,6 +87,16 @@ def train(iterations: int) -> None:
             loss = criterion(output.view(-1, NTOKEN), target.view(-1))
             dist_autograd.backward(context_id, [loss])
             opt.step(context_id)
+        if rss_file and k in (100, iterations):
+            _note_rss(rss_file, k)
+
+
+def _note_rss(path: str, iteration: int) -> None:
+    """Append ``<iteration> <trainer's resident set in KiB>`` to ``path``."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        kib = next(line.split()[1] for line in fh if line.startswith("VmRSS:"))
+    with open(path, "a", encoding="ascii") as out:
+        out.write(f"{iteration} {kib}\n")
 
 
 def run_worker(rank: int, iterations: int, rendezvous: str) -> None:

@@ -1,7 +1,7 @@
 """distviz: record, replay and visualize PyTorch distributed autograd.
 
 The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
-``distviz.recorder.graph`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
+``distviz.recorder`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
 torch side of ``distviz.tracing`` (imported lazily by ``backward`` and ``record(observe=True)``) do.
 """
 
@@ -49,7 +49,7 @@ def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = Fa
 
         from distviz.tracing.api import record as _observed
         return _observed(context_id, roots, names, path=path, frame=sys._getframe(1))
-    from distviz.recorder.graph import record as _record
+    from distviz.recorder.api import record as _record
 
     trace = _record(context_id, roots, names)
     if path is not None:
@@ -103,8 +103,8 @@ lend_views(_TraceViews())
 
 
 def __getattr__(attr: str) -> Any:
-    if attr == "HangPredicted":   # torch side: imported only when asked for
-        from distviz.tracing.observe import HangPredicted
+    if attr == "HangPredicted":   # the tracing side: imported only when asked for
+        from distviz.tracing.stop import HangPredicted
         return HangPredicted
     raise AttributeError(f"module 'distviz' has no attribute {attr!r}")
 
@@ -112,6 +112,6 @@ def __getattr__(attr: str) -> Any:
 def name(tensor: torch.Tensor, label: str) -> torch.Tensor:
     """Name a tensor on this worker (``distviz.name(w, "ps.w")``) so traces recorded by
     ``record`` on the initiator show its leaf under that name; returns the tensor."""
-    from distviz.recorder.graph import name as _name
+    from distviz.recorder.names import name as _name
 
     return _name(tensor, label)

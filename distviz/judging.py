@@ -29,7 +29,7 @@ from distviz.trace.sections import Meta, Real
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.result import Replay
     from distviz.replay.verdict import ContextVerdict
-    from distviz.runner.parent import RunOptions, RunResult
+    from distviz.runner.parent.run import RunOptions, RunResult
     from distviz.scenario import Scenario
 
 __all__ = ["Decided", "JudgedRun", "backward_policy", "judge_recording", "recording_of",
@@ -94,7 +94,7 @@ def recording_of(sc: Scenario, result: RunResult, mode: str) -> Recording:
 
 def _unrecorded(sc: Scenario) -> Trace:
     """The trace of a plain scenario's run that failed before its graph was recorded."""
-    from distviz.runner.collate import scenario_info
+    from distviz.runner.parent.collate import scenario_info
     return Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
                  passes=[], scenario=scenario_info(sc))
 
@@ -152,7 +152,7 @@ def run_and_judge(sc: Scenario, options: RunOptions, mode: str = "fast",
                   say: Callable[[str], None] | None = None) -> JudgedRun:
     """Run ``sc`` on real workers and judge it (see the module docstring). ``say`` hears the
     run's phases. Raises nothing for a failed run: its error is ``JudgedRun.error``."""
-    from distviz.runner.parent import run_scenario
+    from distviz.runner.parent.run import run_scenario
     decided = Decided()
     result = run_scenario(sc, options, backward_policy(options.confirm_hang, decided), say)
     recording = recording_of(sc, result, mode)

@@ -105,6 +105,19 @@ TRACE_SETTLE: Final = 2.0
 #: Backward passes recorded per context: each later pass replays all the earlier ones again, so
 #: a loop of a thousand ``retain_graph`` passes would cost quadratic time; the rest run unrecorded.
 TRACE_MAX_PASSES: Final = 100
+#: Contexts a traced process remembers the number of (for a later pass in the same context):
+#: the most recent ones, so that a job of a million steps holds no more than this many.
+TRACE_RECENT_CONTEXTS: Final = 1024
+
+# -- distviz snapshot (a running traced job) ---------------------------------------------------------
+
+#: How long ``distviz snapshot`` waits for each process of the job to answer; one that has not
+#: answered by then is named as such, and the others are still reported.
+SNAPSHOT_TIMEOUT: Final = 30.0
+#: How long a process spends recording the graphs of its contexts for a snapshot, all of them
+#: (over the program's RPC agent; a worker whose RPC threads are all stuck never answers); the
+#: stacks are sent without the graphs not recorded by then.
+SNAPSHOT_GRAPH_TIMEOUT: Final = 10.0
 
 # -- pictures -------------------------------------------------------------------------------------------
 

@@ -431,7 +431,8 @@ def test_layout_mentions_every_module_file() -> None:
 
 def test_layout_lists_the_stages_in_data_flow_order() -> None:
     text = LAYOUT.read_text(encoding="utf-8")
-    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/graph.py", "distviz/trace/__init__.py",
+    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/names.py",
+              "distviz/trace/__init__.py",
               "distviz/replay/", "distviz/render/", "distviz/cli/"]
     where = [text.find(f"| `{s}") for s in stages]
     assert -1 not in where, dict(zip(stages, where, strict=True))
@@ -518,7 +519,7 @@ def test_trace_format_documents_what_the_runner_writes() -> None:
             | _written_keys("distviz/trace/sections.py", "RealEvent.to_json", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
-            | _written_keys("distviz/runner/parent.py", "_note_deaths", set()))
+            | _written_keys("distviz/runner/parent/run.py", "_note_deaths", set()))
     assert "grad_shapes" in keys and "comparable" in keys   # the walk found the writers
     assert not _documented(text, keys), f"real/reference keys: {_documented(text, keys)}"
     statuses = _status_values()

@@ -22,8 +22,11 @@ KNOWN_CYCLES: set[str] = set()
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
-              "distviz.tracing.callsites", "distviz.tracing.jit", "distviz.tracing.naming",
-              "distviz.tracing.observe", "distviz.tracing.patches")
+              "distviz.tracing.assemble", "distviz.tracing.callsites", "distviz.tracing.jit",
+              "distviz.tracing.naming",
+              "distviz.tracing.observe",
+              "distviz.tracing.patches", "distviz.tracing.snapshot_take",
+              "distviz.tracing.watch")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",
@@ -59,6 +62,28 @@ def _module_names() -> dict[str, Path]:
 
 
 MODULES = _module_names()
+
+
+def _runner_lists() -> dict[str, tuple[str, ...]]:
+    """``TORCH_FREE`` and ``TORCH_FREE_AT_LOAD`` as ``distviz/runner/__init__.py`` states them
+    (read, not imported)."""
+    tree = ast.parse((PACKAGE / "runner" / "__init__.py").read_text(encoding="utf-8"))
+    return {node.target.id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            and node.value is not None}
+
+
+RUNNER_LISTS = _runner_lists()
+#: Runner modules that never import torch (``distviz.runner.TORCH_FREE``; a package stands for
+#: every module in it): the parent, the protocol, and the version check the CLI makes.
+TORCH_FREE_RUNNER = {m for m in MODULES for p in RUNNER_LISTS["TORCH_FREE"]
+                     if m == p or m.startswith(f"{p}.")}
+#: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
+#: a fraction of a second, and ``distviz.load`` works without torch installed.
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli",
+                      # pytest loads it in every run (the pytest11 entry point)
+                      "distviz.tracing.pytest_plugin",
+                      *TORCH_FREE_RUNNER, *RUNNER_LISTS["TORCH_FREE_AT_LOAD"]}
 
 
 def _resolve(name: str) -> str | None:
@@ -184,8 +209,8 @@ def _pretty(path: list[str]) -> str:
 def test_the_graph_is_read_from_every_module() -> None:
     # the walk sees imports inside functions and relative imports
     assert "distviz.scenario.loader" in {i.target for i in GRAPH["distviz.scenario"]}
-    assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker"])
-    assert any(i.target == "distviz.recorder.graph" and not i.at_load for i in GRAPH["distviz"])
+    assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker.main"])
+    assert any(i.target == "distviz.recorder.api" and not i.at_load for i in GRAPH["distviz"])
 
 
 def test_the_import_graph_has_no_cycle() -> None:
@@ -207,7 +232,14 @@ def test_only_the_recorder_and_the_runner_import_torch() -> None:
     importers = {m for m, imports in GRAPH.items() if any(i.target == "torch" for i in imports)}
     allowed = {m for m in MODULES if m.startswith(TORCH_SIDE)} - TORCH_FREE_RUNNER
     assert importers <= allowed, sorted(importers - allowed)
-    assert "distviz.recorder.graph" in importers
+    assert "distviz.recorder.piece" in importers
+
+
+def test_the_runners_torch_free_list_names_real_modules() -> None:
+    listed = [*RUNNER_LISTS["TORCH_FREE"], *RUNNER_LISTS["TORCH_FREE_AT_LOAD"]]
+    assert [m for m in listed if m not in MODULES] == []
+    assert {"distviz.runner.parent.run", "distviz.runner.protocol",
+            "distviz.runner.parent.torch_range"} <= TORCH_FREE_RUNNER
 
 
 def test_loading_the_cli_or_the_parent_never_loads_torch() -> None:
@@ -243,3 +275,74 @@ def test_no_cycle_even_through_type_only_imports_and_no_arrow_up_into_the_cli() 
     up = {m: [t for t in ts if t.startswith("distviz.cli")] for m, ts in edges.items()
           if not m.startswith("distviz.cli") and m != "distviz.__main__"}
     assert {m: ts for m, ts in up.items() if ts} == {}
+
+
+def _private_uses(module: str) -> list[str]:
+    """``module``'s uses of another distviz module's private names: ``from distviz.x import _y``
+    and ``x._y`` where ``x`` names a distviz module (dunder names are public)."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("__")
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}   # local name -> the distviz module it names
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES and a.asname:
+                    aliases[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 \
+                and (node.module or "").startswith("distviz"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in MODULES:
+                    aliases[a.asname or a.name] = full
+                elif private(a.name) and node.module in MODULES and node.module != module:
+                    out.append(f"{module}:{node.lineno} imports {node.module}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in aliases and private(node.attr) \
+                and aliases[node.value.id] != module:
+            out.append(f"{module}:{node.lineno} uses {aliases[node.value.id]}.{node.attr}")
+    return out
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    uses = [u for m in sorted(MODULES) for u in _private_uses(m)]
+    assert uses == [], "private names used across modules:\n" + "\n".join(uses)
+
+
+def _package_edges(edges: dict[str, list[str]], depth: int) -> dict[str, list[str]]:
+    """The import graph between the packages (and modules) ``depth`` names deep that share a
+    parent: ``distviz.runner`` stands for every module in it at depth 2, and
+    ``distviz.runner.worker`` at depth 3."""
+    out: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        parts = module.split(".")
+        if len(parts) < depth:
+            continue
+        source = ".".join(parts[:depth])
+        for target in targets:
+            tparts = target.split(".")
+            if len(tparts) >= depth and tparts[:depth - 1] == parts[:depth - 1]:
+                dest = ".".join(tparts[:depth])
+                if dest != source:
+                    out.setdefault(source, set()).add(dest)
+    names = set(out) | {d for ds in out.values() for d in ds}
+    return {n: sorted(out.get(n, ())) for n in sorted(names)}
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges = _all_edges()
+    deepest = max(len(m.split(".")) for m in MODULES)
+    cycles = [_pretty(c) for depth in range(2, deepest)
+              for c in _cycles(_package_edges(edges, depth))]
+    assert cycles == [], "packages that import each other:\n" + "\n".join(cycles)
+
+
+def test_the_package_graph_groups_modules_by_package() -> None:
+    edges = {"distviz.a.x": ["distviz.b.y"], "distviz.b.y": ["distviz.a.z"], "distviz.a.z": [],
+             "distviz.c": ["distviz.a.x"]}
+    graph = _package_edges(edges, 2)
+    assert graph == {"distviz.a": ["distviz.b"], "distviz.b": ["distviz.a"],
+                     "distviz.c": ["distviz.a"]}
+    assert _cycles(graph) == [["distviz.a", "distviz.b", "distviz.a"]]

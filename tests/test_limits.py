@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from distviz import limits
 from distviz.cli import app
 from distviz.limits import format_size, parse_size
-from distviz.runner.worker import out_of_memory, remote_origin
+from distviz.runner.worker.main import out_of_memory, remote_origin
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN_NOTE = str(ROOT / "scenarios" / "design_note.yaml")

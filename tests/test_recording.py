@@ -16,7 +16,13 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.errors import TraceError
 from distviz.replay.contexts import shared_workers
-from distviz.runner.collate import TrainingRun, collate, interleaving, schedule, shared_updates
+from distviz.runner.parent.collate import (
+    TrainingRun,
+    collate,
+    interleaving,
+    schedule,
+    shared_updates,
+)
 from distviz.trace import Trace, load
 from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
 from distviz.trace.recording import Recording, load_recording

@@ -26,7 +26,7 @@ from distviz.errors import RunError
 from distviz.judging import recording_of
 from distviz.replay import replay
 from distviz.replay.verdict import judge
-from distviz.runner.parent import RunResult
+from distviz.runner.parent.run import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, Trace, load
 from distviz.trace.recording import RECORDING_VERSION, Recording, load_recording

@@ -16,8 +16,7 @@ import torch
 from guards import HANG_GUARD_S
 
 from distviz.limits import CRASH_EXIT_CODE
-from distviz.runner.custom_fns import custom_function
-from distviz.runner.sandbox import (
+from distviz.runner.sandbox.base import (
     Budget,
     SandboxError,
     TorchFunction,
@@ -27,6 +26,7 @@ from distviz.runner.sandbox import (
     fail_backward,
     make_generator,
 )
+from distviz.runner.sandbox.custom_fns import custom_function
 from distviz.scenario import lang, load_scenario_text
 
 
@@ -161,7 +161,7 @@ def test_crash_backward_node_and_exit_status() -> None:
     assert getattr(y.grad_fn, "distviz_fault", None) == {"kind": "crash"}
     script = textwrap.dedent("""
         import torch
-        from distviz.runner.sandbox import crash_backward
+        from distviz.runner.sandbox.base import crash_backward
         print("before", flush=True)
         crash_backward(torch.rand(2, requires_grad=True)).sum().backward()
         print("after")
@@ -248,7 +248,7 @@ def test_namespace_builtins_are_only_the_whitelist() -> None:
 # -- RPC nesting (the chain each call of a scenario function carries) ---------------------------
 
 def test_the_depth_message_names_the_cycle_of_functions_and_workers() -> None:
-    from distviz.runner.rpc_proxy import _depth_message
+    from distviz.runner.sandbox.rpc_proxy import _depth_message
 
     frames = [("main", "worker0"), ("ping", "worker1"), ("pong", "worker0"), ("ping", "worker1")]
     text = _depth_message(frames, 2)
@@ -260,7 +260,7 @@ def test_the_depth_message_names_the_cycle_of_functions_and_workers() -> None:
 
 
 def test_a_nested_call_runs_with_its_chain_and_gives_the_thread_back() -> None:
-    from distviz.runner.rpc_proxy import _chain, run_nested
+    from distviz.runner.sandbox.rpc_proxy import _chain, run_nested
 
     frames = [("main", "worker0"), ("f", "worker1")]
     assert run_nested(frames, lambda a, b=0: (_chain(), a + b), 1, b=2) == (frames, 3)
@@ -268,7 +268,7 @@ def test_a_nested_call_runs_with_its_chain_and_gives_the_thread_back() -> None:
 
 
 def test_a_depth_error_crossing_many_hops_keeps_only_the_innermost() -> None:
-    from distviz.runner.rpc_proxy import RpcDepthError, run_nested
+    from distviz.runner.sandbox.rpc_proxy import RpcDepthError, run_nested
 
     inner = "On WorkerInfo(id=0, name=worker0):\nRpcDepthError('RPC calls nest ...')\n"
     wrapped = f"On WorkerInfo(id=1, name=worker1):\nRpcDepthError('{inner}')\n{inner}"
@@ -298,7 +298,7 @@ def test_recording_waits_for_the_reply_to_each_call_nobody_waited_for() -> None:
     replied is forgotten at once."""
     import threading
 
-    from distviz.runner import rpc_proxy
+    from distviz.runner.sandbox import rpc_proxy
 
     answered: torch.futures.Future[int] = torch.futures.Future()
     rpc_proxy._expect_reply(_InContext(), answered)  # type: ignore[arg-type]

@@ -16,8 +16,8 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch._C._distributed_autograd import DistAutogradContext
 
-from distviz.runner.torch_compat import input_shapes
-from distviz.runner.torch_range import installed_torch, range_problem, release_of
+from distviz.recorder.torch_compat import input_shapes
+from distviz.runner.parent.torch_range import installed_torch, range_problem, release_of
 
 
 def test_the_imported_torch_is_the_installed_one_and_in_the_range() -> None:

@@ -12,12 +12,12 @@ from conftest import SCENARIOS
 
 torch = pytest.importorskip("torch")
 
-from distviz.runner import modules  # noqa: E402
-from distviz.runner.namespace import build_namespace  # noqa: E402
 from distviz.runner.protocol import WorkerOptions  # noqa: E402
-from distviz.runner.reference_training import run_training_reference  # noqa: E402
-from distviz.runner.rpc_proxy import LocalRpc, LocalWorld  # noqa: E402
-from distviz.runner.sandbox import SandboxError  # noqa: E402
+from distviz.runner.reference.training import run_training_reference  # noqa: E402
+from distviz.runner.sandbox import modules  # noqa: E402
+from distviz.runner.sandbox.base import SandboxError  # noqa: E402
+from distviz.runner.sandbox.namespace import build_namespace  # noqa: E402
+from distviz.runner.sandbox.rpc_proxy import LocalRpc, LocalWorld  # noqa: E402
 from distviz.scenario import load_scenario, load_scenario_text  # noqa: E402
 
 CODE = """\
@@ -181,7 +181,7 @@ def test_hogwild_reference_reads_and_updates_the_shared_layer_in_the_given_order
 
 
 def test_the_backward_form_reference_names_module_parameters_as_the_recorder_does() -> None:
-    from distviz.runner.reference import run_reference
+    from distviz.runner.reference.plain import run_reference
     text = textwrap.dedent("""\
         name: t
         workers:

@@ -12,6 +12,7 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
   goes in a module of its own, imported below;
 * ``fuzz``: ``distviz fuzz`` (random programs checked against PyTorch), registered last;
 * ``trace_command``: ``distviz trace -- COMMAND...`` (the work is in ``distviz.tracing``);
+* ``snapshot_command``: ``distviz snapshot DIR``, a running traced job now;
 * ``running``: a run from start to report (progress, partial trace, exit code);
 * ``output``: what commands show and write (the replay, agreement, the JSON report, the step
   log, pictures, exit codes).
@@ -22,6 +23,7 @@ from __future__ import annotations
 from distviz.cli import (
     commands,  # noqa: F401  (registers the commands on app)
     fuzz,  # noqa: F401  (registers distviz fuzz)
+    snapshot_command,  # noqa: F401  (registers distviz snapshot)
     trace_command,  # noqa: F401  (registers distviz trace)
 )
 from distviz.cli.app import app, main

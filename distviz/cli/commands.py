@@ -110,7 +110,7 @@ def run(
       distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
     args = RunArgs(**locals())     # the parameters as one value, before any other name
-    from distviz.runner.torch_range import require_torch
+    from distviz.runner.parent.torch_range import require_torch
     from distviz.scenario import load_scenario
     from distviz.scenario.shipped import resolve_scenario
 

@@ -62,7 +62,7 @@ WhatIfOpt = Annotated[str | None, typer.Option("--what-if", help="Predict the ba
 # -- the options of `trace` ------------------------------------------------------------------------
 TraceCommand = Annotated[list[str], typer.Argument(metavar="COMMAND...", show_default=False, help="The command to run, after --.")]
 TraceDir = Annotated[Path, typer.Option("-o", "--output", help="Folder for the traces and index.json.")]
-Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record per initiator: first, all, N,M or every:K.")]
+Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record in full per initiator: first, all, N,M, every:K or none; every other backward is watched (--hang-timeout).")]
 MaxContexts = Annotated[int | None, typer.Option("--max-contexts", help="Record at most this many contexts in all.")]
 OnHang = Annotated[str, typer.Option("--on-hang", help="stop the program when a hang is predicted or seen, or continue.")]
 TraceInterop = Annotated[int | None, typer.Option("--interop-threads", help="Inter-op threads in every process; 1 makes the order exact.")]
@@ -148,7 +148,7 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     """The ``RunOptions`` of ``args`` for the scenario ``sc``, checked: ``UsageError`` for an
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.replay.changes import parse_inject_delay
-    from distviz.runner.parent import RunOptions
+    from distviz.runner.parent.run import RunOptions
     from distviz.trace.iteration import ContextSelection
     if args.mode not in ("fast", "smart"):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")
@@ -161,6 +161,9 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
                       inject=parse_inject_delay(args.inject_delay or [], list(sc.workers)),
                       contexts=ContextSelection.parse(args.contexts).text())
     check_run_options(opts)
+    if opts.contexts == "none":
+        raise UsageError("--contexts none: distviz run records the contexts it runs; none is "
+                         "for distviz trace, which then only watches every backward")
     check_steps(args.start, args.end, None)
     if sc.training:
         check_training_options(no_backward=args.no_backward, inject=bool(args.inject_delay),

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
     from distviz.replay.verdict import ContextVerdict
-    from distviz.runner.parent import RunOptions
+    from distviz.runner.parent.run import RunOptions
     from distviz.scenario import Scenario
 
 

@@ -39,14 +39,15 @@ def trace(
 
     Every Python process the command starts loads distviz's hooks. Each selected
     dist_autograd.backward is recorded on every worker of its context, replayed first (a
-    predicted hang is explained at once), observed, and compared with the replay. Exit status:
+    predicted hang is explained at once), observed, and compared with the replay; every other
+    backward is watched (one past --hang-timeout is recorded then, and explained). Exit status:
     the program's own when it fails, else 0/6/7/8 as for run (a bug in distviz is 70, never 1).
 
     Example:
 
       distviz trace -o traces --contexts all -- python train.py
     """
-    from distviz.runner.torch_range import require_torch
+    from distviz.runner.parent.torch_range import require_torch
     from distviz.tracing.command import run as run_command
     from distviz.tracing.config import TraceConfig, check_options
 
@@ -60,18 +61,19 @@ def trace(
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
-    from distviz.tracing import summary  # imported while the program ran (AFTER_START)
+    from distviz.tracing import summary, watch_report  # imported while the program ran
 
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
-    notes = summary.notes(finished, found)
+    notes = summary.notes(finished, found) + [s.text() for s in finished.in_flight]
     tests = summary.is_pytest_run(finished)
     if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
         notes.append("a pytest run: each test's contexts are in pytest's report; distviz "
                      "exits with pytest's status")
     index = output / "index.json"
-    write_atomic(index, json.dumps(summary.index_json(found, list(command), code, notes),
-                                   indent=1) + "\n")
+    index_obj = summary.index_json(found, list(command), code, notes)
+    index_obj["backwards"] = watch_report.backwards_json(finished.events)
+    write_atomic(index, json.dumps(index_obj, indent=1) + "\n")
     out = stdout_console()
     files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "
     out.print(f"distviz trace: {plural(len(found), 'context')} recorded "
@@ -83,6 +85,8 @@ def trace(
             out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
     for line in summary.timing_lines(found):
         out.print(line)
+    for line in watch_report.backward_lines(finished.events):
+        out.print(line, markup=False)
     for note in notes:
         out.print(note, markup=False)
     own = tests or (finished.returncode != 0

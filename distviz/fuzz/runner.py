@@ -174,7 +174,7 @@ class _Runs:
         self.last_trace: Trace | None = None
 
     def close(self) -> None:
-        from distviz.runner.parent import stop_server
+        from distviz.runner.parent.run import stop_server
         stop_server()
 
     def run(self, program: Program) -> tuple[Judged | None, str | None]:

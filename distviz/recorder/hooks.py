@@ -1,12 +1,12 @@
 """Observing the real backward (torch side): hooks on every recorded node, and what they saw.
 
-``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node ``distviz.recorder.graph``
-recorded for the context on this worker; each appends one tuple (node id, native thread id,
-``CLOCK_MONOTONIC`` ns), tagged with the running graph task when several contexts may share
-nodes. ``collect(context_id)`` reads them back (with thread names, gradient shapes and the
-post-hook times paired) together with what ``get_gradients`` holds here, by leaf id.
-``remove_hooks`` takes them off again (``recorder.forget`` does too). ``--inject-delay`` slows
-the hooked backward down on purpose (``wait_until``).
+``install_hooks(context_id)`` puts a pre-hook and a post-hook on every node
+``distviz.recorder.piece`` recorded for the context on this worker; each appends one tuple
+(node id, native thread id, ``CLOCK_MONOTONIC`` ns), tagged with the running graph task when
+several contexts may share nodes. ``collect(context_id)`` reads them back (with thread
+names, gradient shapes and the post-hook times paired) together with what ``get_gradients``
+holds here, by leaf id. ``remove_hooks`` takes them off again (``recorder.forget`` does too).
+``--inject-delay`` slows the hooked backward down on purpose (``wait_until``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
-from distviz.recorder.graph import _RECORDS, _kind, _WorkerRecord
+from distviz.recorder import contexts
+from distviz.recorder.contexts import WorkerRecord
+from distviz.recorder.piece import node_kind
 
 __all__ = ["SPIN_NS", "clock_sample", "collect", "install_hooks", "make_posthook",
            "make_prehook", "remove_hooks", "wait_until"]
@@ -171,7 +173,7 @@ def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None,
     (a parameter's ``AccumulateGrad``); the events are then tagged with their graph task and
     ``collect`` keeps this context's only (``inject`` is not applied then).
     """
-    rec = _RECORDS[context_id]
+    rec = contexts.recorded(context_id)
     inject = inject or {}
     recv_ns = int(float(inject.get("recv_s") or 0.0) * 1e9)
     slow = float((inject.get("slow") or {}).get(rec.worker, 1.0))
@@ -190,7 +192,7 @@ def install_hooks(context_id: int, inject: Mapping[str, Any] | None = None,
 
 def remove_hooks(context_id: int) -> None:
     """Remove the hooks installed by ``install_hooks``."""
-    rec = _RECORDS.get(context_id)
+    rec = contexts.record_of(context_id)
     if rec is None:
         return
     for h in rec.handles:
@@ -198,7 +200,7 @@ def remove_hooks(context_id: int) -> None:
     rec.handles.clear()
 
 
-def _own_events(rec: _WorkerRecord, events: list[tuple[Any, ...]], ends: list[tuple[Any, ...]]
+def _own_events(rec: WorkerRecord, events: list[tuple[Any, ...]], ends: list[tuple[Any, ...]]
                 ) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
     """Events tagged with their graph task (``install_hooks(concurrent=True)``): keep this
     context's. Every node but a leaf's ``AccumulateGrad`` belongs to this context's graph only,
@@ -207,7 +209,7 @@ def _own_events(rec: _WorkerRecord, events: list[tuple[Any, ...]], ends: list[tu
         return (str(e[0]), int(e[1]), int(e[2]))
     if not events or len(events[0]) < 4:
         return [plain(e) for e in events], [plain(e) for e in ends]
-    shared = {nid for nid, fn in rec.nodes.items() if _kind(fn.name()) == "accumulate_grad"}
+    shared = {nid for nid, fn in rec.nodes.items() if node_kind(fn.name()) == "accumulate_grad"}
     own = {e[3] for e in events if e[0] not in shared}
     return ([plain(e) for e in events if not own or e[3] in own],
             [plain(e) for e in ends if not own or e[3] in own])
@@ -260,7 +262,7 @@ def collect(context_id: int, with_gradients: bool = True, copy: bool = True) -> 
     they started (``CLOCK_MONOTONIC``). Gradients: ``{leaf node id: tensor}``, copies unless
     ``copy`` is false (a caller that only reads them at once: the context's own tensors).
     """
-    rec = _RECORDS.get(context_id)
+    rec = contexts.record_of(context_id)
     out: dict[str, Any] = {"worker": rpc.get_worker_info().name, "events": [], "grads": {}}
     if rec is None:
         return out

@@ -11,13 +11,25 @@ from distviz.trace import Trace
 from distviz.trace.iteration import Difference, tolerance, within_tolerance
 from distviz.trace.sections import ROW_OK
 
-__all__ = ["compare", "dense", "difference", "summarize"]
+__all__ = ["MAX_VALUES", "compare", "dense", "difference", "summarize", "tensor_values"]
+
+#: Most elements of one worker's tensors sent to the parent with their values (the rest are
+#: compared by their summaries).
+MAX_VALUES = 200_000
 
 
 def dense(t: torch.Tensor) -> torch.Tensor:
     """``t`` as a strided tensor: a sparse gradient (``nn.EmbeddingBag(sparse=True)``,
     ``nn.Embedding(sparse=True)``) has no ``==``, ``abs`` or ``flatten``; its dense form has."""
     return t if t.layout == torch.strided else t.to_dense()
+
+
+def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
+    """The values of ``t`` as floats, while ``budget[0]`` elements are left (then ``None``)."""
+    if t.numel() > budget[0]:
+        return None
+    budget[0] -= t.numel()
+    return [float(x) for x in dense(t.detach()).double().flatten().tolist()]
 
 
 def summarize(g: torch.Tensor) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The one observer of PyTorch's real backward (torch side).
 
 Every real ``dist_autograd.backward`` distviz watches goes through here: ``distviz run``'s
-initiator (``runner/initiator.py``), the trainers of a training scenario
+initiator (``runner/worker/initiator.py``), the trainers of a training scenario
 (``runner/training.py``) and a traced program (``tracing/observe.py``). With distviz's hooks on
 every node of every worker of the context (``recorder_hooks.install_hooks``), a pass runs under
 the hang time-out:
@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +30,8 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.outcome import Outcome
-from distviz.recorder import graph as rec
-from distviz.recorder import hooks
+from distviz.recorder import contexts, hooks
+from distviz.recorder.side_thread import in_new_thread
 from distviz.runner.gradients import summarize
 from distviz.trace.sections import RealEvent
 
@@ -53,8 +52,7 @@ def first_line(exc: BaseException | str) -> str:
 
 def side(fn: Callable[[], Any]) -> Any:
     """``fn()`` in a thread of its own (which holds no dist autograd context)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(fn).result()
+    return in_new_thread(fn)
 
 
 def call_on_workers(workers: Sequence[str], me: str, fn: Callable[..., Any],
@@ -180,7 +178,7 @@ def fetch_piece(context_id: int, with_gradients: bool, forget: bool = False,
         piece["summaries"] = {nid: summarize(g) for nid, g in piece["grads"].items()}
         piece["grads"] = {}
     if forget:
-        rec.forget(context_id)
+        contexts.forget(context_id)
     elif keep:
         hooks.remove_hooks(context_id)
     return piece

@@ -207,7 +207,7 @@ class FinalState(Message):
 
 @dataclass(frozen=True)
 class ReferenceDone(Message):
-    """The single-process reference of a training run (``distviz.runner.reference_training``)."""
+    """The single-process reference of a training run (``distviz.runner.reference.training``)."""
 
     kind: ClassVar[str] = "reference_done"
     result: dict[str, Any]

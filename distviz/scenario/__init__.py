@@ -15,7 +15,7 @@ The package, in the order a file goes through it:
   overrides;
 * ``checker`` (with ``rules`` and ``messages``): each program against the scenario language;
 * ``instrument``: step ticks, guarded ``*`` and ``**``, source lines on RPC calls (for the
-  runtime in ``distviz.runner.sandbox``);
+  runtime in ``distviz.runner.sandbox.base``);
 * ``model``: the values, ``Scenario``, ``Program``, ``PassSpec``.
 
 Line numbers in the instrumented trees are lines of the YAML file, so tracebacks and runtime

@@ -9,7 +9,7 @@ each one declares; the method bodies are checked by the checker like any ``def``
 
 The names a class declares (its methods and ``self.`` attributes) become attribute names a
 program may write, on any value: the checker cannot know types, so the runtime checks each
-such access (``distviz.runner.nn_sandbox.attr``): it is allowed only on an instance of a
+such access (``distviz.runner.sandbox.training_names.attr``): it is allowed only on an instance of a
 scenario class, the class itself, or an RRef's ``rpc_sync()``/``rpc_async()``/``remote()``.
 No declared name may be a Python internal (``gi_frame``, ``f_globals``, ...), so no
 scenario-defined name can alias one.

@@ -14,7 +14,7 @@
   rpc.rpc_async(...)`` and ``rref = rpc.remote(...)``; ``None`` otherwise. The runner's ``rpc``
   object accepts and removes them.
 
-The names ``_dv_*`` are supplied by ``distviz.runner.sandbox.base_namespace``.
+The names ``_dv_*`` are supplied by ``distviz.runner.sandbox.base.base_namespace``.
 """
 
 from __future__ import annotations

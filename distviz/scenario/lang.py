@@ -1,8 +1,8 @@
 """The scenario language: which names, torch functions and methods a scenario program may use.
 
 Pure tables (no torch import), shared by the validator (``distviz.scenario``) and the runtime
-(``distviz.runner.sandbox``). The syntax-tree whitelist in ``distviz.scenario`` is the primary guard;
-the runtime only ever exposes what these tables name.
+(``distviz.runner.sandbox.base``). The syntax-tree whitelist in ``distviz.scenario`` is the
+primary guard; the runtime only ever exposes what these tables name.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 RRefs, ``dist_autograd`` and the distributed optimizer, and the rules for scenario classes.
 
 Pure tables (no torch import), shared by the validator (``distviz.scenario``) and the runtime
-(``distviz.runner.nn_sandbox``); ``distviz.scenario.lang`` holds the tensor-level tables. A name that is
-not listed here or there is refused before anything runs.
+(``distviz.runner.sandbox.training_names``); ``distviz.scenario.lang`` holds the tensor-level
+tables. A name that is not listed here or there is refused before anything runs.
 """
 
 from __future__ import annotations

@@ -205,15 +205,15 @@ class Trace:
         ``pass_index`` the pass is replayed in ``mode`` and each node also carries its
         ``step`` and ``outcome`` (``distviz.views.graph_nx`` lists every attribute). Raises
         ``IndexError`` for a pass the trace does not have."""
-        return _views().networkx(self, pass_index, mode)
+        return lent_views().networkx(self, pass_index, mode)
 
     def _repr_html_(self) -> str:
         """Jupyter's display: the interactive step viewer, inline and self-contained."""
-        return _views().html(self)
+        return lent_views().html(self)
 
     def _repr_svg_(self) -> str | None:
         """Jupyter's display without JavaScript: the picture ``export -f svg`` draws."""
-        return _views().svg(self)
+        return lent_views().svg(self)
 
     # -- JSON ----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -276,7 +276,7 @@ class Trace:
     @classmethod
     def from_json(cls, obj: Any, source: str = "<trace>") -> Trace:
         """Build a Trace from parsed JSON; raises ``TraceError`` naming the bad key."""
-        return _parse_trace(obj, source)
+        return parse_trace(obj, source)
 
 
 class TraceViews(Protocol):
@@ -305,7 +305,7 @@ def lend_views(views: TraceViews) -> None:
     _lent[:] = [views]
 
 
-def _views() -> TraceViews:
+def lent_views() -> TraceViews:
     if not _lent:  # pragma: no cover - distviz/__init__.py lends them before any trace exists
         raise RuntimeError("distviz.trace: no views lent; import distviz")
     return _lent[0]
@@ -325,7 +325,7 @@ def load(path: str | os.PathLike[str]) -> Trace:
             try:
                 obj = orjson.loads(raw)
                 del raw
-                return _parse_trace(obj, str(Path(path)))
+                return parse_trace(obj, str(Path(path)))
             except orjson.JSONDecodeError:
                 pass   # json words the error (or reads NaN, integers beyond 64 bits)
             finally:
@@ -362,7 +362,7 @@ def loads(text: str, source: str = "<trace>") -> Trace:
 
 
 def _loads(text: str, source: str) -> Trace:
-    return _parse_trace(parse_json(text, source), source)
+    return parse_trace(parse_json(text, source), source)
 
 
 def _json_bytes(obj: Any) -> bytes:
@@ -423,7 +423,7 @@ def not_a_trace(source: str, text: str) -> None:
 
 # -- parsing with precise errors -------------------------------------------------------------
 
-def _parse_trace(obj: Any, source: str) -> Trace:
+def parse_trace(obj: Any, source: str) -> Trace:
     if not isinstance(obj, dict):
         raise TraceError(f"expected a JSON object at the top, found {type(obj).__name__}; "
                          "not a distviz trace", path=source)

@@ -28,8 +28,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ContextSelection:
-    """Which contexts of each trainer are recorded: ``all``, ``first``, ``N,M`` or ``every:K``
-    (contexts count from 1 per trainer, in the order they open)."""
+    """Which contexts of each trainer are recorded: ``all``, ``first``, ``N,M``, ``every:K``
+    or ``none`` (contexts count from 1 per trainer, in the order they open; ``none``:
+    ``distviz trace`` records none in full and watches every backward)."""
 
     kind: str = "all"
     numbers: tuple[int, ...] = ()
@@ -39,7 +40,7 @@ class ContextSelection:
     def parse(cls, text: str) -> ContextSelection:
         """Parse ``--contexts``; raises ``UsageError`` naming the accepted forms."""
         t = text.strip().lower()
-        if t in ("first", "all"):
+        if t in ("first", "all", "none"):
             return cls(kind=t)
         if t.startswith("every:"):
             k = t.split(":", 1)[1]
@@ -48,14 +49,16 @@ class ContextSelection:
             return cls(kind="every", every=int(k))
         parts = [p.strip() for p in t.split(",")]
         if not all(p.isdigit() and int(p) >= 1 for p in parts):
-            raise UsageError(f"--contexts {text}: expected all, first, a list of context "
-                             "numbers such as 1,3 (from 1, per trainer) or every:K")
+            raise UsageError(f"--contexts {text}: expected all, first, none, a list of "
+                             "context numbers such as 1,3 (from 1, per trainer) or every:K")
         return cls(kind="list", numbers=tuple(sorted({int(p) for p in parts})))
 
     def selects(self, k: int) -> bool:
         """Whether a trainer's ``k``-th context (from 1) is recorded."""
         if self.kind == "all":
             return True
+        if self.kind == "none":
+            return False
         if self.kind == "first":
             return k == 1
         if self.kind == "every":
@@ -64,7 +67,7 @@ class ContextSelection:
 
     def selects_after(self, k: int) -> bool:
         """Whether a trainer may record a context after its ``k``-th."""
-        if self.kind == "first":
+        if self.kind in ("first", "none"):
             return False
         if self.kind == "list":
             return any(n > k for n in self.numbers)

@@ -22,8 +22,8 @@ from distviz.errors import TraceError
 from distviz.trace import (
     SCHEMA_VERSION,
     Trace,
-    _parse_trace,
     parse_json,
+    parse_trace,
     read_trace_text,
     write_atomic,
 )
@@ -115,8 +115,8 @@ class Recording:
 
     def _repr_html_(self) -> str:
         """Jupyter's display: a table of the contexts and the step viewer of the first."""
-        from distviz.trace import _views
-        return _views().recording_html(self)
+        from distviz.trace import lent_views
+        return lent_views().recording_html(self)
 
     def _repr_svg_(self) -> str | None:
         """Jupyter's display without JavaScript: the first context's picture."""
@@ -183,7 +183,7 @@ def from_json(obj: Any, source: str = "<trace>") -> Recording:
     """A ``Recording`` from parsed JSON of either version."""
     if isinstance(obj, dict) and obj.get("schema_version") == RECORDING_VERSION:
         return _parse_v2(obj, source)
-    return Recording.single(_parse_trace(obj, source))
+    return Recording.single(parse_trace(obj, source))
 
 
 def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT | None:
@@ -206,7 +206,7 @@ def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
             raise TraceError("expected an object", path=source, key=f"contexts[{i}]")
         one = dict(c, schema_version=SCHEMA_VERSION, **shared)
         try:
-            contexts.append(_parse_trace(one, f"{source} contexts[{i}]"))
+            contexts.append(parse_trace(one, f"{source} contexts[{i}]"))
             it = c.get("iteration")
             iterations.append(Iteration.from_json(it) if isinstance(it, dict) else None)
         except (KeyError, TypeError, ValueError) as exc:

@@ -9,8 +9,13 @@ In data-flow order:
   program; arm ``patches`` for when the program imports torch.
 * ``patches``, ``callsites``, ``naming``, ``observe`` (torch side, inside the program): call
   sites of RPCs, leaf names from ``named_parameters()``, and, at each selected
-  ``dist_autograd.backward``, the recorded graph, the replay's prediction, the observed real
-  backward, the trace file and its summary row (``journal``).
+  ``dist_autograd.backward``, the recorded graph (``assemble``), the replay's prediction, the
+  observed real backward, the trace file and its summary row (``journal``). Rounds to every
+  worker go from a side thread (``fanout``); ``slots`` counts ``--max-contexts`` over the
+  processes, ``live`` prints as things happen, ``stop`` stops the program on a hang.
+* ``snapshot_listener``, ``snapshot_take`` (inside the program) and ``snapshot`` (torch-free):
+  ``distviz snapshot DIR`` of a running job, each process's live contexts, their graphs so
+  far and its threads' stacks, answered from a thread of its own.
 * ``report``, ``legality``, ``summary`` (pure): the verdict on each context, the FAST-mode
   rules an observed order must obey, ``index.json`` and the summary table.
 """

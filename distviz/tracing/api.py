@@ -23,10 +23,10 @@ from distviz.trace import Trace
 from distviz.tracing import jit, observe
 from distviz.tracing.config import TraceConfig
 
-_ARMED: dict[int, observe._Run] = {}
+_ARMED: dict[int, observe.Run] = {}
 
 
-def _process(out_dir: str, hang_timeout: float) -> observe._Process:
+def _process(out_dir: str, hang_timeout: float) -> observe.Process:
     proc = observe.PROCESS
     if proc is None:    # not under distviz trace: this process's own settings, and call
         proc = observe.start(TraceConfig(out_dir=out_dir, contexts="all",
@@ -50,9 +50,9 @@ def _guess_sites(context_id: int, frame: types.FrameType | None) -> None:
 
 def _names(names: Any) -> list[tuple[Any, str]]:
     """``names`` as ``distviz.record`` takes them (``{"w": w}`` or ``{w: "w"}``)."""
-    from distviz.recorder.graph import _names_list
+    from distviz.recorder.names import names_list
 
-    return _names_list(names)
+    return names_list(names)
 
 
 def backward(context_id: int, roots: Any, retain_graph: bool = False, *,

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed.autograd as dist_autograd
 
+from distviz.recorder.walk import reachable
 from distviz.trace import RpcCall
 
 KEEP_CONTEXTS = 256
@@ -238,6 +239,18 @@ def take(context_id: int) -> list[RpcCall]:
     """Remove and return this process's calls for ``context_id`` as the trace's ``RpcCall``s."""
     with _LOCK:
         calls = _CALLS.pop(context_id, [])
+    return _rpc_calls(calls)
+
+
+def peek(context_id: int) -> list[RpcCall]:
+    """This process's calls for ``context_id`` so far, kept for ``take`` (``distviz
+    snapshot`` of a running job)."""
+    with _LOCK:
+        calls = list(_CALLS.get(context_id, []))
+    return _rpc_calls(calls)
+
+
+def _rpc_calls(calls: list[Call]) -> list[RpcCall]:
     return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
                     grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
                     msg_ids=sorted(set(c.msg_ids)), site=site_text(c.frames))
@@ -458,18 +471,7 @@ def arguments_sent(context_id: int, results: list[int], caller_rank: int) -> lis
     ctx = dist_autograd._retrieve_context(context_id)
     sends = ctx._send_functions()
     recv_id = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
-    stack = [sends[m] for m in results if m in sends]
-    seen: set[Any] = set()
-    found: set[int] = set()
-    while stack:
-        fn = stack.pop()
-        if fn in seen:
-            continue
-        seen.add(fn)
-        mid = recv_id.get(fn)
-        if mid is not None:
-            if mid >> 48 == caller_rank:
-                found.add(mid)
-            continue
-        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
-    return sorted(found)
+    reached = reachable([sends[m] for m in results if m in sends],
+                        follow=lambda fn: fn not in recv_id, depth_first=True)
+    return sorted({mid for fn in reached if (mid := recv_id.get(fn)) is not None
+                   and mid >> 48 == caller_rank})

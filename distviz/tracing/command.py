@@ -12,6 +12,9 @@ leaves behind is re-parented here rather than to init, and is stopped at the end
   process of the program (SIGTERM, then SIGKILL);
 * at the end reads the session's event log and returns what the summary needs.
 
+While the command runs, ``<out>/running.json`` names the session, so that ``distviz snapshot
+<out>`` finds the program's processes (``distviz.tracing.snapshot``).
+
 What only the end needs (``psutil`` for the leftovers, the summary's modules) is imported on a
 side thread once the program has started, so it is not on the program's way in or out.
 
@@ -43,7 +46,7 @@ from distviz.limits import (
     TRACE_SETTLE,
     TRACE_STOP_GRACE,
 )
-from distviz.tracing import journal
+from distviz.tracing import inflight, journal, snapshot
 from distviz.tracing.config import ENV, TraceConfig
 
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -51,7 +54,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
-AFTER_START = ("psutil", "distviz.tracing.summary")
+AFTER_START = ("psutil", "distviz.tracing.summary", "distviz.tracing.watch_report")
 
 
 class CommandNotFound(DistvizError):
@@ -79,6 +82,7 @@ class Finished:
     events: list[journal.Event] = field(default_factory=list)
     seconds: float = 0.0
     terminated: bool = False     # distviz itself got SIGTERM (else Ctrl-C, when interrupted)
+    in_flight: list[inflight.Stuck] = field(default_factory=list)   # backwards never returned
 
 
 @dataclass
@@ -228,6 +232,7 @@ def run(argv: list[str], config: TraceConfig,
     cfg = TraceConfig(**{**{k: getattr(config, k) for k in config.__dataclass_fields__},
                          "session_dir": session, "parent_pid": os.getpid()})
     Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    snapshot.announce(cfg.out_dir, session)     # ``distviz snapshot`` finds the job from -o
     flags = _Flags()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -237,6 +242,7 @@ def run(argv: list[str], config: TraceConfig,
     try:
         proc = subprocess.Popen(command, env=environment(cfg), start_new_session=True)
     except PermissionError as exc:
+        snapshot.withdraw(cfg.out_dir)
         shutil.rmtree(session, ignore_errors=True)
         raise CommandNotExecutable(f"{argv[0]}: {exc.strerror}") from None
     pgid = proc.pid
@@ -280,8 +286,11 @@ def run(argv: list[str], config: TraceConfig,
         if ended is not None:
             os.close(ended)
         _reap()
+        snapshot.withdraw(cfg.out_dir)
     events = journal.read(session)
+    stuck = inflight.read(session)
     shutil.rmtree(session, ignore_errors=True)
     return Finished(returncode=proc.returncode, stopped_for_hang=flags.stop,
                     interrupted=bool(flags.interrupts) or flags.term, terminated=flags.term,
-                    leftovers=leftovers, events=events, seconds=time.monotonic() - t0)
+                    leftovers=leftovers, events=events, seconds=time.monotonic() - t0,
+                    in_flight=stuck)

@@ -3,13 +3,15 @@
 The parent puts one JSON object in the environment variable ``DISTVIZ_TRACE``; the injected
 bootstrap (``distviz/tracing/boot/sitecustomize.py``) reads it in each Python process the command
 starts. ``--contexts`` is parsed by ``distviz.trace.iteration.ContextSelection`` (the same forms as
-``distviz run``): here contexts count from 1 per initiator, in the order they reach
-``dist_autograd.backward``.
+``distviz run``, and ``none``): here contexts count from 1 per initiator, in the order they
+reach ``dist_autograd.backward``. Every backward of a context not selected is watched
+(``distviz.tracing.watch``); ``none`` records no context in full and watches them all.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 
@@ -79,7 +81,7 @@ def check_options(contexts: str, max_contexts: int | None, on_hang: str, hang_ti
         raise UsageError(f"--max-contexts {max_contexts}: expected 1 or more")
     if on_hang not in ON_HANG:
         raise UsageError(f"--on-hang {on_hang}: expected stop or continue")
-    if hang_timeout <= 0:
+    if not math.isfinite(hang_timeout) or hang_timeout <= 0:
         raise UsageError(f"--hang-timeout {hang_timeout:g}: expected a positive number of seconds")
     if interop_threads is not None and interop_threads < 1:
         raise UsageError(f"--interop-threads {interop_threads}: expected 1 or more")

@@ -37,7 +37,8 @@ class ContextRow:
     ``exit_code`` and ``category`` the verdict's (``distviz.replay.verdict``), never decided
     here; ``shape`` counts
     nodes by ``worker/name`` (for the difference with the previous context of the initiator);
-    ``test`` the pytest node id of the test that made the context (the pytest plugin).
+    ``test`` the pytest node id of the test that made the context (the pytest plugin);
+    ``watched`` a context the watch recorded (``distviz.tracing.watch``), not in full.
     """
 
     file: str
@@ -62,6 +63,7 @@ class ContextRow:
     shape: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     test: str | None = None
+    watched: bool = False     # recorded by the watch after its deadline or error, not in full
 
     def to_json(self) -> dict[str, Any]:
         """Every field, as ``dataclasses.asdict`` gives them (its deep copy of the few plain
@@ -85,9 +87,10 @@ class Event:
     """One line of the event log: ``kind`` is ``context`` (with ``row``), ``stop`` (a hang
     stops the program), ``not_recorded`` (a backward distviz could not record),
     ``rpc_failed`` (``init_rpc`` raised), ``scripted_backward`` (a context the program left
-    had run a backward from TorchScript, which distviz cannot record) or ``tests`` (the program is a pytest run with
-    distviz's plugin: its exit status is pytest's). ``test``: the pytest node id of the test
-    running when it was logged."""
+    had run a backward from TorchScript, which distviz cannot record), ``tests`` (the program
+    is a pytest run with distviz's plugin: its exit status is pytest's) or ``backwards`` (with
+    ``stats``: one process's backward calls, ``distviz.tracing.backward_stats``). ``test``: the
+    pytest node id of the test running when it was logged."""
 
     kind: str
     pid: int
@@ -95,12 +98,15 @@ class Event:
     worker: str | None = None
     row: ContextRow | None = None
     test: str | None = None
+    stats: dict[str, Any] | None = None    # ``backwards``: a process's ``BackwardStats``
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
                                "worker": self.worker}
         if self.row is not None:
             out["row"] = self.row.to_json()
+        if self.stats is not None:
+            out["stats"] = self.stats
         if self.test is not None:
             out["test"] = self.test
         return out
@@ -112,7 +118,8 @@ class Event:
         return cls(kind=str(obj.get("kind")), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,
-                   test=str(test) if test is not None else None)
+                   test=str(test) if test is not None else None,
+                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None)
 
 
 def scripted_notes(events: list[Event]) -> list[tuple[str | None, str]]:

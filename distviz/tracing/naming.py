@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from distviz.recorder.walk import modules_in, reachable
 from distviz.tracing.callsites import is_own
 
 _MODULES: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
@@ -96,35 +97,21 @@ def _children(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
             if isinstance(sub, torch.nn.Module)]
 
 
-def _walk(top: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+def _parameters_under(top: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """``(path, parameter)`` of every parameter under ``top``, each once (iterative)."""
     out: list[tuple[str, torch.Tensor]] = []
     seen: set[int] = set()
-    visited: set[int] = set()
-    stack: list[tuple[str, torch.nn.Module]] = [("", top)]
-    while stack:
-        prefix, m = stack.pop()
-        if id(m) in visited:
-            continue
-        visited.add(id(m))
+    for prefix, m in modules_in(top, _children):
         for name, p in (getattr(m, "_parameters", None) or {}).items():
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 out.append((f"{prefix}{name}", p))
-        for name, sub in reversed(_children(m)):
-            stack.append((f"{prefix}{name}." if name else prefix, sub))
     return out
 
 
 def _outermost(modules: list[torch.nn.Module]) -> list[torch.nn.Module]:
-    inner: set[int] = set()
-    for m in modules:
-        stack = [sub for _, sub in _children(m)]
-        while stack:
-            sub = stack.pop()
-            if id(sub) not in inner:
-                inner.add(id(sub))
-                stack.extend(s for _, s in _children(sub))
+    """The modules no other module of ``modules`` holds."""
+    inner = {id(sub) for m in modules for _, sub in modules_in(m, _children)[1:]}
     return [m for m in modules if id(m) not in inner]
 
 
@@ -179,7 +166,7 @@ def parameter_names(worker: str, frame: types.FrameType | None = None
     for top in _outermost(modules):
         label = type(top).__name__
         var = labels.get(id(top)) if _own_direct(top) else None
-        for path, p in _walk(top):
+        for path, p in _parameters_under(top):
             by_path.setdefault(f"{var}.{path}" if var else path, []).append((label, p))
     out: list[tuple[torch.Tensor, str]] = []
     for path, owners in by_path.items():
@@ -215,14 +202,7 @@ def in_graph(named: list[tuple[str, Any]], roots: list[Any]) -> list[tuple[str, 
     """Keep the names of leaves and of tensors computed in the roots' graph: a variable that
     holds a tensor of another graph (an earlier iteration's output) must not pull that graph
     into the trace."""
-    reach: set[Any] = set()
-    stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
-    while stack:
-        fn = stack.pop()
-        if fn in reach:
-            continue
-        reach.add(fn)
-        stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+    reach = set(reachable(r.grad_fn for r in roots if isinstance(r, torch.Tensor)))
 
     def keep(value: Any) -> bool:
         values = value if isinstance(value, (list, tuple)) else [value]

@@ -4,9 +4,9 @@
 a context that ``--contexts`` selects (counted per initiator, in the order contexts reach the
 backward) it:
 
-1. records the whole distributed graph of the context (``recorder.gather`` reaches the other
-   workers over the program's own RPC agent; each worker adds its module parameter names and
-   the call sites of the RPCs it made, ``record_piece``);
+1. records the whole distributed graph of the context (``assemble``: ``recorder.gather``
+   reaches the other workers over the program's own RPC agent; each worker adds its module
+   parameter names and the call sites of the RPCs it made, ``assemble.record_piece``);
 2. replays FAST mode on it (pure Python) and, when the replay predicts a hang, prints why at
    once and stops the program (``--on-hang stop``) or lets the real backward run (the trace
    then has no ``real`` yet: it runs);
@@ -27,24 +27,23 @@ trace file is rewritten each time, so it ends with the context's last pass. Pass
 that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
 lives on), and the summary says so.
 
-Other contexts go straight to PyTorch's backward, and so does a call PyTorch rejects (wrong
-arguments, a context that does not exist: ``observe_args``) or one made while
-``torch.jit.trace`` traces (distviz's own steps would join the traced graph), exactly as it was
-made; the summary notes it. A backward from TorchScript never reaches Python
-(``distviz.tracing.jit``).
+Other contexts go to the watch (``distviz.tracing.watch``, through ``watch_hook``: a deadline,
+no recording unless it passes), or straight to PyTorch's backward without one; a call PyTorch
+rejects (wrong arguments, a context that does not exist: ``observe_args``) or one made while
+``torch.jit.trace`` traces (distviz's own steps would join the traced graph) goes to PyTorch
+exactly as it was made, and the summary notes it. A backward from TorchScript never reaches
+Python (``distviz.tracing.jit``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import signal
 import sys
 import threading
 import time
 import types
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,15 +53,19 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.outcome import RealOutcome
-from distviz.recorder import graph as recorder
-from distviz.recorder import hooks as recorder_hooks
+from distviz.recorder import contexts
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes, first_line
-from distviz.trace import BackwardPass, Trace
+from distviz.trace import Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real, RealEvent
-from distviz.tracing import callsites, journal, naming, observe_args
+from distviz.tracing import callsites, journal, observe_args, watch_hook
+from distviz.tracing.assemble import record_trace
 from distviz.tracing.config import TraceConfig, current_test
+from distviz.tracing.fanout import in_background, on_all
+from distviz.tracing.live import say
+from distviz.tracing.slots import claim_slot
+from distviz.tracing.stop import stop_program
 
 # The replay and the verdict are imported at the first recorded context: every process of a
 # traced program loads this module, most record nothing. The real backward is observed by the
@@ -71,22 +74,18 @@ from distviz.tracing.config import TraceConfig, current_test
 ORIGINAL_BACKWARD: Callable[..., Any] = observe_real.BACKWARD
 
 
-class HangPredicted(RuntimeError):
-    """The replay predicts that this FAST-mode backward hangs (raised by the Python API
-    instead of running the real backward); the message says why."""
-
-
 @dataclass
-class _Process:
+class Process:
     """Per-process state: the settings, the per-initiator context count, this worker."""
 
     config: TraceConfig
     index: dict[int, int] = field(default_factory=dict)     # context id -> its number here
+    counted: int = 0                                        # contexts numbered so far
     lock: threading.Lock = field(default_factory=threading.Lock)
     worker: str | None = None
     rank: int | None = None
     exhausted: bool = False
-    runs: dict[int, _Run] = field(default_factory=dict)   # recorded contexts, for later passes
+    runs: dict[int, Run] = field(default_factory=dict)   # recorded contexts, for later passes
     ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
     unrecorded: set[str] = field(default_factory=set)     # why calls went unrecorded, logged
     spec: ContextSelection = field(init=False)            # --contexts, parsed once
@@ -100,7 +99,10 @@ class _Process:
             k = self.index.get(context_id)
             if k is not None:
                 return k, False
-            k = self.index[context_id] = len(self.index) + 1
+            self.counted += 1
+            k = self.index[context_id] = self.counted
+            if len(self.index) > limits.TRACE_RECENT_CONTEXTS:   # a long job: the recent ones
+                del self.index[next(iter(self.index))]
             return k, True
 
     def may_record(self, context_id: int) -> bool:
@@ -111,7 +113,7 @@ class _Process:
             return True
         if self.exhausted or context_id in self.index:   # its backward has started already
             return False
-        return self.spec.selects(len(self.index) + 1)
+        return self.spec.selects(self.counted + 1)
 
     def records_later(self, k: int) -> bool:
         """Whether this process may record one of its contexts after its ``k``-th."""
@@ -124,15 +126,8 @@ class _Process:
             return True
         if self.exhausted:
             return False
-        folder = self.config.session_dir or self.config.out_dir
-        os.makedirs(os.path.join(folder, "slots"), exist_ok=True)
-        for n in range(limit):
-            try:
-                os.close(os.open(os.path.join(folder, "slots", str(n)),
-                                 os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                return True
-            except FileExistsError:
-                continue
+        if claim_slot(self.config.session_dir or self.config.out_dir, limit):
+            return True
         self.exhausted = True
         return False
 
@@ -143,20 +138,14 @@ class _Process:
         return self.worker
 
 
-PROCESS: _Process | None = None
+PROCESS: Process | None = None
 
 
-def start(config: TraceConfig) -> _Process:
+def start(config: TraceConfig) -> Process:
     """Make this process's state (called when the hooks are installed, and after a fork)."""
     global PROCESS
-    PROCESS = _Process(config=config)
+    PROCESS = Process(config=config)
     return PROCESS
-
-
-def _say(text: str) -> None:
-    stream = sys.__stderr__ or sys.stderr
-    for line in text.splitlines():
-        print(f"distviz: {line}", file=stream, flush=True)
 
 
 def traced_backward(*args: Any, **kwargs: Any) -> None:
@@ -176,22 +165,27 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     if call is None:
         return observe_args.unrecorded(args, kwargs, None, log)
     context_id, roots, retain_graph = call
-    if not recorder.context_here(context_id):   # no context of the program's
+    if not contexts.context_here(context_id):   # no context of the program's
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
-        record_again(proc.runs[context_id], roots, retain_graph, sys._getframe(1))
+        watch_hook.counted(k, record_again, proc.runs[context_id], roots, retain_graph,
+                           sys._getframe(1))
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
             _unfollowed(proc, context_id)
+        if watch_hook.WATCH is not None:    # watched, not recorded in full (tracing/watch.py)
+            return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
+                                            sys._getframe(1))
         callsites.drop(context_id)
         return ORIGINAL_BACKWARD(*args, **kwargs)
-    record_and_observe(proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
+    watch_hook.counted(k, record_and_observe, proc.config, context_id, roots, retain_graph,
+                       k, sys._getframe(1))
     return None
 
 
-def _log_unrecorded(proc: _Process, message: str) -> None:
+def _log_unrecorded(proc: Process, message: str) -> None:
     """Note in the summary, once per process, that a call was not recorded."""
     if message not in proc.unrecorded:
         proc.unrecorded.add(message)
@@ -199,7 +193,7 @@ def _log_unrecorded(proc: _Process, message: str) -> None:
             kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
 
 
-def _unfollowed(proc: _Process, context_id: int) -> None:
+def _unfollowed(proc: Process, context_id: int) -> None:
     """Log, once, that a later pass of a recorded context runs unrecorded, and why."""
     why = proc.ended.get(context_id)
     if why:
@@ -224,20 +218,9 @@ def context_ended(context_id: int) -> None:
     proc.ended.pop(context_id, None)
     if run is None:
         return
-    recorder.forget(context_id)
+    contexts.forget(context_id)
     if run.trace.passes[-1].retain_graph or not proc.records_later(run.index):
-        _helper().submit(_forget_quietly, run.trace, run.me)
-
-
-def settle() -> None:
-    """Wait until the helper thread has sent every RPC round it was given (called before RPC
-    shuts down, so that none of distviz's rounds is still on its way then)."""
-    pool = _HELPERS.get(os.getpid())
-    if pool is not None:
-        try:
-            pool.submit(lambda: None).result(timeout=limits.COLLECT_TIMEOUT)
-        except Exception:  # noqa: BLE001 - a round stuck on a dead worker: shut down anyway
-            pass
+        in_background(_forget_quietly, run.trace, run.me)
 
 
 def _forget_quietly(trace: Trace, me: str) -> None:
@@ -247,94 +230,10 @@ def _forget_quietly(trace: Trace, me: str) -> None:
         pass
 
 
-# -- recording ---------------------------------------------------------------------------------
-
-def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -> dict[str, Any]:
-    """Record this worker's part of ``context_id`` with its parameter names and call sites,
-    and put distviz's hooks on its nodes (``recorder.gather`` calls it here and, over RPC, on
-    every other worker)."""
-    worker = rpc.get_worker_info().name
-    recorder.sweep()    # the node references of contexts PyTorch has released here
-    for call in callsites.take(context_id):
-        recorder.log_call(context_id, call)
-    naming.ensure()
-    named = naming.parameter_names(worker) + list(names)
-    piece = recorder.record_local(context_id, roots, named, inspect_saved)
-    piece["code"] = _function_sites(context_id)
-    recorder_hooks.install_hooks(context_id, concurrent=True)   # ready for the backward: no extra round
-    return piece
-
-
-def _function_sites(context_id: int) -> dict[str, str]:
-    """Where the program's own autograd Functions in this piece define ``backward``
-    (``faults.py:33 in Checked.backward``), by node id."""
-    out: dict[str, str] = {}
-    for nid, fn in recorder.nodes_of(context_id).items():
-        cls = getattr(fn, "_forward_cls", None)
-        code = getattr(getattr(cls, "backward", None), "__code__", None)
-        if cls is not None and code is not None and callsites.is_own(code.co_filename):
-            out[nid] = (f"{callsites.display(code.co_filename)}:"
-                        f"{callsites.def_line(code)} in {cls.__qualname__}.backward")
-    return out
-
-
-def _record(context_id: int, roots: list[Any], retain: bool, frame: types.FrameType | None,
-            names: list[tuple[Any, Any]] | None = None,
-            earlier: list[BackwardPass] | None = None) -> Trace:
-    """The trace of ``context_id`` with only the workers that took part; ``names`` (the
-    API's) come before the variables of the program's frames. ``earlier``: the passes the
-    context already ran (recorded again, every node keeps its id), before this one."""
-    named: list[tuple[Any, Any]] = list(names or []) + list(
-        naming.in_graph(naming.frame_names(frame), roots))
-    me = rpc.get_worker_info().name
-    workers, pieces = recorder.gather(context_id, roots, named, inspect_saved=True,
-                                      record_fn=record_piece)
-    passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
-                           root_vars=list(p.root_vars), root_nrs=list(p.root_nrs))
-              for p in earlier or []]
-    passes.append(BackwardPass(roots=recorder.root_ids(context_id, roots), retain_graph=retain,
-                               root_vars=naming.root_names(roots, named),
-                               root_nrs=recorder.root_nrs(roots)))
-    trace = recorder.build_trace(workers, me, context_id, pieces, passes)
-    code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
-    if code:
-        trace.meta["functions"] = dict(sorted(code.items()))
-    present = {p["worker"] for p in pieces}
-    rank_of = {w: i for i, w in enumerate(workers)}
-    trace.workers = [w for w in workers if w in present]
-    ranks = [rank_of[w] for w in trace.workers]
-    trace.ranks = None if ranks == list(range(len(ranks))) else ranks
-    return trace
-
-
-_HELPERS: dict[int, ThreadPoolExecutor] = {}
-
-
-def _helper() -> ThreadPoolExecutor:
-    """This process's helper thread (a forked child makes its own: threads do not fork)."""
-    pool = _HELPERS.get(os.getpid())
-    if pool is None:
-        pool = _HELPERS[os.getpid()] = ThreadPoolExecutor(max_workers=1,
-                                                          thread_name_prefix="distviz-rpc")
-    return pool
-
-
-def _on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
-            timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
-    """Run ``fn(*args)`` on every worker (here for ``me``) from a helper thread, so that no
-    RPC joins the program's context (the thread has none); a failure comes back as the
-    exception."""
-    def run() -> dict[str, Any]:
-        return observe_real.call_on_workers(workers, me, fn, args, timeout)
-    if threading.current_thread().name.startswith("distviz-rpc"):
-        return run()
-    return _helper().submit(run).result()
-
-
 # -- the real backward -------------------------------------------------------------------------
 
 @dataclass
-class _Run:
+class Run:
     """One context being observed: what the watchdog and the program's thread share."""
 
     config: TraceConfig
@@ -363,7 +262,7 @@ class _Run:
         real = observe_real.collect(
             self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
             {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
-            forget=not keep, keep=keep, call=_on_all, summarized=True)
+            forget=not keep, keep=keep, call=on_all, summarized=True)
         self.trace.real = Real.from_json(real.to_json())
 
     def write(self, detail: str | None = None) -> journal.ContextRow:
@@ -404,9 +303,9 @@ class _Run:
             said = f"{waited}: it hangs, as the replay predicts."
         else:   # the verdict's sentence: slow or hung, a time-out cannot tell
             said = row.explanation or f"{waited}."
-        _say(f"{self.me} context {self.index}: {said}")
-        _say(f"trace: {self.path}" + ("" if stop else
-                                      "; the program keeps running (--on-hang continue)"))
+        say(f"{self.me} context {self.index}: {said}")
+        say(f"trace: {self.path}" + ("" if stop else
+                                     "; the program keeps running (--on-hang continue)"))
         if stop:
             stop_program(self.config, f"{self.me} context {self.index} hangs", row.explanation)
 
@@ -419,36 +318,17 @@ class _Run:
         self.trace.real["after_hang"] = text
         self.write()
         _forget(self.trace, self.me)
-        _say(f"{self.me} context {self.index}: after the hang, PyTorch's backward raised: "
-             f"{text}")
-
-
-def stop_program(config: TraceConfig, reason: str, explanation: str | None = None) -> None:
-    """Ask ``distviz trace`` to stop the whole program, and wait for it; without a parent
-    (the Python API) raise ``HangPredicted`` with the explanation."""
-    if config.parent_pid is None or config.session_dir is None:
-        raise HangPredicted(explanation or reason)
-    journal.append(config.session_dir, journal.Event(kind="stop", pid=os.getpid(),
-                                                     message=reason))
-    try:
-        os.kill(config.parent_pid, signal.SIGUSR1)
-    except OSError:
-        os._exit(6)
-    while True:   # the parent stops every process of the program; leave if it is gone
-        time.sleep(0.5)
-        try:
-            os.kill(config.parent_pid, 0)
-        except OSError:
-            os._exit(6)
+        say(f"{self.me} context {self.index}: after the hang, PyTorch's backward raised: "
+            f"{text}")
 
 
 def _forget(trace: Trace, me: str) -> None:
-    _on_all(trace.workers, me, recorder.forget, trace.context_id)
+    on_all(trace.workers, me, contexts.forget, trace.context_id)
 
 
 def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool, index: int,
             frame: types.FrameType | None, names: list[tuple[Any, Any]] | None = None,
-            path: Path | None = None) -> _Run | None:
+            path: Path | None = None) -> Run | None:
     """Record ``context_id`` and replay it; ``None`` when it cannot be recorded (logged).
 
     ``path`` is the trace file (default: a new file in ``config.out_dir``).
@@ -459,7 +339,7 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     t0 = time.perf_counter()
     try:
         root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
-        trace = _record(context_id, root_list, retain_graph, frame, names)
+        trace = record_trace(context_id, root_list, retain_graph, frame, names)
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
         journal.append(config.session_dir, journal.Event(
@@ -472,12 +352,12 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     seconds["replay"] = round(time.perf_counter() - t1, 4)
     if path is None:
         path = journal.claim(config.out_dir, config.session_dir, trace.initiator, index)
-    return _Run(config=config, trace=trace, replay=rp, path=path, index=index,
+    return Run(config=config, trace=trace, replay=rp, path=path, index=index,
                 me=trace.initiator, seconds=seconds,
                 sites=[callsites.site_text(callsites.own_frames(frame, 1))])
 
 
-def record_again(run: _Run, roots: Any, retain_graph: bool, frame: types.FrameType | None
+def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameType | None
                  ) -> None:
     """A later backward of a recorded context: record the graph again (the program may have
     run more of the forward since), replay every pass so far, then observe this one and
@@ -495,7 +375,7 @@ def record_again(run: _Run, roots: Any, retain_graph: bool, frame: types.FrameTy
                "pass replays all the earlier ones); the later ones run unrecorded")
     else:
         try:
-            trace = _record(run.trace.context_id, root_list, retain_graph, frame,
+            trace = record_trace(run.trace.context_id, root_list, retain_graph, frame,
                             earlier=run.trace.passes)
         except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
             why = report.first_line(str(exc))
@@ -516,12 +396,12 @@ def record_again(run: _Run, roots: Any, retain_graph: bool, frame: types.FrameTy
     run_backward(run, roots, retain_graph)
 
 
-def _note(run: _Run, message: str) -> None:
+def _note(run: Run, message: str) -> None:
     journal.append(run.config.session_dir, journal.Event(kind="not_recorded", pid=os.getpid(),
                                                          worker=run.me, message=message))
 
 
-def _stop_following(run: _Run, why: str) -> None:
+def _stop_following(run: Run, why: str) -> None:
     """Later passes of ``run``'s context run unrecorded; the first of them logs ``why``."""
     proc = PROCESS
     if proc is not None and run.keep:
@@ -529,7 +409,7 @@ def _stop_following(run: _Run, why: str) -> None:
         proc.ended[run.trace.context_id] = why
 
 
-def _after_pass(run: _Run, outcome: RealOutcome) -> None:
+def _after_pass(run: Run, outcome: RealOutcome) -> None:
     """Keep following ``run``'s context after a completed pass; else say why not."""
     proc = PROCESS
     if not run.keep or proc is None:
@@ -545,32 +425,32 @@ def _after_pass(run: _Run, outcome: RealOutcome) -> None:
     proc.runs[cid] = run
 
 
-def run_backward(run: _Run, roots: Any, retain_graph: bool) -> Trace:
+def run_backward(run: Run, roots: Any, retain_graph: bool) -> Trace:
     """Explain a predicted hang (and stop, or raise ``HangPredicted``), else save the graph;
     then observe the real backward. Returns the trace; raises what PyTorch raised."""
     from distviz.tracing import report
 
     trace, rp, me = run.trace, run.replay, run.me
     if rp.outcome == "hang":
-        _say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
-        _say(report.hang_text(trace, rp))
+        say(f"{me} context {run.index}: the replay predicts that this backward hangs.")
+        say(report.hang_text(trace, rp))
         _stop_following(run, "")
         if run.config.on_hang == "stop":
             trace.real = Real.skipped("the replay predicts a FAST-mode hang")
             row = run.write()
-            _say(f"trace: {run.path}")
+            say(f"trace: {run.path}")
             _forget(trace, me)
             stop_program(run.config, f"{me} context {run.index}: the replay predicts a hang",
                          row.explanation)
         trace.real = None   # running: the graph is kept even if the process dies in it
         run.write()
-        _say(f"trace: {run.path}")
-        _say("--on-hang continue: running PyTorch's backward anyway")
+        say(f"trace: {run.path}")
+        say("--on-hang continue: running PyTorch's backward anyway")
     else:
         run.write()     # the graph is kept even if the process dies in the backward
         if rp.outcome == "error":
-            _say(f"{me} context {run.index}: the replay predicts that "
-                 f"{_which_pass(trace)} raises: {report.predicted_error(trace, rp)}")
+            say(f"{me} context {run.index}: the replay predicts that "
+                f"{_which_pass(trace)} raises: {report.predicted_error(trace, rp)}")
     _observe(run, roots, retain_graph)
     return trace
 
@@ -596,7 +476,7 @@ def _which_pass(trace: Trace) -> str:
     return "this backward" if len(trace.passes) == 1 else f"pass {len(trace.passes)}"
 
 
-def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
+def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     """Run the real backward in the program's thread, with hooks everywhere and a watchdog
     (``observe_real.watch``); save; re-raise."""
     trace, me = run.trace, run.me
@@ -612,14 +492,14 @@ def _observe(run: _Run, roots: Any, retain_graph: bool) -> None:
             _after_pass(run, "hang")
             raise error
         if run.hung:
-            _say(f"{me} context {run.index}: PyTorch's backward returned after "
-                 f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
+            say(f"{me} context {run.index}: PyTorch's backward returned after "
+                f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
         detail = str(error) if error is not None else None
         run.collect(run.passes)
         row = run.write(detail)
         _after_pass(run, run.passes.outcome)
     if row.outcome == "error" or row.agreement == "differs":
-        _say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
-        _say(f"trace: {run.path}")
+        say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
+        say(f"trace: {run.path}")
     if error is not None:
         raise error

@@ -10,12 +10,17 @@
 * ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
   use) for ``distviz trace``'s summary.
 * ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
-  (``observe.settle``: the node references of the last context, dropped after it ends).
+  (``fanout.settle``: the node references of the last context, dropped after it ends), and
+  hands the process's backward statistics to the session (``watch.hand_over``).
+* every ``dist_autograd.backward`` not recorded in full is watched (``distviz.tracing.watch``);
+  the RPCs of every context then note their call sites, since any context may be recorded.
 * ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, which
   TorchScript compiles to PyTorch's own op (``distviz.tracing.jit``), and leaving
   ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then), and logs a backward the
   context ran from TorchScript (not recorded: it never reaches Python).
+* For ``distviz snapshot`` (``distviz.tracing.snapshot_listener``): entering and leaving a
+  context and each backward in flight are noted, and ``rpc.init_rpc`` starts the listener.
 
 Each patched function keeps the original as ``__wrapped__``.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from typing import Any
 
 import torch
@@ -31,7 +37,18 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
-from distviz.tracing import callsites, jit, journal, naming, observe
+from distviz.tracing import (
+    callsites,
+    fanout,
+    jit,
+    journal,
+    naming,
+    observe,
+    snapshot_listener,
+    snapshot_take,
+    watch,
+    watch_hook,
+)
 from distviz.tracing.config import TraceConfig
 
 _INSTALLED: list[bool] = []
@@ -52,7 +69,7 @@ def _interop(n: int) -> None:
     setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
 
 
-def _init_rpc(original: Any, proc: observe._Process) -> Any:
+def _init_rpc(original: Any, proc: observe.Process) -> Any:
     @functools.wraps(original)
     def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -63,7 +80,13 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
                 message=" ".join(str(exc).split())[:400] or type(exc).__name__))
             raise
         info = rpc.get_worker_info()
-        proc.worker, proc.rank = info.name, int(info.id)
+        here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
+        here.worker, here.rank = info.name, int(info.id)
+        try:
+            snapshot_listener.start(here.config.session_dir, here.worker, snapshot_take.take)
+        except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
+            print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
+                  file=sys.stderr, flush=True)
         return result
     return init_rpc
 
@@ -71,7 +94,8 @@ def _init_rpc(original: Any, proc: observe._Process) -> Any:
 def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
-        observe.settle()
+        fanout.settle()
+        watch.hand_over()
         return original(*args, **kwargs)
     return shutdown
 
@@ -82,6 +106,7 @@ def _context_exit(original: Any) -> Any:
         ctx = getattr(self, "autograd_context", None)
         if ctx is not None:
             cid = int(ctx._context_id())
+            snapshot_listener.left(cid)
             proc = observe.PROCESS
             if proc is not None and jit.scripted_backward(cid, cid in proc.index):
                 journal.append(proc.config.session_dir, journal.Event(
@@ -91,19 +116,30 @@ def _context_exit(original: Any) -> Any:
     return __exit__
 
 
+def _context_enter(original: Any) -> Any:
+    @functools.wraps(original)
+    def __enter__(self: Any) -> Any:
+        context_id = original(self)
+        snapshot_listener.entered(int(context_id))
+        return context_id
+    return __enter__
+
+
 def _after_fork() -> None:
     """A forked child counts its own contexts and keeps no calls of its parent."""
     if observe.PROCESS is not None:
         observe.start(observe.PROCESS.config)
+        if watch_hook.WATCH is not None:
+            watch.start(observe.PROCESS.config)
         callsites.reset()
 
 
-def install_callsites(proc: observe._Process) -> None:
+def install_callsites(proc: observe.Process) -> None:
     """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
     me = proc.me
-    gate = proc.may_record
+    gate = proc.may_record if watch_hook.WATCH is None else _every_context
     for api in ("rpc_sync", "rpc_async", "remote"):
         wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
         wrapped._distviz_callsites = True    # type: ignore[attr-defined]
@@ -118,22 +154,32 @@ def install_callsites(proc: observe._Process) -> None:
             callsites.wrap_to_here(rpc.PyRRef.to_here, me, gate))
 
 
+def _every_context(context_id: int) -> bool:
+    """The call-site gate when every backward is watched: any context may be recorded."""
+    return True
+
+
 def install(config: TraceConfig) -> None:
     """Apply every patch once in this process; see the module docstring."""
     if _INSTALLED:
         return
     _INSTALLED.append(True)
     proc = observe.start(config)
+    watch.start(config)     # every backward not recorded in full is watched
     if config.interop_threads is not None:
         _interop(config.interop_threads)
     naming.install()
     install_callsites(proc)
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
-    traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
+    traced = snapshot_listener.timed(
+        functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward))
+    traced.__wrapped__ = observe.ORIGINAL_BACKWARD   # type: ignore[attr-defined]
     dist_autograd.backward = traced
     jit.as_builtin(traced, observe.ORIGINAL_BACKWARD)
     jit.watch_compiles()
+    dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
+        dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
         dist_autograd.context.__exit__)
     os.register_at_fork(after_in_child=_after_fork)

@@ -12,8 +12,9 @@ nothing until it is enabled:
 * ``distviz trace -- pytest ...`` already traces every process; the plugin sees
   ``DISTVIZ_TRACE`` and keeps ``distviz trace``'s folder and options.
 
-Either way a test run is never stopped: a hang the replay predicts is reported against its test
-and PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
+Either way a test run is never stopped: a hang the replay predicts, or one the watch sees in a
+context not recorded in full (``distviz.tracing.watch``), is reported against its test and
+PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
 does what it does; pytest's exit status and junit XML are pytest's own (``distviz trace``
 exits with pytest's status). Before each test the plugin sets ``DISTVIZ_TEST`` to the test's
 node id; the processes the test starts inherit it, and every context they record is named by
@@ -39,7 +40,7 @@ import pytest
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.tracing import journal
+from distviz.tracing import journal, snapshot
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.journal import ContextRow, Event
 from distviz.words import plural
@@ -61,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"traces and index.json in DIR (default {DEFAULT_DIR}); write "
                          "--distviz=DIR")
     group.addoption(OPTIONS[1], default="first", metavar="WHICH",
-                    help="contexts to record per initiator process: first, all, N,M or every:K "
+                    help="contexts to record per initiator process: first, all, N,M, every:K or none "
                          "(default first)")
     group.addoption(OPTIONS[2], type=float, default=TRACE_HANG_TIMEOUT,
                     metavar="SECONDS",
@@ -222,6 +223,7 @@ class DistvizSession:
         Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
         if own:
             os.environ["PYTHONPATH"] = command.environment(self.cfg)["PYTHONPATH"]
+            snapshot.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):
             inject.install()
@@ -263,6 +265,7 @@ class DistvizSession:
         put the environment back."""
         if self.own:
             self._write_index()
+            snapshot.withdraw(self.cfg.out_dir)
             shutil.rmtree(self.session, ignore_errors=True)
         for k, v in self.saved.items():
             if v is None:
@@ -274,11 +277,12 @@ class DistvizSession:
         import json
 
         from distviz.trace import write_atomic
-        from distviz.tracing import summary
+        from distviz.tracing import summary, watch_report
 
         events = journal.read(self.session)
         found = summary.entries(events)
         notes = [n for ns in Findings.of(events).notes.values() for n in ns]
         command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
         index = summary.index_json(found, command, self.exitstatus, notes)
+        index["backwards"] = watch_report.backwards_json(events)
         write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")

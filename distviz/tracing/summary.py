@@ -82,7 +82,7 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
             "messages": r.messages, "passes": r.passes, "outcome": r.outcome, "predicted": r.predicted,
             "real": r.real, "agreement": r.agreement, "agreement_text": r.agreement_text,
             "violations": r.violations, "explanation": r.explanation, "time": r.time,
-            "change": e.change, "seconds": r.seconds, "test": r.test})
+            "change": e.change, "seconds": r.seconds, "test": r.test, "watched": r.watched})
     return {"format": "distviz-trace-index", "command": command, "exit_code": exit_code,
             "notes": notes, "contexts": contexts}
 

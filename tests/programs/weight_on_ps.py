@@ -39,8 +39,8 @@ def zero_grads(context_id):
 
 
 def held():
-    graph = sys.modules.get("distviz.recorder.graph")
-    return -1 if graph is None else len(graph._RECORDS)
+    contexts = sys.modules.get("distviz.recorder.contexts")
+    return -1 if contexts is None else len(contexts.recorded_contexts())
 
 
 def zero_after_backward():

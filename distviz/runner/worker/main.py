@@ -127,8 +127,8 @@ def out_of_memory(kind: str, message: str, max_bytes: int) -> str | None:
 
 def reference_entry(conn: Any, lifeline: Any, spec: Any) -> None:
     """Process target of a training run's reference (torch is imported here, not in the
-    parent): ``distviz.runner.reference_training.reference_main``."""
-    from distviz.runner.reference_training import reference_main
+    parent): ``distviz.runner.reference.training.reference_main``."""
+    from distviz.runner.reference.training import reference_main
     reference_main(conn, lifeline, spec)
 
 
@@ -143,11 +143,11 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     torch.set_num_threads(1)
     import torch.distributed.rpc as rpc
 
-    from distviz.recorder import graph as recorder
-    from distviz.runner import modules
-    from distviz.runner.namespace import build_namespace, state_names
-    from distviz.runner.rpc_proxy import SCENARIO_MODULE, ScenarioRpc
-    from distviz.runner.session import TrainingSession, install_namers
+    from distviz.recorder.names import expand, name
+    from distviz.runner.sandbox import modules
+    from distviz.runner.sandbox.namespace import build_namespace, state_names
+    from distviz.runner.sandbox.rpc_proxy import SCENARIO_MODULE, ScenarioRpc
+    from distviz.runner.worker.session import TrainingSession, install_namers
 
     scenario, options, worker, rank = spec.scenario, spec.options, spec.worker, spec.rank
     state["phase"] = "init"
@@ -166,8 +166,8 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
                          extras=session.names())
     state_pairs = state_names(scenario, worker, ns)
     for label, value in state_pairs:
-        for t, lab in recorder._expand(label, value):
-            recorder.name(t, lab)
+        for t, lab in expand(label, value):
+            name(t, lab)
     install_namers(worker, state_pairs, lambda: session.main_ns)
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
@@ -176,7 +176,7 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     rpc.init_rpc(worker, rank=rank, world_size=len(spec.workers), rpc_backend_options=opts)
     send(conn, Ready(rank=rank, worker=worker))
     if scenario.training:
-        from distviz.runner.train_worker import run_training
+        from distviz.runner.worker.training import run_training
         state["phase"] = "training"
         graceful = run_training(conn, tell, scenario, worker, ns, session, state)
         state["phase"] = "shutdown"
@@ -188,7 +188,7 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
         rpc.shutdown()  # serves requests until every worker has joined the shutdown
         send(conn, Exited(rank=rank))
         return
-    from distviz.runner.initiator import run_initiator
+    from distviz.runner.worker.initiator import run_initiator
     state["phase"] = "forward"
     graceful = run_initiator(conn, scenario, ns, options)
     state["phase"] = "shutdown"

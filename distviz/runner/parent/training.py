@@ -2,7 +2,7 @@
 recording.
 
 After every worker of a training run is gone, ``finish_training`` starts one more process from
-the fork server for the single-process reference (``distviz.runner.reference_training``; the
+the fork server for the single-process reference (``distviz.runner.reference.training``; the
 order the real run's trainers went in goes with it), waits for its ``ReferenceDone`` under
 the forward time limit, and collates everything into ``RunResult.recording``.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distviz.runner.collate import TrainingRun, collate, interleaving, scenario_info
+from distviz.runner.parent.collate import TrainingRun, collate, interleaving, scenario_info
 from distviz.runner.procs import no_main_import
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, recv
 from distviz.scenario import Scenario
@@ -56,7 +56,7 @@ def keep_partial(scenario: Scenario, training: TrainingRun, result: Any,
 def run_reference_process(ctx: Any, spec: ReferenceSpec, timeout: float) -> dict[str, Any]:
     """Start the reference process, wait for its result (at most ``timeout`` seconds), and
     make sure it is gone. A failure comes back as ``{"outcome": "error", ...}``."""
-    from distviz.runner.worker import reference_entry
+    from distviz.runner.worker.main import reference_entry
 
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     life_r, life_w = ctx.Pipe(duplex=False)

@@ -26,14 +26,14 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import graph as rec
-from distviz.runner import modules
-from distviz.runner.gradients import summarize
-from distviz.runner.namespace import build_namespace, state_names
+from distviz.recorder.names import expand
+from distviz.recorder.walk import reachable
+from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, WorkerOptions, send
-from distviz.runner.rpc_proxy import LocalRpc, LocalRRef, LocalWorld, worker_name
-from distviz.runner.sandbox import _Namespace
-from distviz.runner.session import MAX_VALUES, tensor_values
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace
+from distviz.runner.sandbox.namespace import build_namespace, state_names
+from distviz.runner.sandbox.rpc_proxy import LocalRpc, LocalRRef, LocalWorld, worker_name
 from distviz.scenario import Scenario
 
 __all__ = ["Baton", "reference_main", "run_training_reference"]
@@ -136,7 +136,7 @@ class _Reference:
             self.baton.point(trainer, len(seen))
 
     def names(self) -> dict[str, Any]:
-        autograd = _Namespace("dist_autograd", {
+        autograd = Namespace("dist_autograd", {
             "context": lambda: _LocalContextManager(self), "backward": self.backward,
             "get_gradients": self.get_gradients})
 
@@ -157,7 +157,7 @@ class _Reference:
         (with ``made``) the leaves made by creation functions."""
         ns = self.world.namespaces[worker]
         state = [(label, value) for label, value in state_names(self.scenario, worker, ns)]
-        out = [pair for label, value in state for pair in rec._expand(label, value)]
+        out = [pair for label, value in state for pair in expand(label, value)]
         labels = modules.module_variables(worker, [(n.split(".", 1)[-1], v) for n, v in state],
                                           worker)
         for k, v in modules.module_variables(worker, list(self.main_ns.get(worker, {}).items()),
@@ -182,7 +182,7 @@ class _Reference:
         for label, value in variables.items():
             if label.startswith("_"):
                 continue
-            for t, lab in rec._expand(label, value):
+            for t, lab in expand(label, value):
                 if owned.get(id(t), trainer) == trainer:
                     out.setdefault(id(t), lab)
         for t, label in self.own_names(trainer):
@@ -251,19 +251,8 @@ class _Reference:
 
 def _leaves(roots: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """Every leaf that requires grad reachable from the roots' graphs (an explicit stack)."""
-    out: list[torch.Tensor] = []
-    seen: set[Any] = set()
-    stack: list[Any] = [r.grad_fn for r in roots if r.grad_fn is not None]
-    while stack:
-        fn = stack.pop()
-        if fn is None or fn in seen:
-            continue
-        seen.add(fn)
-        variable = getattr(fn, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            out.append(variable)
-        stack.extend(nxt for nxt, _ in fn.next_functions)
-    return out
+    nodes = reachable([r.grad_fn for r in roots], depth_first=True)
+    return [v for fn in nodes if isinstance(v := getattr(fn, "variable", None), torch.Tensor)]
 
 
 class _LocalContextManager:
@@ -340,8 +329,8 @@ class _LocalRemoteModule:
     __call__ = forward
 
     def forward_async(self, *args: Any, **kwargs: Any) -> Any:
-        from distviz.runner.rpc_proxy import _LocalFuture
-        return _LocalFuture(self.forward(*args, **kwargs))
+        from distviz.runner.sandbox.rpc_proxy import LocalFuture
+        return LocalFuture(self.forward(*args, **kwargs))
 
     def remote_parameters(self, recurse: bool = True) -> list[LocalRRef]:
         self._point()

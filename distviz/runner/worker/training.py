@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distviz.runner.protocol import FinalState, Finish, TrainerDone, recv
-from distviz.runner.session import (
+from distviz.runner.worker.session import (
     BackwardHung,
     HangPredicted,
     TrainingSession,

@@ -10,8 +10,11 @@ from typing import Any
 import torch
 import torch.distributed.autograd as dist_autograd
 
-from distviz.recorder import graph as rec
 from distviz.recorder import hooks
+from distviz.recorder.gather import gather
+from distviz.recorder.merge import build_trace
+from distviz.recorder.names import expand
+from distviz.recorder.piece import root_ids, root_nrs
 from distviz.runner.gradients import compare
 from distviz.runner.observe_real import Passes, RealRun, collect, on_all, run_pass
 from distviz.runner.protocol import (
@@ -23,7 +26,7 @@ from distviz.runner.protocol import (
     recv,
     send,
 )
-from distviz.runner.reference import run_reference
+from distviz.runner.reference.plain import run_reference
 from distviz.scenario import Scenario
 from distviz.trace import BackwardPass, Trace
 
@@ -140,14 +143,14 @@ def _record(cid: int, scenario: Scenario, module_ns: dict[str, Any], main_ns: di
     for label, value in main_ns.items():
         if label.startswith("_") or (label in module_ns and module_ns[label] is value):
             continue
-        named.extend(rec._expand(label, value))
+        named.extend(expand(label, value))
     uniq: list[torch.Tensor] = []
     for rs in pass_roots:
         for r in rs:
             if not any(r is u for u in uniq):
                 uniq.append(r)
-    workers, pieces = rec.gather(cid, uniq, named, inspect_saved=True)
-    passes = [BackwardPass(roots=rec.root_ids(cid, rs), retain_graph=p.retain_graph,
-                           root_vars=list(p.roots), root_nrs=rec.root_nrs(rs))
+    workers, pieces = gather(cid, uniq, named, inspect_saved=True)
+    passes = [BackwardPass(roots=root_ids(cid, rs), retain_graph=p.retain_graph,
+                           root_vars=list(p.roots), root_nrs=root_nrs(rs))
               for p, rs in zip(scenario.passes, pass_roots, strict=True)]
-    return rec.build_trace(workers, scenario.workers[0], cid, pieces, passes), passes
+    return build_trace(workers, scenario.workers[0], cid, pieces, passes), passes

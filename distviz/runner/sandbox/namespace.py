@@ -1,7 +1,7 @@
 """One worker's module namespace: the names its programs run with (torch side).
 
 ``build_namespace`` makes it for a real worker and, once per worker, for the single-process
-reference: the scenario language's base names (``sandbox.base_namespace``), ``rpc``, the
+reference: the scenario language's base names (``base.base_namespace``), ``rpc``, the
 functions of ``code``, then what the worker's ``init`` sets. ``state_names`` lists what the
 ``init`` set, with the labels traces give it (``ps.w``).
 """
@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import graph as recorder
-from distviz.runner import modules, nn_sandbox, sandbox
+from distviz.recorder.names import auto_name
 from distviz.runner.protocol import WorkerOptions
-from distviz.runner.rpc_proxy import SCENARIO_MODULE
+from distviz.runner.sandbox import base, modules, training_names
+from distviz.runner.sandbox.rpc_proxy import SCENARIO_MODULE
 from distviz.scenario import Scenario
 
 __all__ = ["build_namespace", "state_names"]
@@ -36,10 +36,10 @@ def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
     ``DistributedOptimizer``, ``RRef``, ``RemoteModule``) of the real run or the reference.
     The worker's global generator (``nn`` layers, dropout) is seeded here.
     """
-    torch.manual_seed(nn_sandbox.worker_rng_seed(scenario.seed, rank))
+    torch.manual_seed(training_names.worker_rng_seed(scenario.seed, rank))
     modules.install()
-    gen = sandbox.make_generator(scenario.seed, rank)
-    proxy = sandbox.TorchProxy(gen, options.max_numel)
+    gen = base.make_generator(scenario.seed, rank)
+    proxy = base.TorchProxy(gen, options.max_numel)
     made: list[tuple[Any, str]] = []
     counts: dict[str, int] = {}
 
@@ -48,12 +48,12 @@ def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
         counts[fn] = k + 1
         made.append((t, f"{worker}.{fn}#{k}"))
         if not reference:
-            recorder.auto_name(t, f"{worker}.{fn}#{k}")
+            auto_name(t, f"{worker}.{fn}#{k}")
     object.__setattr__(proxy, "on_leaf", on_leaf)
-    budget = sandbox.Budget(options.max_steps)
+    budget = base.Budget(options.max_steps)
     ns = target if target is not None else {}
-    ns.update(sandbox.base_namespace(proxy, budget, dict(scenario.params)))
-    nn_sandbox.install(ns, proxy)
+    ns.update(base.base_namespace(proxy, budget, dict(scenario.params)))
+    training_names.install(ns, proxy)
     ns.update(extras or {})
     if reference:
         # the reference runs inside the initiator: a crash must not kill it

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from distviz.recorder.walk import modules_in
+
 __all__ = ["install", "module_variables", "names", "register", "set_worker", "use_scope",
            "worker_of"]
 
@@ -99,7 +101,7 @@ def names(worker: str, labels: dict[int, str] | None = None) -> list[tuple[torch
     modules = _REGISTRY.get((_SCOPE[0], worker), [])
     inner: set[int] = set()
     for m in modules:
-        for _, sub in _walk(m):
+        for _, sub in modules_in(m):
             if sub is not m:
                 inner.add(id(sub))
     counts: dict[str, int] = {}
@@ -114,7 +116,7 @@ def names(worker: str, labels: dict[int, str] | None = None) -> list[tuple[torch
             k = counts.get(cls, 0)
             counts[cls] = k + 1
             label = f"{worker}.{cls}#{k}"
-        for prefix, sub in _walk(m):
+        for prefix, sub in modules_in(m):
             for pname, p in _trained(sub):
                 if id(p) not in seen:
                     seen.add(id(p))
@@ -134,19 +136,3 @@ def _trained(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def _walk(module: nn.Module) -> list[tuple[str, nn.Module]]:
-    """``(prefix, submodule)`` for ``module`` and everything inside it, in
-    ``named_modules()`` order, with an explicit stack; unlike ``named_modules`` it also walks
-    a module that holds a ``RemoteModule`` (whose own parameters live on another worker)."""
-    out: list[tuple[str, nn.Module]] = []
-    seen: set[int] = set()
-    stack: list[tuple[str, nn.Module]] = [("", module)]
-    while stack:
-        prefix, m = stack.pop()
-        if id(m) in seen:
-            continue
-        seen.add(id(m))
-        out.append((prefix, m))
-        children = [(f"{prefix}{name}.", c) for name, c in m._modules.items() if c is not None]
-        stack.extend(reversed(children))
-    return out

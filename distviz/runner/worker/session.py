@@ -35,25 +35,26 @@ import torch.distributed.autograd as real_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder import graph as rec
 from distviz.recorder import hooks
-from distviz.runner import modules
-from distviz.runner.gradients import dense, summarize
-from distviz.runner.initiator import check_root
+from distviz.recorder.contexts import forget
+from distviz.recorder.gather import gather
+from distviz.recorder.merge import build_trace
+from distviz.recorder.names import add_namer, expand, named_here
+from distviz.recorder.piece import root_ids, root_nrs
+from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
 from distviz.runner.observe_real import Passes, first_line, on_all, run_pass, side
 from distviz.runner.observe_real import collect as collect_real
 from distviz.runner.protocol import ContextDone, WorkerOptions
-from distviz.runner.rpc_proxy import _unwrap
-from distviz.runner.sandbox import _Namespace
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace
+from distviz.runner.sandbox.rpc_proxy import unwrap_rrefs
+from distviz.runner.worker.initiator import check_root
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
 
-__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters", "tensor_values"]
+__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters"]
 
-#: Most elements of one worker's tensors sent to the parent with their values (the rest are
-#: compared by their summaries).
-MAX_VALUES = 200_000
 
 
 class HangPredicted(Exception):
@@ -86,19 +87,11 @@ class ContextRun:
     sent: bool = False
 
 
-def tensor_values(t: torch.Tensor, budget: list[int]) -> list[float] | None:
-    """The values of ``t`` as floats, while ``budget[0]`` elements are left (then ``None``)."""
-    if t.numel() > budget[0]:
-        return None
-    budget[0] -= t.numel()
-    return [float(x) for x in dense(t.detach()).double().flatten().tolist()]
-
-
 def _labels() -> dict[int, str]:
     """``{id(tensor): name}`` of this worker's named leaves: worker state, module parameters,
     run-time leaves (the recorder's order without a program's variables)."""
     out: dict[int, str] = {}
-    for tensor, label in rec.named_here():
+    for tensor, label in named_here():
         out.setdefault(id(tensor), label)
     return out
 
@@ -143,7 +136,7 @@ def final_parameters(worker: str) -> dict[str, Any]:
     """This worker's named leaves and module parameters now: ``{name: {summary, values}}``."""
     budget = [MAX_VALUES]
     out: dict[str, Any] = {}
-    for tensor, label in rec.named_here(fallback=False):
+    for tensor, label in named_here(fallback=False):
         if label in out or not isinstance(tensor, torch.Tensor) or not tensor.requires_grad \
                 or tensor.grad_fn is not None:
             continue
@@ -196,7 +189,7 @@ class OptimizerProxy:
     def __init__(self, session: TrainingSession, optimizer_class: Any, params: Any,
                  *args: Any, **kwargs: Any) -> None:
         self._session = session
-        self._rrefs = [_unwrap(p) for p in params]
+        self._rrefs = [unwrap_rrefs(p) for p in params]
         self._name = getattr(optimizer_class, "__name__", "optimizer")
         # imported here: torch.distributed.optim takes seconds to import, which every worker
         # would pay at start-up
@@ -262,7 +255,7 @@ class TrainingSession:
     def names(self) -> dict[str, Any]:
         """The names a program sees: ``dist_autograd``, ``DistributedOptimizer``, ``RRef``,
         ``RemoteModule``."""
-        autograd = _Namespace("dist_autograd", {
+        autograd = Namespace("dist_autograd", {
             "context": lambda: _Context(self), "backward": self.backward,
             "get_gradients": real_autograd.get_gradients})
 
@@ -360,16 +353,16 @@ class TrainingSession:
             named: list[tuple[Any, str]] = []
             for label, value in variables.items():
                 if not label.startswith("_"):
-                    named.extend(rec._expand(label, value))
-            workers, pieces = rec.gather(cid, roots, named, inspect_saved=True)
-            run.trace = rec.build_trace(workers, self.worker, cid, pieces, [])
+                    named.extend(expand(label, value))
+            workers, pieces = gather(cid, roots, named, inspect_saved=True)
+            run.trace = build_trace(workers, self.worker, cid, pieces, [])
             if self.options.observe:
                 on_all(_context_workers(run.trace), self.worker, hooks.install_hooks, cid,
                         None, True)
-        ids = rec.root_ids(cid, roots)
+        ids = root_ids(cid, roots)
         run.trace.passes.append(BackwardPass(roots=ids, retain_graph=retain_graph,
                                              root_vars=[n for n in names if n],
-                                             root_nrs=rec.root_nrs(roots)))
+                                             root_nrs=root_nrs(roots)))
         run.roots.append(roots)
 
     def predict(self, run: ContextRun) -> None:
@@ -416,7 +409,7 @@ class TrainingSession:
             trace.real = Real.from_json(real)
         else:
             trace.real = Real.skipped(run.skipped)
-        on_all(workers, self.worker, rec.forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
+        on_all(workers, self.worker, forget, run.cid, timeout=limits.COLLECT_TIMEOUT)
         info = {"trainer": self.worker, "index": run.index, "context_id": run.cid,
                 "loss": run.losses, "gradients": per_worker, "steps": run.steps,
                 "enter_ns": run.enter_ns, "exit_ns": run.exit_ns or time.monotonic_ns()}
@@ -481,4 +474,4 @@ def install_namers(worker: str, state: list[tuple[str, Any]],
         for k, v in module_labels(worker, list(main_ns().items())).items():
             labels.setdefault(k, v)
         return modules.names(worker, labels)
-    rec.add_namer(namer)
+    add_namer(namer)

@@ -21,7 +21,8 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.recorder.graph import before_gather, log_call
+from distviz.recorder.contexts import log_call
+from distviz.recorder.gather import before_gather
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
@@ -259,13 +260,13 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-def _unwrap(args: Any) -> Any:
+def unwrap_rrefs(args: Any) -> Any:
     if isinstance(args, RRefProxy):
         return args._rref
     if isinstance(args, (list, tuple)):
-        return type(args)(_unwrap(a) for a in args)
+        return type(args)(unwrap_rrefs(a) for a in args)
     if isinstance(args, dict):
-        return {k: _unwrap(v) for k, v in args.items()}
+        return {k: unwrap_rrefs(v) for k, v in args.items()}
     return args
 
 
@@ -325,7 +326,7 @@ class ScenarioRpc:
         """
         log = self._logger(worker_name(to), func)
         fname, builtin = _func_name(func)
-        call_args = tuple(_unwrap(args))
+        call_args = tuple(unwrap_rrefs(args))
         if not builtin:
             frames = [*(_chain() or [("main", self._worker)]), (fname, worker_name(to))]
             if len(frames) - 1 > self._max_depth:
@@ -334,7 +335,7 @@ class ScenarioRpc:
         snap = _Snapshot()
         kw = {} if timeout is None or timeout < 0 else {"timeout": timeout}
         call = {"rpc_sync": rpc.rpc_sync, "rpc_async": rpc.rpc_async, "remote": rpc.remote}[api]
-        result = call(to, func, args=call_args, kwargs=_unwrap(dict(kwargs or {})), **kw)
+        result = call(to, func, args=call_args, kwargs=unwrap_rrefs(dict(kwargs or {})), **kw)
         return result, log, snap
 
     def rpc_sync(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
@@ -419,13 +420,13 @@ class LocalWorld:
 
     def resume(self) -> None:
         """This thread runs again: its worker's generator state and module registry."""
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         if self.stack and self.stack[-1] in self.rng:
             torch.set_rng_state(self.rng[self.stack[-1]])
         modules.set_worker(self.current)
 
     def enter(self, worker: str) -> None:
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         self.suspend()
         if worker in self.rng:
             torch.set_rng_state(self.rng[worker])
@@ -433,7 +434,7 @@ class LocalWorld:
         modules.set_worker(worker)
 
     def leave(self) -> None:
-        from distviz.runner import modules
+        from distviz.runner.sandbox import modules
         worker = self.stack.pop()
         self.rng[worker] = torch.get_rng_state()
         if self.stack and self.stack[-1] in self.rng:
@@ -467,7 +468,7 @@ def _received(value: Any, grad_enabled: bool) -> Any:
     return value
 
 
-class _LocalFuture:
+class LocalFuture:
     def __init__(self, value: Any) -> None:
         self._value = value
 
@@ -566,8 +567,8 @@ class LocalRpc:
         return self._call(to, func, args, kwargs)
 
     def rpc_async(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
-                  timeout: float = -1.0, **_: Any) -> _LocalFuture:
-        return _LocalFuture(self._call(to, func, args, kwargs))
+                  timeout: float = -1.0, **_: Any) -> LocalFuture:
+        return LocalFuture(self._call(to, func, args, kwargs))
 
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, **_: Any) -> LocalRRef:

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import graph as rec
-from distviz.runner import modules
-from distviz.runner.namespace import build_namespace, state_names
+from distviz.recorder.names import expand
 from distviz.runner.protocol import WorkerOptions
-from distviz.runner.rpc_proxy import LocalRpc, LocalWorld
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.namespace import build_namespace, state_names
+from distviz.runner.sandbox.rpc_proxy import LocalRpc, LocalWorld
 from distviz.scenario import Scenario
 
 
@@ -38,7 +38,7 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
                                reference=True)
                 namespaces[w] = ns
                 state[w] = [pair for label, value in state_names(scenario, w, ns)
-                            for pair in rec._expand(label, value)]
+                            for pair in expand(label, value)]
             base = namespaces[initiator]
             main_ns = dict(base)
             # validated and instrumented syntax tree
@@ -53,7 +53,7 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
             for label, value in main_ns.items():
                 if label.startswith("_") or (label in base and base[label] is value):
                     continue
-                named.extend(pair for pair in rec._expand(label, value)
+                named.extend(pair for pair in expand(label, value)
                              if id(pair[0]) not in foreign)
             for w in scenario.workers:
                 named.extend(state[w])
@@ -82,6 +82,6 @@ def run_reference(scenario: Scenario, options: WorkerOptions) -> dict[str, Any]:
 def _module_names(scenario: Scenario, worker: str, ns: dict[str, Any]) -> list[tuple[Any, str]]:
     """A worker's module parameters named as the real run's recorder names them: after the
     variable of its ``init`` that holds the module, else after its class
-    (``distviz.runner.modules``)."""
+    (``distviz.runner.sandbox.modules``)."""
     held = [(label.split(".", 1)[-1], value) for label, value in state_names(scenario, worker, ns)]
     return modules.names(worker, modules.module_variables(worker, held, worker))

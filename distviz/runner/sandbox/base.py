@@ -14,7 +14,7 @@ the names a validated program runs with and enforces the limits a syntax check c
 * ``fail_backward`` / ``crash_backward``: identity functions whose backward raises / kills the
   worker process, marked with ``grad_fn.distviz_fault`` for the recorder.
 * ``custom_function``: the language's custom autograd Functions
-  (``distviz.runner.custom_fns``).
+  (``distviz.runner.sandbox.custom_fns``).
 * ``base_namespace``: the globals a program runs with; the runner adds ``rpc``.
 """
 
@@ -38,7 +38,7 @@ from distviz.limits import (
     MAX_INT_BITS,
     MAX_SEQUENCE_LEN,
 )
-from distviz.runner.custom_fns import custom_function
+from distviz.runner.sandbox.custom_fns import custom_function
 from distviz.scenario import lang
 
 __all__ = [
@@ -73,7 +73,8 @@ def _scenario_frame() -> tuple[int | None, str | None]:
     return None, None
 
 
-def _raise(message: str) -> Any:
+def refuse(message: str) -> Any:
+    """Raise ``SandboxError(message)`` at the scenario's line that is running."""
     line, path = _scenario_frame()
     raise SandboxError(message, line=line, path=path)
 
@@ -96,7 +97,7 @@ class Budget:
         """
         self.steps += 1
         if self.steps > self.max_steps:
-            _raise(f"the program ran more than {self.max_steps:,} loop/function steps; a loop "
+            refuse(f"the program ran more than {self.max_steps:,} loop/function steps; a loop "
                    "or a recursion runs away (raise the budget with --max-steps)")
         return True
 
@@ -109,7 +110,7 @@ class Budget:
             n = sys.maxsize
         if n > self.max_steps:
             shown = ", ".join(str(a) for a in args)
-            _raise(f"range({shown}) has {n:,} elements, more than the step budget of "
+            refuse(f"range({shown}) has {n:,} elements, more than the step budget of "
                    f"{self.max_steps:,} (--max-steps)")
         return r
 
@@ -212,7 +213,7 @@ class TorchFunction:
         if numel is not None and numel > cap:
             shown = ", ".join([repr(a) for a in args]
                               + [f"{k}={v!r}" for k, v in kwargs.items()])
-            _raise(f"torch.{self.name}({shown}) would allocate {numel:,} elements; the cap is "
+            refuse(f"torch.{self.name}({shown}) would allocate {numel:,} elements; the cap is "
                    f"{cap:,} (--max-numel)")
         if self.name in lang.RANDOM_FUNCS:
             kwargs["generator"] = self.proxy.generator
@@ -238,7 +239,7 @@ def _resolve_torch_function(name: str) -> Any:
     return getattr(proxy, name)
 
 
-class _Namespace:
+class Namespace:
     """A read-only bag of names; unknown names raise ``AttributeError`` naming the path."""
 
     def __init__(self, dotted: str, members: Mapping[str, Any]) -> None:
@@ -262,7 +263,7 @@ class _Namespace:
         return f"<scenario {object.__getattribute__(self, '_dotted')}>"
 
 
-class TorchProxy(_Namespace):
+class TorchProxy(Namespace):
     """The ``torch`` a scenario sees: exactly the names in ``distviz.scenario.lang``.
 
     ``generator`` feeds the random functions; ``max_numel`` caps creation functions.
@@ -282,11 +283,11 @@ class TorchProxy(_Namespace):
         for name in sorted(lang.TORCH_DTYPES | lang.TORCH_CONTEXTS):
             members[name] = getattr(torch, name)
         functional = {n: getattr(torch.nn.functional, n) for n in sorted(lang.TORCH_NN_FUNCTIONAL)}
-        members["nn"] = _Namespace("torch.nn", {
-            "functional": _Namespace("torch.nn.functional", functional)})
-        members["linalg"] = _Namespace(
+        members["nn"] = Namespace("torch.nn", {
+            "functional": Namespace("torch.nn.functional", functional)})
+        members["linalg"] = Namespace(
             "torch.linalg", {n: getattr(torch.linalg, n) for n in sorted(lang.TORCH_LINALG)})
-        members["sparse"] = _Namespace(
+        members["sparse"] = Namespace(
             "torch.sparse", {n: getattr(torch.sparse, n) for n in sorted(lang.TORCH_SPARSE)})
         object.__getattribute__(self, "_members").update(members)
 
@@ -345,9 +346,9 @@ class CrashBackward(torch.autograd.Function):
 
 def _needs_grad(x: Any, helper: str) -> None:
     if not isinstance(x, torch.Tensor):
-        _raise(f"{helper}(x, ...) needs a tensor, got {type(x).__name__}")
+        refuse(f"{helper}(x, ...) needs a tensor, got {type(x).__name__}")
     if not (x.requires_grad and torch.is_grad_enabled()):
-        _raise(f"{helper}(x, ...): x does not require grad here, so its backward would never "
+        refuse(f"{helper}(x, ...): x does not require grad here, so its backward would never "
                "run")
 
 
@@ -383,14 +384,14 @@ def _check_mul(a: Any, b: Any) -> None:
     for seq, count in ((a, b), (b, a)):
         n = _seq_len(seq)
         if n is not None and isinstance(count, int) and n * count > MAX_SEQUENCE_LEN:
-            _raise(f"repeating a {type(seq).__name__} of length {n:,} {count:,} times is too "
+            refuse(f"repeating a {type(seq).__name__} of length {n:,} {count:,} times is too "
                    f"large (limit {MAX_SEQUENCE_LEN:,} items)")
 
 
 def _check_pow(a: Any, b: Any) -> None:
     if isinstance(a, int) and isinstance(b, int) and b > 0 and abs(a) > 1:
         if a.bit_length() * b > MAX_INT_BITS:
-            _raise(f"{a} ** {b} is too large an integer (limit {MAX_INT_BITS:,} bits)")
+            refuse(f"{a} ** {b} is too large an integer (limit {MAX_INT_BITS:,} bits)")
 
 
 def _dv_mul(a: Any, b: Any) -> Any:

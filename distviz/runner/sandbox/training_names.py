@@ -26,8 +26,8 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
-from distviz.runner import modules
-from distviz.runner.sandbox import TorchProxy, _Namespace, _raise
+from distviz.runner.sandbox import modules
+from distviz.runner.sandbox.base import Namespace, TorchProxy, refuse
 from distviz.scenario import lang, lang_nn
 
 __all__ = ["LegacyConstructor", "attr", "class_names", "install", "register_class",
@@ -40,7 +40,7 @@ _MODULE_STORES = ("_parameters", "_modules", "_buffers")
 
 
 def _fail(message: str) -> Any:
-    return _raise(message)
+    return refuse(message)
 
 
 def register_class(cls: type, methods: Iterable[str], attributes: Iterable[str]) -> None:
@@ -62,7 +62,7 @@ def class_names() -> frozenset[str]:
 def _remote_proxies() -> tuple[type, ...]:
     from torch.distributed.rpc.rref_proxy import RRefProxy as TorchRRefProxy
 
-    from distviz.runner.rpc_proxy import MethodCaller, RRefProxy
+    from distviz.runner.sandbox.rpc_proxy import MethodCaller, RRefProxy
     return (rpc.PyRRef, TorchRRefProxy, RRefProxy, MethodCaller)
 
 
@@ -116,7 +116,7 @@ def self_check(obj: Any) -> Any:
 # -- namespaces -----------------------------------------------------------------------------------
 
 def _namespace(dotted: str, members: dict[str, Any]) -> Any:
-    return _Namespace(dotted, members)
+    return Namespace(dotted, members)
 
 
 def _nn(dotted: str) -> Any:

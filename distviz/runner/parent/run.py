@@ -28,7 +28,7 @@ from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
-from distviz.runner.collate import TrainingRun, scenario_info
+from distviz.runner.parent.collate import TrainingRun, scenario_info
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
     Backward,
@@ -48,18 +48,19 @@ from distviz.runner.protocol import (
     recv,
     send,
 )
-from distviz.runner.worker import main as worker_main
+from distviz.runner.worker.main import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.graph",
-           "distviz.runner.rpc_proxy", "distviz.runner.initiator", "distviz.runner.reference",
-           "distviz.runner.namespace", "distviz.runner.gradients", "distviz.runner.sandbox",
-           "distviz.runner.session", "distviz.runner.train_worker",
-           "distviz.runner.reference_training", "distviz.replay", "distviz.scenario"]
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.api",
+           "distviz.runner.sandbox.rpc_proxy", "distviz.runner.worker.initiator",
+           "distviz.runner.reference.plain", "distviz.runner.sandbox.namespace",
+           "distviz.runner.gradients", "distviz.runner.sandbox.base",
+           "distviz.runner.worker.session", "distviz.runner.worker.training",
+           "distviz.runner.reference.training", "distviz.replay", "distviz.scenario"]
 
 #: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
 Decide = Callable[[Trace], tuple[bool, str | None]]
@@ -176,13 +177,13 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
         run.drive()
         _note_deaths(run.procs, run.workers, result)
         if run.training is not None:
-            from distviz.runner.parent_training import finish_training
+            from distviz.runner.parent.training import finish_training
             finish_training(ctx, scenario, options, run.training, result, run.say)
     except KeyboardInterrupt:
         interrupted = True
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
         if run.training is not None:     # nothing recorded is lost: the contexts so far
-            from distviz.runner.parent_training import keep_partial
+            from distviz.runner.parent.training import keep_partial
             keep_partial(scenario, run.training, result, run.drain)
     except BaseException:
         aborted = True

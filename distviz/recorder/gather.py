@@ -1,0 +1,136 @@
+"""The cross-worker gather (torch side): every worker's piece of a context, from the initiator.
+
+``gather(context_id, roots, names)`` records this worker (``record_local``, or the caller's
+``record_fn``) and reaches every other worker of the context through the known-worker ids over
+RPC, from the ``distviz-gather`` side thread: the dist autograd context is thread-local, so the
+recording RPCs are made outside the context and add no message ids or known workers. It records
+again until every request the forward pass left on its way has reached its callee.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+
+from distviz import limits
+from distviz.recorder.contexts import known_ids
+from distviz.recorder.names import names_list
+from distviz.recorder.piece import record_local
+from distviz.recorder.side_thread import SideThread, finished
+
+#: The side thread the recording RPCs go from (one per process).
+GATHER_THREAD = SideThread("distviz-gather")
+
+_BEFORE_GATHER: list[Callable[[int], None]] = []
+
+
+def before_gather(hook: Callable[[int], None]) -> None:
+    """Call ``hook(context_id)`` at the start of each ``gather`` of a context (once per hook):
+    the runner waits there for the replies to the calls a program made in the context and did
+    not wait for (``rpc_proxy.wait_replies``), so their callees hold their part of the graph."""
+    if hook not in _BEFORE_GATHER:
+        _BEFORE_GATHER.append(hook)
+
+
+def gather(context_id: int, roots: Iterable[Any], names: Any = None,
+           inspect_saved: bool = True, record_fn: Callable[..., dict[str, Any]] | None = None
+           ) -> tuple[list[str], list[dict[str, Any]]]:
+    """Record this worker and every worker reachable through known worker ids.
+
+    ``record_fn`` records one worker (default ``record_local``; it is called over RPC on the
+    others, so it must be a module-level function they can import). Returns ``(worker names by
+    rank, pieces)``.
+
+    The forward pass may have left requests on their way (an ``rpc.remote`` or ``rpc_async``
+    nobody waited for): their callee has no recv function for them yet, or no context at all
+    ("Could not find autograd context"). The ``before_gather`` hooks wait for the replies to
+    such calls where their futures are known (a scenario's calls); otherwise, until every
+    request has its recv, or for at most ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every
+    worker is recorded again; after that a worker that still has no context raises PyTorch's
+    ``RuntimeError``.
+    """
+    for hook in _BEFORE_GATHER:
+        hook(context_id)
+    local = record_fn or record_local
+    root_fns = [r.grad_fn for r in roots if isinstance(r, torch.Tensor)]
+    named = names_list(names)
+    deadline = time.monotonic() + limits.RECORD_SETTLE_TIMEOUT
+    while True:
+        workers, pieces, pending = _gather_once(context_id, local, root_fns, named, inspect_saved)
+        if not pending and _settled(pieces):
+            return workers, pieces
+        if time.monotonic() >= deadline:
+            if pending:
+                raise pending[0]
+            return workers, pieces
+        time.sleep(0.02)
+
+
+def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns: list[Any],
+                 named: list[tuple[Any, str]], inspect_saved: bool
+                 ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
+    """One recording of every reachable worker: ``(workers, pieces, errors)``, where errors
+    are those of workers that do not know the context yet.
+
+    The workers this one's context already knows are asked first, from the side thread, and
+    record their pieces while this worker records its own; the workers those pieces name are
+    asked next, until none is new."""
+    infos = rpc._get_current_rpc_agent().get_worker_infos()
+    by_id = {int(i.id): i.name for i in infos}
+    workers = [by_id[k] for k in sorted(by_id)]
+    me = rpc.get_worker_info()
+    seen = {int(me.id)}
+    pending: list[RuntimeError] = []
+
+    def fetch(wid: int) -> dict[str, Any] | RuntimeError:
+        try:
+            return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved))
+        except RuntimeError as exc:
+            if "Could not find autograd context" not in str(exc):
+                raise
+            return exc
+
+    def ask(batch: list[int]) -> Future[list[dict[str, Any] | RuntimeError]]:
+        seen.update(batch)
+        asking = GATHER_THREAD.submit if batch else finished
+        return asking(lambda b: [fetch(w) for w in b], batch)
+
+    asked = ask(sorted(set(known_ids(context_id)) - seen))
+    pieces = [local(context_id, root_fns, named, inspect_saved)]
+    frontier = [w for w in pieces[0]["known"] if w not in seen]
+    while True:
+        results = asked.result()
+        for piece in results:
+            if isinstance(piece, RuntimeError):
+                pending.append(piece)
+                continue
+            pieces.append(piece)
+            frontier.extend(w for w in piece["known"] if w not in seen)
+        if not frontier:
+            return workers, pieces, pending
+        asked = ask(sorted(set(frontier) - seen))
+        frontier = []
+
+
+def _settled(pieces: list[dict[str, Any]]) -> bool:
+    """Whether the callee of every RPC the program made read its request: each message a
+    call sent from its caller has its recv. (A response may have no recv for good: one that
+    arrived under ``torch.no_grad()``.)"""
+    sends: dict[str, set[int]] = {}
+    recvs: set[int] = set()
+    for p in pieces:
+        for n in p["nodes"]:
+            if n.get("msg_id") is None:
+                continue
+            if n["kind"] == "send":
+                sends.setdefault(p["worker"], set()).add(n["msg_id"])
+            elif n["kind"] == "recv":
+                recvs.add(n["msg_id"])
+    return all(m in recvs for p in pieces for c in p["calls"] for m in c["msg_ids"]
+               if m in sends.get(c["caller"], set()))
+

@@ -1,0 +1,201 @@
+"""One worker's piece of the live distributed autograd graph (torch side): walk, ids, nodes.
+
+``record_local(context_id, roots, names)`` walks this worker's part of a context (roots, every
+send and recv function, the grad_fns of named tensors) with ``walk.reachable``, gives each node
+a stable string id (``worker1/AddBackward0#3``, ``worker0/AccumulateGrad(w)``) and keeps the
+node objects in the context's ``WorkerRecord`` (``distviz.recorder.contexts``), so that hooks
+go on exactly those nodes for the real backward. ``distviz.recorder.gather`` calls it on
+every worker of a context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+
+from distviz.recorder import contexts
+from distviz.recorder.contexts import WorkerRecord
+from distviz.recorder.names import named_here
+from distviz.recorder.torch_compat import input_shapes
+from distviz.recorder.walk import reachable
+from distviz.trace import ACCUMULATE_GRAD_SEQ, Node, short_name
+
+
+def node_kind(fn_name: str) -> str:
+    """A node's kind in the trace from its PyTorch name: ``send``, ``recv``,
+    ``accumulate_grad`` or ``op``."""
+    if fn_name.endswith("SendRpcBackward"):
+        return "send"
+    if fn_name.endswith("RecvRpcBackward"):
+        return "recv"
+    if fn_name.endswith("AccumulateGrad"):
+        return "accumulate_grad"
+    return "op"
+
+
+def _has_saved_tensors(fn: Any) -> bool:
+    for attr in dir(fn):
+        if attr.startswith("_saved_") and not attr.endswith("_raw"):
+            try:
+                val = getattr(fn, attr)
+            except Exception:  # freed already: it did hold a tensor
+                return True
+            if isinstance(val, torch.Tensor):
+                return True
+            if isinstance(val, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in val):
+                return True
+    return False
+
+
+def _shape(t: Any) -> list[int]:
+    return [int(s) for s in t.shape]
+
+
+def _dtype(t: Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def record_local(context_id: int, roots: Sequence[Any] = (),
+                 names: Sequence[tuple[Any, str]] = (),
+                 inspect_saved: bool = True, keep: bool = True) -> dict[str, Any]:
+    """Walk this worker's part of the graph of ``context_id`` and return it as JSON-able data
+    (``roots``: the node ids of the roots found here).
+
+    The walk starts at ``roots`` (grad_fns, initiator only), then every send function (sorted
+    by message id), then every recv function, then the grad_fns of named tensors; it iterates
+    with a queue, never recursion. ``keep=False`` (``distviz snapshot`` of a running job)
+    leaves this worker's record as it is: a recording already made keeps its hooks and node
+    references, and lends its node ids. Raises ``RuntimeError`` (PyTorch's) when the context
+    is unknown here.
+    """
+    ctx = dist_autograd._retrieve_context(context_id)
+    worker = rpc.get_worker_info().name
+    sends = ctx._send_functions()
+    recvs = ctx._recv_functions()
+    msg_of: dict[Any, int] = {fn: int(mid) for mid, fn in list(sends.items()) + list(recvs.items())}
+    leaf_names, var_of_fn = _names_here(list(names) + named_here())
+    order = reachable(list(roots) + [sends[k] for k in sorted(sends)]
+                  + [recvs[k] for k in sorted(recvs)] + list(var_of_fn))
+    rec = WorkerRecord(worker=worker)
+    earlier = contexts.record_of(context_id)
+    if earlier is not None:   # recorded again (a later pass): every node keeps its id
+        for h in earlier.handles if keep else ():
+            h.remove()
+        reached = set(order)
+        order += [fn for fn in earlier.nodes.values() if fn not in reached]
+    _give_ids(rec, order, leaf_names, earlier.ids if earlier is not None else {})
+    nodes: list[dict[str, Any]] = []
+    for fn in order:
+        node = _node(rec, fn, msg_of, leaf_names, inspect_saved)
+        node.vars = sorted(var_of_fn.get(fn, []))
+        rec.shapes[node.id] = node.input_shapes
+        nodes.append(node.to_json())
+    if keep:
+        contexts.keep(context_id, rec)
+    calls = [c.to_json() for c in contexts.calls_in(context_id)]
+    known = sorted(int(w) for w in ctx._known_worker_ids())
+    grads = len(dist_autograd.get_gradients(context_id))  # > 0 once a backward pass ran
+    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads,
+            "roots": [rec.ids[fn] for fn in roots if fn in rec.ids]}
+
+
+def _names_here(named: list[tuple[Any, str]]) -> tuple[dict[int, str], dict[Any, list[str]]]:
+    """Names of leaves (by tensor id; the first name wins) and of grad_fns (every name)."""
+    leaf_names: dict[int, str] = {}
+    var_of_fn: dict[Any, list[str]] = {}
+    for tensor, label in named:
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        if tensor.grad_fn is None:
+            if tensor.requires_grad and id(tensor) not in leaf_names:
+                leaf_names[id(tensor)] = label
+        else:
+            var_of_fn.setdefault(tensor.grad_fn, []).append(label)
+    return leaf_names, var_of_fn
+
+
+def _give_ids(rec: WorkerRecord, order: list[Any], leaf_names: dict[int, str],
+              earlier: dict[Any, str]) -> None:
+    """Stable ids: ``worker/Name#seq``, ``worker/AccumulateGrad(var)`` or
+    ``worker/AccumulateGrad#k`` for unnamed leaves, ``~n`` added to repeats. A node of an
+    ``earlier`` recording of the context keeps its id there; new nodes get ids it does not use."""
+    used: dict[str, int] = {}
+    taken = set(earlier.values())
+    unnamed_leaf = 0
+    for fn in order:
+        known = earlier.get(fn)
+        if known is not None:
+            rec.ids[fn] = known
+            rec.nodes[known] = fn
+            continue
+        fname = fn.name()
+        if node_kind(fname) == "accumulate_grad":
+            var = leaf_names.get(id(fn.variable))
+            if var is not None:
+                base = f"{rec.worker}/AccumulateGrad({var})"
+            else:
+                base = f"{rec.worker}/AccumulateGrad#{unnamed_leaf}"
+                while base in taken:
+                    unnamed_leaf += 1
+                    base = f"{rec.worker}/AccumulateGrad#{unnamed_leaf}"
+                unnamed_leaf += 1
+        else:
+            base = f"{rec.worker}/{short_name(fname)}#{int(fn._sequence_nr())}"
+        n = used.get(base, 0)
+        nid = base if n == 0 else f"{base}~{n}"
+        while nid in taken:
+            n += 1
+            nid = f"{base}~{n}"
+        used[base] = n + 1
+        rec.ids[fn] = nid
+        rec.nodes[nid] = fn
+
+
+def _node(rec: WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[int, str],
+          inspect_saved: bool) -> Node:
+    """The trace node of ``fn`` (without ``vars``)."""
+    fname = fn.name()
+    kind = node_kind(fname)
+    node = Node(id=rec.ids[fn], worker=rec.worker, name=fname, kind=kind,
+                seq=ACCUMULATE_GRAD_SEQ if kind == "accumulate_grad" else int(fn._sequence_nr()),
+                next=[(rec.ids[f], int(i)) if f is not None else None
+                      for f, i in fn.next_functions])
+    if kind in ("send", "recv"):
+        node.msg_id = msg_of.get(fn)
+    if kind == "accumulate_grad":
+        v = fn.variable
+        node.var = leaf_names.get(id(v))
+        node.shape = _shape(v)
+        node.dtype = _dtype(v)
+    node.input_shapes = input_shapes(fn)  # the shapes of the gradients this node receives
+    node.python = hasattr(fn, "_forward_cls")   # a custom Function: its backward is Python
+    if kind == "op":
+        fault = getattr(fn, "distviz_fault", None)
+        if isinstance(fault, dict):
+            node.fault = dict(fault)
+        if inspect_saved:
+            node.saved = _has_saved_tensors(fn)
+    return node
+
+def root_ids(context_id: int, roots: Sequence[Any]) -> list[str]:
+    """Return the node ids of the roots' grad_fns on this worker (after ``record_local``)."""
+    rec = contexts.recorded(context_id)
+    out = []
+    for r in roots:
+        fn = r.grad_fn if isinstance(r, torch.Tensor) else None
+        if fn is None or fn not in rec.ids:
+            raise ValueError("a backward root has no grad_fn in the recorded graph; roots must be "
+                             "scalar tensors computed from tensors that require grad")
+        out.append(rec.ids[fn])
+    return out
+
+
+def root_nrs(roots: Sequence[Any]) -> list[int]:
+    """Return each root's ``output_nr``: the input of its grad_fn the backward seeds."""
+    return [int(r.output_nr) for r in roots]
+
+

@@ -1,0 +1,87 @@
+"""Side threads: run distviz's own RPC rounds outside the program's dist autograd context.
+
+PyTorch keeps the current dist autograd context per thread, so an RPC made from another thread
+is not recorded in the program's context: it adds no message ids and no known workers. Every
+place that makes such a round goes through this module:
+
+- ``SideThread(name)``: one named thread per process, made at its first use (a forked
+  child makes its own: threads do not fork). Called from that thread itself, work runs at once
+  (a round that starts another round does not wait for itself). Its thread names start with
+  ``name``, which code may check (``threading.current_thread().name``).
+- ``in_new_thread(fn)``: ``fn()`` in a thread of its own, made for the call.
+- ``finished(fn, *args)``: ``fn(*args)`` run here, as a finished future.
+
+Torch-free: nothing here knows about RPC or autograd.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class SideThread:
+    """One side thread per process, named ``name`` (``distviz-rpc``, ``distviz-gather``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+
+    def is_current(self) -> bool:
+        """Whether the calling thread is this side thread."""
+        return threading.current_thread().name.startswith(self.name)
+
+    def pool(self, make: bool = True) -> ThreadPoolExecutor | None:
+        """This process's thread (made now when ``make``; ``None`` when it has none yet)."""
+        pool = self._pools.get(os.getpid())
+        if pool is None and make:
+            pool = self._pools[os.getpid()] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=self.name)
+        return pool
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Start ``fn(*args)`` in the side thread; from the side thread itself it runs at once
+        (``finished``)."""
+        if self.is_current():
+            return finished(fn, *args)
+        pool = self.pool()
+        assert pool is not None
+        return pool.submit(fn, *args)
+
+    def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the side thread; waits for it and returns its result (or raises
+        what it raised)."""
+        return self.submit(fn, *args).result()
+
+    def settle(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until the side thread has done the work it was
+        given; a round stuck on a dead worker is left behind."""
+        pool = self.pool(make=False)
+        if pool is not None:
+            try:
+                pool.submit(lambda: None).result(timeout=timeout)
+            except Exception:  # noqa: BLE001 - a round stuck on a dead worker: go on anyway
+                pass
+
+
+def in_new_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of its own, made for this call (which holds no dist autograd
+    context); returns its result or raises what it raised."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="distviz-side") as pool:
+        return pool.submit(fn).result()
+
+
+def finished(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` run in this thread, as a finished future (its exception kept in it, as a
+    pool's future keeps it)."""
+    done: Future[T] = Future()
+    try:
+        done.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+        done.set_exception(exc)
+    return done

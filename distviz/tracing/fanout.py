@@ -1,0 +1,41 @@
+"""The fan-out (torch side): one call on every worker of a traced context, from a side thread.
+
+``on_all(workers, me, fn, *args)`` runs ``fn(*args)`` on every worker (here for ``me``) over the
+program's own RPC agent from this process's ``distviz-rpc`` thread, so that no RPC joins the
+program's dist autograd context (the thread has none). Called from that thread itself, it
+runs at once. ``in_background`` queues a round without waiting for it; ``settle`` waits for
+every queued round (before RPC shuts down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from distviz import limits
+from distviz.recorder.side_thread import SideThread
+from distviz.runner.observe_real import call_on_workers
+
+#: The side thread the rounds go from; code checks its name (``distviz-rpc``) so that a round
+#: started from a round does not wait for itself.
+RPC_THREAD = SideThread("distviz-rpc")
+
+
+def on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
+           timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
+    """Run ``fn(*args)`` on every worker (here for ``me``) from the side thread; returns each
+    worker's result, a failure as the exception it raised."""
+    return RPC_THREAD.run(call_on_workers, workers, me, fn, args, timeout)
+
+
+def in_background(fn: Callable[..., Any], *args: Any) -> None:
+    """Queue ``fn(*args)`` on the side thread and return at once."""
+    pool = RPC_THREAD.pool()
+    assert pool is not None
+    pool.submit(fn, *args)
+
+
+def settle() -> None:
+    """Wait until the side thread has sent every RPC round it was given (called before RPC
+    shuts down, so that none of distviz's rounds is still on its way then)."""
+    RPC_THREAD.settle(limits.COLLECT_TIMEOUT)

@@ -1,0 +1,103 @@
+"""A small training loop whose backward goes wrong only late, at a data-dependent step: the
+case of a long job that hangs at step 40,000 (distviz's watch, ``tests/test_watch.py``).
+
+Usage: python late_hang.py MODE [STEPS]   (or torchrun --nproc-per-node 2 late_hang.py MODE)
+
+* ``late``: at step 7 (of STEPS, default 10) the batch is empty of positives, and the loop
+  leaves the remote call's result out of the loss: FAST mode's hang, in a context that
+  ``--contexts first`` does not record;
+* ``slow``: at step 3 a custom autograd Function's backward sleeps ``SLOW_SECONDS`` (default
+  3): slower than a short ``--hang-timeout``, not a hang;
+* ``raise``: at step 4 that Function's backward raises;
+* ``kill``: at step 5 the backward SIGKILLs worker1 before sending it its gradient.
+
+Each step prints one line; the program exits 0 when every step ran.
+"""
+
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+
+
+def scale(x):
+    return x * 2
+
+
+class Checked(torch.autograd.Function):
+    """The identity, whose backward is slow or raises at the steps the mode picks."""
+
+    @staticmethod
+    def forward(ctx, x, what):
+        ctx.what = what
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.what == "slow":
+            time.sleep(float(os.environ.get("SLOW_SECONDS", "3")))
+        elif ctx.what == "raise":
+            raise ValueError("a bad batch reached Checked.backward")
+        return grad, None
+
+
+class KillPeer(torch.autograd.Function):
+    """The identity, whose backward SIGKILLs process ``pid`` (the other worker)."""
+
+    @staticmethod
+    def forward(ctx, x, pid):
+        ctx.pid = pid
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        os.kill(ctx.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        return grad, None
+
+
+def batch(step, mode):
+    """The step's data: at the late step of ``late`` mode, no positive value."""
+    x = torch.arange(1.0, 5.0) * step
+    return -x if mode == "late" and step == 7 else x
+
+
+def train(mode, steps):
+    weight = torch.ones(4, requires_grad=True)
+    for step in range(1, steps + 1):
+        with dist_autograd.context() as context_id:
+            data = batch(step, mode)
+            what = {("slow", 3): "slow", ("raise", 4): "raise"}.get((mode, step), "")
+            hidden = Checked.apply(data * weight, what)
+            remote = rpc.rpc_sync("worker1", scale, args=(hidden,))
+            if mode == "kill" and step == 5:
+                remote = KillPeer.apply(remote, rpc.rpc_sync("worker1", os.getpid))
+            loss = hidden.sum()
+            if bool((data > 0).any()):     # a batch without positives skips the remote term
+                loss = loss + remote.sum()
+            dist_autograd.backward(context_id, [loss])
+        print(f"step {step} done", flush=True)
+
+
+def run_worker(rank, world_size, mode, steps):
+    options = rpc.TensorPipeRpcBackendOptions(
+        init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"),
+        rpc_timeout=float(os.environ.get("RPC_TIMEOUT", "60")))
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
+    if rank == 0:
+        train(mode, steps)
+    rpc.shutdown()
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    if "LOCAL_RANK" in os.environ:     # started by torchrun --nproc-per-node 2
+        run_worker(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), mode, steps)
+    else:
+        mp.spawn(run_worker, args=(2, mode, steps), nprocs=2, join=True)

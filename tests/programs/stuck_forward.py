@@ -1,0 +1,45 @@
+"""A trainer stuck in its forward pass: worker1's remote function waits for an event that
+never comes, so worker0 waits in ``rpc_sync`` for good (``distviz snapshot`` shows where).
+
+Usage: python stuck_forward.py   (stop it with Ctrl-C)
+"""
+
+import os
+import threading
+from pathlib import Path
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+import torch.multiprocessing as mp
+
+never = threading.Event()
+
+
+def scale(x):
+    return x * 2
+
+
+def wait_forever(x):
+    marker = os.environ.get("STUCK_MARKER")
+    if marker:
+        Path(marker).touch()
+    never.wait()
+    return x + 1
+
+
+def run_worker(rank, world_size):
+    options = rpc.TensorPipeRpcBackendOptions(
+        init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"))
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
+    if rank == 0:
+        w = torch.rand(3, 3, requires_grad=True)
+        with dist_autograd.context() as context_id:
+            h = rpc.rpc_sync("worker1", scale, args=(w,))
+            y = rpc.rpc_sync("worker1", wait_forever, args=(h,))
+            dist_autograd.backward(context_id, [y.sum()])
+    rpc.shutdown()
+
+
+if __name__ == "__main__":
+    mp.spawn(run_worker, args=(2,), nprocs=2, join=True)

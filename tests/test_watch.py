@@ -1,0 +1,233 @@
+"""distviz's watch of every backward not recorded in full (``distviz.tracing.watch``).
+
+Real programs (``tests/programs/late_hang.py``, ``tests/programs/pytest_suite/suite_watch.py``)
+run once per session under ``distviz trace`` with the default options but a short
+``--hang-timeout``; the tests read what they left. The pure tests check the statistics every
+backward feeds (fixed memory) and the options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_traced
+
+from distviz.errors import UsageError
+from distviz.replay import replay
+from distviz.trace import load
+from distviz.trace.iteration import ContextSelection
+from distviz.tracing import inflight, watch_report
+from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
+from distviz.tracing.config import check_options
+from distviz.tracing.journal import Event
+
+PROGRAM = str(Path("tests") / "programs" / "late_hang.py")
+SUITE = ROOT / "tests" / "programs" / "pytest_suite"
+
+
+# -- pure ---------------------------------------------------------------------------------------
+
+def test_statistics_stay_the_same_size_whatever_the_number_of_steps() -> None:
+    stats = BackwardStats(worker="trainer")
+    for step in range(1, 20001):
+        stats.add(step, 0.002 + (0.5 if step == 15000 else 0.0) + (step % 7) * 1e-4,
+                  "boom" if step in (3, 9000) else None)
+    assert stats.calls == 20000 and stats.raised == 2
+    assert len(stats.hist) == BUCKETS and len(stats.slowest) <= TOP
+    assert sorted(stats.slowest, reverse=True)[0][1] == 15000
+    median = stats.quantile(0.5)
+    assert median is not None and 0.002 <= median <= 0.0027
+    summary = BackwardStats.from_json(json.loads(json.dumps(stats.to_json()))).summary()
+    assert summary["calls"] == 20000 and summary["slowest"][0]["step"] == 15000
+    assert summary["errors"] == [{"step": 3, "error": "boom"}, {"step": 9000, "error": "boom"}]
+    other = BackwardStats(worker="trainer")
+    other.add(1, 2.0)
+    stats.merge(other)
+    assert stats.calls == 20001 and stats.max_s == 2.0
+
+
+def test_contexts_none_selects_nothing_and_bad_hang_timeouts_are_refused() -> None:
+    spec = ContextSelection.parse("none")
+    assert not spec.selects(1) and not spec.selects_after(0) and spec.text() == "none"
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--hang-timeout"):
+            check_options("first", None, "stop", bad, None)
+
+
+def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: Path) -> None:
+    slot = inflight.open_slot(str(tmp_path))
+    assert slot is not None
+    slot.set("trainer", 40000, 7, 1.5)
+    assert inflight.read(str(tmp_path)) == [
+        inflight.Stuck(pid=os.getpid(), worker="trainer", step=40000, context_id=7, started=1.5)]
+    slot.clear()
+    assert inflight.read(str(tmp_path)) == []
+    assert inflight.open_slot(None) is None
+
+
+def test_the_summary_counts_every_backward_per_initiator() -> None:
+    a, b = BackwardStats(worker="trainer"), BackwardStats(worker="trainer")
+    for step in range(1, 101):
+        (a if step % 2 else b).add(step, 0.01, "lost" if step == 50 else None)
+    b.add(101, 3.0)
+    events = [Event(kind="backwards", pid=1, stats=a.to_json()),
+              Event(kind="backwards", pid=2, stats=b.to_json()),
+              Event(kind="backwards", pid=3, stats={"calls": "broken"})]
+    lines = watch_report.backward_lines(events)
+    assert lines[0].startswith("trainer: 101 backward calls: median 10") and \
+        "max 3 s; slowest by step: 101 (3 s)" in lines[0]
+    assert lines[1] == "trainer: 1 backward raised (step 50: lost)"
+    assert watch_report.backwards_json(events)["trainer"]["calls"] == 101
+
+
+def test_contexts_none_is_for_trace_only() -> None:
+    proc = subprocess.run([sys.executable, "-m", "distviz", "run", "design-note", "--contexts",
+                           "none"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("error: --contexts none:")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "soon", "nan"])
+def test_a_bad_hang_timeout_is_one_line_and_exit_2(value: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "distviz", "trace", "--hang-timeout", value,
+                           "--", "true"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--hang-timeout" in lines[0], proc.stderr
+
+
+# -- real programs ------------------------------------------------------------------------------
+
+_RUNS: dict[str, tuple[Traced, float]] = {}
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    def get(mode: str, *options: str) -> tuple[Traced, float]:
+        if mode not in _RUNS:
+            t0 = time.monotonic()
+            run = run_traced(tmp_path_factory.mktemp(mode), [PROGRAM, mode], *options)
+            _RUNS[mode] = (run, time.monotonic() - t0)
+        return _RUNS[mode]
+    return get
+
+
+@pytest.mark.rpc
+def test_a_late_data_dependent_hang_is_explained_live_and_stopped(watched: Any) -> None:
+    run, seconds = watched("late", "--hang-timeout", "2")
+    assert run.code == 6, run.stdout + run.stderr[-3000:]
+    # explained live, with the call site and the variable the loss leaves out
+    live = [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")]
+    assert any("worker0 context 7: PyTorch's backward has not returned after 2 s" in ln and
+               "predicts that it hangs" in ln for ln in live), run.stderr
+    assert any("rpc_sync(scale) at tests/programs/late_hang.py:77 in train" in ln and
+               "assigned to `remote`, is not used by the loss (`loss`)" in ln for ln in live)
+    assert "step 6 done" in run.stdout and "step 7 done" not in run.stdout
+    # stopped long before PyTorch's own RPC time-out (60 s) would have said anything
+    assert "ran for more than set timeout" not in run.stderr and seconds < 55
+    # contexts 2-6 returned in time: nothing written for them
+    assert sorted(run.traces) == ["worker0.ctx1.trace.json", "worker0.ctx7.trace.json"]
+    row = run.row("worker0", 7)
+    assert row["watched"] and row["outcome"] == "hang" and row["agreement"] == "agrees"
+    trace = run.context("worker0", 7)
+    assert trace.meta.traced is not None and trace.meta.traced["watched"]["state"] == "hang"
+    assert trace.real is None          # no hooks ran: no per-node order
+    assert replay(load(run.out / "worker0.ctx7.trace.json")).outcome == "hang"
+    replayed = subprocess.run([sys.executable, "-m", "distviz", "replay",
+                               str(run.out / "worker0.ctx7.trace.json")], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+    assert "assigned to `remote`, is not used by the loss" in replayed.stdout
+    # every backward counted, the stopped one's process included
+    assert run.index["backwards"]["worker0"]["calls"] == 6
+
+
+@pytest.mark.rpc
+def test_a_slow_backward_is_slow_not_a_hang(watched: Any) -> None:
+    run, _ = watched("slow", "--hang-timeout", "1")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    steps = [ln for ln in run.stdout.splitlines() if ln.startswith("step ")]
+    assert steps == [f"step {k} done" for k in range(1, 11)]
+    live = "\n".join(ln for ln in run.stderr.splitlines() if ln.startswith("distviz: "))
+    assert "worker0 context 3: PyTorch's backward has not returned after 1 s, and the graph " \
+           "does not hang in FAST mode" in live
+    assert "a worker is slow or a message is lost; workers: worker0, worker1" in live
+    assert "worker0 context 3: PyTorch's backward returned after" in live
+    assert "slow, not a hang" in live
+    row = run.row("worker0", 3)
+    assert row["watched"] and row["outcome"] == "completed"
+    assert row["agreement"] == "not compared" and "differs" not in json.dumps(run.index)
+    assert sorted(run.traces) == ["worker0.ctx1.trace.json", "worker0.ctx3.trace.json"]
+    counted = run.index["backwards"]["worker0"]
+    assert counted["calls"] == 10 and counted["slowest"][0]["step"] == 3
+    assert counted["max_s"] >= 2.5 and counted["median_s"] < 1
+
+
+@pytest.mark.rpc
+def test_a_backward_that_raises_while_watched_keeps_pytorchs_error(watched: Any) -> None:
+    run, _ = watched("raise", "--hang-timeout", "5")
+    assert run.code == 1
+    assert run.stderr.rstrip().splitlines()[-1] == \
+        "RuntimeError: Error on Node 0: a bad batch reached Checked.backward"
+    row = run.row("worker0", 4)
+    assert row["watched"] and row["outcome"] == "error"
+    assert "the replay of its graph completes" in row["explanation"]
+    assert run.index["backwards"]["worker0"]["raised"] == 1
+
+
+@pytest.mark.rpc
+def test_the_third_backward_of_a_test_hangs_and_is_reported_under_its_test(
+        tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get(
+                   "PYTHONPATH")])]), SUITE_MARKER=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suite_watch.py", "-p",
+                           "no:cacheprovider", f"--distviz={out}",
+                           "--distviz-hang-timeout=1"], cwd=SUITE, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr     # the test's own result
+    index = json.loads((out / "index.json").read_text())
+    rows = [c for c in index["contexts"] if c["watched"]]
+    assert [(r["test"], r["context"], r["outcome"]) for r in rows] == [
+        ("suite_watch.py::test_third_backward_hangs", 3, "hang")]
+    assert "assigned to `remote`, is not used by the loss" in rows[0]["explanation"]
+    deadline = time.monotonic() + 10     # multiprocessing's resource tracker leaves last
+    while programs_running(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not programs_running(str(tmp_path))
+
+
+@pytest.mark.rpc
+def test_a_worker_killed_during_a_watched_backward_ends_the_program_as_without_distviz(
+        watched: Any, tmp_path: Path) -> None:
+    run, _ = watched("kill", "--hang-timeout", "30")
+    plain = subprocess.run([sys.executable, PROGRAM, "kill"], cwd=ROOT,
+                           env=_environment(tmp_path), capture_output=True, text=True,
+                           timeout=600)
+    assert run.code == plain.returncode == 1
+    last = plain.stderr.rstrip().splitlines()[-1]
+    assert last.endswith("process 1 terminated with signal SIGKILL"), plain.stderr[-2000:]
+    assert run.stderr.rstrip().splitlines()[-1] == last
+    assert "worker0 context 5 (id 4) was in flight when its process ended" in " ".join(
+        run.index["notes"])
+
+
+@pytest.mark.rpc
+def test_the_late_hang_is_explained_under_torchrun_too(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run = run_traced(tmp_path, ["-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                "--master-addr", "127.0.0.1", "--master-port", str(port),
+                                PROGRAM, "late"], "--hang-timeout", "2")
+    assert run.code == 6, run.stdout + run.stderr[-3000:]
+    assert "assigned to `remote`, is not used by the loss (`loss`)" in run.stderr
+    assert run.row("worker0", 7)["watched"]
