@@ -61,6 +61,7 @@ from distviz.tracing import callsites, journal, observe_args, watch_hook
 from distviz.tracing.assemble import record_trace
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.fanout import in_background, on_all
+from distviz.tracing.inflight import InFlight
 from distviz.tracing.live import say
 from distviz.tracing.slots import claim_slot
 from distviz.tracing.stop import stop_program
@@ -161,8 +162,8 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
-        watch_hook.counted(k, record_again, proc.runs[context_id], roots, retain_graph,
-                           sys._getframe(1))
+        watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_again,
+                           proc.runs[context_id], roots, retain_graph, sys._getframe(1))
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
@@ -171,10 +172,18 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
             return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
                                             sys._getframe(1))
         callsites.drop(context_id)
-        return ORIGINAL_BACKWARD(*args, **kwargs)
-    watch_hook.counted(k, record_and_observe, proc.config, context_id, roots, retain_graph,
-                       k, sys._getframe(1))
+        return watch_hook.counted(_in_flight(context_id, k, roots, retain_graph),
+                                  ORIGINAL_BACKWARD, *args, **kwargs)
+    watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_and_observe,
+                       proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _in_flight(context_id: int, k: int, roots: list[torch.Tensor],
+               retain_graph: bool) -> InFlight:
+    """The table entry of a backward starting now in this thread."""
+    return InFlight(context_id, k, roots, retain_graph, time.monotonic(),
+                    threading.get_ident())
 
 
 def _log_unrecorded(proc: Process, message: str) -> None:
