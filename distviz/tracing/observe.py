@@ -53,7 +53,7 @@ from distviz import limits
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.runner import observe_real
-from distviz.runner.observe_real import Passes, first_line
+from distviz.runner.observe_real import Passes
 from distviz.trace import Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real, RealEvent
@@ -65,6 +65,7 @@ from distviz.tracing.inflight import InFlight
 from distviz.tracing.live import say
 from distviz.tracing.slots import claim_slot
 from distviz.tracing.stop import stop_program
+from distviz.words import error_line
 
 # The replay and the verdict are imported at the first recorded context: every process of a
 # traced program loads this module, most record nothing. The real backward is observed by the
@@ -313,8 +314,7 @@ class Run:
     def after_hang(self, error: BaseException) -> None:
         """What PyTorch raised after the observed hang (its own RPC time-out, a worker gone):
         the consequence of the hang, kept in ``real["after_hang"]``; the outcome stays a hang."""
-        text = first_line(error).split(" Exception raised from ")[0] or \
-            type(error).__name__
+        text = error_line(error)
         assert self.trace.real is not None
         self.trace.real["after_hang"] = text
         self.write()

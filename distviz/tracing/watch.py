@@ -44,7 +44,6 @@ import torch.distributed.rpc as rpc
 
 from distviz.recorder import contexts
 from distviz.runner import observe_real
-from distviz.runner.observe_real import first_line
 from distviz.trace import Trace
 from distviz.tracing import (
     assemble,
@@ -61,6 +60,7 @@ from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
 from distviz.tracing.watch_report import State
+from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.tracing.observe import Process
@@ -282,7 +282,7 @@ class Watch:
                 seconds: float) -> None:
         """A watched backward raised: say so, and record its graph when that is cheap (the
         context is still here, no worker is gone); never raises."""
-        text = first_line(exc).split(" Exception raised from ")[0] or type(exc).__name__
+        text = error_line(exc)
         me = self.stats.worker or proc.worker or "?"
         try:
             with entry.lock:

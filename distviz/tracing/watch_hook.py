@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from distviz.tracing import inflight
 from distviz.tracing.inflight import InFlight
+from distviz.words import first_line
 
 
 class Watcher(Protocol):
@@ -42,9 +43,7 @@ def counted(entry: InFlight, fn: Callable[..., Any], *args: Any, **kwargs: Any) 
         fn(*args, **kwargs)
     except BaseException as exc:
         if watch is not None:
-            text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
-                        type(exc).__name__)
-            watch.count(entry.step, time.monotonic() - entry.since, text)
+            watch.count(entry.step, time.monotonic() - entry.since, first_line(exc))
         raise
     finally:
         table.leave(token)

@@ -22,7 +22,7 @@ from distviz.replay.verdict import outcome_code
 from distviz.trace import Trace, short_name
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.journal import ContextRow, Event
-from distviz.words import plural
+from distviz.words import first_line, plural
 
 #: What happened in a watched context: past its deadline, returned after it, or raised.
 State = Literal["hang", "returned", "raised"]
@@ -114,10 +114,8 @@ def returned_text(me: str, step: int, seconds: float, timeout: float, replay: An
 
 def unrecorded_text(me: str, step: int, timeout: float, exc: BaseException) -> str:
     """The watch could not record a backward past its deadline."""
-    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
-                type(exc).__name__)
     return (f"{me} context {step}: PyTorch's backward has not returned after {timeout:g} s; "
-            f"its graph could not be recorded ({text}); the program goes on")
+            f"its graph could not be recorded ({first_line(exc)}); the program goes on")
 
 
 def raised_note(step: int, seconds: float, text: str, why: str | None = None) -> str:
