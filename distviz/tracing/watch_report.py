@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from distviz.replay.verdict import outcome_code
+from distviz.replay.verdict import outcome_code, pytest_category
 from distviz.trace import Trace, short_name
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.journal import ContextRow, Event
@@ -131,13 +131,8 @@ def watched_row(row: ContextRow, trace: Trace, replay: Any, state: State, waited
     ``state``, with the exit code and the pytest category of its outcome: only the outcome is
     compared (see the module docstring), so nothing here ever differs."""
     out = _worded(row, trace, replay, state, waited, timeout, error)
-    if out.outcome == "hang" and out.predicted == "hang":
-        category = "hang predicted and seen"
-    elif out.outcome == "error":
-        category = "error"
-    else:
-        category = "agrees" if out.agreement == "agrees" else "not compared"
-    return replace(out, exit_code=outcome_code(out.outcome), category=category)
+    return replace(out, exit_code=outcome_code(out.outcome),
+                   category=pytest_category(out.agreement, out.outcome, out.predicted, out.real))
 
 
 def _worded(row: ContextRow, trace: Trace, replay: Any, state: State, waited: float,
