@@ -3,7 +3,8 @@
 ``plural(n, "message")`` is the one way to write a count with its noun (``1 message``,
 ``2 messages``); ``word_for(n, ...)`` gives a word alone in the form that agrees with ``n``
 (``outputs``, ``waits``/``wait``); ``suggest(word, options)`` the "did you mean" of every
-message about a name that is not known.
+message about a name that is not known; ``first_line(exc)`` the one line an error is told
+by, ``error_line(exc)`` the same without PyTorch's C++ source location.
 """
 
 from __future__ import annotations
@@ -11,7 +12,22 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["NOTATION", "context_label", "plural", "suggest", "word_for"]
+__all__ = ["NOTATION", "context_label", "error_line", "first_line", "plural", "suggest", "word_for"]
+
+
+def first_line(exc: BaseException | str) -> str:
+    """The first non-empty line of an exception's (or a text's) message; an exception's type
+    name when its message is empty."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__ if isinstance(exc, BaseException) else ""
+    return next(line.strip() for line in text.splitlines() if line.strip())
+
+
+def error_line(exc: BaseException) -> str:
+    """``first_line(exc)`` without the C++ source location PyTorch appends (`` Exception raised
+    from ...``), or the exception's type name."""
+    return first_line(exc).split(" Exception raised from ")[0] or type(exc).__name__
 
 
 def word_for(n: int, one: str, many: str | None = None) -> str:

@@ -26,7 +26,7 @@ from distviz.fuzz.runner import judge_trace
 from distviz.render.recording import iteration_table
 from distviz.replay import replay
 from distviz.replay.model import AGREEMENT_JSON_WORDS
-from distviz.replay.verdict import Verdict, judge
+from distviz.replay.verdict import Verdict, judge, pytest_category
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing import report, summary
@@ -151,3 +151,14 @@ def test_the_plugin_the_training_table_and_the_fuzz_read_the_verdict(name: str) 
     console.print(iteration_table(recording, [expected]))
     last = console.export_text().splitlines()[-1].split()
     assert last[-2] == {"agrees": "yes", "differs": "NO", "not compared": "-"}[expected.status]
+
+
+def test_a_watched_context_is_counted_by_the_judges_category() -> None:
+    """The watch words its rows itself (only the outcome is compared) but takes the pytest
+    category from the judge (``pytest_category``, what ``Verdict.category`` says)."""
+    assert pytest_category("agrees", "hang", "hang", "hang") == "hang predicted and seen"
+    assert pytest_category("not compared", "hang", "completed", "hang") == "not compared"
+    assert pytest_category("not compared", "error", "error", "error") == "error"
+    assert pytest_category("not compared", "completed", "completed", "completed") == \
+        "not compared"
+    assert pytest_category("differs", "hang", "hang", "hang") == "differs"

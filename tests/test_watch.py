@@ -73,6 +73,30 @@ def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: 
     assert inflight.open_slot(None) is None
 
 
+def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watched(
+        tmp_path: Path) -> None:
+    from distviz.tracing.watch import Watched
+
+    table = inflight.Table()
+    table.slot, table.worker = inflight.open_slot(str(tmp_path)), "trainer"
+    recorded = inflight.InFlight(5, 1, [], False, 1.0, 11)
+    first = Watched(6, 2, [], False, 2.0, 12, frame=None, deadline=9.0)
+    second = Watched(7, 3, [], True, 3.0, 13, frame=None, deadline=10.0)
+    tokens = [table.enter(e) for e in (recorded, first, second)]
+    assert table.by_context() == {5: recorded, 6: first, 7: second}   # what a snapshot reads
+
+    def stuck() -> list[tuple[int, int]]:
+        return [(s.step, s.context_id) for s in inflight.read(str(tmp_path))]
+
+    assert stuck() == [(2, 6)]       # the recorded backward is not the watch's
+    table.leave(tokens[1])
+    assert stuck() == [(3, 7)]
+    table.leave(tokens[2])
+    assert stuck() == []
+    table.leave(tokens[0])
+    assert table.by_context() == {}
+
+
 def test_the_summary_counts_every_backward_per_initiator() -> None:
     a, b = BackwardStats(worker="trainer"), BackwardStats(worker="trainer")
     for step in range(1, 101):

@@ -15,7 +15,7 @@ from distviz.render.tree import render_graph, render_summary
 from distviz.replay import replay
 from distviz.replay.verdict import judge
 from distviz.trace import Trace
-from distviz.words import plural, word_for
+from distviz.words import error_line, first_line, plural, word_for
 
 
 def test_plural_and_word_for() -> None:
@@ -96,3 +96,11 @@ def test_check_counts_workers_and_backward_calls() -> None:
     out = runner.invoke(app, ["check", "rnn_tutorial"]).output  # main calls backward itself
     assert out.strip() == ("rnn_tutorial: ok (rnn-tutorial: 2 workers, 1 main calling "
                            "dist_autograd.backward)")
+
+
+def test_an_error_is_told_by_its_first_line_without_pytorchs_source_location() -> None:
+    assert first_line(ValueError("\n  a bad batch \nmore")) == "a bad batch"
+    assert first_line(ValueError("")) == "ValueError" and first_line("") == ""
+    assert error_line(RuntimeError("")) == "RuntimeError"
+    assert error_line(RuntimeError("worker1 is gone Exception raised from rpc.cpp:12")) == \
+        "worker1 is gone"

@@ -366,12 +366,13 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m distviz.render.stepper TRACE.json``: replay a saved trace and step through it
     (or print the log when stdout is not a terminal). Returns the exit status."""
     from distviz.errors import DistvizError
+    from distviz.limits import EXIT_BAD_INPUT
     from distviz.trace import load
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m distviz.render.stepper TRACE.json", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         trace = load(args[0])
     except DistvizError as exc:

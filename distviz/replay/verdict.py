@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
            "Status", "Verdict", "context_verdicts", "judge", "most_severe", "outcome_code",
-           "recording_exit_code", "recording_text"]
+           "pytest_category", "recording_exit_code", "recording_text"]
 
 AGREE: Final = "agrees"
 DIFFERS: Final = "differs"
@@ -116,16 +116,8 @@ class Verdict:
 
     @property
     def category(self) -> str:
-        """What the context did, as the pytest plugin counts it (one of its ``CATEGORIES``): a
-        difference first, then a hang (predicted, and seen when PyTorch hung too), an error or
-        an unfinished backward, else whether the replay agrees."""
-        if self.status == DIFFERS:
-            return "differs"
-        if self.outcome == "hang" and self.predicted == "hang":
-            return "hang predicted and seen" if self.real == "hang" else "hang predicted"
-        if self.outcome in ("error", "unfinished"):
-            return self.outcome
-        return "agrees" if self.status == AGREE else "not compared"
+        """What the context did, as the pytest plugin counts it (``pytest_category``)."""
+        return pytest_category(self.status, self.outcome, self.predicted, self.real)
 
     def check(self, name: str) -> Check | None:
         """The check called ``name``, or ``None`` when it was not made."""
@@ -144,6 +136,20 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "status": self.status, "text": self.text,
                 "exit_code": self.exit_code, "checks": [c.to_json() for c in self.checks]}
+
+
+def pytest_category(status: str, outcome: str, predicted: str | None,
+                    real: str | None) -> str:
+    """What a context did, as the pytest plugin counts it (one of its ``CATEGORIES``): a
+    difference first, then a hang (predicted, and seen when PyTorch hung too), an error or an
+    unfinished backward, else whether the replay agrees."""
+    if status == DIFFERS:
+        return "differs"
+    if outcome == "hang" and predicted == "hang":
+        return "hang predicted and seen" if real == "hang" else "hang predicted"
+    if outcome in ("error", "unfinished"):
+        return outcome
+    return "agrees" if status == AGREE else "not compared"
 
 
 def outcome_code(outcome: ContextOutcome) -> int:

@@ -34,20 +34,14 @@ from distviz.recorder import contexts, hooks
 from distviz.recorder.side_thread import in_new_thread
 from distviz.runner.gradients import summarize
 from distviz.trace.sections import RealEvent
+from distviz.words import first_line
 
 #: PyTorch's own ``dist_autograd.backward`` (``distviz trace`` replaces the module's).
 BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
 
 __all__ = ["BACKWARD", "Passes", "RealRun", "call_on_workers", "clock_offsets", "collect", "fetch_piece",
-           "first_line", "on_all", "pair_events", "run_pass", "side", "watch"]
+           "on_all", "pair_events", "run_pass", "side", "watch"]
 
-
-def first_line(exc: BaseException | str) -> str:
-    """The first non-empty line of an exception's (or a text's) message."""
-    text = str(exc).strip()
-    if not text:
-        return type(exc).__name__ if isinstance(exc, BaseException) else ""
-    return next(line.strip() for line in text.splitlines() if line.strip())
 
 
 def side(fn: Callable[[], Any]) -> Any:

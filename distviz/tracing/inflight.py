@@ -1,5 +1,11 @@
-"""Which backward each traced process has in flight, readable after the process died
-(torch-free).
+"""The backwards each traced process has in flight: one table in memory that the watch's
+watchdog and ``distviz snapshot`` read, and the oldest watched one in a file readable after the
+process died (torch-free).
+
+``TABLE`` holds every ``dist_autograd.backward`` that has not returned, in the order they
+started: ``watch_hook.counted`` adds a recorded context's, ``Watch.watched`` a watched one's
+(a ``Watched`` entry, with its deadline): one dictionary insert and delete per backward. A
+forked child starts with an empty table.
 
 A process killed during a backward (SIGKILL, or the SIGTERM ``torch.multiprocessing.spawn``
 sends the others when one worker dies) runs no exit handler, so it cannot say which context it
@@ -12,12 +18,15 @@ a memory write, no system call. ``distviz trace`` reads the files when the progr
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 FOLDER = "inflight"
 _FORMAT = struct.Struct("<qqd64s")     # step (0: none), context id, wall start, worker
@@ -58,6 +67,72 @@ class Slot:
 
     def clear(self) -> None:
         _FORMAT.pack_into(self.map, 0, 0, 0, 0.0, b"")
+
+
+@dataclass(eq=False, slots=True)
+class InFlight:
+    """A ``dist_autograd.backward`` that has not returned: its context, step (the context's
+    number here), roots, since when (``time.monotonic``) and in which thread."""
+
+    context_id: int
+    step: int
+    roots: Any
+    retain_graph: bool
+    since: float
+    thread: int
+    #: Whether the watch waits on it (``distviz.tracing.watch.Watched``).
+    watched: ClassVar[bool] = False
+
+
+class Table:
+    """This process's backwards in flight, by token in the order they started; ``slot``
+    (opened by the watch) holds the oldest watched one."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty (and, in a forked child, forget the parent's backwards: they run in threads
+        the child does not have)."""
+        self.lock = threading.Lock()
+        self.entries: dict[int, InFlight] = {}
+        self.tokens = itertools.count()
+        self.slot: Slot | None = None
+        self.worker = ""
+        self.oldest: int | None = None      # the token of the watched entry in the slot
+
+    def enter(self, entry: InFlight) -> int:
+        """Add ``entry``; its token, for ``leave``."""
+        with self.lock:
+            token = next(self.tokens)
+            self.entries[token] = entry
+            if self.oldest is None and self.slot is not None and entry.watched:
+                self.oldest = token
+                self.slot.set(self.worker, entry.step, entry.context_id,
+                              wall_start(entry.since))
+        return token
+
+    def leave(self, token: int) -> None:
+        """The backward of ``token`` returned or raised."""
+        with self.lock:
+            self.entries.pop(token, None)
+            if token == self.oldest and self.slot is not None:
+                self.oldest, first = next(((t, e) for t, e in self.entries.items()
+                                           if e.watched), (None, None))
+                if first is None:
+                    self.slot.clear()
+                else:
+                    self.slot.set(self.worker, first.step, first.context_id,
+                                  wall_start(first.since))
+
+    def by_context(self) -> dict[int, InFlight]:
+        """The backwards in flight by context id (the latest one of a context)."""
+        with self.lock:
+            return {e.context_id: e for e in self.entries.values()}
+
+
+TABLE = Table()
+os.register_at_fork(after_in_child=TABLE.reset)
 
 
 def open_slot(session_dir: str | None) -> Slot | None:

@@ -55,7 +55,7 @@ from distviz import limits
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.runner import observe_real
-from distviz.runner.observe_real import Passes, first_line
+from distviz.runner.observe_real import Passes
 from distviz.trace import Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real, RealEvent
@@ -63,9 +63,11 @@ from distviz.tracing import callsites, journal, observe_args, watch_hook
 from distviz.tracing.assemble import record_trace
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.fanout import in_background, on_all
+from distviz.tracing.inflight import InFlight
 from distviz.tracing.live import say
 from distviz.tracing.slots import claim_slot
 from distviz.tracing.stop import stop_program
+from distviz.words import error_line
 
 # The replay and the verdict are imported at the first recorded context: every process of a
 # traced program loads this module, most record nothing. The real backward is observed by the
@@ -169,8 +171,8 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
-        watch_hook.counted(k, record_again, proc.runs[context_id], roots, retain_graph,
-                           sys._getframe(1))
+        watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_again,
+                           proc.runs[context_id], roots, retain_graph, sys._getframe(1))
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
@@ -179,10 +181,18 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
             return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
                                             sys._getframe(1))
         callsites.drop(context_id)
-        return ORIGINAL_BACKWARD(*args, **kwargs)
-    watch_hook.counted(k, record_and_observe, proc.config, context_id, roots, retain_graph,
-                       k, sys._getframe(1))
+        return watch_hook.counted(_in_flight(context_id, k, roots, retain_graph),
+                                  ORIGINAL_BACKWARD, *args, **kwargs)
+    watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_and_observe,
+                       proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
     return None
+
+
+def _in_flight(context_id: int, k: int, roots: list[torch.Tensor],
+               retain_graph: bool) -> InFlight:
+    """The table entry of a backward starting now in this thread."""
+    return InFlight(context_id, k, roots, retain_graph, time.monotonic(),
+                    threading.get_ident())
 
 
 def _log_unrecorded(proc: Process, message: str) -> None:
@@ -312,8 +322,7 @@ class Run:
     def after_hang(self, error: BaseException) -> None:
         """What PyTorch raised after the observed hang (its own RPC time-out, a worker gone):
         the consequence of the hang, kept in ``real["after_hang"]``; the outcome stays a hang."""
-        text = first_line(error).split(" Exception raised from ")[0] or \
-            type(error).__name__
+        text = error_line(error)
         assert self.trace.real is not None
         self.trace.real["after_hang"] = text
         self.write()

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from distviz.runner.observe_real import BACKWARD, first_line
+from distviz.runner.observe_real import BACKWARD
+from distviz.words import error_line
 
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
 
@@ -58,7 +59,7 @@ def unrecorded(args: tuple[Any, ...], kwargs: dict[str, Any], context_id: int | 
             from distviz.tracing import report
             log(report.not_recorded(context_id, exc))
         else:
-            text = first_line(exc).split(" Exception raised from ")[0]
+            text = error_line(exc)
             log("a dist_autograd.backward call was not recorded: PyTorch rejected its "
                 f"arguments ({type(exc).__name__}: {text})")
         raise

@@ -20,7 +20,8 @@
   references are kept on its workers for later passes until then), and logs a backward the
   context ran from TorchScript (not recorded: it never reaches Python).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot_listener``): entering and leaving a
-  context and each backward in flight are noted, and ``rpc.init_rpc`` starts the listener.
+  context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
+  the table ``traced_backward`` and the watch keep, ``distviz.tracing.inflight``).
 
 Each patched function keeps the original as ``__wrapped__``.
 """
@@ -172,9 +173,8 @@ def install(config: TraceConfig) -> None:
     install_callsites(proc)
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
-    traced = snapshot_listener.timed(
-        functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward))
-    traced.__wrapped__ = observe.ORIGINAL_BACKWARD   # type: ignore[attr-defined]
+    traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
+    traced.__wrapped__ = observe.ORIGINAL_BACKWARD
     dist_autograd.backward = traced
     jit.as_builtin(traced, observe.ORIGINAL_BACKWARD)
     jit.watch_compiles()

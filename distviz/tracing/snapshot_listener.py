@@ -6,9 +6,8 @@ Nothing runs while nobody asks:
 * entering ``with dist_autograd.context()`` adds one entry to ``OPEN`` (context id -> when,
   in which thread), leaving it removes it (``distviz.tracing.patches`` calls ``entered`` and
   ``left``);
-* ``dist_autograd.backward`` (``timed``, around distviz's traced backward) adds one entry to
-  ``BACKWARD`` (context id -> since when, in which thread, its roots) and removes it when the
-  backward returns or raises;
+* the backwards in flight (since when, in which thread, their roots) are the process's one
+  table of them, ``distviz.tracing.inflight.TABLE``, which the watch keeps too;
 * once the process's RPC has started (``start``, from the patched ``rpc.init_rpc``), one
   daemon thread waits in ``accept()`` on an AF_UNIX socket whose path is registered in the
   session (``distviz.tracing.snapshot``). ``accept()`` and everything after it run in that
@@ -24,7 +23,6 @@ the process exits.
 from __future__ import annotations
 
 import atexit
-import functools
 import itertools
 import json
 import os
@@ -34,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from distviz import limits
 from distviz.tracing import snapshot
@@ -52,19 +50,8 @@ class Opened(NamedTuple):
     thread: int
 
 
-class InFlight(NamedTuple):
-    """A ``dist_autograd.backward`` that has not returned: since when, in which thread, with
-    which roots."""
-
-    since: float
-    thread: int
-    roots: Any
-    retain_graph: bool
-
-
 _now, _thread = time.monotonic, threading.get_ident
 OPEN: dict[int, Opened] = {}
-BACKWARD: dict[int, InFlight] = {}
 _NUMBER = itertools.count(1)
 
 
@@ -76,24 +63,6 @@ def entered(context_id: int) -> None:
 def left(context_id: int) -> None:
     """The program left the context."""
     OPEN.pop(context_id, None)
-
-
-def timed(backward: Callable[..., Any]) -> Callable[..., Any]:
-    """``backward`` (``dist_autograd.backward``'s signature) noting, while it runs, that the
-    context's backward is in flight."""
-    @functools.wraps(backward)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        cid = args[0] if args else kwargs.get("context_id")
-        if not isinstance(cid, int):
-            return backward(*args, **kwargs)
-        roots = args[1] if len(args) > 1 else kwargs.get("roots")
-        retain = args[2] if len(args) > 2 else kwargs.get("retain_graph", False)
-        BACKWARD[cid] = InFlight(_now(), _thread(), roots, bool(retain))
-        try:
-            return backward(*args, **kwargs)
-        finally:
-            BACKWARD.pop(cid, None)
-    return wrapper
 
 
 # -- the listener ------------------------------------------------------------------------------

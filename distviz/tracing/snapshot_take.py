@@ -4,7 +4,7 @@ listener thread of ``distviz.tracing.snapshot_listener``, never in the program's
 ``take(folder)`` reads every thread's Python stack first (``sys._current_frames()``: the
 moment the snapshot was asked for), writes them in full to ``<worker>.stacks.txt``, then, for
 each live context this process entered (``snapshot_listener.OPEN``) or whose backward runs
-here (``BACKWARD``):
+here (``inflight.TABLE``):
 
 * records its graph as a full recording does, over the program's RPC agent
   (``recorder.gather`` with ``snapshot_piece`` on every worker: parameter names, the call
@@ -42,8 +42,9 @@ from distviz.recorder.piece import record_local, root_nrs
 from distviz.recorder.walk import reachable
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites, journal, naming, observe, report
+from distviz.tracing.inflight import TABLE, InFlight
 from distviz.tracing.snapshot import ContextState, ProcessSnapshot, ThreadStack
-from distviz.tracing.snapshot_listener import BACKWARD, OPEN, InFlight
+from distviz.tracing.snapshot_listener import OPEN
 
 #: Frames shown per thread in the answer (the innermost, then the program's own).
 SUMMARY_FRAMES = 4
@@ -72,8 +73,9 @@ def take(folder: str) -> ProcessSnapshot:
                       encoding="utf-8")
     contexts: list[ContextState] = []
     deadline = time.monotonic() + limits.SNAPSHOT_GRAPH_TIMEOUT    # for all the graphs
-    for cid in sorted(set(OPEN) | set(BACKWARD)):
-        opened, inflight = OPEN.get(cid), BACKWARD.get(cid)
+    backward = TABLE.by_context()
+    for cid in sorted(set(OPEN) | set(backward)):
+        opened, inflight = OPEN.get(cid), backward.get(cid)
         number = opened.number if opened is not None else 0
         since = inflight.since if inflight is not None else opened.since if opened else 0.0
         ident = inflight.thread if inflight is not None else opened.thread if opened else 0

@@ -2,7 +2,8 @@
 
 Under ``distviz trace`` (and the pytest plugin) ``traced_backward`` hands each
 ``dist_autograd.backward`` that ``--contexts`` does not select to ``Watch.watched``. The call
-only notes a deadline (``--hang-timeout``) in the process's table of backwards in flight and
+only notes a deadline (``--hang-timeout``) in the process's table of backwards in flight
+(``inflight.TABLE``, which ``distviz snapshot`` reads too) and
 runs PyTorch's backward in the program's thread: a backward that returns in time costs a
 dictionary entry and a count (``BackwardStats``), no RPC, no file, no thread. One watchdog
 thread per process sleeps until the earliest deadline (entries are kept in the order they
@@ -30,7 +31,6 @@ or before a hang stops the program).
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import sys
 import threading
@@ -38,13 +38,12 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch.distributed.rpc as rpc
 
 from distviz.recorder import contexts
 from distviz.runner import observe_real
-from distviz.runner.observe_real import first_line
 from distviz.trace import Trace
 from distviz.tracing import (
     assemble,
@@ -61,28 +60,25 @@ from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
 from distviz.tracing.watch_report import State
+from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.tracing.observe import Process
 
 
-@dataclass(eq=False)
-class InFlight:
-    """One watched backward: its context, step, roots, the program's frame (variable names
-    for a recording), when it started (``time.monotonic``) and its deadline. ``fired``: the
-    watchdog took it; ``lock`` is held while the watchdog records it."""
+@dataclass(eq=False, slots=True, kw_only=True)
+class Watched(inflight.InFlight):
+    """One watched backward in the table of backwards in flight: the program's frame
+    (variable names for a recording) and its deadline. ``fired``: the watchdog took it;
+    ``lock`` is held while the watchdog records it."""
 
-    context_id: int
-    step: int
-    roots: list[Any]
-    retain_graph: bool
     frame: types.FrameType | None
-    started: float
     deadline: float
     fired: bool = False
     returned: bool = False      # PyTorch's backward returned or raised
     lock: threading.Lock = field(default_factory=threading.Lock)
     late: _Late | None = None
+    watched: ClassVar[bool] = True
 
 
 @dataclass
@@ -96,50 +92,30 @@ class _Late:
 
 
 class Watchdog:
-    """The backwards in flight in this process and the one thread that wakes at the earliest
-    deadline (started at the first backward, daemon: it never keeps a process alive)."""
+    """The one thread that wakes at the earliest deadline of the watched backwards in
+    ``inflight.TABLE`` (started at the first, daemon: it never keeps a process alive)."""
 
     def __init__(self, fire: Any) -> None:
         self.fire = fire
-        self.slot: inflight.Slot | None = None     # the oldest in flight, for after a kill
-        self.worker = ""
         self.lock = threading.Lock()
-        self.flight: dict[int, InFlight] = {}    # by token, in the order they started
         self.wake = threading.Event()
-        self.tokens = itertools.count()
+        self.idle = True        # it waits with no watched backward in flight
         self.thread: threading.Thread | None = None
 
-    def enter(self, entry: InFlight) -> int:
+    def start(self) -> None:
         with self.lock:
-            token = next(self.tokens)
-            self.flight[token] = entry
-            alone = len(self.flight) == 1
-            if alone and self.slot is not None:
-                self.slot.set(self.worker, entry.step, entry.context_id,
-                              inflight.wall_start(entry.started))
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="distviz-watchdog",
                                                daemon=True)
                 self.thread.start()
-        if alone:
-            self.wake.set()
-        return token
 
-    def leave(self, token: int) -> None:
-        with self.lock:
-            oldest = bool(self.flight) and next(iter(self.flight)) == token
-            self.flight.pop(token, None)
-            if oldest and self.slot is not None:
-                first = next(iter(self.flight.values()), None)
-                if first is None:
-                    self.slot.clear()
-                else:
-                    self.slot.set(self.worker, first.step, first.context_id,
-                                  inflight.wall_start(first.started))
-
-    def _next(self) -> InFlight | None:
-        with self.lock:
-            return next((e for e in self.flight.values() if not e.fired), None)
+    def _next(self) -> Watched | None:
+        table = inflight.TABLE
+        with table.lock:
+            entry = next((e for e in table.entries.values()
+                          if isinstance(e, Watched) and not e.fired), None)
+            self.idle = entry is None
+            return entry
 
     def _loop(self) -> None:
         while True:
@@ -152,7 +128,7 @@ class Watchdog:
             if delay > 0:
                 self.wake.wait(delay)
                 continue
-            with self.lock:
+            with inflight.TABLE.lock:
                 entry.fired = True
             try:
                 self.fire(entry)
@@ -182,18 +158,22 @@ class Watch:
                 retain_graph: bool, step: int, frame: types.FrameType | None) -> None:
         """PyTorch's backward, watched (see the module docstring); returns or raises what
         PyTorch does."""
+        table = inflight.TABLE
         if self.stats.worker is None:
-            self.stats.worker = self.watchdog.worker = proc.me()
-            self.watchdog.slot = inflight.open_slot(self.config.session_dir)
+            self.stats.worker = table.worker = proc.me()
+            table.slot = inflight.open_slot(self.config.session_dir)
+            self.watchdog.start()
         now = time.monotonic()
-        entry = InFlight(context_id, step, roots, retain_graph, frame, now,
-                         now + self.config.hang_timeout)
-        token = self.watchdog.enter(entry)
+        entry = Watched(context_id, step, roots, retain_graph, now, threading.get_ident(),
+                        frame=frame, deadline=now + self.config.hang_timeout)
+        token = table.enter(entry)
+        if self.watchdog.idle:
+            self.watchdog.wake.set()
         try:
             observe_real.BACKWARD(context_id, roots, retain_graph=retain_graph)
         except BaseException as exc:
             entry.returned = True
-            self.watchdog.leave(token)
+            table.leave(token)
             seconds = time.monotonic() - now
             self.count(step, seconds, first_line(exc))
             entry.frame = None
@@ -201,7 +181,7 @@ class Watch:
             callsites.drop(context_id)
             raise
         entry.returned = True
-        self.watchdog.leave(token)
+        table.leave(token)
         seconds = time.monotonic() - now
         self.count(step, seconds, None)
         entry.frame = None
@@ -211,7 +191,7 @@ class Watch:
 
     # -- past the deadline (the watchdog thread) -----------------------------------------------
 
-    def _deadline(self, entry: InFlight) -> None:
+    def _deadline(self, entry: Watched) -> None:
         with entry.lock:
             if entry.returned:      # it returned while the watchdog woke: nothing happened
                 return
@@ -235,7 +215,7 @@ class Watch:
             except stop.HangPredicted:   # no distviz trace to stop it (the Python API)
                 pass
 
-    def _record(self, entry: InFlight, me: str, state: State, error: str | None) -> _Late:
+    def _record(self, entry: Watched, me: str, state: State, error: str | None) -> _Late:
         """Record, replay and write ``entry``'s context as it is now; ``state`` is
         ``watch_report.State``'s."""
         from distviz.replay import replay
@@ -253,7 +233,7 @@ class Watch:
         seconds["replay"] = round(time.perf_counter() - t1, 4)
         grads = {nid: s for piece in got.values() if isinstance(piece, dict)
                  for nid, s in (piece.get("summaries") or {}).items()}
-        waited = time.monotonic() - entry.started
+        waited = time.monotonic() - entry.since
         trace.meta["traced"] = {
             "pid": os.getpid(), "argv": list(sys.argv), "context": entry.step,
             "seconds": seconds, "watched": {"gradients": grads}}
@@ -265,7 +245,7 @@ class Watch:
         self._write(late, state, waited, error)
         return late
 
-    def _row(self, trace: Trace, rp: Any, path: Path, entry: InFlight,
+    def _row(self, trace: Trace, rp: Any, path: Path, entry: Watched,
              seconds: dict[str, float]) -> ContextRow:
         from distviz.tracing import report
 
@@ -287,7 +267,7 @@ class Watch:
 
     # -- after the deadline, or instead of it (the program's thread) -----------------------------
 
-    def _returned(self, entry: InFlight, seconds: float) -> None:
+    def _returned(self, entry: Watched, seconds: float) -> None:
         """A backward the watchdog took returned: slow, not a hang (or a hang some worker
         got out of: said as it is)."""
         with entry.lock:
@@ -298,11 +278,11 @@ class Watch:
             live.say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
                                                     self.config.hang_timeout, late.replay))
 
-    def _raised(self, proc: Process, entry: InFlight, exc: BaseException,
+    def _raised(self, proc: Process, entry: Watched, exc: BaseException,
                 seconds: float) -> None:
         """A watched backward raised: say so, and record its graph when that is cheap (the
         context is still here, no worker is gone); never raises."""
-        text = first_line(exc).split(" Exception raised from ")[0] or type(exc).__name__
+        text = error_line(exc)
         me = self.stats.worker or proc.worker or "?"
         try:
             with entry.lock:

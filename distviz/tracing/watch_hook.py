@@ -3,7 +3,8 @@
 ``distviz.tracing.observe`` does not import ``distviz.tracing.watch`` (the watch names
 observe's ``Process``, and an import each way would be a cycle), so the watch puts itself here
 (``WATCH``) when ``patches.install`` starts it; without it every backward not recorded in full
-goes straight to PyTorch.
+goes straight to PyTorch. ``counted`` puts a recorded backward in the table of backwards in
+flight (``inflight.TABLE``; a watched one is put there by the watch).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import time
 import types
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from distviz.tracing import inflight
+from distviz.tracing.inflight import InFlight
+from distviz.words import first_line
 
 
 class Watcher(Protocol):
@@ -28,18 +33,19 @@ class Watcher(Protocol):
 WATCH: Watcher | None = None
 
 
-def counted(step: int, fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)`` (a recorded backward), counted by the watch with its wall time."""
-    watch = WATCH
-    if watch is None:
-        fn(*args)
-        return
-    t0 = time.monotonic()
+def counted(entry: InFlight, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """``fn(*args, **kwargs)`` (a backward not watched: a recorded one), in the table of
+    backwards in flight as ``entry`` while it runs, and counted by the watch with its wall
+    time."""
+    watch, table = WATCH, inflight.TABLE
+    token = table.enter(entry)
     try:
-        fn(*args)
+        fn(*args, **kwargs)
     except BaseException as exc:
-        text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
-                    type(exc).__name__)
-        watch.count(step, time.monotonic() - t0, text)
+        if watch is not None:
+            watch.count(entry.step, time.monotonic() - entry.since, first_line(exc))
         raise
-    watch.count(step, time.monotonic() - t0, None)
+    finally:
+        table.leave(token)
+    if watch is not None:
+        watch.count(entry.step, time.monotonic() - entry.since, None)

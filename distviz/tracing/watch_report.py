@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from distviz.replay.verdict import outcome_code
+from distviz.replay.verdict import outcome_code, pytest_category
 from distviz.trace import Trace, short_name
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.journal import ContextRow, Event
-from distviz.words import plural
+from distviz.words import first_line, plural
 
 #: What happened in a watched context: past its deadline, returned after it, or raised.
 State = Literal["hang", "returned", "raised"]
@@ -114,10 +114,8 @@ def returned_text(me: str, step: int, seconds: float, timeout: float, replay: An
 
 def unrecorded_text(me: str, step: int, timeout: float, exc: BaseException) -> str:
     """The watch could not record a backward past its deadline."""
-    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()),
-                type(exc).__name__)
     return (f"{me} context {step}: PyTorch's backward has not returned after {timeout:g} s; "
-            f"its graph could not be recorded ({text}); the program goes on")
+            f"its graph could not be recorded ({first_line(exc)}); the program goes on")
 
 
 def raised_note(step: int, seconds: float, text: str, why: str | None = None) -> str:
@@ -133,13 +131,8 @@ def watched_row(row: ContextRow, trace: Trace, replay: Any, state: State, waited
     ``state``, with the exit code and the pytest category of its outcome: only the outcome is
     compared (see the module docstring), so nothing here ever differs."""
     out = _worded(row, trace, replay, state, waited, timeout, error)
-    if out.outcome == "hang" and out.predicted == "hang":
-        category = "hang predicted and seen"
-    elif out.outcome == "error":
-        category = "error"
-    else:
-        category = "agrees" if out.agreement == "agrees" else "not compared"
-    return replace(out, exit_code=outcome_code(out.outcome), category=category)
+    return replace(out, exit_code=outcome_code(out.outcome),
+                   category=pytest_category(out.agreement, out.outcome, out.predicted, out.real))
 
 
 def _worded(row: ContextRow, trace: Trace, replay: Any, state: State, waited: float,

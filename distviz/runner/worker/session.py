@@ -42,7 +42,7 @@ from distviz.recorder.merge import build_trace
 from distviz.recorder.names import add_namer, expand, named_here
 from distviz.recorder.piece import root_ids, root_nrs
 from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
-from distviz.runner.observe_real import Passes, first_line, on_all, run_pass, side
+from distviz.runner.observe_real import Passes, on_all, run_pass, side
 from distviz.runner.observe_real import collect as collect_real
 from distviz.runner.protocol import ContextDone, WorkerOptions
 from distviz.runner.sandbox import modules
@@ -52,6 +52,7 @@ from distviz.runner.worker.initiator import check_root
 from distviz.trace import BackwardPass, Trace
 from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
+from distviz.words import first_line
 
 __all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters"]
 
