@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,12 @@ def _pytest(tmp: Path, how: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     tmp = tmp_path_factory.mktemp("pytorch")
-    code_plain, out_plain = _pytest(tmp, "plain")
-    code_traced, out_traced = _pytest(tmp, "traced")
+    # the two runs are independent (own junit files, own rendezvous files): side by side, the
+    # workers of one import torch while the other's wait (PyTorch's 10 s join, RPC shutdown)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(_pytest, tmp, "plain")
+        traced = pool.submit(_pytest, tmp, "traced")
+        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
     index = json.loads((tmp / "traces" / "index.json").read_text())
     result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
                    (code_plain, code_traced))
