@@ -15,6 +15,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,7 +207,11 @@ def _run_suite(tmp: Path, how: str) -> SuiteRun:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SuiteRun]:
     tmp = tmp_path_factory.mktemp("suite")
-    return {how: _run_suite(tmp, how) for how in ("plain", "plugin", "trace")}
+    # three independent runs (own junit file, output folder and rendezvous): side by side
+    hows = ("plain", "plugin", "trace")
+    with ThreadPoolExecutor(max_workers=len(hows)) as pool:
+        started = {how: pool.submit(_run_suite, tmp, how) for how in hows}
+        return {how: run.result() for how, run in started.items()}
 
 
 def _by_test(index: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

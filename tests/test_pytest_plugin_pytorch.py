@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,12 @@ def _pytest(tmp: Path, how: str, targets: list[str] | None = None) -> tuple[int,
 
 
 def _compare(tmp: Path, targets: list[str] | None = None) -> tuple[dict[str, Any], str]:
-    code_plain, out_plain = _pytest(tmp, "plain", targets)
-    code_traced, out_traced = _pytest(tmp, "traced", targets)
+    # the two runs are independent (own junit files, own rendezvous files): side by side, the
+    # workers of one import torch while the other's wait (PyTorch's 10 s join, RPC shutdown)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(_pytest, tmp, "plain", targets)
+        traced = pool.submit(_pytest, tmp, "traced", targets)
+        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
     index = json.loads((tmp / "traces" / "index.json").read_text())
     result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
                    (code_plain, code_traced))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -26,14 +27,19 @@ def _plain_and_traced(tmp: Path, mode: str, *options: str) -> tuple[str, str, Tr
     plain_dir, traced_dir = tmp / "plain", tmp / "traced"
     plain_dir.mkdir()
     traced_dir.mkdir()
-    plain = subprocess.run([sys.executable, PROGRAM, mode, str(plain_dir / "log")], cwd=ROOT,
-                           env=_environment(plain_dir), capture_output=True, text=True,
-                           timeout=400)
+    # the two runs are independent (own folder, log and rendezvous files): side by side
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain_run = pool.submit(subprocess.run, [sys.executable, PROGRAM, mode,
+                                                 str(plain_dir / "log")],
+                                cwd=ROOT, env=_environment(plain_dir), capture_output=True,
+                                text=True, timeout=400)
+        traced_run = pool.submit(subprocess.run,
+                                 trace_command(traced_dir, [PROGRAM, mode,
+                                                            str(traced_dir / "log")], *options),
+                                 cwd=ROOT, env=_environment(traced_dir), capture_output=True,
+                                 text=True, timeout=600)
+        plain, proc = plain_run.result(), traced_run.result()
     assert plain.returncode == 7, plain.stderr[-3000:]
-    proc = subprocess.run(trace_command(traced_dir, [PROGRAM, mode, str(traced_dir / "log")],
-                                        *options),
-                          cwd=ROOT, env=_environment(traced_dir), capture_output=True, text=True,
-                          timeout=600)
     traced = finish(traced_dir, proc, proc.stdout, proc.stderr)
     assert traced.code == 7, proc.stdout + proc.stderr[-3000:]   # the program's own status
     return ((plain_dir / "log").read_text(encoding="utf-8"),
