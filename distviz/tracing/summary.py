@@ -81,6 +81,7 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
             "context_id": r.context_id, "pid": r.pid, "workers": r.workers, "nodes": r.nodes,
             "messages": r.messages, "passes": r.passes, "outcome": r.outcome, "predicted": r.predicted,
             "real": r.real, "agreement": r.agreement, "agreement_text": r.agreement_text,
+            "exit_code": r.exit_code, "category": r.category,
             "violations": r.violations, "explanation": r.explanation, "time": r.time,
             "change": e.change, "seconds": r.seconds, "test": r.test, "watched": r.watched})
     return {"format": "distviz-trace-index", "command": command, "exit_code": exit_code,
