@@ -1,7 +1,8 @@
 """One judge: every reader of a trace reports the verdict of ``distviz.replay.verdict.judge``:
 ``replay`` (text and ``--json``), ``export`` (the HTML viewer's data), ``graph`` (no claim at
 all), ``run``'s report, ``trace``'s summary row, ``index.json`` and exit code, the pytest
-plugin's category, the training table, and the fuzz (plain and training programs). Pure:
+plugin's category, the training table, the fuzz (plain and training programs), and the
+watch's rows of watched contexts. Pure:
 recorded traces and hand-built ones, no workers."""
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from distviz.cli.options import View
 from distviz.cli.running import show_run
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
+from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
 from distviz.render.recording import iteration_table
 from distviz.replay import replay
 from distviz.replay.model import AGREEMENT_JSON_WORDS
-from distviz.replay.verdict import Verdict, judge, pytest_category
+from distviz.replay.verdict import Verdict, Watched, judge
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
-from distviz.tracing import report, summary
+from distviz.tracing import report, summary, watch_report
 from distviz.tracing.journal import Event
 from distviz.tracing.pytest_plugin import Findings, category, section
 
@@ -153,12 +155,67 @@ def test_the_plugin_the_training_table_and_the_fuzz_read_the_verdict(name: str) 
     assert last[-2] == {"agrees": "yes", "differs": "NO", "not compared": "-"}[expected.status]
 
 
-def test_a_watched_context_is_counted_by_the_judges_category() -> None:
-    """The watch words its rows itself (only the outcome is compared) but takes the pytest
-    category from the judge (``pytest_category``, what ``Verdict.category`` says)."""
-    assert pytest_category("agrees", "hang", "hang", "hang") == "hang predicted and seen"
-    assert pytest_category("not compared", "hang", "completed", "hang") == "not compared"
-    assert pytest_category("not compared", "error", "error", "error") == "error"
-    assert pytest_category("not compared", "completed", "completed", "completed") == \
-        "not compared"
-    assert pytest_category("differs", "hang", "hang", "hang") == "differs"
+def _watched_trace(t: Trace) -> Trace:
+    """``t`` as the watch writes it: recorded late, no real run, the gradients so far."""
+    t.meta = {"traced": {"pid": 1, "argv": ["prog.py"], "context": 3, "seconds": {},
+                         "watched": {"gradients": {}}}}
+    return t
+
+
+#: Watched contexts: ``(trace, how PyTorch's backward ended, the status, exit code and
+#: category the verdict must give)``.
+WATCHED = {
+    "hang": (F.unused_rpc_result, Watched("hang", 2.5, 2.0), "agrees", EXIT_HANG,
+             "hang predicted and seen"),
+    "slow": (F.design_note, Watched("hang", 2.5, 2.0), "not compared", EXIT_HANG,
+             "not compared"),
+    "returned": (F.design_note, Watched("returned", 3.25, 2.0), "not compared", EXIT_OK,
+                 "not compared"),
+    "raised": (F.design_note, Watched("raised", 1.5, 2.0, "RuntimeError: boom"),
+               "not compared", EXIT_BACKWARD_ERROR, "error"),
+    "hang, then PyTorch's time-out": (
+        F.unused_rpc_result, Watched("raised", 9.0, 2.0, "RPCErr: timed out", hung=True),
+        "agrees", EXIT_HANG, "hang predicted and seen"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WATCHED))
+def test_a_watched_context_goes_through_the_one_judge(name: str) -> None:
+    """The watch's row (``watch_report.watched_row``), the summary's ``index.json`` and the
+    pytest plugin's category read the judge's verdict on a watched context; only its outcome
+    is compared, so it never differs."""
+    make, watched, status, code, counted = WATCHED[name]
+    trace = _watched_trace(make())
+    rp = replay(trace)
+    v = judge(trace, rp, watched)
+    assert (v.status, v.exit_code, v.category) == (status, code, counted)
+    assert [c.name for c in v.checks] == ["outcome"] and v.differences == ()
+    before = report.row(trace, rp, "t.json", 3, 1, {})
+    row = watch_report.watched_row(before, trace, rp, watched)
+    assert row.watched
+    assert (row.agreement, row.agreement_text, row.exit_code, row.outcome, row.real) == \
+        (v.status, v.text, v.exit_code, v.outcome, v.real)
+    row.test = "t::x"
+    assert category(row) == v.category
+    entries = [summary.Entry(row=row, change="first recorded")]
+    index = summary.index_json(entries, ["prog"], summary.contexts_code(entries), [])
+    first = index["contexts"][0]
+    assert (first["agreement"], first["agreement_text"], index["exit_code"]) == \
+        (v.status, v.text, v.exit_code)
+
+
+def test_only_the_judge_words_a_watched_context() -> None:
+    """The agreement sentences of a watched context are written under ``distviz/replay/``
+    alone (the judge and the pure texts it reads), nowhere else in the library."""
+    fragments = ("(watched: no per-node order to compare)", "(watched: nothing",
+                 "watched: PyTorch's backward raised; nothing else compared",
+                 "hang in FAST mode (the replay of its graph, recorded then, completes)",
+                 "although the replay", "s): slow, not a hang")
+    package = Path(__file__).parent.parent / "distviz"
+    found: dict[str, set[str]] = {f: set() for f in fragments}
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for f in fragments:
+            if f in text:
+                found[f].add(path.relative_to(package).parts[0])
+    assert found == {f: {"replay"} for f in fragments}

@@ -32,6 +32,12 @@ The checks, in the order a difference is named:
 PyTorch's backward not returning within the hang timeout while the replay completes is not
 compared at all: a time-out cannot tell a hang from a slow backward.
 
+A watched context (``watched=``, a ``distviz.replay.watched.Watched``: a backward that outlived
+``--hang-timeout``, whose graph was recorded late, without hooks) has no per-node order: only
+its outcome is compared. A hang both sides have agrees (and stays a hang when PyTorch raises
+afterwards); a backward still running whose graph completes in the replay, one that returned
+late, and one that raised are not compared, never "differs".
+
 A check says ``differs`` only when the difference is proven (a claim that PyTorch or the
 replay is wrong); otherwise ``not compared``, with the reason. A check and the whole verdict
 use one word (``Status``: ``agrees``, ``differs``, ``not compared``); the JSON formats' own
@@ -59,6 +65,7 @@ from distviz.replay.model import CHECK_JSON_WORDS, Agreement, Status
 from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
+from distviz.replay.watched import Watched, returned_sentence, slow_text
 from distviz.trace import Trace
 from distviz.trace.sections import Real
 from distviz.words import plural, word_for
@@ -69,7 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.trace.recording import Recording
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
-           "Status", "Verdict", "context_verdicts", "judge", "most_severe", "outcome_code",
+           "Status", "Verdict", "Watched", "context_verdicts", "judge", "most_severe", "outcome_code",
            "pytest_category", "recording_exit_code", "recording_text"]
 
 AGREE: Final = "agrees"
@@ -225,10 +232,13 @@ def _not_compared(trace: Trace, replay: Replay) -> Verdict | None:
                    agreement)
 
 
-def judge(trace: Trace, replay: Replay) -> Verdict:
+def judge(trace: Trace, replay: Replay, watched: Watched | None = None) -> Verdict:
     """The verdict on ``replay`` against what PyTorch did in ``trace`` (see the module
     docstring). A SMART replay, which PyTorch never built, gets FAST mode's checks, the
-    ``smart_report`` as its sentence, and the exit code of its own outcome."""
+    ``smart_report`` as its sentence, and the exit code of its own outcome. ``watched``: how
+    the backward of a watched context ended (only its outcome is compared)."""
+    if watched is not None:
+        return _judge_watched(trace, replay, watched)
     if replay.mode == "smart":
         fast_replay = run_replay(trace, "fast")
         fast = judge(trace, fast_replay)
@@ -265,6 +275,34 @@ def judge(trace: Trace, replay: Replay) -> Verdict:
         text += (f"; after the hang PyTorch raised: {after} (a consequence of the hang, "
                  "not a different outcome)")
     return _finish(trace, replay, outcome, checks, text, a, violations)
+
+
+def _judge_watched(trace: Trace, replay: Replay, w: Watched) -> Verdict:
+    """A watched context's verdict: its outcome alone (see the module docstring)."""
+    status: Status = NOT_COMPARED
+    real: RealOutcome
+    outcome: ContextOutcome
+    if w.state == "hang" or (w.state == "raised" and w.hung and replay.outcome == "hang"):
+        real = outcome = "hang"
+        if replay.outcome == "hang":
+            status = AGREE
+            text = (f"PyTorch's backward had not returned after {w.timeout:g} s and the replay "
+                    "of its graph, recorded then, hangs (watched: no per-node order to compare)")
+            if w.state == "raised":
+                text += (f"; after the hang PyTorch raised: {w.error} (a consequence of the "
+                         "hang, not a different outcome)")
+        else:
+            text = slow_text(trace, w.timeout)
+    elif w.state == "returned":
+        real = outcome = "completed"
+        text = (f"{returned_sentence(w.seconds, w.timeout, replay)} (watched: nothing "
+                "compared)")
+    else:
+        real = outcome = "error"
+        text = "watched: PyTorch's backward raised; nothing else compared"
+    verdict = _finish(trace, replay, outcome, [Check("outcome", status, text)], text,
+                      compare(trace, replay))
+    return replace(verdict, real=real)
 
 
 def _check(name: str, value: bool | None, agree: str, differs: str,

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch.distributed.rpc as rpc
 
 from distviz.recorder import contexts
+from distviz.replay.watched import Watched as Ended
+from distviz.replay.watched import WatchedState
 from distviz.runner import observe_real
 from distviz.trace import Trace
 from distviz.tracing import (
@@ -59,7 +61,6 @@ from distviz.tracing import (
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
-from distviz.tracing.watch_report import State
 from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,6 +90,7 @@ class _Late:
     replay: Any
     path: Path
     row: ContextRow
+    state: WatchedState | None = None     # what the last row said: a hang, before it raised
 
 
 class Watchdog:
@@ -215,9 +217,10 @@ class Watch:
             except stop.HangPredicted:   # no distviz trace to stop it (the Python API)
                 pass
 
-    def _record(self, entry: Watched, me: str, state: State, error: str | None) -> _Late:
-        """Record, replay and write ``entry``'s context as it is now; ``state`` is
-        ``watch_report.State``'s."""
+    def _record(self, entry: Watched, me: str, state: WatchedState, error: str | None
+                ) -> _Late:
+        """Record, replay and write ``entry``'s context as it is now (``state``: what
+        happened in it)."""
         from distviz.replay import replay
 
         t0 = time.perf_counter()
@@ -251,15 +254,16 @@ class Watch:
 
         return report.row(trace, rp, str(path), entry.step, os.getpid(), seconds)
 
-    def _write(self, late: _Late, state: State, waited: float, error: str | None) -> None:
-        """Word ``late``'s row for ``state``, save its trace and log the row."""
-        late.row = watch_report.watched_row(late.row, late.trace, late.replay, state, waited,
-                                            self.config.hang_timeout, error)
+    def _write(self, late: _Late, state: WatchedState, waited: float, error: str | None
+               ) -> None:
+        """Judge ``late``'s context for ``state``, save its trace and log its row."""
+        ended = Ended(state, waited, self.config.hang_timeout, error, hung=late.state == "hang")
+        late.row = watch_report.watched_row(late.row, late.trace, late.replay, ended)
+        late.state = state
         traced = late.trace.meta.traced
         assert traced is not None
         traced["watched"].update(watch_report.watched_meta(
-            state, waited, self.config.hang_timeout, traced["watched"].get("gradients") or {},
-            error))
+            ended, traced["watched"].get("gradients") or {}))
         traced["agreement"] = late.row.agreement_text
         journal.write_trace(late.path, late.trace.dumps())
         journal.append(self.config.session_dir, journal.Event(
