@@ -1,7 +1,8 @@
 """The benchmarks cannot rot: every bench/ script runs once on tiny sizes (``run_all.py --quick``).
 
 Benchmarks are not tests: nothing here checks a speed target, only that each script still runs
-against the current library and that the table has a row for every benchmark.
+against the current library and that the table has a row for every benchmark. The scripts of
+the selected tests run two at a time (``side_by_side``); each test reads its own.
 """
 
 from __future__ import annotations
@@ -9,13 +10,42 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from guards import HANG_GUARD_S
+from side_by_side import marked, side_by_side
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
+
+Ran = subprocess.CompletedProcess[str]
+
+#: Each test's script and arguments, by the name the test reads it by.
+SCRIPTS: dict[str, list[str]] = {
+    "run_all": ["run_all.py", "--quick", "--repeat", "1"],
+    "profile_hooks": ["profile_hooks.py", "--micro", "2", "--depth", "1", "--repeat", "1",
+                      "--json"],
+    "whatif": ["bench_whatif.py", "--repeat", "1", "--only", "design_note", "--no-injected",
+               "--json"],
+    "fuzz": ["bench_fuzz.py", "--count", "2", "--seed", "5"],
+    "trace_cmd": ["bench_trace_cmd.py", "--iterations", "2", "--repeat", "1", "--modes", "all",
+                  "--json"],
+}
+
+
+def _script(args: list[str]) -> Ran:
+    return subprocess.run([sys.executable, str(BENCH / args[0]), *args[1:]], cwd=REPO,
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+
+
+@pytest.fixture(scope="module")
+def ran(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Ran]]:
+    with side_by_side({name: partial(_script, SCRIPTS[name])
+                       for name in marked(request)}) as result:
+        yield result
 
 
 @pytest.fixture
@@ -35,9 +65,9 @@ def test_table_cells_show_median_min_and_max(run_all_module: object) -> None:
 
 
 @pytest.mark.rpc
-def test_run_all_quick_runs_every_benchmark_script() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "--quick", "--repeat", "1"],
-                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+@pytest.mark.runs("run_all")
+def test_run_all_quick_runs_every_benchmark_script(ran: Callable[[str], Ran]) -> None:
+    proc = ran("run_all")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("| B") or ln.startswith("| L")]
     assert {r.split("|")[1].strip() for r in rows} == {"B1", "B2", "B3", "B4", "B5", "B6", "B7",
@@ -45,19 +75,17 @@ def test_run_all_quick_runs_every_benchmark_script() -> None:
     assert not any(r.rstrip(" |").endswith("error") for r in rows), proc.stdout
 
 
-def test_profile_hooks_runs_on_a_tiny_graph() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "profile_hooks.py"), "--micro", "2",
-                           "--depth", "1", "--repeat", "1", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+@pytest.mark.runs("profile_hooks")
+def test_profile_hooks_runs_on_a_tiny_graph(ran: Callable[[str], Ran]) -> None:
+    proc = ran("profile_hooks")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"distviz_ratio"' in proc.stdout.splitlines()[-1]
 
 
 @pytest.mark.rpc
-def test_bench_whatif_runs_on_one_scenario() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_whatif.py"), "--repeat", "1",
-                           "--only", "design_note", "--no-injected", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+@pytest.mark.runs("whatif")
+def test_bench_whatif_runs_on_one_scenario(ran: Callable[[str], Ran]) -> None:
+    proc = ran("whatif")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.splitlines()[-1])["rows"]
     assert [r["kind"] for r in rows] == ["same run", "next run"]
@@ -65,10 +93,9 @@ def test_bench_whatif_runs_on_one_scenario() -> None:
 
 
 @pytest.mark.rpc
-def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_fuzz.py"), "--count", "2",
-                           "--seed", "5"], cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S,
-                          check=False)
+@pytest.mark.runs("fuzz")
+def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table(ran: Callable[[str], Ran]) -> None:
+    proc = ran("fuzz")
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0] == "| what | value |"
@@ -77,10 +104,9 @@ def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table() -> None:
 
 
 @pytest.mark.rpc
-def test_bench_trace_cmd_runs_on_a_tiny_program() -> None:
-    proc = subprocess.run([sys.executable, str(BENCH / "bench_trace_cmd.py"), "--iterations", "2",
-                           "--repeat", "1", "--modes", "all", "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+@pytest.mark.runs("trace_cmd")
+def test_bench_trace_cmd_runs_on_a_tiny_program(ran: Callable[[str], Ran]) -> None:
+    proc = ran("trace_cmd")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = proc.stdout.splitlines()[-1]
     assert '"all_s"' in report and '"contexts_recorded_all": 2' in report

@@ -238,12 +238,15 @@ class Pane:
                               capture_output=True, text=True, check=True).stdout
 
     def wait_for(self, pattern: str, timeout: float = WAIT_GUARD_S) -> str:
+        """The screen once ``pattern`` is on it and two captures in a row are the same: the
+        line that matches may be drawn before the rest of the screen is."""
         deadline = time.monotonic() + timeout
-        text = ""
+        text, before = "", None
         while time.monotonic() < deadline:
             text = self.screen()
-            if re.search(pattern, text):
+            if text == before and re.search(pattern, text):
                 return text
+            before = text
             time.sleep(0.05)
         raise AssertionError(f"{pattern!r} never appeared; screen:\n{text}")
 

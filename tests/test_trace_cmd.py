@@ -1,9 +1,12 @@
 """``distviz trace`` on real, unchanged RPC programs (``tests/programs/``).
 
-Each program runs once per session (``traced``) and the tests read what it left: the exit
-status, the summary, ``index.json`` and the traces. The programs are written the way PyTorch's
-RPC tutorials write them and are started with ``torch.multiprocessing.spawn``; every run checks
-that no process of the program is left behind.
+Each program runs once per module (``traced``) and the tests read what it left: the exit
+status, the summary, ``index.json`` and the traces. A test names the runs it reads with
+``@pytest.mark.runs(...)``: the runs of the selected tests go two at a time (``side_by_side``),
+each in its own folder with its own rendezvous files (the ports are the kernel's). The
+programs are written the way PyTorch's RPC tutorials write them and are started with
+``torch.multiprocessing.spawn``; every run checks that no process of the program is left
+behind.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from guards import HANG_GUARD_S
+from guards import HANG_GUARD_S, WAIT_GUARD_S
+from side_by_side import marked, side_by_side
 
 from distviz.replay import legality, replay
 from distviz.trace import Trace, load
@@ -82,7 +88,7 @@ def trace_command(tmp: Path, program: list[str], *options: str) -> list[str]:
 def finish(tmp: Path, proc: subprocess.CompletedProcess[str] | Any, stdout: str,
            stderr: str) -> Traced:
     out = tmp / "traces"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT_GUARD_S
     while programs_running(str(tmp)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not programs_running(str(tmp)), "the traced program left processes behind"
@@ -92,13 +98,11 @@ def finish(tmp: Path, proc: subprocess.CompletedProcess[str] | Any, stdout: str,
                   traces=traces)
 
 
-def run_traced(tmp: Path, program: list[str], *options: str, timeout: float = 400) -> Traced:
+def run_traced(tmp: Path, program: list[str], *options: str) -> Traced:
     proc = subprocess.run(trace_command(tmp, program, *options), cwd=ROOT, env=_environment(tmp),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     return finish(tmp, proc, proc.stdout, proc.stderr)
 
-
-_RUNS: dict[str, Traced] = {}
 
 RUNS: dict[str, tuple[list[str], list[str]]] = {
     "rnn": ([str(PROGRAMS / "rnn" / "main.py"), "2"], ["--contexts", "all",
@@ -121,13 +125,12 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    def get(name: str) -> Traced:
-        if name not in _RUNS:
-            program, options = RUNS[name]
-            _RUNS[name] = run_traced(tmp_path_factory.mktemp(name), program, *options)
-        return _RUNS[name]
-    return get
+def traced(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Traced]]:
+    jobs = {name: partial(run_traced, tmp_path_factory.mktemp(name), RUNS[name][0],
+                          *RUNS[name][1]) for name in marked(request)}
+    with side_by_side(jobs) as result:
+        yield result
 
 
 def _pairs_complete(t: Trace) -> bool:
@@ -140,6 +143,7 @@ def _leaves(t: Trace) -> set[str]:
 
 # -- the four tutorial programs ------------------------------------------------------------------
 
+@pytest.mark.runs("rnn")
 def test_rnn_tutorial_every_context_recorded_named_and_exact(traced: Any) -> None:
     run = traced("rnn")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -184,6 +188,7 @@ def test_rnn_tutorial_every_context_recorded_named_and_exact(traced: Any) -> Non
     assert "critical path" in run.row("trainer", 2)["time"]
 
 
+@pytest.mark.runs("rnn", "pipeline")
 def test_observed_orders_obey_the_fast_mode_rules_checked_with_several_threads(
         traced: Any) -> None:
     # the rules the legality check applies hold on every exact real run: PyTorch is the oracle
@@ -192,6 +197,7 @@ def test_observed_orders_obey_the_fast_mode_rules_checked_with_several_threads(
             assert legality.check(t) == [], name
 
 
+@pytest.mark.runs("ps")
 def test_parameter_server_with_two_concurrent_trainers(traced: Any) -> None:
     run = traced("ps")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -213,6 +219,7 @@ def test_parameter_server_with_two_concurrent_trainers(traced: Any) -> None:
     assert all(c["agreement"] == "agrees" for c in run.index["contexts"]), run.index
 
 
+@pytest.mark.runs("pipeline")
 def test_pipeline_of_two_shards_behind_rrefs_with_micro_batches(traced: Any) -> None:
     run = traced("pipeline")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -230,6 +237,7 @@ def test_pipeline_of_two_shards_behind_rrefs_with_micro_batches(traced: Any) -> 
     assert run.row("master", 2)["agreement"] == "agrees"
 
 
+@pytest.mark.runs("ddp")
 def test_ddp_with_a_remote_module(traced: Any) -> None:
     run = traced("ddp")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -243,6 +251,7 @@ def test_ddp_with_a_remote_module(traced: Any) -> None:
 
 # -- hangs, errors, crashes ----------------------------------------------------------------------
 
+@pytest.mark.runs("hang")
 def test_a_predicted_hang_is_explained_in_the_programs_terms_and_stops_it(traced: Any) -> None:
     run = traced("hang")
     assert run.code == 6, run.stdout + run.stderr[-3000:]
@@ -265,7 +274,7 @@ def test_ctrl_c_with_on_hang_continue_keeps_the_observed_hang(tmp_path: Path) ->
                             cwd=ROOT, env=_environment(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     trace_file = tmp_path / "traces" / "worker0.ctx1.trace.json"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + HANG_GUARD_S
     while time.monotonic() < deadline:
         if trace_file.exists() and '"outcome":"hang"' in trace_file.read_text():
             break
@@ -308,6 +317,7 @@ def test_an_error_after_an_observed_hang_is_reported_as_its_consequence(
     assert "after the hang, PyTorch's backward raised: " in run.stderr
 
 
+@pytest.mark.runs("raise")
 def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
         traced: Any) -> None:
     run = traced("raise")
@@ -320,6 +330,7 @@ def test_an_error_in_the_backward_is_explained_and_the_status_is_the_programs(
     assert "the program exited with status 1" in run.stdout
 
 
+@pytest.mark.runs("crash")
 def test_a_worker_killed_mid_backward_keeps_every_trace_so_far(traced: Any) -> None:
     run = traced("crash")
     assert run.code == 1, run.stdout + run.stderr[-3000:]
@@ -331,6 +342,7 @@ def test_a_worker_killed_mid_backward_keeps_every_trace_so_far(traced: Any) -> N
     assert run.row("worker0", 2)["outcome"] in ("unfinished", "error")
 
 
+@pytest.mark.runs("no-backward")
 def test_a_program_that_never_calls_backward(traced: Any) -> None:
     run = traced("no-backward")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -351,6 +363,7 @@ def test_a_program_without_rpc_says_nothing_was_recorded_not_that_it_agrees(
     assert "ctx<N>" not in proc.stdout and "agrees" not in proc.stdout
 
 
+@pytest.mark.runs("outside")
 def test_backward_outside_a_context(traced: Any) -> None:
     run = traced("outside")
     assert run.code == 1, run.stdout + run.stderr[-3000:]
@@ -377,6 +390,7 @@ def _traced_sums(t: Trace) -> dict[str, float]:
     return {nid.split("(")[1].rstrip(")"): g["sum"] for nid, g in t.real["gradients"].items()}
 
 
+@pytest.mark.runs("retain")
 def test_a_second_pass_with_retain_graph_is_recorded_and_agrees(traced: Any) -> None:
     run = traced("retain")
     assert run.code == 0, run.stdout + run.stderr[-3000:]
@@ -416,6 +430,7 @@ def test_a_second_pass_with_retain_graph_is_recorded_and_agrees(traced: Any) -> 
     assert "passes" in next(line for line in lines if line.startswith("initiator")).split()
 
 
+@pytest.mark.runs("no-retain")
 def test_a_second_pass_without_retain_graph_is_predicted_and_explained(traced: Any) -> None:
     run = traced("no-retain")
     assert run.code == 1, run.stdout + run.stderr[-3000:]      # the program's own status
@@ -504,6 +519,7 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
     assert load(tmp_path / "hang.json").real["outcome"] == "skipped"  # type: ignore[index]
 
 
+@pytest.mark.runs("held")
 def test_workers_let_go_of_contexts_that_ended_without_a_round_each(traced: Any) -> None:
     """Five recorded contexts: the initiator drops each one's node references as it ends, the
     parameter server at its next recording (``recorder.sweep``), so after the loop it holds at
@@ -517,6 +533,7 @@ def test_workers_let_go_of_contexts_that_ended_without_a_round_each(traced: Any)
     assert counts["worker0"] == 0 and 0 <= counts["worker1"] <= 1, line
 
 
+@pytest.mark.runs("inplace")
 def test_gradients_are_read_before_the_program_changes_them(traced: Any) -> None:
     """The program zeroes every gradient in place on both workers as soon as the backward
     returns: the trace holds what the backward produced (x's gradient is 3 everywhere, the
@@ -533,6 +550,7 @@ def test_gradients_are_read_before_the_program_changes_them(traced: Any) -> None
     assert sorted(g["sum"] for g in grads.values())[-1] == 27.0   # x's: 3 in each of 9 cells
 
 
+@pytest.mark.runs("unused-tensors")
 def test_a_gradient_zero_by_value_is_no_disagreement(traced: Any) -> None:
     """PyTorch's test_backward_unused_tensors: t2's gradient is all zeros through narrow of
     stack, which the graph cannot show; with no reference to decide it, it is not compared."""
@@ -562,6 +580,7 @@ def _printed_gradients(stdout: str) -> dict[int, dict[str, list[float] | None]]:
     return out
 
 
+@pytest.mark.runs("custom")
 def test_custom_functions_agree_with_pytorch_and_opaque_zeros_are_not_compared(
         traced: Any) -> None:
     """Custom autograd Functions across RPC: the replay agrees with PyTorch's real gradients
