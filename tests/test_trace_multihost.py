@@ -106,6 +106,7 @@ def _shape(t: Trace) -> list[tuple[object, ...]]:
                    n.var, tuple(n.vars)) for n in t.nodes)
 
 
+@pytest.mark.runs("rnn")
 def test_workers_on_two_hosts_give_the_trace_of_one_host(two_hosts: tuple[Host, Host],
                                                          tmp_path: Path, traced: Any) -> None:  # noqa: F811
     a, b = two_hosts
