@@ -43,10 +43,7 @@ CLASS = "suite_dist_autograd.py::TensorPipeDistAutogradTest"
 RPC_TESTS = [f"suite_rpc.py::TensorPipe{t}" for t in (
     "JitDistAutogradTest::test_dist_backward", "JitDistAutogradTest::test_get_gradients",
     "JitDistAutogradTest::test_jit_fork_within_context",
-    "JitDistAutogradTest::test_restore_context_after_swtich_to_jit_thread",
-    "JitRpcTest::test_all_kwargs_are_populated_by_defaults",
     "JitRpcTest::test_rref_as_arg_and_return",
-    "JitRpcTest::test_call_script_function_that_raises_remotely_from_script",
     "DdpComparisonTest::test_ddp_comparison_uneven_inputs")]
 
 
