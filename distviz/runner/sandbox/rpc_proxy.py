@@ -204,7 +204,23 @@ class MethodCaller:
         return call
 
 
-class RRefProxy:
+class MethodCalls:
+    """``rref.rpc_sync()``, ``rref.rpc_async()`` and ``rref.remote()`` of both RRefs programs
+    see (the real run's ``RRefProxy``, the reference's ``LocalRRef``), through ``_rpc``."""
+
+    _rpc: Any
+
+    def rpc_sync(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_sync", self._rpc, timeout)
+
+    def rpc_async(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "rpc_async", self._rpc, timeout)
+
+    def remote(self, timeout: float = -1.0) -> MethodCaller:
+        return MethodCaller(self, "remote", self._rpc, timeout)
+
+
+class RRefProxy(MethodCalls):
     """What ``rpc.remote`` returns in a scenario: PyTorch's RRef methods, with ``to_here()``
     and ``rpc_sync()/rpc_async()/remote()`` going through the scenario's ``rpc``."""
 
@@ -241,15 +257,6 @@ class RRefProxy:
 
     def confirmed_by_owner(self) -> bool:
         return bool(self._rref.confirmed_by_owner())
-
-    def rpc_sync(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "rpc_sync", self._rpc, timeout)
-
-    def rpc_async(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "rpc_async", self._rpc, timeout)
-
-    def remote(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "remote", self._rpc, timeout)
 
 
 def _nothing() -> None:
@@ -486,7 +493,7 @@ class LocalWorkerInfo:
         return self.name
 
 
-class LocalRRef:
+class LocalRRef(MethodCalls):
     """An RRef in the reference run: the value itself and the worker that owns it."""
 
     def __init__(self, value: Any, owner: str, rpc_obj: Any = None) -> None:
@@ -511,15 +518,6 @@ class LocalRRef:
 
     def confirmed_by_owner(self) -> bool:
         return True
-
-    def rpc_sync(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "rpc_sync", self._rpc, timeout)
-
-    def rpc_async(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "rpc_async", self._rpc, timeout)
-
-    def remote(self, timeout: float = -1.0) -> MethodCaller:
-        return MethodCaller(self, "remote", self._rpc, timeout)
 
 
 class LocalRpc:
