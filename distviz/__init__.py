@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from distviz import lend
 from distviz.errors import RecordError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.trace import Trace, lend_views, load
 
 __version__ = "0.1.0"
 __all__ = ["HangPredicted", "RecordError", "Trace", "backward", "load", "name", "record",
@@ -21,6 +21,8 @@ __all__ = ["HangPredicted", "RecordError", "Trace", "backward", "load", "name", 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
     import torch
+
+    from distviz.trace import Trace, load
 
 
 def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = False,
@@ -99,10 +101,14 @@ class _TraceViews:
         return recording_html(recording)
 
 
-lend_views(_TraceViews())
+lend.VIEWS[:] = [_TraceViews()]
 
 
 def __getattr__(attr: str) -> Any:
+    if attr in ("Trace", "load"):   # every process ``distviz trace`` starts imports this
+        import distviz.trace  # package: the trace module only when asked for
+
+        return getattr(distviz.trace, attr)
     if attr == "HangPredicted":   # the tracing side: imported only when asked for
         from distviz.tracing.stop import HangPredicted
         return HangPredicted

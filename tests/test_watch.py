@@ -75,7 +75,7 @@ def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: 
 
 def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watched(
         tmp_path: Path) -> None:
-    from distviz.tracing.watch import Watched
+    from distviz.tracing.watch_entry import Watched
 
     table = inflight.Table()
     table.slot, table.worker = inflight.open_slot(str(tmp_path)), "trainer"

@@ -19,8 +19,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from distviz import lend
 from distviz.errors import TraceError
 from distviz.trace.files import STDOUT as STDOUT  # re-exported: callers import them from here
 from distviz.trace.files import is_stream as is_stream
@@ -297,18 +298,15 @@ class TraceViews(Protocol):
         ...
 
 
-_lent: list[TraceViews] = []
-
-
 def lend_views(views: TraceViews) -> None:
     """Set what ``Trace.to_networkx``, ``_repr_html_`` and ``_repr_svg_`` call."""
-    _lent[:] = [views]
+    lend.VIEWS[:] = [views]
 
 
 def lent_views() -> TraceViews:
-    if not _lent:  # pragma: no cover - distviz/__init__.py lends them before any trace exists
+    if not lend.VIEWS:  # pragma: no cover - distviz/__init__.py lends them at import
         raise RuntimeError("distviz.trace: no views lent; import distviz")
-    return _lent[0]
+    return cast("TraceViews", lend.VIEWS[0])
 
 
 def load(path: str | os.PathLike[str]) -> Trace:

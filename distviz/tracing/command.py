@@ -200,9 +200,11 @@ def _stop_everything(pgid: int, grace: float, settle: float = 0.0) -> int:
     helper such as multiprocessing's resource tracker leaves when its parent has), then
     SIGTERM them and SIGKILL what is left after ``grace``; returns how many were running."""
     deadline = time.monotonic() + settle
+    pause = 0.002       # a helper usually leaves within milliseconds of its parent
     while _descendants(os.getpid()) and time.monotonic() < deadline:
         _reap()
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
     left = len(_descendants(os.getpid()))
     if not left:
         return 0

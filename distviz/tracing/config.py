@@ -14,10 +14,13 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.trace.iteration import ContextSelection
+
+if TYPE_CHECKING:  # pragma: no cover - every traced process reads this module at start-up,
+    from distviz.trace.iteration import ContextSelection  # the trace package when needed
 
 ENV = "DISTVIZ_TRACE"
 ON_HANG = ("stop", "continue")
@@ -51,6 +54,8 @@ class TraceConfig:
 
     @property
     def spec(self) -> ContextSelection:
+        from distviz.trace.iteration import ContextSelection
+
         return ContextSelection.parse(self.contexts)
 
     def to_env(self) -> str:
@@ -76,6 +81,8 @@ def check_options(contexts: str, max_contexts: int | None, on_hang: str, hang_ti
 
     Raises ``UsageError`` naming the bad option.
     """
+    from distviz.trace.iteration import ContextSelection
+
     spec = ContextSelection.parse(contexts)
     if max_contexts is not None and max_contexts < 1:
         raise UsageError(f"--max-contexts {max_contexts}: expected 1 or more")

@@ -80,7 +80,7 @@ class InFlight:
     retain_graph: bool
     since: float
     thread: int
-    #: Whether the watch waits on it (``distviz.tracing.watch.Watched``).
+    #: Whether the watch waits on it (``distviz.tracing.watch_entry.Watched``).
     watched: ClassVar[bool] = False
 
 

@@ -45,8 +45,8 @@ from distviz.tracing import (
     journal,
     naming,
     observe,
+    snapshot,
     snapshot_listener,
-    snapshot_take,
     watch,
     watch_hook,
 )
@@ -84,12 +84,19 @@ def _init_rpc(original: Any, proc: observe.Process) -> Any:
         here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
         here.worker, here.rank = info.name, int(info.id)
         try:
-            snapshot_listener.start(here.config.session_dir, here.worker, snapshot_take.take)
+            snapshot_listener.start(here.config.session_dir, here.worker, _take_snapshot)
         except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
             print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
                   file=sys.stderr, flush=True)
         return result
     return init_rpc
+
+
+def _take_snapshot(folder: str) -> snapshot.ProcessSnapshot:
+    """``snapshot_take.take``, imported at the first snapshot (it loads the replay)."""
+    from distviz.tracing import snapshot_take
+
+    return snapshot_take.take(folder)
 
 
 def _shutdown(original: Any) -> Any:

@@ -1,0 +1,166 @@
+"""A watched backward past its deadline, or one that raised (torch side; loaded only then).
+
+``distviz.tracing.watch`` keeps the cheap path (a deadline in the table of backwards in
+flight, a count); this module does what happens when that is not enough: it records the
+context's graph as it is now on every worker (``assemble.piece_here``: no hooks, no saved
+tensor read), fetches the gradients accumulated so far, replays it, judges and writes the
+trace and its row, and says it live (``watch_report`` words it):
+
+* ``deadline``: the watchdog thread, at the deadline; a replay that hangs stops the program
+  with ``--on-hang stop``;
+* ``returned``: the program's thread, when a backward the watchdog took returns (slow, not a
+  hang);
+* ``raised``: the program's thread, when a watched backward raises.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch.distributed.rpc as rpc
+
+from distviz.recorder import contexts
+from distviz.replay.watched import Watched as Ended
+from distviz.replay.watched import WatchedState
+from distviz.runner import observe_real
+from distviz.trace import Trace
+from distviz.tracing import assemble, fanout, journal, live, stop, watch_report
+from distviz.tracing.backward_stats import BackwardStats
+from distviz.tracing.config import TraceConfig, current_test
+from distviz.tracing.journal import ContextRow
+from distviz.tracing.watch_entry import Late, Watched
+from distviz.words import error_line, first_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.tracing.observe import Process
+
+
+class Owner(Protocol):
+    """What this module needs of the process's ``watch.Watch``."""
+
+    config: TraceConfig
+    stats: BackwardStats
+
+    def hand_over(self) -> None: ...
+
+
+def deadline(watch: Owner, entry: Watched) -> None:
+    """The watchdog thread, at ``entry``'s deadline: record, replay, explain; stop the
+    program when the replay hangs and ``--on-hang stop``."""
+    with entry.lock:
+        if entry.returned:      # it returned while the watchdog woke: nothing happened
+            return
+        me = watch.stats.worker or rpc.get_worker_info().name
+        timeout = watch.config.hang_timeout
+        try:
+            late = _record(watch, entry, me, "hang", None)
+        except Exception as exc:  # noqa: BLE001 - a worker gone, the context released
+            live.say(watch_report.unrecorded_text(me, entry.step, timeout, exc))
+            return
+        entry.late = late
+        for line in watch_report.deadline_lines(me, entry.step, timeout, late.trace,
+                                                late.replay):
+            live.say(line)
+        live.say(f"trace: {late.path}")
+    if late.replay.outcome == "hang" and watch.config.on_hang == "stop":
+        watch.hand_over()
+        try:
+            stop.stop_program(watch.config, f"{me} context {entry.step} hangs",
+                                 late.row.explanation)
+        except stop.HangPredicted:   # no distviz trace to stop it (the Python API)
+            pass
+
+def _record(watch: Owner, entry: Watched, me: str, state: WatchedState, error: str | None
+            ) -> Late:
+    """Record, replay and write ``entry``'s context as it is now (``state``: what
+    happened in it)."""
+    from distviz.replay import replay
+
+    t0 = time.perf_counter()
+    trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
+                                  entry.frame, record_fn=assemble.piece_here)
+    # from distviz's helper thread: the program's thread holds the context (a backward
+    # that raised), and an RPC made there would join it
+    got = fanout.on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
+                          True, True, False, True)
+    seconds = {"record": round(time.perf_counter() - t0, 4)}
+    t1 = time.perf_counter()
+    rp = replay(trace)
+    seconds["replay"] = round(time.perf_counter() - t1, 4)
+    grads = {nid: s for piece in got.values() if isinstance(piece, dict)
+             for nid, s in (piece.get("summaries") or {}).items()}
+    waited = time.monotonic() - entry.since
+    trace.meta["traced"] = {
+        "pid": os.getpid(), "argv": list(sys.argv), "context": entry.step,
+        "seconds": seconds, "watched": {"gradients": grads}}
+    if current_test() is not None:
+        trace.meta["traced"]["test"] = current_test()
+    path = journal.claim(watch.config.out_dir, watch.config.session_dir, me, entry.step)
+    late = Late(trace=trace, replay=rp, path=path, row=_row(trace, rp, path, entry,
+                                                                 seconds))
+    _write(watch, late, state, waited, error)
+    return late
+
+def _row(trace: Trace, rp: Any, path: Path, entry: Watched,
+         seconds: dict[str, float]) -> ContextRow:
+    from distviz.tracing import report
+
+    return report.row(trace, rp, str(path), entry.step, os.getpid(), seconds)
+
+def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: str | None
+           ) -> None:
+    """Judge ``late``'s context for ``state``, save its trace and log its row."""
+    ended = Ended(state, waited, watch.config.hang_timeout, error, hung=late.state == "hang")
+    late.row = watch_report.watched_row(late.row, late.trace, late.replay, ended)
+    late.state = state
+    traced = late.trace.meta.traced
+    assert traced is not None
+    traced["watched"].update(watch_report.watched_meta(
+        ended, traced["watched"].get("gradients") or {}))
+    traced["agreement"] = late.row.agreement_text
+    journal.write_trace(late.path, late.trace.dumps())
+    journal.append(watch.config.session_dir, journal.Event(
+        kind="context", pid=os.getpid(), worker=late.trace.initiator, row=late.row))
+
+
+def returned(watch: Owner, entry: Watched, seconds: float) -> None:
+    """A backward the watchdog took returned: slow, not a hang (or a hang some worker
+    got out of: said as it is)."""
+    with entry.lock:
+        late = entry.late
+        if late is None:
+            return
+        _write(watch, late, "returned", seconds, None)
+        live.say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
+                                                watch.config.hang_timeout, late.replay))
+
+def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
+           seconds: float) -> None:
+    """A watched backward raised: say so, and record its graph when that is cheap (the
+    context is still here, no worker is gone); never raises."""
+    text = error_line(exc)
+    me = watch.stats.worker or proc.worker or "?"
+    try:
+        with entry.lock:
+            if entry.late is not None:
+                _write(watch, entry.late, "raised", seconds, text)
+                live.say(f"{me} context {entry.step}: after {seconds:.1f} s PyTorch's "
+                             f"backward raised: {text}")
+                return
+            if watch_report.worker_gone(text) or not contexts.context_here(entry.context_id):
+                journal.append(watch.config.session_dir, journal.Event(
+                    kind="not_recorded", pid=os.getpid(), worker=me,
+                    message=watch_report.raised_note(entry.step, seconds, text)))
+                return
+            late = entry.late = _record(watch, entry, me, "raised", text)
+        live.say(f"{me} context {entry.step}: {late.row.explanation}")
+        live.say(f"trace: {late.path}")
+    except Exception as err:  # noqa: BLE001 - PyTorch's error is what the program gets
+        journal.append(watch.config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=me,
+            message=watch_report.raised_note(entry.step, seconds, text,
+                                             f"{type(err).__name__}: {first_line(err)}")))
