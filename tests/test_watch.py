@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import replay_fixtures as F
 from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_traced
 
 from distviz.errors import UsageError
 from distviz.replay import replay
-from distviz.trace import load
+from distviz.replay.watched import answered_sends, slow_text
+from distviz.trace import Trace, load
 from distviz.trace.iteration import ContextSelection
 from distviz.tracing import inflight, watch_report
 from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
@@ -34,6 +36,38 @@ SUITE = ROOT / "tests" / "programs" / "pytest_suite"
 
 
 # -- pure ---------------------------------------------------------------------------------------
+
+
+def _watched(t: Trace, *leaves: str) -> Trace:
+    """``t`` as the watch records it, with a gradient so far on ``leaves``."""
+    t.meta = {"traced": {"watched": {"gradients": {f"worker0/AccumulateGrad({v})": {"shape": [2]}
+                                                   for v in leaves}}}}
+    return t
+
+
+def test_a_leaf_only_one_send_reaches_proves_that_send_and_the_ones_behind_it_ran() -> None:
+    # design note: worker0's send (msg 0:0) alone reaches t1; worker1's recv of that message
+    # is reached only by worker1's send (msg 1:0): both got their gradient
+    t = _watched(F.design_note(), "t1")
+    sends = sorted(n.id for n in t.nodes if n.kind == "send")
+    assert answered_sends(t) == sends
+    assert "sends that may still wait: none" in slow_text(t, 2.0)
+    # t4 hangs off the root alone: it proves nothing about any send
+    t = _watched(F.design_note(), "t4")
+    assert answered_sends(t) == []
+    assert "sends whose gradient arrived (a leaf only they reach has one): none" in \
+        slow_text(t, 2.0)
+
+
+def test_a_leaf_two_origins_reach_proves_nothing_and_several_passes_cannot_tell() -> None:
+    # the unused RPC result: t1 is reached from the root and from the send
+    t = _watched(F.unused_rpc_result(), "t1", "t2")
+    assert answered_sends(t) == []
+    assert ("sends that may still wait: rpc_sync(torch.add)'s arguments from worker0; "
+            "rpc_sync(torch.add)'s result from worker1") in slow_text(t, 2.0)
+    t = _watched(F.two_passes(retain_first=True), "t1")
+    assert answered_sends(t) is None
+    assert "cannot tell which got theirs" in slow_text(t, 2.0)
 
 def test_statistics_stay_the_same_size_whatever_the_number_of_steps() -> None:
     stats = BackwardStats(worker="trainer")

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from distviz.replay.result import Replay
-from distviz.trace import Trace, short_name
+from distviz.trace import Node, Trace, message_label, short_name
 from distviz.words import plural
 
-__all__ = ["Watched", "WatchedState", "returned_sentence", "seconds_text", "slow_text"]
+__all__ = ["Watched", "WatchedState", "answered_sends", "returned_sentence", "seconds_text",
+           "slow_text"]
 
 #: What happened in a watched context: past its deadline, returned after it, or raised.
 WatchedState = Literal["hang", "returned", "raised"]
@@ -55,10 +56,87 @@ def _leaves(trace: Trace) -> tuple[list[str], list[str]]:
     return have, lack
 
 
-def _rpcs(trace: Trace, limit: int = 3) -> str:
-    calls = [f"{c.api}({c.func})" + (f" at {c.site}" if c.site else "") for c in trace.rpc_calls]
-    more = f" and {plural(len(calls) - limit, 'more')}" if len(calls) > limit else ""
-    return "; ".join(calls[:limit]) + more if calls else "none recorded"
+_MANY = ""     # more than one origin reaches a node
+
+
+def _origins(trace: Trace, roots: list[str]) -> dict[str, str]:
+    """For each node, the one origin (a send node, or a root of the backward) whose gradient
+    alone can reach it, or ``_MANY``: labels only go from unset to one origin to many, so the
+    work list ends after at most two visits of each edge."""
+    nodes = trace.node_map()
+    label: dict[str, str] = {n.id: n.id for n in trace.nodes if n.kind == "send"}
+    label.update((r, r) for r in roots if r in nodes)
+    work = list(label)
+    while work:
+        nid = work.pop()
+        mine = label[nid]
+        for edge in nodes[nid].next:
+            if edge is None or edge[0] not in nodes:
+                continue
+            have = label.get(edge[0])
+            new = mine if have is None or have == mine else _MANY
+            if new != have:
+                label[edge[0]] = new
+                work.append(edge[0])
+    return label
+
+
+def answered_sends(trace: Trace) -> list[str] | None:
+    """The send nodes of a watched context whose gradient has arrived, as far as the
+    gradients accumulated so far prove it: a leaf with a gradient that only one send's
+    gradient can reach proves that send ran, a send that ran proves its recv's worker sent
+    that gradient, and so on back. ``None`` when it cannot be told (a context of several
+    passes: a gradient may come from an earlier one). A send not listed may still wait, or
+    have run with nothing below it to show it."""
+    if len(trace.passes) != 1:
+        return None
+    nodes = trace.node_map()
+    grads = (trace.meta.traced or {}).get("watched", {}).get("gradients") or {}
+    label = _origins(trace, trace.passes[0].roots)
+    recv_of = {n.msg_id: n.id for n in trace.nodes if n.kind == "recv"}
+    ran: set[str] = set()
+    work = [nid for nid in grads if nid in nodes]
+    while work:
+        origin = label.get(work.pop(), _MANY)
+        if origin == _MANY or origin in ran:
+            continue
+        ran.add(origin)
+        node = nodes[origin]
+        if node.kind == "send" and node.msg_id in recv_of:
+            work.append(recv_of[node.msg_id])   # the recv ran: it sent this gradient
+    return sorted(n for n in ran if nodes[n].kind == "send")
+
+
+def _send_text(trace: Trace, node: Node) -> str:
+    """A send by the program's words: its call and which way it goes."""
+    if node.call is not None and 0 <= node.call < len(trace.rpc_calls):
+        c = trace.rpc_calls[node.call]
+        what = "arguments" if node.worker == c.caller else "result"
+        return (f"{c.api}({c.func})'s {what} from {node.worker}"
+                + (f" at {c.site}" if c.site else ""))
+    label = f", message {message_label(node.msg_id)}" if node.msg_id is not None else ""
+    return f"{short_name(node.name)} on {node.worker}{label}"
+
+
+def _sends(trace: Trace, limit: int = 3) -> str:
+    """Which sends got their gradient, and which may still wait."""
+    sends = [n.id for n in trace.nodes if n.kind == "send"]
+    if not sends:
+        return "it has no sends"
+    got = answered_sends(trace)
+    if got is None:
+        return (f"{plural(len(sends), 'send')}, of which the gradients cannot tell which got "
+                "theirs (a context of several passes)")
+    nodes = trace.node_map()
+    wait = [_send_text(trace, nodes[n]) for n in sends if n not in got]
+    done = [_send_text(trace, nodes[n]) for n in got]
+
+    def some(texts: list[str]) -> str:
+        more = f" and {plural(len(texts) - limit, 'more')}" if len(texts) > limit else ""
+        return "; ".join(texts[:limit]) + more if texts else "none"
+
+    return (f"sends whose gradient arrived (a leaf only they reach has one): {some(done)}; "
+            f"sends that may still wait: {some(wait)}")
 
 
 def slow_text(trace: Trace, timeout: float) -> str:
@@ -69,9 +147,8 @@ def slow_text(trace: Trace, timeout: float) -> str:
              f"{', '.join(lack[:6]) or 'none'}")
     return (f"PyTorch's backward has not returned after {timeout:g} s, and the graph does not "
             "hang in FAST mode (the replay of its graph, recorded then, completes): a worker is "
-            f"slow or a message is lost; workers: {', '.join(trace.workers)}; {grads}; its "
-            f"RPCs, whose sends may still wait (no hooks ran, so which cannot be told): "
-            f"{_rpcs(trace)}")
+            f"slow or a message is lost; workers: {', '.join(trace.workers)}; {grads}; "
+            f"{_sends(trace)}")
 
 
 def returned_sentence(seconds: float, timeout: float, replay: Replay) -> str:

@@ -119,8 +119,7 @@ def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: 
     late.state = state
     traced = late.trace.meta.traced
     assert traced is not None
-    traced["watched"].update(watch_report.watched_meta(
-        ended, traced["watched"].get("gradients") or {}))
+    traced["watched"].update(watch_report.watched_meta(ended, late.trace))
     traced["agreement"] = late.row.agreement_text
     journal.write_trace(late.path, late.trace.dumps())
     journal.append(watch.config.session_dir, journal.Event(

@@ -17,7 +17,13 @@ from dataclasses import replace
 from typing import Any
 
 from distviz.replay.verdict import judge
-from distviz.replay.watched import Watched, returned_sentence, seconds_text, slow_text
+from distviz.replay.watched import (
+    Watched,
+    answered_sends,
+    returned_sentence,
+    seconds_text,
+    slow_text,
+)
 from distviz.trace import Trace
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.journal import ContextRow, Event
@@ -34,12 +40,16 @@ def worker_gone(text: str) -> bool:
     return any(part in text for part in _GONE)
 
 
-def watched_meta(watched: Watched, gradients: dict[str, Any]) -> dict[str, Any]:
-    """The trace's ``meta.traced.watched``: what a watched context can tell."""
+def watched_meta(watched: Watched, trace: Trace) -> dict[str, Any]:
+    """The trace's ``meta.traced.watched``: what a watched context can tell (``trace``'s
+    gradients so far come from the watch's record)."""
+    gradients = (trace.meta.traced or {}).get("watched", {}).get("gradients") or {}
+    answered = answered_sends(trace)
     out: dict[str, Any] = {"state": watched.state, "hang_timeout_s": watched.timeout,
                            "recorded_after_s" if watched.state == "hang" else "seconds":
                                round(watched.seconds, 3),
                            "gradients": dict(sorted(gradients.items())),
+                           "sends_answered": answered,
                            "order": "not observed: no hooks ran on a watched backward"}
     if watched.error is not None:
         out["error"] = watched.error
