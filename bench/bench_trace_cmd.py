@@ -13,6 +13,13 @@ count; targets: none <= 1.02, first <= 1.05, all <= 1.10. Whole-command wall tim
 /dev/null; and the CPU seconds of the whole process tree (user + system), which a busy machine
 disturbs less than wall time. For each run of 1,000 iterations or more, the trainer's resident
 set after the last iteration against after iteration 100 (``rss_growth``; target <= 1.05).
+Each run also splits its wall time in two: the trainer's training loop (``loop_ratio``: the
+cost of every step, start-up and shutdown left out) and the rest (``start_end_s``: seconds
+more than plain, start-up and shutdown of the command, its processes and distviz's summary).
+``--step-cost N`` adds N ``--contexts none`` runs whose trainer alternates its steps between
+traced and distviz's patches set aside (``step_cost_ratio``: traced steps over the others,
+after 25 steps of warm-up): the watch's cost per step, free of the run-to-run noise of a
+shared machine, which reaches 15 % between two plain runs.
 
 distviz is byte-compiled first: with ``PYTHONDONTWRITEBYTECODE`` set, every traced process
 would compile each distviz module it imports, on every run (an installed distviz, like torch,
@@ -70,6 +77,7 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
     times: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     growth: dict[str, list[float]] = {m: [] for m in modes}
+    loops: dict[str, list[float]] = {m: [] for m in modes}
     for k in range(max(1, args.repeat)):
         order = modes if k % 2 == 0 else tuple(reversed(modes))
         for mode in order:
@@ -77,10 +85,13 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
             rss = work / f"rss-{mode}-{iterations}-{k}"
             if iterations >= RSS_FROM:
                 os.environ["BENCH_RSS_FILE"] = str(rss)
+            loop = os.environ["BENCH_LOOP_FILE"] = str(work / f"loop-{mode}-{iterations}-{k}")
             wall, _, _ = run_child(_argv(mode, iterations, work, k), timeout=3600,
                                    cwd=REPO, stdout_devnull=True)
             os.environ.pop("BENCH_RSS_FILE", None)
+            os.environ.pop("BENCH_LOOP_FILE", None)
             times[mode].append(wall)
+            loops[mode].append(float(Path(loop).read_text()))
             cpu[mode].append(_cpu_seconds() - before)
             g = _rss_growth(rss)
             if g is not None:
@@ -91,6 +102,7 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
         out[f"{mode}_all"] = times[mode]
         out[f"{mode}_cpu_s"] = statistics.median(cpu[mode])
         out[f"{mode}_cpu_all"] = [round(c, 2) for c in cpu[mode]]
+        out[f"{mode}_loop_s"] = statistics.median(loops[mode])
         if growth[mode]:
             out[f"{mode}_rss_growth"] = max(growth[mode])
         written = len(list(work.glob(f"traces-{mode}-{iterations}-{args.repeat - 1}/*.trace.json")))
@@ -105,7 +117,33 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
                 cpu["plain"])
             out[f"{mode}_cpu_ratios"] = [round(m / p, 3) for m, p in
                                          zip(cpu[mode], cpu["plain"], strict=True)]
+            out[f"{mode}_loop_ratio"] = statistics.median(loops[mode]) / statistics.median(
+                loops["plain"])
+            out[f"{mode}_loop_ratios"] = [round(m / p, 3) for m, p in
+                                          zip(loops[mode], loops["plain"], strict=True)]
+            out[f"{mode}_start_end_s"] = round(statistics.median(
+                [(t - lp) - (tp - pp) for t, lp, tp, pp in
+                 zip(times[mode], loops[mode], plain, loops["plain"], strict=True)]), 3)
     return out
+
+
+def _step_cost(iterations: int, repeat: int, work: Path) -> dict[str, Any]:
+    """``--contexts none`` runs whose trainer alternates its steps as traced and with
+    distviz's patches set aside (``train_program.py``'s ``BENCH_AB``): the watch's cost per
+    step, inside one run, where the machine's noise falls on both kinds of step alike."""
+    ratios = []
+    for k in range(max(1, repeat)):
+        loop = work / f"ab-{iterations}-{k}"
+        os.environ.update(BENCH_AB="1", BENCH_LOOP_FILE=str(loop))
+        try:
+            run_child(_argv("none", iterations, work, 100 + k), timeout=3600, cwd=REPO,
+                      stdout_devnull=True)
+        finally:
+            os.environ.pop("BENCH_AB", None)
+            os.environ.pop("BENCH_LOOP_FILE", None)
+        fields = loop.read_text().split()    # <loop s> traced <s> aside <s>
+        ratios.append(round(float(fields[2]) / float(fields[4]), 4))
+    return {"step_cost_ratio": statistics.median(ratios), "step_cost_ratios": ratios}
 
 
 def main() -> None:
@@ -115,6 +153,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--modes", default="plain,none,first,all",
                         help="Which runs to make (the ratios need plain).")
+    parser.add_argument("--step-cost", type=int, default=0, metavar="N",
+                        help="Also N runs of the watch's cost per step, measured inside one "
+                             "run (steps alternately traced and with distviz set aside).")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     modes = tuple(m for m in MODES if m in args.modes.split(","))
@@ -129,6 +170,8 @@ def main() -> None:
                 out["contexts_recorded_all"] = got.get("all_traces_written", 0)
             else:
                 out.update({f"{key}@{n}": v for key, v in got.items()})
+        if args.step_cost:
+            out.update(_step_cost(max(counts), args.step_cost, Path(tmp)))
     emit(out, args.json)
 
 

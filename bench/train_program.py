@@ -5,13 +5,19 @@ dist_autograd context per iteration) at a size where one iteration takes tens of
 Usage: python bench/train_program.py ITERATIONS RENDEZVOUS_FILE
 
 With ``BENCH_RSS_FILE`` set, the trainer appends its resident set size there after iteration 100
-and after the last one (memory must not grow with the number of steps).
+and after the last one (memory must not grow with the number of steps). With ``BENCH_LOOP_FILE``
+set, it writes there the seconds its training loop took (every iteration, without the start-up
+and the shutdown). With ``BENCH_AB`` also set (under ``distviz trace``), the loop alternates
+iterations as traced and with distviz's patches set aside in the trainer (``_patched``), after
+``AB_WARMUP`` iterations as traced, and writes the seconds of each kind: the cost of distviz's per-step work,
+measured inside one run, where the machine's noise falls on both alike.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -73,12 +79,51 @@ class RNNModel(nn.Module):
                 + _remote_method(_parameter_rrefs, self.decoder_rref))
 
 
+AB_WARMUP = 25
+
+
+def _patched() -> list[tuple[object, str, object]]:
+    """``(owner, name, distviz's wrapper)`` for every function distviz wraps that a training
+    step of the trainer calls (RPCs, backward, the context, module hooks); empty when not
+    traced."""
+    from torch.distributed.rpc import api, rref_proxy
+    from torch.nn.modules import module
+
+    owners = [(rpc, n) for n in ("rpc_sync", "rpc_async", "remote")]
+    owners += [(api, n) for n in ("rpc_sync", "rpc_async", "remote")]
+    owners += [(rref_proxy, "rpc_async"), (rpc.PyRRef, "to_here"), (dist_autograd, "backward"),
+               (dist_autograd.context, "__enter__"), (dist_autograd.context, "__exit__")]
+    out = [(o, n, getattr(o, n)) for o, n in owners if hasattr(getattr(o, n), "__wrapped__")]
+    if out:
+        out.append((module, "_global_forward_hooks", module._global_forward_hooks))
+    return out
+
+
+def _set_aside(patched: list[tuple[object, str, object]], aside: bool) -> None:
+    """Put back PyTorch's own functions (``aside``) or distviz's wrappers."""
+    from collections import OrderedDict
+
+    for owner, name, wrapper in patched:
+        if name == "_global_forward_hooks":
+            value: object = OrderedDict() if aside else wrapper
+        else:
+            value = wrapper.__wrapped__ if aside else wrapper
+        setattr(owner, name, value)
+
+
 def train(iterations: int) -> None:
     model = RNNModel("ps")
     opt = DistributedOptimizer(optim.SGD, model.parameter_rrefs(), lr=0.05)
     criterion = nn.CrossEntropyLoss()
     rss_file = os.environ.get("BENCH_RSS_FILE")
+    patched = _patched() if os.environ.get("BENCH_AB") else []
+    spent = {False: 0.0, True: 0.0}     # aside -> seconds
+    started = time.perf_counter()
     for k in range(1, iterations + 1):
+        aside = bool(patched) and k > AB_WARMUP and k % 2 == 0
+        if patched and k > AB_WARMUP:
+            _set_aside(patched, aside)
+        t0 = time.perf_counter()
         data = torch.randint(NTOKEN, (SEQ, BATCH))
         target = torch.randint(NTOKEN, (SEQ, BATCH))
         with dist_autograd.context() as context_id:
@@ -87,8 +132,17 @@ def train(iterations: int) -> None:
             loss = criterion(output.view(-1, NTOKEN), target.view(-1))
             dist_autograd.backward(context_id, [loss])
             opt.step(context_id)
+        if k > AB_WARMUP:   # the first iterations warm up (the first RPCs, the optimizer)
+            spent[aside] += time.perf_counter() - t0
         if rss_file and k in (100, iterations):
             _note_rss(rss_file, k)
+    loop_file = os.environ.get("BENCH_LOOP_FILE")
+    if loop_file:
+        _set_aside(patched, False)
+        with open(loop_file, "w", encoding="ascii") as out:
+            out.write(f"{time.perf_counter() - started:.6f}\n")
+            if patched:
+                out.write(f"traced {spent[False]:.6f} aside {spent[True]:.6f}\n")
 
 
 def _note_rss(path: str, iteration: int) -> None:

@@ -13,7 +13,6 @@ import typer
 
 from distviz import limits
 from distviz.errors import UsageError
-from distviz.trace import STDOUT
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a param: NAME=VALUE.")]
 Mode = Annotated[str, typer.Option("--mode", help="fast (PyTorch's algorithm) or smart (the RFC's proposal).")]
@@ -278,6 +277,8 @@ def check_view_flags(fmt: str, flags: dict[str, Any]) -> None:
 
 def is_stdout(path: Path) -> bool:
     """``-``, or a path that names this process's standard output (``/dev/stdout``)."""
+    from distviz.trace.files import STDOUT  # the trace package, only when a path is read
+
     if str(path) == STDOUT:
         return True
     try:

@@ -27,7 +27,6 @@ from distviz.cli.output import (
     write_pictures,
 )
 from distviz.errors import DistvizError, RunError
-from distviz.trace.recording import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.verdict import ContextVerdict
     from distviz.runner.parent.run import RunOptions
     from distviz.scenario import Scenario
+    from distviz.trace.recording import Recording
 
 
 def run_with_progress(sc: Scenario, opts: RunOptions, mode: str, *, quiet: bool,

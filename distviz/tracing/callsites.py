@@ -54,9 +54,28 @@ class Call:
     grad_enabled: bool
     frames: list[Frame]
     msg_ids: list[int] = field(default_factory=list)
+    #: ``rpc_async``: its future and context until the result's recv ids are read
+    #: (``resolve``: when the context is recorded, or at the process's next call once the
+    #: future is done; a callback on the future would take the GIL in an RPC thread at every
+    #: call)
+    pending: Any = None
+    ctx: Any = None
+
+    def resolve(self) -> None:
+        """Add the recv ids of a finished ``rpc_async``'s result (once)."""
+        fut = self.pending
+        if fut is None or not fut.done():
+            return
+        self.pending = None
+        try:
+            self.msg_ids.extend(recv_ids(self.ctx, fut.value()))
+        except Exception:  # noqa: BLE001 - the call failed: nothing arrived
+            pass
+        self.ctx = None
 
 
 _CALLS: OrderedDict[int, list[Call]] = OrderedDict()
+_PENDING: list[Call] = []       # rpc_async calls whose result has not been read yet
 _LOCK = threading.Lock()
 _OWN: dict[str, bool] = {}
 _NOT_OWN: tuple[str, ...] | None = None
@@ -233,6 +252,12 @@ def log(context_id: int, call: Call) -> None:
             while len(_CALLS) > KEEP_CONTEXTS:
                 _CALLS.popitem(last=False)
         calls.append(call)
+        if _PENDING:    # results that arrived since: read them now and let go of them
+            for earlier in [c for c in _PENDING if c.pending is None or c.pending.done()]:
+                earlier.resolve()
+                _PENDING.remove(earlier)
+        if call.pending is not None:
+            _PENDING.append(call)
 
 
 def take(context_id: int) -> list[RpcCall]:
@@ -251,6 +276,8 @@ def peek(context_id: int) -> list[RpcCall]:
 
 
 def _rpc_calls(calls: list[Call]) -> list[RpcCall]:
+    for c in calls:
+        c.resolve()
     return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
                     grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
                     msg_ids=sorted(set(c.msg_ids)), site=site_text(c.frames))
@@ -267,6 +294,7 @@ def reset() -> None:
     """Forget everything (a forked child starts afresh)."""
     with _LOCK:
         _CALLS.clear()
+        _PENDING.clear()
 
 
 def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
@@ -296,13 +324,8 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
                    msg_ids=[int(m) for m in ctx._send_functions() if m not in before])
         if api == "rpc_sync":
             rec.msg_ids.extend(recv_ids(ctx, result))
-        elif api == "rpc_async" and hasattr(result, "add_done_callback"):
-            def arrived(fut: Any, rec: Call = rec, ctx: Any = ctx) -> None:
-                try:
-                    rec.msg_ids.extend(recv_ids(ctx, fut.value()))
-                except Exception:  # noqa: BLE001 - the call failed: nothing arrived
-                    pass
-            result.add_done_callback(arrived)
+        elif api == "rpc_async" and hasattr(result, "done"):
+            rec.pending, rec.ctx = result, ctx
         log(cid, rec)
         return result
     call.__wrapped__ = orig    # type: ignore[attr-defined]

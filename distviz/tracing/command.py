@@ -146,7 +146,13 @@ def _pause(ended: int | None, seconds: float) -> None:
 
 
 def _import_all(names: tuple[str, ...]) -> None:
-    """Import ``names`` (a failure is left to the import that needs the module)."""
+    """Import ``names`` (a failure is left to the import that needs the module), at the lowest
+    priority this thread can have (Linux: one thread's niceness), so that it does not take a
+    core from the program while it starts."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        pass
     for name in names:
         try:
             importlib.import_module(name)
