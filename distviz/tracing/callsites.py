@@ -253,9 +253,9 @@ def log(context_id: int, call: Call) -> None:
                 _CALLS.popitem(last=False)
         calls.append(call)
         if _PENDING:    # results that arrived since: read them now and let go of them
-            for earlier in [c for c in _PENDING if c.pending is None or c.pending.done()]:
+            for earlier in _PENDING:
                 earlier.resolve()
-                _PENDING.remove(earlier)
+            _PENDING[:] = [c for c in _PENDING if c.pending is not None]
         if call.pending is not None:
             _PENDING.append(call)
 
