@@ -8,6 +8,7 @@ CLI's option defaults are these values, so ``--help`` shows them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from distviz.words import plural
@@ -184,6 +185,15 @@ EXIT_CODES: Final[dict[int, str]] = {
                    "never the status of a traced program, which `distviz trace` passes on",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
 }
+
+#: Verdicts' exit codes from the least to the most severe: a recording's, ``distviz trace``'s
+#: and a training run's code is the most severe of its contexts' (``most_severe``).
+SEVERITY: Final = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
+
+
+def most_severe(codes: Iterable[int]) -> int:
+    """The most severe of verdicts' exit codes (``SEVERITY``; ``EXIT_OK`` for none)."""
+    return max(codes, key=SEVERITY.index, default=EXIT_OK)
 
 
 def rpc_threads(max_rpc_depth: int) -> int:

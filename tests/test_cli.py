@@ -192,3 +192,20 @@ def test_run_inject_delay_slows_the_real_backward(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["replay", str(trace_path), "--what-if", "latency=1ms"])
     assert res.exit_code == 0, res.output
     assert "what-if (latency +1 ms): backward" in res.output
+
+
+def test_trace_parent_loads_no_replay_when_nothing_happened(tmp_path: Path) -> None:
+    """``distviz trace``'s parent imports the replay only for a context that needs it: the
+    summary of a run where nothing was recorded (its exit code, the backward counts) is light."""
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules\n"
+        "                if m.startswith(('distviz.replay', 'torch')))))\n"
+        "from distviz.cli import main\n"
+        f"sys.argv = ['distviz', 'trace', '-o', {str(tmp_path / 'out')!r}, '--', '/bin/true']\n"
+        "main()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=HANG_GUARD_S)
+    assert out.returncode == 0, out.stderr
+    assert "no context was recorded" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []", out.stdout

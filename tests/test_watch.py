@@ -26,7 +26,7 @@ from distviz.replay import replay
 from distviz.replay.watched import answered_sends, slow_text
 from distviz.trace import Trace, load
 from distviz.trace.iteration import ContextSelection
-from distviz.tracing import inflight, watch_report
+from distviz.tracing import backward_counts, inflight
 from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.config import check_options
 from distviz.tracing.journal import Event
@@ -139,11 +139,11 @@ def test_the_summary_counts_every_backward_per_initiator() -> None:
     events = [Event(kind="backwards", pid=1, stats=a.to_json()),
               Event(kind="backwards", pid=2, stats=b.to_json()),
               Event(kind="backwards", pid=3, stats={"calls": "broken"})]
-    lines = watch_report.backward_lines(events)
+    lines = backward_counts.backward_lines(events)
     assert lines[0].startswith("trainer: 101 backward calls: median 10") and \
         "max 3 s; slowest by step: 101 (3 s)" in lines[0]
     assert lines[1] == "trainer: 1 backward raised (step 50: lost)"
-    assert watch_report.backwards_json(events)["trainer"]["calls"] == 101
+    assert backward_counts.backwards_json(events)["trainer"]["calls"] == 101
 
 
 def test_contexts_none_is_for_trace_only() -> None:

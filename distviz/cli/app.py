@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from distviz.cli.usage import Command, Group
 from distviz.errors import DistvizError, Interrupted
 from distviz.limits import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
+
+if TYPE_CHECKING:  # pragma: no cover - rich is imported when a console is made
+    from rich.console import Console
 
 __all__ = ["app", "fail", "guard", "main", "stderr_console", "stdout_console",
            "unbounded_console"]
@@ -55,6 +57,8 @@ def _top(version: bool = typer.Option(False, "--version", is_eager=True, callbac
 def stdout_console() -> Console:
     """Standard output. Like every console of distviz it reads no markup: names, descriptions
     and file names (``dist_autograd.backward(context_id, [loss])``) print as they are."""
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True, markup=False)
 
 
@@ -64,10 +68,14 @@ def unbounded_console() -> Console:
     out = stdout_console()
     if out.is_terminal:
         return out
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True, width=1_000_000, markup=False)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, markup=False)
 
 

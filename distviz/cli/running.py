@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from distviz.cli.app import stderr_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import (
@@ -30,6 +28,8 @@ from distviz.errors import DistvizError, RunError
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from distviz.judging import JudgedRun
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
@@ -64,6 +64,8 @@ def program_output_above() -> Iterator[Console]:
     The workers are forked by a fork server that inherits descriptor 2, so descriptor 2 itself
     is the pipe until the run ends; Python's ``sys.stderr`` of this process goes there too."""
     from multiprocessing import resource_tracker
+
+    from rich.console import Console
     resource_tracker.ensure_running()     # a helper that outlives the run keeps the terminal
     sys.stderr.flush()
     saved = os.dup(2)

@@ -61,7 +61,7 @@ def trace(
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
-    from distviz.tracing import summary, watch_report  # imported while the program ran
+    from distviz.tracing import backward_counts, summary  # imported while the program ran
 
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)
@@ -72,7 +72,7 @@ def trace(
                      "exits with pytest's status")
     index = output / "index.json"
     index_obj = summary.index_json(found, list(command), code, notes)
-    index_obj["backwards"] = watch_report.backwards_json(finished.events)
+    index_obj["backwards"] = backward_counts.backwards_json(finished.events)
     write_atomic(index, json.dumps(index_obj, indent=1) + "\n")
     out = stdout_console()
     files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "
@@ -85,7 +85,7 @@ def trace(
             out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
     for line in summary.timing_lines(found):
         out.print(line)
-    for line in watch_report.backward_lines(finished.events):
+    for line in backward_counts.backward_lines(finished.events):
         out.print(line, markup=False)
     for note in notes:
         out.print(note, markup=False)

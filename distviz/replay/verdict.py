@@ -50,7 +50,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_DISAGREE, EXIT_HANG, EXIT_OK
+from distviz.limits import (
+    EXIT_BACKWARD_ERROR,
+    EXIT_DISAGREE,
+    EXIT_HANG,
+    EXIT_OK,
+    SEVERITY,
+    most_severe,
+)
 from distviz.outcome import ContextOutcome, Outcome, RealOutcome
 from distviz.replay.agreement import (
     compare,
@@ -71,7 +78,6 @@ from distviz.trace.sections import Real
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Iterable
 
     from distviz.trace.recording import Recording
 
@@ -162,12 +168,6 @@ def pytest_category(status: str, outcome: str, predicted: str | None,
 def outcome_code(outcome: ContextOutcome) -> int:
     """The exit code of a context's outcome alone (``completed``: 0)."""
     return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(outcome, EXIT_BACKWARD_ERROR)
-
-
-def most_severe(codes: Iterable[int]) -> int:
-    """The most severe of verdicts' exit codes (``SEVERITY``; ``EXIT_OK`` for none): the code of
-    a recording, of ``distviz trace``'s contexts, of a training run."""
-    return max(codes, key=SEVERITY.index, default=EXIT_OK)
 
 
 def _context_outcome(real: RealOutcome, predicted: Outcome) -> ContextOutcome:
@@ -433,9 +433,6 @@ def _sentence(trace: Trace, replay: Replay, a: Agreement, checks: list[Check], i
 # -- recordings of several contexts (training) ------------------------------------------------
 
 #: exit codes from least to most severe: a recording's code is the most severe of its contexts'
-SEVERITY = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
-
-
 class ContextVerdict(NamedTuple):
     """One context of a recording: its replay and verdict (both ``None`` for a context without
     a recorded pass)."""

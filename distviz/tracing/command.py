@@ -54,7 +54,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
-AFTER_START = ("psutil", "distviz.tracing.summary", "distviz.tracing.watch_report")
+AFTER_START = ("psutil", "rich.console", "distviz.tracing.summary",
+               "distviz.tracing.backward_counts")
 
 
 class CommandNotFound(DistvizError):
@@ -146,13 +147,11 @@ def _pause(ended: int | None, seconds: float) -> None:
 
 
 def _import_all(names: tuple[str, ...]) -> None:
-    """Import ``names`` (a failure is left to the import that needs the module), at the lowest
-    priority this thread can have (Linux: one thread's niceness), so that it does not take a
-    core from the program while it starts."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        pass
+    """Import ``names`` (a failure is left to the import that needs the module).
+
+    At the thread's normal priority: a thread of the lowest (niceness 19) gets about 1 % of a
+    core that a busy program wants, so on a loaded machine its 50 ms of imports took seconds,
+    and the end of the run, which waits for a module it holds, waited for it."""
     for name in names:
         try:
             importlib.import_module(name)

@@ -277,12 +277,12 @@ class DistvizSession:
         import json
 
         from distviz.trace import write_atomic
-        from distviz.tracing import summary, watch_report
+        from distviz.tracing import backward_counts, summary
 
         events = journal.read(self.session)
         found = summary.entries(events)
         notes = [n for ns in Findings.of(events).notes.values() for n in ns]
         command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
         index = summary.index_json(found, command, self.exitstatus, notes)
-        index["backwards"] = watch_report.backwards_json(events)
+        index["backwards"] = backward_counts.backwards_json(events)
         write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")

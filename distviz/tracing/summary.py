@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED
-from distviz.replay.verdict import most_severe
+from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, most_severe
 from distviz.tracing.journal import ContextRow, Event, scripted_notes
 from distviz.words import plural
 
@@ -181,7 +180,7 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
 
 def contexts_code(found: list[Entry]) -> int:
     """The exit code the recorded contexts give when the program itself succeeded: the most
-    severe of their verdicts' (``distviz.replay.verdict.most_severe``, as for a recording's
+    severe of their verdicts' (``distviz.limits.most_severe``, as for a recording's
     contexts)."""
     return most_severe(e.row.exit_code for e in found)
 

@@ -1,5 +1,4 @@
-"""What the watch says about a watched backward, and every backward counted (pure,
-torch-free).
+"""What the watch says about a watched backward (pure, torch-free).
 
 A watched context (``distviz.tracing.watch``) is recorded only when something happened in it
 (``distviz.replay.watched``). Its verdict is the one judge's (``distviz.replay.verdict.judge``
@@ -7,8 +6,8 @@ with ``watched=``, which compares only the outcome); ``watched_row`` makes its r
 verdict, as ``distviz.tracing.report.row`` does for a recorded context, and ``deadline_lines``,
 ``returned_text`` and ``raised_text`` say what happened live and in the row's explanation.
 
-``backward_lines`` and ``backwards_json`` give, per initiator, every backward call the
-processes handed over (``backward_stats``): for the summary and ``index.json``.
+Every backward counted, per initiator, is ``distviz.tracing.backward_counts``'s (the parent
+reads only that: it never imports the replay for a run where nothing happened).
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from distviz.replay.watched import (
     slow_text,
 )
 from distviz.trace import Trace
-from distviz.tracing.backward_stats import BackwardStats
-from distviz.tracing.journal import ContextRow, Event
-from distviz.words import first_line, plural
+from distviz.tracing.journal import ContextRow
+from distviz.words import first_line
 
 #: Error texts that say a worker is gone: its graph cannot be recorded any more.
 _GONE = ("RPCErr", "ran for more than set timeout", "Connection reset", "connection closed",
@@ -121,49 +119,3 @@ def raised_text(trace: Trace, replay: Any, error: str) -> str:
                 f"error, hangs: {replay.hang.summary if replay.hang is not None else ''}")
     return (f"the backward raised: {error}; the replay of its graph completes, so the error "
             "does not come from FAST mode's rules (the program's own code, or a worker)")
-
-
-# -- every backward, counted -------------------------------------------------------------------
-
-def initiators(events: list[Event]) -> dict[str, BackwardStats]:
-    """Every process's ``backwards`` statistics, merged by initiator name."""
-    out: dict[str, BackwardStats] = {}
-    for ev in events:
-        if ev.kind != "backwards" or ev.stats is None:
-            continue
-        try:
-            stats = BackwardStats.from_json(ev.stats)
-        except (KeyError, ValueError, TypeError):
-            continue
-        name = stats.worker or ev.worker or f"pid {ev.pid}"
-        if name in out:
-            out[name].merge(stats)
-        else:
-            out[name] = stats
-    return dict(sorted(out.items()))
-
-
-def backwards_json(events: list[Event]) -> dict[str, Any]:
-    """``index.json``'s ``backwards``: per initiator, ``BackwardStats.summary``."""
-    return {name: s.summary() for name, s in initiators(events).items()}
-
-
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-
-def backward_lines(events: list[Event]) -> list[str]:
-    """The summary's lines: one per initiator, then the backwards that raised."""
-    out: list[str] = []
-    for name, s in initiators(events).items():
-        worst = sorted(s.slowest, reverse=True)
-        slow = ", ".join(f"{step} ({_ms(sec)})" for sec, step in worst)
-        out.append(f"{name}: {plural(s.calls, 'backward call')}: median {_ms(s.quantile(0.5))}, "
-                   f"95th percentile {_ms(s.quantile(0.95))}, max {_ms(s.max_s)}; slowest by "
-                   f"step: {slow}")
-        if s.raised:
-            first = "; ".join(f"step {step}: {text}" for step, text in s.errors)
-            out.append(f"{name}: {plural(s.raised, 'backward')} raised ({first})")
-    return out

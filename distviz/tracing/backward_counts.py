@@ -1,0 +1,63 @@
+"""Every ``dist_autograd.backward`` of a traced run, counted per initiator (pure, torch-free,
+and light: ``distviz trace``'s parent imports it for the summary of every run).
+
+Each traced process hands its ``BackwardStats`` (``distviz.tracing.backward_stats``) to the
+session when it ends; ``initiators`` merges them by initiator name, ``backwards_json`` is
+``index.json``'s ``backwards`` and ``backward_lines`` the summary's lines: per initiator the
+number of calls, median, 95th percentile and max wall time, the slowest by step, and those that
+raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distviz.tracing.backward_stats import BackwardStats
+from distviz.tracing.journal import Event
+from distviz.words import plural
+
+__all__ = ["backward_lines", "backwards_json", "initiators"]
+
+
+def initiators(events: list[Event]) -> dict[str, BackwardStats]:
+    """Every process's ``backwards`` statistics, merged by initiator name."""
+    out: dict[str, BackwardStats] = {}
+    for ev in events:
+        if ev.kind != "backwards" or ev.stats is None:
+            continue
+        try:
+            stats = BackwardStats.from_json(ev.stats)
+        except (KeyError, ValueError, TypeError):
+            continue
+        name = stats.worker or ev.worker or f"pid {ev.pid}"
+        if name in out:
+            out[name].merge(stats)
+        else:
+            out[name] = stats
+    return dict(sorted(out.items()))
+
+
+def backwards_json(events: list[Event]) -> dict[str, Any]:
+    """``index.json``'s ``backwards``: per initiator, ``BackwardStats.summary``."""
+    return {name: s.summary() for name, s in initiators(events).items()}
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def backward_lines(events: list[Event]) -> list[str]:
+    """The summary's lines: one per initiator, then the backwards that raised."""
+    out: list[str] = []
+    for name, s in initiators(events).items():
+        worst = sorted(s.slowest, reverse=True)
+        slow = ", ".join(f"{step} ({_ms(sec)})" for sec, step in worst)
+        out.append(f"{name}: {plural(s.calls, 'backward call')}: median {_ms(s.quantile(0.5))}, "
+                   f"95th percentile {_ms(s.quantile(0.95))}, max {_ms(s.max_s)}; slowest by "
+                   f"step: {slow}")
+        if s.raised:
+            first = "; ".join(f"step {step}: {text}" for step, text in s.errors)
+            out.append(f"{name}: {plural(s.raised, 'backward')} raised ({first})")
+    return out
