@@ -14,7 +14,7 @@ from conftest import SCENARIOS
 
 from distviz.errors import ScenarioError, UsageError
 from distviz.scenario import load_scenario, load_scenario_text
-from distviz.trace.iteration import ContextSelection
+from distviz.selection import ContextSelection
 
 TRAINING = ["rnn_tutorial", "ps_two_trainers", "module_shards", "seed_training",
             "get_gradients", "hogwild"]

@@ -12,8 +12,8 @@ from replay_fixtures import M, TraceBuilder, design_note, two_passes
 
 from distviz.errors import UsageError
 from distviz.replay import legality, replay
+from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
-from distviz.trace.iteration import ContextSelection
 from distviz.tracing import journal, report, summary
 from distviz.tracing.command import CommandNotExecutable, CommandNotFound, Finished, resolve
 from distviz.tracing.config import TraceConfig, check_options

@@ -24,8 +24,8 @@ from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_tra
 from distviz.errors import UsageError
 from distviz.replay import replay
 from distviz.replay.watched import answered_sends, slow_text
+from distviz.selection import ContextSelection
 from distviz.trace import Trace, load
-from distviz.trace.iteration import ContextSelection
 from distviz.tracing import backward_counts, inflight
 from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.config import check_options

@@ -16,16 +16,60 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
 * ``running``: a run from start to report (progress, partial trace, exit code);
 * ``output``: what commands show and write (the replay, agreement, the JSON report, the step
   log, pictures, exit codes).
+
+A command is registered on ``app`` when its module is imported. ``distviz.cli.app`` (the
+attribute) registers them all, in ``--help``'s order; the console script (``main``) registers
+only the module of the command its command line names, so that ``distviz trace`` starts the
+program without first importing every other command (and typer reading their signatures):
+the traced program waits for that.
 """
 
 from __future__ import annotations
 
-from distviz.cli import (
-    commands,  # noqa: F401  (registers the commands on app)
-    fuzz,  # noqa: F401  (registers distviz fuzz)
-    snapshot_command,  # noqa: F401  (registers distviz snapshot)
-    trace_command,  # noqa: F401  (registers distviz trace)
-)
-from distviz.cli.app import app, main
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["app", "main"]
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.cli.app import App
+
+__all__ = ["COMMAND_MODULES", "app", "main", "register"]
+
+#: The module that registers each command (importing it registers the command on ``app``).
+COMMAND_MODULES = {
+    **dict.fromkeys(("run", "check", "scenarios", "replay", "export", "graph"),
+                    "distviz.cli.commands"),   # registers them in this order
+    "fuzz": "distviz.cli.fuzz",
+    "snapshot": "distviz.cli.snapshot_command",
+    "trace": "distviz.cli.trace_command",
+}
+
+
+def register(modules: tuple[str, ...] | None = None) -> App:
+    """Import ``modules`` (default: every command's, in ``--help``'s order) and return ``app``."""
+    for module in modules or tuple(dict.fromkeys(COMMAND_MODULES.values())):
+        importlib.import_module(module)
+    from distviz.cli.app import app
+    return app
+
+
+def main() -> None:
+    """Console-script entry point: registers the command the command line names (every command
+    for anything else: help, ``--version``, a name that is not a command), then runs it."""
+    module = COMMAND_MODULES.get(sys.argv[1] if len(sys.argv) > 1 else "")
+    register((module,) if module else None)
+    from distviz.cli.app import main as run
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        globals()["app"] = register()
+        return globals()["app"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Loading the submodule ``distviz.cli.app`` binds it as this package's attribute ``app``; the
+# attribute is the typer app (``__getattr__``), as it always was, so the module's binding goes.
+importlib.import_module("distviz.cli.app")
+globals().pop("app", None)

@@ -259,7 +259,7 @@ def export(
     ext = {"perfetto": "json"}.get(fmt, fmt)
     target = output or trace_file.with_suffix("").with_suffix(f".{ext}")
     if fmt in ("graphml", "gexf"):   # the whole graph, with the first pass's replay
-        from distviz.trace.files import write_atomic
+        from distviz.files import write_atomic
         from distviz.views.graph_nx import graph_file, trace_graph
         write_atomic(target, graph_file(trace_graph(trace, rp), fmt))
         to_stdout = bool(stdout_flags({"-o": target}))

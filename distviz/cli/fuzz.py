@@ -14,7 +14,7 @@ from distviz import limits
 from distviz.cli.app import app, guard, stderr_console, stdout_console
 from distviz.cli.options import HangTimeout, Json
 from distviz.errors import UsageError
-from distviz.trace import write_atomic
+from distviz.files import write_atomic
 
 __all__ = ["fuzz"]
 

@@ -148,7 +148,7 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.replay.changes import parse_inject_delay
     from distviz.runner.parent.run import RunOptions
-    from distviz.trace.iteration import ContextSelection
+    from distviz.selection import ContextSelection
     if args.mode not in ("fast", "smart"):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")
     opts = RunOptions(interop_threads=args.interop_threads, hang_timeout=args.hang_timeout,
@@ -277,7 +277,7 @@ def check_view_flags(fmt: str, flags: dict[str, Any]) -> None:
 
 def is_stdout(path: Path) -> bool:
     """``-``, or a path that names this process's standard output (``/dev/stdout``)."""
-    from distviz.trace.files import STDOUT  # the trace package, only when a path is read
+    from distviz.files import STDOUT  # only when a path is read
 
     if str(path) == STDOUT:
         return True

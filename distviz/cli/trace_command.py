@@ -20,7 +20,7 @@ from distviz.cli.options import (
     TraceDir,
     TraceInterop,
 )
-from distviz.trace import write_atomic
+from distviz.files import write_atomic
 from distviz.words import plural
 
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from distviz import lend
 from distviz.errors import TraceError
-from distviz.trace.files import STDOUT as STDOUT  # re-exported: callers import them from here
-from distviz.trace.files import is_stream as is_stream
-from distviz.trace.files import write_atomic
+from distviz.files import STDOUT as STDOUT  # re-exported: callers import them from here
+from distviz.files import is_stream as is_stream
+from distviz.files import write_atomic
 from distviz.trace.node import KINDS as KINDS  # re-exported: callers import them from here
 from distviz.trace.node import Node as Node
 from distviz.trace.node_json import checked_node, fast_node, need

@@ -2,7 +2,7 @@
 
 The parent puts one JSON object in the environment variable ``DISTVIZ_TRACE``; the injected
 bootstrap (``distviz/tracing/boot/sitecustomize.py``) reads it in each Python process the command
-starts. ``--contexts`` is parsed by ``distviz.trace.iteration.ContextSelection`` (the same forms as
+starts. ``--contexts`` is parsed by ``distviz.selection.ContextSelection`` (the same forms as
 ``distviz run``, and ``none``): here contexts count from 1 per initiator, in the order they
 reach ``dist_autograd.backward``. Every backward of a context not selected is watched
 (``distviz.tracing.watch``); ``none`` records no context in full and watches them all.
@@ -14,13 +14,10 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
-
-if TYPE_CHECKING:  # pragma: no cover - every traced process reads this module at start-up,
-    from distviz.trace.iteration import ContextSelection  # the trace package when needed
+from distviz.selection import ContextSelection
 
 ENV = "DISTVIZ_TRACE"
 ON_HANG = ("stop", "continue")
@@ -54,8 +51,6 @@ class TraceConfig:
 
     @property
     def spec(self) -> ContextSelection:
-        from distviz.trace.iteration import ContextSelection
-
         return ContextSelection.parse(self.contexts)
 
     def to_env(self) -> str:
@@ -81,8 +76,6 @@ def check_options(contexts: str, max_contexts: int | None, on_hang: str, hang_ti
 
     Raises ``UsageError`` naming the bad option.
     """
-    from distviz.trace.iteration import ContextSelection
-
     spec = ContextSelection.parse(contexts)
     if max_contexts is not None and max_contexts < 1:
         raise UsageError(f"--max-contexts {max_contexts}: expected 1 or more")

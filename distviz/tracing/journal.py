@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from distviz.files import replace_file
 from distviz.limits import EXIT_OK
 from distviz.outcome import ContextOutcome, Outcome
-from distviz.trace.files import replace_file
 from distviz.tracing.config import current_test
 from distviz.words import plural
 

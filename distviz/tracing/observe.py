@@ -56,8 +56,8 @@ from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
+from distviz.selection import ContextSelection
 from distviz.trace import Trace
-from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites, journal, observe_args, watch_hook
 from distviz.tracing.assemble import record_trace

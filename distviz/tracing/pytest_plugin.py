@@ -276,7 +276,7 @@ class DistvizSession:
     def _write_index(self) -> None:
         import json
 
-        from distviz.trace import write_atomic
+        from distviz.files import write_atomic
         from distviz.tracing import backward_counts, summary
 
         events = journal.read(self.session)

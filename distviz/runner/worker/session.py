@@ -49,8 +49,8 @@ from distviz.runner.sandbox import modules
 from distviz.runner.sandbox.base import Namespace
 from distviz.runner.sandbox.rpc_proxy import unwrap_rrefs
 from distviz.runner.worker.initiator import check_root
+from distviz.selection import ContextSelection
 from distviz.trace import BackwardPass, Trace
-from distviz.trace.iteration import ContextSelection
 from distviz.trace.sections import Real
 from distviz.words import first_line
 
