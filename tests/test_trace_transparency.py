@@ -138,3 +138,25 @@ def test_a_worker_killed_mid_backward_ends_the_program_as_without_distviz(
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
         "SIGKILL")
     assert traced.row("worker0", 1)["agreement"] == "agrees"   # the one context recorded
+
+
+def test_an_rpc_backend_of_the_programs_own_that_starts_no_agent(tmp_path: Path) -> None:
+    """PyTorch's ``test_register_rpc_backend_and_set_and_start_rpc_backend``: ``init_rpc``
+    with a registered stub backend whose start is mocked returns, though no agent runs. Traced,
+    it returns too (distviz's wrapper used to ask the absent agent for the worker's name and
+    raised PyTorch's "RPC has not been initialized")."""
+    program = str(PROGRAMS / "stub_backend.py")
+    plain = subprocess.run([sys.executable, program, str(tmp_path / "rdv-plain")], cwd=ROOT,
+                           env=_environment(tmp_path), capture_output=True, text=True,
+                           timeout=400)
+    proc = subprocess.run(trace_command(tmp_path / "traced", [program, str(tmp_path / "rdv")]),
+                          cwd=ROOT, env=_environment(tmp_path), capture_output=True, text=True,
+                          timeout=400)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    program_lines = [line for line in proc.stdout.splitlines()
+                     if line.startswith(("init_rpc", "get_worker_info"))]
+    assert program_lines == plain.stdout.splitlines() == [
+        "init_rpc returned None",
+        "get_worker_info raised RuntimeError: RPC has not been initialized. Call "
+        "torch.distributed.rpc.init_rpc first."]

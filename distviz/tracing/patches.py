@@ -80,7 +80,10 @@ def _init_rpc(original: Any, proc: observe.Process) -> Any:
                 kind="rpc_failed", pid=os.getpid(), worker=str(name),
                 message=" ".join(str(exc).split())[:400] or type(exc).__name__))
             raise
-        info = rpc.get_worker_info()
+        try:
+            info = rpc.get_worker_info()
+        except RuntimeError:   # init_rpc returned, yet no agent runs (a backend of the
+            return result      # program's own that starts none, a mocked start): nothing to name
         here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
         here.worker, here.rank = info.name, int(info.id)
         try:
