@@ -1,6 +1,6 @@
 """Which contexts to record: ``--contexts`` parsed (pure, torch-free, a leaf module).
 
-``ContextSelection.parse("first")`` (``all``, ``none``, ``1,3,5-7``, ``every:N``, ...) says which
+``ContextSelection.parse("first")`` (``all``, ``none``, ``1,3``, ``every:K``) says which
 of a trainer's dist autograd contexts are recorded in full. ``distviz trace``'s parent checks the
 option with it before the program starts, and every traced process reads it: it imports nothing
 of the trace model.
