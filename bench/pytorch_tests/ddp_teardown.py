@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve()
 def _round(rank: int, port: int) -> None:
     import torch
     import torch.distributed as dist
-    import torch.distributed.autograd as dist_autograd
+    from ddp_uneven_shutdown import compare_step  # this folder: the test's step as a program
     from torch import nn
     from torch.nn.parallel import DistributedDataParallel
 
@@ -51,14 +51,7 @@ def _round(rank: int, port: int) -> None:
                             world_size=WORLD, rank=rank)
     net = nn.Linear(2, 3)
     ddp = DistributedDataParallel(net)
-    x = torch.rand((3, 2))
-    with dist_autograd.context() as cid:
-        loss = ddp(x).norm()
-        dist_autograd.backward(cid, [loss])
-        grads = dist_autograd.get_gradients(cid)
-    ddp.zero_grad()
-    ddp(x).norm().backward()
-    assert all(torch.allclose(grads[p], p.grad) for p in net.parameters())
+    compare_step(ddp, net, torch.rand((3, 2)))
     dist.destroy_process_group()
     # leaving this frame drops ddp: the Reducer's dealloc, where the deadlock happens
 

@@ -29,6 +29,18 @@ def note(out: str, rank: int, what: str) -> None:
         fh.write(f"{time.strftime('%H:%M:%S')} rank {rank} {what}\n")
 
 
+def compare_step(ddp: DistributedDataParallel, net: nn.Module, x: torch.Tensor) -> None:
+    """One input as the test does: through dist autograd in a context, then through local
+    autograd; the two gradients of every parameter must be equal."""
+    with dist_autograd.context() as cid:
+        loss = ddp(x).norm()
+        dist_autograd.backward(cid, [loss])
+        grads = dist_autograd.get_gradients(cid)
+    ddp.zero_grad()
+    ddp(x).norm().backward()
+    assert all(torch.allclose(grads[p], p.grad) for p in net.parameters())
+
+
 def run(rank: int, port: int, out: str) -> None:
     note(out, rank, "started")
     torch.manual_seed(rank)
@@ -43,13 +55,7 @@ def run(rank: int, port: int, out: str) -> None:
     inputs = [torch.rand((3, 2)) for _ in range(3 if rank % 2 == 0 else 1)]
     with ddp.join(True):
         for x in inputs:
-            with dist_autograd.context() as cid:
-                loss = ddp(x).norm()
-                dist_autograd.backward(cid, [loss])
-                grads = dist_autograd.get_gradients(cid)
-            ddp.zero_grad()
-            ddp(x).norm().backward()
-            assert all(torch.allclose(grads[p], p.grad) for p in net.parameters())
+            compare_step(ddp, net, x)
     note(out, rank, "trained")
     dist.destroy_process_group()
     t = time.monotonic()
