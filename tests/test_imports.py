@@ -23,8 +23,8 @@ KNOWN_CYCLES: set[str] = set()
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.assemble", "distviz.tracing.callsites", "distviz.tracing.jit",
-              "distviz.tracing.naming",
-              "distviz.tracing.observe",
+              "distviz.tracing.dispatch", "distviz.tracing.naming",
+              "distviz.tracing.observe", "distviz.tracing.process",
               "distviz.tracing.patches", "distviz.tracing.snapshot_take",
               "distviz.tracing.watch")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from

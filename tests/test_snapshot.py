@@ -25,7 +25,7 @@ from test_trace_cmd import ROOT, _environment, programs_running, trace_command
 from distviz.limits import EXIT_HANG
 from distviz.replay import replay
 from distviz.trace import load
-from distviz.tracing import snapshot, snapshot_listener
+from distviz.tracing import snapshot, snapshot_files, snapshot_listener
 
 
 def _snapshot(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +55,7 @@ def test_a_job_stuck_in_a_forward_rpc_shows_every_stack_and_its_open_context(
         assert "worker0 (pid" in text and "worker1 (pid" in text, text
         assert "in wait_forever" in text and "in rpc_sync" in text, text
         assert "forward open for" in text, text
-        (folder,) = (out / snapshot.SNAPSHOTS).iterdir()
+        (folder,) = (out / snapshot_files.SNAPSHOTS).iterdir()
         assert "wait_forever" in (folder / "worker1.stacks.txt").read_text()
         # the open context's graph: both workers' parts, replayed from the newest variable
         trace = load(folder / "worker0.ctx1.trace.json")
@@ -94,18 +94,18 @@ def test_a_folder_without_a_job_or_that_does_not_exist_is_one_line(tmp_path: Pat
 def test_a_job_whose_runner_has_ended_is_not_running(tmp_path: Path) -> None:
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True)
-    snapshot.announce(str(tmp_path), str(tmp_path), int(ended.stdout))
+    snapshot_files.announce(str(tmp_path), str(tmp_path), int(ended.stdout))
     with pytest.raises(snapshot.NoJob, match=r"has ended"):
         snapshot.take(tmp_path)
 
 
 def test_a_session_too_deep_for_af_unix_gets_a_short_private_socket(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
-    path, private = snapshot.socket_path(str(deep), 12345)
+    path, private = snapshot_files.socket_path(str(deep), 12345)
     assert private is not None and path.startswith(private)
-    assert len(os.fsencode(path)) <= snapshot.SOCKET_PATH_MAX
+    assert len(os.fsencode(path)) <= snapshot_files.SOCKET_PATH_MAX
     os.rmdir(private)
-    short, none = snapshot.socket_path("/tmp/s", 12345)
+    short, none = snapshot_files.socket_path("/tmp/s", 12345)
     assert (short, none) == ("/tmp/s/listeners/12345.sock", None)
 
 
@@ -126,12 +126,12 @@ def test_a_process_that_does_not_answer_is_named_and_the_others_are_reported(
     sleeper = subprocess.Popen(["sleep", str(WAIT_GUARD_S)])
     try:
         snapshot_listener.start(session, "worker0", answer)
-        silent_path = os.path.join(session, snapshot.LISTENERS, "silent.sock")
+        silent_path = os.path.join(session, snapshot_files.LISTENERS, "silent.sock")
         silent.bind(silent_path)
         silent.listen(1)
-        snapshot.register(session, snapshot.Listener(sleeper.pid, "worker1", silent_path))
-        snapshot.register(session, snapshot.Listener(2**22 + 1, "gone", silent_path))  # > pid_max
-        snapshot.announce(str(tmp_path), session)
+        snapshot_files.register(session, snapshot_files.Listener(sleeper.pid, "worker1", silent_path))
+        snapshot_files.register(session, snapshot_files.Listener(2**22 + 1, "gone", silent_path))  # > pid_max
+        snapshot_files.announce(str(tmp_path), session)
         snap = snapshot.take(tmp_path, timeout=3.0)
     finally:
         snapshot_listener.close()

@@ -3,7 +3,11 @@ obey, the summary and its exit codes, file claims, traces with only some workers
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,14 @@ from distviz.replay import legality, replay
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing import journal, report, summary
-from distviz.tracing.command import CommandNotExecutable, CommandNotFound, Finished, resolve
+from distviz.tracing.command import (
+    CommandNotExecutable,
+    CommandNotFound,
+    Finished,
+    _descendants,
+    _descendants_psutil,
+    resolve,
+)
 from distviz.tracing.config import TraceConfig, check_options
 
 # -- options -----------------------------------------------------------------------------------
@@ -64,6 +75,27 @@ def test_a_missing_command_is_found_out_before_anything_starts(tmp_path: Path) -
     with pytest.raises(CommandNotExecutable):
         resolve([str(tmp_path / "plain.txt")])
     assert resolve(["sh", "-c", "true"])[1:] == ["-c", "true"]
+
+
+def test_the_descendants_left_behind_are_found_grandchildren_and_all() -> None:
+    """What ``distviz trace`` stops at the end: every live process under the program, read
+    from ``/proc``; a zombie is not one (only its exit status is left)."""
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & (sleep 30 & wait) & exit 0 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(_descendants(shell.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = _descendants(shell.pid)
+        assert len(found) >= 3, found   # two sleeps and the subshell between (and `exit 0`'s)
+        names = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in found]
+        assert names.count("sleep") == 2, names
+        assert sorted(found) == sorted(_descendants_psutil(shell.pid))
+    finally:
+        for pid in _descendants(shell.pid):
+            os.kill(pid, signal.SIGKILL)
+        shell.kill()
+        shell.wait()
+    assert _descendants(shell.pid) == []
 
 
 # -- the FAST-mode rules of an observed order --------------------------------------------------

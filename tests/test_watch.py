@@ -278,6 +278,45 @@ def test_a_worker_killed_during_a_watched_backward_ends_the_program_as_without_d
         run.index["notes"])
 
 
+#: What only a context recorded in full, or a backward past its deadline, needs: the trace model,
+#: the recorder's gather and hooks, the observer, the recording, the replay.
+RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recorder.gather",
+             "distviz.recorder.hooks", "distviz.tracing.observe", "distviz.tracing.assemble",
+             "distviz.tracing.watch_late", "distviz.tracing.snapshot_take")
+
+
+@pytest.mark.rpc
+def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
+        tmp_path: Path) -> None:
+    """``--contexts none``, every backward back in time: what each traced process loaded at
+    its exit, read by a ``sitecustomize`` of the test's own that distviz's bootstrap chains
+    to (so it runs in the command and in each process ``mp.spawn`` starts)."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "sitecustomize.py").write_text(
+        "import atexit, os, sys\n"
+        f"HEAVY = {RECORDING!r}\n"
+        "def _report():\n"
+        "    heavy = sorted(m for m in sys.modules\n"
+        "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
+        "    hooked = 'distviz.tracing.patches' in sys.modules\n"
+        "    print('LOADED', os.getpid(), hooked, heavy, file=sys.stderr, flush=True)\n"
+        "atexit.register(_report)\n", encoding="utf-8")
+    env = _environment(tmp_path)
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{probe}"
+    proc = subprocess.run([sys.executable, "-m", "distviz", "trace", "-o", str(tmp_path / "out"),
+                           "--contexts", "none", "--", sys.executable, PROGRAM, "fine", "4"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")] == \
+        [f"step {k} done" for k in range(1, 5)]
+    loaded = [ln.split(" ", 3) for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")]
+    hooked = [heavy for _, _, torch_hooked, heavy in loaded if torch_hooked == "True"]
+    assert hooked == ["[]"] * 3, loaded     # the command and the two workers it spawns
+    index = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
+    assert index["backwards"]["worker0"]["calls"] == 4 and index["contexts"] == []
+
+
 @pytest.mark.rpc
 def test_the_late_hang_is_explained_under_torchrun_too(tmp_path: Path) -> None:
     with socket.socket() as sock:

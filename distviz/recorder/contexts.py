@@ -5,17 +5,25 @@ that hooks go on exactly those nodes for the real backward), the hook handles an
 hooks saw. ``keep`` stores it at a recording, ``record_of`` reads it, ``forget`` drops it with
 its hooks, and ``sweep`` forgets every context PyTorch no longer holds here. The RPCs a
 worker made inside a context (``log_call``, the scenario runtime's) live as long.
-``context_here`` asks PyTorch whether a context exists in this process.
+``context_here`` asks PyTorch whether a context exists in this process, and ``BACKWARD`` is
+PyTorch's own backward, which a traced process's patch never replaces.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.distributed.autograd as dist_autograd
 
-from distviz.trace import RpcCall
+if TYPE_CHECKING:  # pragma: no cover - the trace model loads when a context is recorded
+    from distviz.trace import RpcCall
+
+#: PyTorch's ``dist_autograd.backward`` itself (the C++ function): what every observer runs,
+#: whatever a traced process's patches put in ``torch.distributed.autograd``.
+BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
 
 
 @dataclass

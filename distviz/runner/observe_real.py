@@ -36,12 +36,8 @@ from distviz.runner.gradients import summarize
 from distviz.trace.sections import RealEvent
 from distviz.words import first_line
 
-#: PyTorch's own ``dist_autograd.backward`` (``distviz trace`` replaces the module's).
-BACKWARD: Callable[..., Any] = torch._C._distributed_autograd.backward
-
-__all__ = ["BACKWARD", "Passes", "RealRun", "call_on_workers", "clock_offsets", "collect", "fetch_piece",
+__all__ = ["Passes", "RealRun", "call_on_workers", "clock_offsets", "collect", "fetch_piece",
            "on_all", "pair_events", "run_pass", "side", "watch"]
-
 
 
 def side(fn: Callable[[], Any]) -> Any:
@@ -114,7 +110,7 @@ def run_pass(context_id: int, roots: list[torch.Tensor], retain_graph: bool, tim
 
     def go() -> None:
         try:
-            BACKWARD(context_id, roots, retain_graph=retain_graph)
+            contexts.BACKWARD(context_id, roots, retain_graph=retain_graph)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             box["exc"] = exc
     start = passes.begin()

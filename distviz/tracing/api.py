@@ -19,17 +19,19 @@ from typing import Any
 import torch.distributed.autograd as dist_autograd
 
 from distviz.limits import TRACE_HANG_TIMEOUT
+from distviz.recorder.contexts import BACKWARD
 from distviz.trace import Trace
-from distviz.tracing import jit, observe
+from distviz.tracing import jit, observe, process
 from distviz.tracing.config import TraceConfig
+from distviz.tracing.process import Process
 
 _ARMED: dict[int, observe.Run] = {}
 
 
-def _process(out_dir: str, hang_timeout: float) -> observe.Process:
-    proc = observe.PROCESS
+def _process(out_dir: str, hang_timeout: float) -> Process:
+    proc = process.PROCESS
     if proc is None:    # not under distviz trace: this process's own settings, and call
-        proc = observe.start(TraceConfig(out_dir=out_dir, contexts="all",
+        proc = process.start(TraceConfig(out_dir=out_dir, contexts="all",
                                          hang_timeout=hang_timeout))
         from distviz.tracing import patches  # sites from now on
         patches.install_callsites(proc)
@@ -66,7 +68,7 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
     run = observe.prepare(proc.config, context_id, roots, retain_graph, index, frame,
                           names=_names(names), path=Path(path) if path is not None else None)
     if run is None:
-        observe.ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        BACKWARD(context_id, roots, retain_graph=retain_graph)
         raise RuntimeError(f"distviz could not record context id {context_id}, but PyTorch's "
                            "backward ran")
     return observe.run_backward(run, roots, retain_graph)

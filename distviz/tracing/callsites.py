@@ -28,13 +28,15 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed.autograd as dist_autograd
 
 from distviz.recorder.walk import reachable
-from distviz.trace import RpcCall
+
+if TYPE_CHECKING:  # pragma: no cover - the trace model loads when a context is recorded
+    from distviz.trace import RpcCall
 
 KEEP_CONTEXTS = 256
 MAX_FRAMES = 4
@@ -276,6 +278,8 @@ def peek(context_id: int) -> list[RpcCall]:
 
 
 def _rpc_calls(calls: list[Call]) -> list[RpcCall]:
+    from distviz.trace import RpcCall
+
     for c in calls:
         c.resolve()
     return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,

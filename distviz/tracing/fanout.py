@@ -14,7 +14,6 @@ from typing import Any
 
 from distviz import limits
 from distviz.recorder.side_thread import SideThread
-from distviz.runner.observe_real import call_on_workers
 
 #: The side thread the rounds go from; code checks its name (``distviz-rpc``) so that a round
 #: started from a round does not wait for itself.
@@ -24,7 +23,10 @@ RPC_THREAD = SideThread("distviz-rpc")
 def on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
            timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
     """Run ``fn(*args)`` on every worker (here for ``me``) from the side thread; returns each
-    worker's result, a failure as the exception it raised."""
+    worker's result, a failure as the exception it raised. (The observer loads at the first
+    round: a process whose backwards are all watched and return in time never needs it.)"""
+    from distviz.runner.observe_real import call_on_workers
+
     return RPC_THREAD.run(call_on_workers, workers, me, fn, args, timeout)
 
 

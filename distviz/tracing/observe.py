@@ -1,8 +1,8 @@
 """One recorded context, from ``dist_autograd.backward`` to its trace file (torch side).
 
-``traced_backward`` replaces ``torch.distributed.autograd.backward`` in a traced process. For
-a context that ``--contexts`` selects (counted per initiator, in the order contexts reach the
-backward) it:
+For a context that ``--contexts`` selects (``distviz.tracing.dispatch.traced_backward``, which
+replaces ``torch.distributed.autograd.backward`` in a traced process, hands it to
+``record_and_observe``), this module:
 
 1. records the whole distributed graph of the context (``assemble``: ``recorder.gather``
    reaches the other workers over the program's own RPC agent; each worker adds its module
@@ -27,192 +27,47 @@ trace file is rewritten each time, so it ends with the context's last pass. Pass
 that raised or hung run unrecorded (the replay stops at a failed pass; PyTorch's context
 lives on), and the summary says so.
 
-Other contexts go to the watch (``distviz.tracing.watch``, through ``watch_hook``: a deadline,
-no recording unless it passes), or straight to PyTorch's backward without one; a call PyTorch
-rejects (wrong arguments, a context that does not exist: ``observe_args``) or one made while
-``torch.jit.trace`` traces (distviz's own steps would join the traced graph) goes to PyTorch
-exactly as it was made, and the summary notes it. A backward from TorchScript never reaches
-Python (``distviz.tracing.jit``).
+Every other backward is watched (``distviz.tracing.dispatch``); this module is imported at the
+first context recorded in full.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
 import time
 import types
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
+from distviz.recorder.contexts import BACKWARD
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
-from distviz.selection import ContextSelection
 from distviz.trace import Trace
 from distviz.trace.sections import Real, RealEvent
-from distviz.tracing import callsites, journal, observe_args, watch_hook
+from distviz.tracing import callsites, journal, process
 from distviz.tracing.assemble import record_trace
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.fanout import in_background, on_all
-from distviz.tracing.inflight import InFlight
 from distviz.tracing.live import say
-from distviz.tracing.slots import claim_slot
+from distviz.tracing.process import Process
 from distviz.tracing.stop import stop_program
 from distviz.words import error_line
 
-# The replay and the verdict are imported at the first recorded context: every process of a
-# traced program loads this module, most record nothing. The real backward is observed by the
-# runner's observer (``distviz.runner.observe_real``), the one ``distviz run`` uses.
-
-ORIGINAL_BACKWARD: Callable[..., Any] = observe_real.BACKWARD
-
-
-@dataclass
-class Process:
-    """Per-process state: the settings, the per-initiator context count, this worker."""
-
-    config: TraceConfig
-    index: dict[int, int] = field(default_factory=dict)     # context id -> its number here
-    counted: int = 0                                        # contexts numbered so far
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    worker: str | None = None
-    rank: int | None = None
-    exhausted: bool = False
-    runs: dict[int, Run] = field(default_factory=dict)   # recorded contexts, for later passes
-    ended: dict[int, str] = field(default_factory=dict)   # recorded contexts no longer followed
-    unrecorded: set[str] = field(default_factory=set)     # why calls went unrecorded, logged
-    spec: ContextSelection = field(init=False)            # --contexts, parsed once
-
-    def __post_init__(self) -> None:
-        self.spec = self.config.spec
-
-    def number(self, context_id: int) -> tuple[int, bool]:
-        """``(number of this context for this initiator, first backward on it)``."""
-        with self.lock:
-            k = self.index.get(context_id)
-            if k is not None:
-                return k, False
-            self.counted += 1
-            k = self.index[context_id] = self.counted
-            if len(self.index) > limits.TRACE_RECENT_CONTEXTS:   # a long job: the recent ones
-                del self.index[next(iter(self.index))]
-            return k, True
-
-    def may_record(self, context_id: int) -> bool:
-        """Whether calls made in ``context_id`` may end up in a trace (the gate of
-        ``callsites``): a context this process made is recorded only if it is the next one
-        ``--contexts`` selects; a context from elsewhere may be recorded by its initiator."""
-        if self.rank is None or (context_id >> 48) != self.rank or context_id in self.runs:
-            return True
-        if self.exhausted or context_id in self.index:   # its backward has started already
-            return False
-        return self.spec.selects(self.counted + 1)
-
-    def records_later(self, k: int) -> bool:
-        """Whether this process may record one of its contexts after its ``k``-th."""
-        return not self.exhausted and self.spec.selects_after(k)
-
-    def claim_slot(self) -> bool:
-        """Count one recorded context against ``--max-contexts`` (over all processes)."""
-        limit = self.config.max_contexts
-        if limit is None:
-            return True
-        if self.exhausted:
-            return False
-        if claim_slot(self.config.session_dir or self.config.out_dir, limit):
-            return True
-        self.exhausted = True
-        return False
-
-    def me(self) -> str:
-        if self.worker is None:
-            info = rpc.get_worker_info()
-            self.worker, self.rank = info.name, int(info.id)
-        return self.worker
+# The replay and the verdict are imported at the first recorded context; this module itself is
+# imported then too (``distviz.tracing.dispatch``): every process of a traced program is
+# watched, few record anything in full. The real backward is observed by the runner's observer
+# (``distviz.runner.observe_real``), the one ``distviz run`` uses.
 
 
-PROCESS: Process | None = None
-
-
-def start(config: TraceConfig) -> Process:
-    """Make this process's state (called when the hooks are installed, and after a fork)."""
-    global PROCESS
-    PROCESS = Process(config=config)
-    return PROCESS
-
-
-def traced_backward(*args: Any, **kwargs: Any) -> None:
-    """``dist_autograd.backward`` as a traced program sees it; see the module docstring. A
-    call PyTorch rejects (``observe_args.recordable``) goes to PyTorch as it was made."""
-    proc = PROCESS
-    if proc is None:
-        return ORIGINAL_BACKWARD(*args, **kwargs)
-    log = functools.partial(_log_unrecorded, proc)
-    if torch.jit.is_tracing():  # even reading the roots' sizes would join the traced graph
-        cid = args[0] if args else kwargs.get("contextId")
-        if type(cid) is int:
-            proc.number(cid)    # a backward of the context came through Python
-        log("a dist_autograd.backward call inside torch.jit.trace was not recorded")
-        return ORIGINAL_BACKWARD(*args, **kwargs)
-    call = observe_args.recordable(args, kwargs)
-    if call is None:
-        return observe_args.unrecorded(args, kwargs, None, log)
-    context_id, roots, retain_graph = call
-    if not contexts.context_here(context_id):   # no context of the program's
-        return observe_args.unrecorded(args, kwargs, context_id, log)
-    k, first = proc.number(context_id)
-    if not first and context_id in proc.runs:
-        watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_again,
-                           proc.runs[context_id], roots, retain_graph, sys._getframe(1))
-        return None
-    if not first or not proc.spec.selects(k) or not proc.claim_slot():
-        if not first:
-            _unfollowed(proc, context_id)
-        if watch_hook.WATCH is not None:    # watched, not recorded in full (tracing/watch.py)
-            return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
-                                            sys._getframe(1))
-        callsites.drop(context_id)
-        return watch_hook.counted(_in_flight(context_id, k, roots, retain_graph),
-                                  ORIGINAL_BACKWARD, *args, **kwargs)
-    watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), record_and_observe,
-                       proc.config, context_id, roots, retain_graph, k, sys._getframe(1))
-    return None
-
-
-def _in_flight(context_id: int, k: int, roots: list[torch.Tensor],
-               retain_graph: bool) -> InFlight:
-    """The table entry of a backward starting now in this thread."""
-    return InFlight(context_id, k, roots, retain_graph, time.monotonic(),
-                    threading.get_ident())
-
-
-def _log_unrecorded(proc: Process, message: str) -> None:
-    """Note in the summary, once per process, that a call was not recorded."""
-    if message not in proc.unrecorded:
-        proc.unrecorded.add(message)
-        journal.append(proc.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
-
-
-def _unfollowed(proc: Process, context_id: int) -> None:
-    """Log, once, that a later pass of a recorded context runs unrecorded, and why."""
-    why = proc.ended.get(context_id)
-    if why:
-        proc.ended[context_id] = ""
-        journal.append(proc.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=why))
-
-
-def context_ended(context_id: int) -> None:
+def context_ended(proc: Process, context_id: int) -> None:
     """The program leaves ``with dist_autograd.context()``: drop the node references kept for
     the context's later passes (recorded contexts only), here at once and on the other
     workers at their next recording (``recorder.sweep``: PyTorch has released the context
@@ -221,9 +76,6 @@ def context_ended(context_id: int) -> None:
     the first) or when the last pass kept its graph (``retain_graph=True``: the nodes still
     hold the forward's saved tensors): nothing the program sees depends on when a worker lets
     go of nodes its context no longer holds, but memory does."""
-    proc = PROCESS
-    if proc is None:
-        return
     run = proc.runs.pop(context_id, None)
     proc.ended.pop(context_id, None)
     if run is None:
@@ -352,7 +204,8 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
         journal.append(config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=PROCESS.worker if PROCESS else None,
+            kind="not_recorded", pid=os.getpid(),
+            worker=process.PROCESS.worker if process.PROCESS else None,
             message=report.not_recorded(context_id, exc)))
         return None
     seconds = {"record": round(time.perf_counter() - t0, 4)}
@@ -394,7 +247,7 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
         _stop_following(run, "")
         _note(run, f"context {run.index}: pass {n} was not recorded: {why}")
         _forget(trace, run.me)
-        ORIGINAL_BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
+        BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
         return
     run.add_seconds("record", time.perf_counter() - t0)
     t1 = time.perf_counter()
@@ -412,7 +265,7 @@ def _note(run: Run, message: str) -> None:
 
 def _stop_following(run: Run, why: str) -> None:
     """Later passes of ``run``'s context run unrecorded; the first of them logs ``why``."""
-    proc = PROCESS
+    proc = process.PROCESS
     if proc is not None and run.keep:
         proc.runs.pop(run.trace.context_id, None)
         proc.ended[run.trace.context_id] = why
@@ -420,7 +273,7 @@ def _stop_following(run: Run, why: str) -> None:
 
 def _after_pass(run: Run, outcome: RealOutcome) -> None:
     """Keep following ``run``'s context after a completed pass; else say why not."""
-    proc = PROCESS
+    proc = process.PROCESS
     if not run.keep or proc is None:
         return
     cid, n = run.trace.context_id, len(run.trace.passes)
@@ -475,7 +328,7 @@ def record_and_observe(config: TraceConfig, context_id: int, roots: Any, retain_
     """
     run = prepare(config, context_id, roots, retain_graph, index, frame)
     if run is None:
-        ORIGINAL_BACKWARD(context_id, roots, retain_graph=retain_graph)
+        BACKWARD(context_id, roots, retain_graph=retain_graph)
         return None
     run.keep = True
     return run_backward(run, roots, retain_graph)
@@ -491,7 +344,7 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     trace, me = run.trace, run.me
     t = time.perf_counter()
     error = observe_real.watch(
-        lambda: ORIGINAL_BACKWARD(trace.context_id, roots, retain_graph=retain_graph),
+        lambda: BACKWARD(trace.context_id, roots, retain_graph=retain_graph),
         run.config.hang_timeout, run.on_timeout, run.passes)
     run.add_seconds("backward", time.perf_counter() - t)
     with run.lock:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from distviz.runner.observe_real import BACKWARD
+from distviz.recorder.contexts import BACKWARD
 from distviz.words import error_line
 
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments

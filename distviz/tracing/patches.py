@@ -14,9 +14,9 @@
   hands the process's backward statistics to the session (``watch.hand_over``).
 * every ``dist_autograd.backward`` not recorded in full is watched (``distviz.tracing.watch``);
   the RPCs of every context then note their call sites, since any context may be recorded.
-* ``dist_autograd.backward`` becomes ``distviz.tracing.observe.traced_backward``, which
+* ``dist_autograd.backward`` becomes ``distviz.tracing.dispatch.traced_backward``, which
   TorchScript compiles to PyTorch's own op (``distviz.tracing.jit``), and leaving
-  ``with dist_autograd.context()`` tells ``observe.context_ended`` (a recorded context's node
+  ``with dist_autograd.context()`` tells ``dispatch.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then), and logs a backward the
   context ran from TorchScript (not recorded: it never reaches Python).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot_listener``): entering and leaving a
@@ -31,26 +31,31 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
+from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import (
     callsites,
+    dispatch,
     fanout,
     jit,
     journal,
     naming,
-    observe,
-    snapshot,
+    process,
     snapshot_listener,
     watch,
     watch_hook,
 )
 from distviz.tracing.config import TraceConfig
+from distviz.tracing.process import Process
+
+if TYPE_CHECKING:  # pragma: no cover - the snapshot's modules load at the first snapshot
+    from distviz.tracing.snapshot import ProcessSnapshot
 
 _INSTALLED: list[bool] = []
 
@@ -70,7 +75,7 @@ def _interop(n: int) -> None:
     setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
 
 
-def _init_rpc(original: Any, proc: observe.Process) -> Any:
+def _init_rpc(original: Any, proc: Process) -> Any:
     @functools.wraps(original)
     def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -84,7 +89,7 @@ def _init_rpc(original: Any, proc: observe.Process) -> Any:
             info = rpc.get_worker_info()
         except RuntimeError:   # init_rpc returned, yet no agent runs (a backend of the
             return result      # program's own that starts none, a mocked start): nothing to name
-        here = observe.PROCESS or proc     # a forked child has state of its own (_after_fork)
+        here = process.PROCESS or proc     # a forked child has state of its own (_after_fork)
         here.worker, here.rank = info.name, int(info.id)
         try:
             snapshot_listener.start(here.config.session_dir, here.worker, _take_snapshot)
@@ -95,7 +100,7 @@ def _init_rpc(original: Any, proc: observe.Process) -> Any:
     return init_rpc
 
 
-def _take_snapshot(folder: str) -> snapshot.ProcessSnapshot:
+def _take_snapshot(folder: str) -> ProcessSnapshot:
     """``snapshot_take.take``, imported at the first snapshot (it loads the replay)."""
     from distviz.tracing import snapshot_take
 
@@ -118,11 +123,11 @@ def _context_exit(original: Any) -> Any:
         if ctx is not None:
             cid = int(ctx._context_id())
             snapshot_listener.left(cid)
-            proc = observe.PROCESS
+            proc = process.PROCESS
             if proc is not None and jit.scripted_backward(cid, cid in proc.index):
                 journal.append(proc.config.session_dir, journal.Event(
                     kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
-            observe.context_ended(cid)
+            dispatch.context_ended(cid)
         return original(self, *exc)
     return __exit__
 
@@ -138,14 +143,14 @@ def _context_enter(original: Any) -> Any:
 
 def _after_fork() -> None:
     """A forked child counts its own contexts and keeps no calls of its parent."""
-    if observe.PROCESS is not None:
-        observe.start(observe.PROCESS.config)
+    if process.PROCESS is not None:
+        process.start(process.PROCESS.config)
         if watch_hook.WATCH is not None:
-            watch.start(observe.PROCESS.config)
+            watch.start(process.PROCESS.config)
         callsites.reset()
 
 
-def install_callsites(proc: observe.Process) -> None:
+def install_callsites(proc: Process) -> None:
     """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
@@ -175,7 +180,7 @@ def install(config: TraceConfig) -> None:
     if _INSTALLED:
         return
     _INSTALLED.append(True)
-    proc = observe.start(config)
+    proc = process.start(config)
     watch.start(config)     # every backward not recorded in full is watched
     if config.interop_threads is not None:
         _interop(config.interop_threads)
@@ -183,10 +188,10 @@ def install(config: TraceConfig) -> None:
     install_callsites(proc)
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
-    traced = functools.wraps(observe.ORIGINAL_BACKWARD)(observe.traced_backward)
-    traced.__wrapped__ = observe.ORIGINAL_BACKWARD
+    traced = functools.wraps(BACKWARD)(dispatch.traced_backward)
+    traced.__wrapped__ = BACKWARD
     dist_autograd.backward = traced
-    jit.as_builtin(traced, observe.ORIGINAL_BACKWARD)
+    jit.as_builtin(traced, BACKWARD)
     jit.watch_compiles()
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)

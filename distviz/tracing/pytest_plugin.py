@@ -40,7 +40,7 @@ import pytest
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.tracing import journal, snapshot
+from distviz.tracing import journal, snapshot_files
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.journal import ContextRow, Event
 from distviz.words import plural
@@ -223,7 +223,7 @@ class DistvizSession:
         Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
         if own:
             os.environ["PYTHONPATH"] = command.environment(self.cfg)["PYTHONPATH"]
-            snapshot.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
+            snapshot_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):
             inject.install()
@@ -265,7 +265,7 @@ class DistvizSession:
         put the environment back."""
         if self.own:
             self._write_index()
-            snapshot.withdraw(self.cfg.out_dir)
+            snapshot_files.withdraw(self.cfg.out_dir)
             shutil.rmtree(self.session, ignore_errors=True)
         for k, v in self.saved.items():
             if v is None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,13 +33,8 @@ from typing import Any, Literal
 
 from distviz import limits
 from distviz.errors import UsageError
+from distviz.tracing.snapshot_files import JOB_FILE, LISTENERS, SNAPSHOTS, Listener
 from distviz.words import context_label, plural
-
-JOB_FILE = "running.json"
-LISTENERS = "listeners"
-SNAPSHOTS = "snapshots"
-#: The longest AF_UNIX socket path Linux takes (``sun_path`` is 108 bytes, ending in NUL).
-SOCKET_PATH_MAX = 107
 
 
 class NoJob(UsageError):
@@ -48,24 +42,6 @@ class NoJob(UsageError):
 
 
 # -- the values both sides exchange ------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One traced process's entry in the session: where its snapshot listener waits."""
-
-    pid: int
-    worker: str | None
-    socket: str
-
-    def label(self) -> str:
-        return f"{self.worker} (pid {self.pid})" if self.worker else f"pid {self.pid}"
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Listener:
-        worker = obj.get("worker")
-        return cls(pid=int(obj["pid"]), worker=str(worker) if worker else None,
-                   socket=str(obj["socket"]))
-
 
 @dataclass(slots=True)
 class ContextState:
@@ -135,56 +111,6 @@ class Snapshot:
     folder: Path
     processes: list[ProcessSnapshot]
     silent: list[Silent]
-
-
-# -- the job's files ---------------------------------------------------------------------------
-
-def announce(out_dir: str, session_dir: str, pid: int | None = None) -> None:
-    """Say in ``out_dir`` that a job runs there (its session folder, the runner's pid)."""
-    data = {"session": os.path.abspath(session_dir), "pid": pid or os.getpid()}
-    path = Path(out_dir) / JOB_FILE
-    tmp = path.with_name(f".{JOB_FILE}.{os.getpid()}")
-    tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def withdraw(out_dir: str) -> None:
-    """The job in ``out_dir`` has ended: remove its ``JOB_FILE``."""
-    try:
-        os.unlink(Path(out_dir) / JOB_FILE)
-    except OSError:
-        pass
-
-
-def socket_path(session_dir: str, pid: int) -> tuple[str, str | None]:
-    """Where process ``pid`` listens: ``(socket path, private folder made for it or None)``.
-    The session's ``listeners`` folder when the path fits AF_UNIX, else a new private
-    temporary folder (``/tmp`` first: ``TMPDIR`` may be the long one)."""
-    path = os.path.join(session_dir, LISTENERS, f"{pid}.sock")
-    if len(os.fsencode(path)) <= SOCKET_PATH_MAX:
-        return path, None
-    for base in ("/tmp", None):
-        try:
-            private = tempfile.mkdtemp(prefix="dvz-", dir=base)
-        except OSError:
-            continue
-        short = os.path.join(private, "s")
-        if len(os.fsencode(short)) <= SOCKET_PATH_MAX:
-            return short, private
-        os.rmdir(private)
-    raise OSError(f"no folder short enough for an AF_UNIX socket (session {session_dir})")
-
-
-def register(session_dir: str, entry: Listener) -> str:
-    """Write ``entry`` in the session (atomically); returns the file's path."""
-    folder = os.path.join(session_dir, LISTENERS)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    path = os.path.join(folder, f"{entry.pid}.json")
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(asdict(entry), f)
-    os.replace(tmp, path)
-    return path
 
 
 def _alive(pid: int) -> bool:

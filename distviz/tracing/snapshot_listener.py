@@ -32,10 +32,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from distviz import limits
-from distviz.tracing import snapshot
+from distviz.tracing import snapshot_files
+
+if TYPE_CHECKING:  # pragma: no cover - the snapshot's values load at the first snapshot
+    from distviz.tracing.snapshot import ProcessSnapshot
 
 #: The largest request read (it names one folder).
 MAX_REQUEST = 1 << 16
@@ -79,7 +82,7 @@ _LISTENING: dict[int, _Listening] = {}     # by pid: a forked child finds its pa
 _LOCK = threading.Lock()
 
 
-Answer = Callable[[str], snapshot.ProcessSnapshot]
+Answer = Callable[[str], "ProcessSnapshot"]
 
 
 def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
@@ -92,10 +95,10 @@ def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
     with _LOCK:
         have = _LISTENING.get(pid)
         if have is not None:
-            snapshot.register(have.session, snapshot.Listener(pid, worker, have.path))
+            snapshot_files.register(have.session, snapshot_files.Listener(pid, worker, have.path))
             return
         _after_fork()
-        path, private = snapshot.socket_path(session_dir, pid)
+        path, private = snapshot_files.socket_path(session_dir, pid)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         if os.path.exists(path):
             os.unlink(path)
@@ -105,7 +108,7 @@ def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
         sock.listen(8)
         first = not _LISTENING
         _LISTENING[pid] = _Listening(sock, session_dir, path, private)
-        snapshot.register(session_dir, snapshot.Listener(pid, worker, path))
+        snapshot_files.register(session_dir, snapshot_files.Listener(pid, worker, path))
     threading.Thread(target=_serve, args=(sock, answer), name="distviz-snapshot",
                      daemon=True).start()
     if first:
@@ -123,7 +126,7 @@ def close() -> None:
     except OSError:
         pass
     mine.sock.close()
-    for path in (mine.path, os.path.join(mine.session, snapshot.LISTENERS,
+    for path in (mine.path, os.path.join(mine.session, snapshot_files.LISTENERS,
                                          f"{os.getpid()}.json")):
         try:
             os.unlink(path)

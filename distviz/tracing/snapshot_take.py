@@ -41,7 +41,7 @@ from distviz.recorder.merge import build_trace
 from distviz.recorder.piece import record_local, root_nrs
 from distviz.recorder.walk import reachable
 from distviz.trace import BackwardPass, Trace
-from distviz.tracing import callsites, journal, naming, observe, report
+from distviz.tracing import callsites, journal, naming, process, report
 from distviz.tracing.inflight import TABLE, InFlight
 from distviz.tracing.snapshot import ContextState, ProcessSnapshot, ThreadStack
 from distviz.tracing.snapshot_listener import OPEN
@@ -55,7 +55,7 @@ def take(folder: str) -> ProcessSnapshot:
     frames = sys._current_frames()
     me = threading.get_ident()
     names = {t.ident: t.name for t in threading.enumerate()}
-    proc = observe.PROCESS
+    proc = process.PROCESS
     worker = proc.worker if proc is not None else None
     stem = worker or f"pid{os.getpid()}"
     out = Path(folder)

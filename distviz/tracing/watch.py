@@ -39,7 +39,7 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from distviz.runner import observe_real
+from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import (
     callsites,
     inflight,
@@ -53,7 +53,7 @@ from distviz.tracing.watch_entry import Watched
 from distviz.words import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.tracing.observe import Process
+    from distviz.tracing.process import Process
 
 
 class Watchdog:
@@ -135,7 +135,7 @@ class Watch:
         if self.watchdog.idle:
             self.watchdog.wake.set()
         try:
-            observe_real.BACKWARD(context_id, roots, retain_graph=retain_graph)
+            BACKWARD(context_id, roots, retain_graph=retain_graph)
         except BaseException as exc:
             entry.returned = True
             table.leave(token)

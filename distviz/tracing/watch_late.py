@@ -36,7 +36,7 @@ from distviz.tracing.watch_entry import Late, Watched
 from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.tracing.observe import Process
+    from distviz.tracing.process import Process
 
 
 class Owner(Protocol):
