@@ -33,6 +33,7 @@ SCRIPTS: dict[str, list[str]] = {
     "fuzz": ["bench_fuzz.py", "--count", "2", "--seed", "5"],
     "trace_cmd": ["bench_trace_cmd.py", "--iterations", "2", "--repeat", "1", "--modes", "all",
                   "--json"],
+    "trace_fixed": ["bench_trace_fixed.py", "--repeat", "1", "--plain-s", "10", "--json"],
 }
 
 
@@ -111,3 +112,13 @@ def test_bench_trace_cmd_runs_on_a_tiny_program(ran: Callable[[str], Ran]) -> No
     report = proc.stdout.splitlines()[-1]
     assert '"all_s"' in report and '"contexts_recorded_all": 2' in report
     assert '"all_cpu_s"' in report
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("trace_fixed")
+def test_bench_trace_fixed_measures_each_part(ran: Callable[[str], Ran]) -> None:
+    proc = ran("trace_fixed")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert report["parent_start_ms"] > 0 and report["process_import_ms"] > 0
+    assert report["fixed_ratio"] > 1

@@ -197,10 +197,14 @@ def test_run_inject_delay_slows_the_real_backward(tmp_path: Path) -> None:
 def test_trace_parent_loads_no_replay_when_nothing_happened(tmp_path: Path) -> None:
     """``distviz trace``'s parent imports the replay only for a context that needs it: the
     summary of a run where nothing was recorded (its exit code, the backward counts) is light."""
-    code = (
-        "import atexit, sys\n"
-        "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules\n"
-        "                if m.startswith(('distviz.replay', 'torch')))))\n"
+    code = (   # the parent ends with os._exit (``QUICK_EXIT``): the report goes just before
+        "import os, sys\n"
+        "end = os._exit\n"
+        "def report(code):\n"
+        "    print('LOADED', sorted(m for m in sys.modules\n"
+        "          if m.startswith(('distviz.replay', 'torch'))), flush=True)\n"
+        "    end(code)\n"
+        "os._exit = report\n"
         "from distviz.cli import main\n"
         f"sys.argv = ['distviz', 'trace', '-o', {str(tmp_path / 'out')!r}, '--', '/bin/true']\n"
         "main()\n")

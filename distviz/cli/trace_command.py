@@ -20,7 +20,6 @@ from distviz.cli.options import (
     TraceDir,
     TraceInterop,
 )
-from distviz.files import write_atomic
 from distviz.words import plural
 
 
@@ -61,6 +60,7 @@ def trace(
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
+    from distviz.files import write_atomic
     from distviz.tracing import backward_counts, summary  # imported while the program ran
 
     found = summary.entries(finished.events)

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
 from distviz.limits import (
@@ -46,15 +47,19 @@ from distviz.limits import (
     TRACE_SETTLE,
     TRACE_STOP_GRACE,
 )
-from distviz.tracing import inflight, journal, snapshot_files
+from distviz.tracing import snapshot_files
 from distviz.tracing.config import ENV, TraceConfig
+
+if TYPE_CHECKING:  # pragma: no cover - the end's modules are imported while the program runs
+    from distviz.tracing import inflight, journal
 
 BOOT = Path(__file__).resolve().parent / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
-AFTER_START = ("rich.console", "distviz.tracing.summary",
+AFTER_START = ("distviz.tracing.journal", "distviz.tracing.inflight", "rich.console",
+               "distviz.tracing.summary",
                "distviz.tracing.backward_counts")
 
 
@@ -320,6 +325,8 @@ def run(argv: list[str], config: TraceConfig,
             os.close(ended)
         _reap()
         snapshot_files.withdraw(cfg.out_dir)
+    from distviz.tracing import inflight, journal  # imported while the program ran
+
     events = journal.read(session)
     stuck = inflight.read(session)
     shutil.rmtree(session, ignore_errors=True)

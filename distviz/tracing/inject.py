@@ -93,8 +93,8 @@ def reconfigure(config: TraceConfig) -> bool:
         if isinstance(finder, _AfterTorch):
             finder.config = config
             found = True
-    observe = sys.modules.get("distviz.tracing.observe")
-    proc = getattr(observe, "PROCESS", None)
+    state = sys.modules.get("distviz.tracing.process")
+    proc = getattr(state, "PROCESS", None)
     if proc is not None:
         proc.config = config
         found = True

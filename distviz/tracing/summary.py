@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-from rich.text import Text
-
 from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, most_severe
 from distviz.tracing.journal import ContextRow, Event, scripted_notes
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.table import Table
+
     from distviz.tracing.command import Finished
 
 
@@ -112,6 +111,9 @@ def table(found: list[Entry]) -> Table:
     ``contexts 2-150: the same``: a training loop's contexts; ``index.json`` has each): the
     columns never wrap, and the last, how the graph differs from the previous context, is cut
     with ``…`` to fit the console (a pipe gets it whole; ``index.json`` always has it)."""
+    from rich.table import Table
+    from rich.text import Text
+
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     numbers = ("ctx", "workers", "nodes", "msgs", "passes")
     for col in ("initiator", *numbers, "outcome", "agreement"):
