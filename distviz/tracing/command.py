@@ -192,7 +192,7 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _descendants_psutil(pid: int) -> list[int]:  # pragma: no cover - not Linux
+def _descendants_psutil(pid: int) -> list[int]:
     import psutil
 
     try:
