@@ -30,8 +30,7 @@ from typing import Any
 
 import torch
 
-from distviz.recorder import contexts
-from distviz.recorder.contexts import BACKWARD
+from distviz.recorder.contexts import BACKWARD, context_here
 from distviz.tracing import callsites, journal, observe_args, process, watch_hook
 from distviz.tracing.inflight import InFlight
 from distviz.tracing.process import Process
@@ -53,7 +52,7 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
     if call is None:
         return observe_args.unrecorded(args, kwargs, None, log)
     context_id, roots, retain_graph = call
-    if not contexts.context_here(context_id):   # no context of the program's
+    if not context_here(context_id):   # no context of the program's
         return observe_args.unrecorded(args, kwargs, context_id, log)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
