@@ -9,9 +9,11 @@ many, alternating plain and traced:
 
 * ``parent_start_ms``, ``parent_end_ms``: ``distviz trace``'s own process, at the start (the
   launch to the program's first line) and at the end (the program's last line to distviz's
-  exit), traced minus plain, over a Python program that loads nothing (``python -c``). The
-  start includes that program's bootstrap of distviz's hooks (the ``sitecustomize``, which
-  arms an import hook for torch).
+  exit), traced minus plain, over a Python program that loads nothing (``python -c``) and
+  sleeps ``RUN_S`` between the two. The start includes that program's bootstrap of distviz's
+  hooks (the ``sitecustomize``, which arms an import hook for torch), and, where the program
+  is started early (``distviz.tracing.launch``), only what of the two start-ups does not
+  overlap.
 * ``process_import_ms``: what the hooks add to each traced Python process that imports torch:
   the self times (``python -X importtime``) of the modules that a traced ``import torch,
   torch.distributed.rpc, torch.distributed.autograd`` loads and the plain one does not, under
@@ -40,9 +42,13 @@ from typing import Any
 from common import REPO, emit
 
 TORCH = "import torch, torch.distributed.rpc, torch.distributed.autograd"
-#: A program that prints the wall clock at its first and last lines (on stderr).
+#: A program that prints the wall clock at its first and last lines (on stderr), ``RUN_S``
+#: apart: as long as the parent's imports for the end (which it makes while the program runs,
+#: on the other core, as a torch program's import of torch takes a second and more) need, so
+#: that the end measured is the end's own.
+RUN_S = 0.3
 STAMPS = ("import sys, time; print(time.time(), file=sys.stderr, flush=True); "
-          "print(time.time(), file=sys.stderr, flush=True)")
+          f"time.sleep({RUN_S}); print(time.time(), file=sys.stderr, flush=True)")
 
 
 def _traced(out: Path, program: list[str]) -> list[str]:

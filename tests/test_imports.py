@@ -74,16 +74,27 @@ def _runner_lists() -> dict[str, tuple[str, ...]]:
 
 
 RUNNER_LISTS = _runner_lists()
+
+
+def _preloaded() -> tuple[str, ...]:
+    """``distviz.tracing.inject.PRELOAD`` (read, not imported): the hooks' modules that a
+    program started early imports before it runs, so before it imports torch."""
+    tree = ast.parse((PACKAGE / "tracing" / "inject.py").read_text(encoding="utf-8"))
+    (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["PRELOAD"]]
+    return tuple(ast.literal_eval(value))
+
+
 #: Runner modules that never import torch (``distviz.runner.TORCH_FREE``; a package stands for
 #: every module in it): the parent, the protocol, and the version check the CLI makes.
 TORCH_FREE_RUNNER = {m for m in MODULES for p in RUNNER_LISTS["TORCH_FREE"]
                      if m == p or m.startswith(f"{p}.")}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
-TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli",
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.launch",
                       # pytest loads it in every run (the pytest11 entry point)
                       "distviz.tracing.pytest_plugin",
-                      *TORCH_FREE_RUNNER, *RUNNER_LISTS["TORCH_FREE_AT_LOAD"]}
+                      *TORCH_FREE_RUNNER, *RUNNER_LISTS["TORCH_FREE_AT_LOAD"], *_preloaded()}
 
 
 def _resolve(name: str) -> str | None:
@@ -233,6 +244,10 @@ def test_only_the_recorder_and_the_runner_import_torch() -> None:
     allowed = {m for m in MODULES if m.startswith(TORCH_SIDE)} - TORCH_FREE_RUNNER
     assert importers <= allowed, sorted(importers - allowed)
     assert "distviz.recorder.piece" in importers
+
+
+def test_the_preloaded_hooks_are_real_modules() -> None:
+    assert _preloaded() and [m for m in _preloaded() if m not in MODULES] == []
 
 
 def test_the_runners_torch_free_list_names_real_modules() -> None:

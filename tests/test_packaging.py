@@ -159,7 +159,7 @@ def test_wheel_carries_each_scenario_byte_for_byte(built: tuple[Path, Path]) -> 
     assert shipped == {p.name: p.read_bytes() for p in SCENARIOS.glob("*.yaml")}
     assert "distviz/scenario/shipped.py" in names and "distviz/py.typed" in names
     assert "distviz/tracing/boot/sitecustomize.py" in names     # distviz trace's bootstrap
-    assert "distviz = distviz.cli:main" in entry
+    assert "distviz = distviz.__main__:main" in entry
     assert not [n for n in names if n.startswith(("tests/", "scenarios/", "docs/"))]
 
 

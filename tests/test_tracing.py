@@ -19,15 +19,9 @@ from distviz.replay import legality, replay
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing import journal, report, summary
-from distviz.tracing.command import (
-    CommandNotExecutable,
-    CommandNotFound,
-    Finished,
-    _descendants,
-    _descendants_psutil,
-    resolve,
-)
+from distviz.tracing.command import Finished, _descendants, _descendants_psutil
 from distviz.tracing.config import TraceConfig, check_options
+from distviz.tracing.launch import CommandNotExecutable, CommandNotFound, resolve
 
 # -- options -----------------------------------------------------------------------------------
 

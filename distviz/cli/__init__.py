@@ -79,6 +79,9 @@ def main() -> None:
         elif not isinstance(code, int):     # sys.exit(message), as Python prints it
             print(code, file=sys.stderr)
             code = 1
+        launch = sys.modules.get("distviz.tracing.launch")
+        if launch is not None:          # the program started early and never let run
+            launch.abort_early()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -2,8 +2,9 @@
 
 In data-flow order:
 
-* ``command`` (torch-free): the parent. Runs the command with ``boot/`` first on
-  ``PYTHONPATH`` and the settings (``config``) in ``DISTVIZ_TRACE``; stops the program on a
+* ``launch`` and ``command`` (torch-free): the parent. Runs the command with ``boot/`` first on
+  ``PYTHONPATH`` and the settings (``config``) in ``DISTVIZ_TRACE``, a Python program started
+  early, behind a gate, while the command line is read (``launch``); stops the program on a
   hang, Ctrl-C or SIGTERM; leaves no process behind.
 * ``boot/sitecustomize.py`` and ``inject`` (torch-free): loaded by every Python process of the
   program; arm ``patches`` for when the program imports torch.

@@ -1,9 +1,9 @@
 """``distviz trace``'s parent: run the user's command with distviz's hooks and stop it cleanly
 (torch-free).
 
-The command runs unchanged in a session of its own, with ``distviz/tracing/boot`` first on
-``PYTHONPATH`` (so every Python process it starts imports distviz's ``sitecustomize``) and the
-settings in ``DISTVIZ_TRACE``. This process becomes a child subreaper, so a process the program
+The command runs unchanged in a session of its own, with distviz's bootstrap on ``PYTHONPATH``
+and the settings in ``DISTVIZ_TRACE``, or started early behind a gate that the settings open
+(``distviz.tracing.launch``). This process becomes a child subreaper, so a process the program
 leaves behind is re-parented here rather than to init, and is stopped at the end. It:
 
 * forwards Ctrl-C (SIGINT) and SIGTERM to the program's process group, and kills what is left
@@ -30,6 +30,7 @@ import os
 import select
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -39,40 +40,20 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from distviz.errors import DistvizError
-from distviz.limits import (
-    EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND,
-    TRACE_INTERRUPT_GRACE,
-    TRACE_SETTLE,
-    TRACE_STOP_GRACE,
-)
-from distviz.tracing import snapshot_files
-from distviz.tracing.config import ENV, TraceConfig
+from distviz.limits import TRACE_INTERRUPT_GRACE, TRACE_SETTLE, TRACE_STOP_GRACE
+from distviz.tracing import launch, snapshot_files
+from distviz.tracing.config import TraceConfig
+from distviz.tracing.launch import CommandNotExecutable, resolve
 
 if TYPE_CHECKING:  # pragma: no cover - the end's modules are imported while the program runs
     from distviz.tracing import inflight, journal
 
-BOOT = Path(__file__).resolve().parent / "boot"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
 AFTER_START = ("distviz.tracing.journal", "distviz.tracing.inflight", "rich.console",
                "distviz.tracing.summary",
                "distviz.tracing.backward_counts")
-
-
-class CommandNotFound(DistvizError):
-    """The command to trace does not exist (exit 127, as a shell)."""
-
-    exit_code = EXIT_NOT_FOUND
-
-
-class CommandNotExecutable(DistvizError):
-    """The command to trace exists but cannot be run (exit 126, as a shell)."""
-
-    exit_code = EXIT_NOT_EXECUTABLE
 
 
 @dataclass
@@ -98,39 +79,6 @@ class _Flags:
     stop: bool = False
     interrupts: int = 0
     term: bool = False
-
-
-def resolve(argv: list[str]) -> list[str]:
-    """The command with its program found on ``PATH``; raises ``CommandNotFound`` or
-    ``CommandNotExecutable``."""
-    if not argv:
-        raise CommandNotFound("no command given; usage: distviz trace [OPTIONS] -- COMMAND...")
-    program = argv[0]
-    if os.sep in program:
-        if not os.path.exists(program):
-            raise CommandNotFound(f"{program}: no such file")
-        if os.path.isdir(program) or not os.access(program, os.X_OK):
-            raise CommandNotExecutable(f"{program}: not an executable file")
-        return list(argv)
-    found = shutil.which(program)
-    if found is None:
-        raise CommandNotFound(f"{program}: command not found (not on PATH)")
-    return [found, *argv[1:]]
-
-
-def environment(config: TraceConfig) -> dict[str, str]:
-    """The command's environment: the bootstrap first on ``PYTHONPATH``, distviz importable,
-    ``DISTVIZ_TRACE`` set."""
-    env = dict(os.environ)
-    parts = [str(BOOT)]
-    if (PACKAGE_ROOT / "distviz" / "__init__.py").is_file():
-        parts.append(str(PACKAGE_ROOT))
-    old = env.get("PYTHONPATH")
-    if old:
-        parts.append(old)
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    env[ENV] = config.to_env()
-    return env
 
 
 def _exit_fd(pid: int) -> int | None:
@@ -262,9 +210,8 @@ def run(argv: list[str], config: TraceConfig,
         say: Callable[[str], None] | None = None) -> Finished:
     """Run ``argv`` traced with ``config`` (whose ``session_dir`` and ``parent_pid`` are
     filled in here) until it ends; see the module docstring. Raises ``CommandNotFound`` /
-    ``CommandNotExecutable`` before starting anything."""
-    import subprocess
-
+    ``CommandNotExecutable`` before starting anything (or letting the command started early
+    run)."""
     command = resolve(argv)
     session = tempfile.mkdtemp(prefix="distviz-trace-")
     cfg = TraceConfig(**{**{k: getattr(config, k) for k in config.__dataclass_fields__},
@@ -277,8 +224,11 @@ def run(argv: list[str], config: TraceConfig,
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
     t0 = time.monotonic()
+    early = launch.take_early(command)
     try:
-        proc = subprocess.Popen(command, env=environment(cfg), start_new_session=True)
+        proc = (early.release(cfg.to_env()) if early is not None else
+                subprocess.Popen(command, env=launch.environment(cfg.to_env()),
+                                 start_new_session=True))
     except PermissionError as exc:
         snapshot_files.withdraw(cfg.out_dir)
         shutil.rmtree(session, ignore_errors=True)

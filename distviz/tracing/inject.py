@@ -9,6 +9,7 @@ process that never imports torch pays for this module only.
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -20,6 +21,12 @@ from typing import Any
 from distviz.tracing.config import TraceConfig
 
 _WATCHED = "torch"
+#: The hooks' modules that do not import torch. A process started early imports them while it
+#: waits at its gate (``preload``), so that they are not on its way once it imports torch.
+PRELOAD = ("distviz.tracing.journal", "distviz.tracing.inflight", "distviz.tracing.watch_entry",
+           "distviz.tracing.watch_hook", "distviz.tracing.backward_stats",
+           "distviz.tracing.snapshot_listener", "distviz.tracing.fanout", "distviz.tracing.live",
+           "distviz.tracing.slots")
 
 
 class _AfterTorch(importlib.abc.MetaPathFinder):
@@ -70,6 +77,15 @@ def on_torch(config: TraceConfig) -> None:
     except Exception as exc:  # noqa: BLE001 - never break the program
         print(f"distviz: hooks not installed: {type(exc).__name__}: {exc}", file=sys.stderr,
               flush=True)
+
+
+def preload() -> None:
+    """Import ``PRELOAD`` (a failure is left to the import that needs the module)."""
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - raised again, where it matters, by the real import
+            continue
 
 
 def install() -> bool:

@@ -212,7 +212,7 @@ class DistvizSession:
     """The enabled plugin: arms the hooks, names each test's contexts, reports them."""
 
     def __init__(self, config: pytest.Config, cfg: TraceConfig, own: bool) -> None:
-        from distviz.tracing import command, inject
+        from distviz.tracing import inject, launch
 
         self.config, self.own = config, own
         self.cfg = replace(cfg, on_hang=ON_HANG)
@@ -222,7 +222,7 @@ class DistvizSession:
         self.saved = {k: os.environ.get(k) for k in (ENV, TEST_ENV, "PYTHONPATH")}
         Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
         if own:
-            os.environ["PYTHONPATH"] = command.environment(self.cfg)["PYTHONPATH"]
+            os.environ["PYTHONPATH"] = launch.pythonpath()
             snapshot_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):

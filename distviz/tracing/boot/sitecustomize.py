@@ -7,10 +7,16 @@ inherit what their parent loaded). When ``DISTVIZ_TRACE`` is set it installs dis
 (``distviz.tracing.inject``: nothing is patched before the program imports torch), then it runs
 the ``sitecustomize`` module it shadows, if there is one further on ``sys.path``. It never stops
 the program: a problem here is one line on stderr.
+
+A command that ``distviz trace`` started early (``distviz.tracing.launch``) has ``DISTVIZ_GATE``
+instead of ``DISTVIZ_TRACE``: the hooks' modules are imported, then the settings are read from
+the gate before anything else happens; an empty gate means ``distviz trace`` refused its
+command line, and the interpreter ends at once, having run nothing of the program.
 """
 
 import os
 import sys
+from types import ModuleType
 
 
 def _chain(here: str) -> None:
@@ -30,19 +36,68 @@ def _chain(here: str) -> None:
         return
 
 
+#: ``distviz.tracing.launch.GATE_ENV``, spelled here: it is read even where distviz cannot load.
+_GATE = "DISTVIZ_GATE"
+
+
+def _wait_at_gate(fd: str) -> None:
+    """Read the settings from the gate into ``DISTVIZ_TRACE``; end the interpreter at once if
+    there are none (``distviz trace`` refused its command line, or is gone)."""
+    data = b""
+    try:
+        gate = int(fd)
+        while True:
+            chunk = os.read(gate, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+        os.close(gate)
+    except (ValueError, OSError) as exc:
+        print(f"distviz: cannot read the settings from {_GATE}={fd}: {exc}; the program did "
+              "not run", file=sys.stderr, flush=True)
+        os._exit(70)   # distviz.limits.EXIT_INTERNAL: a bug in distviz
+    except KeyboardInterrupt:
+        data = b""
+    if not data:
+        os._exit(0)
+    os.environ["DISTVIZ_TRACE"] = data.decode()
+
+
+def _hooks(here: str) -> ModuleType:
+    """``distviz.tracing.inject``, from this Python's distviz or from the one that runs."""
+    try:
+        from distviz.tracing import inject
+    except ImportError:   # the program's Python does not have distviz installed
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(here))))
+        from distviz.tracing import inject
+    return inject
+
+
+def _not_installed(exc: Exception) -> None:
+    print(f"distviz: hooks not installed in process {os.getpid()}: "
+          f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
 def _boot() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    if os.environ.get("DISTVIZ_TRACE"):
-        try:
+    gate = os.environ.pop(_GATE, None)
+    if gate is not None or os.environ.get("DISTVIZ_TRACE"):
+        try:        # the program must run even if distviz cannot
+            hooks = _hooks(here)
+            if gate is not None:
+                hooks.preload()
+            inject: ModuleType | Exception = hooks
+        except Exception as exc:  # noqa: BLE001
+            inject = exc
+        if gate is not None:
+            _wait_at_gate(gate)
+        if isinstance(inject, Exception):
+            _not_installed(inject)
+        else:
             try:
-                from distviz.tracing import inject
-            except ImportError:   # the program's Python does not have distviz installed
-                sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(here))))
-                from distviz.tracing import inject
-            inject.install()
-        except Exception as exc:  # noqa: BLE001 - the program must run even if distviz cannot
-            print(f"distviz: hooks not installed in process {os.getpid()}: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                inject.install()
+            except Exception as exc:  # noqa: BLE001
+                _not_installed(exc)
     try:
         _chain(here)
     except Exception as exc:  # noqa: BLE001
