@@ -10,15 +10,17 @@ process that never imports torch pays for this module only.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from distviz.tracing.config import TraceConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import importlib.abc
 
 _WATCHED = "torch"
 #: The hooks' modules that do not import torch. A process started early imports them while it
@@ -29,8 +31,10 @@ PRELOAD = ("distviz.tracing.journal", "distviz.tracing.inflight", "distviz.traci
            "distviz.tracing.slots")
 
 
-class _AfterTorch(importlib.abc.MetaPathFinder):
-    """A meta path finder that wraps torch's loader so ``on_torch`` runs after it."""
+class _AfterTorch:
+    """A meta path finder that wraps torch's loader so ``on_torch`` runs after it (the import
+    system asks only for ``find_spec``: no ``importlib.abc`` base, whose import loads
+    ``importlib.resources`` and ``tempfile`` in every traced process before the program)."""
 
     def __init__(self, config: TraceConfig) -> None:
         self.config = config
@@ -54,7 +58,7 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
             return spec
         config = self.config
 
-        class _Loader(importlib.abc.Loader):
+        class _Loader:
             def create_module(self, s: Any) -> ModuleType | None:
                 return loader.create_module(s)
 
@@ -65,7 +69,7 @@ class _AfterTorch(importlib.abc.MetaPathFinder):
                 exec_module(module)
                 on_torch(config)
 
-        spec.loader = _Loader()
+        spec.loader = cast("importlib.abc.Loader", _Loader())
         return spec
 
 
