@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed.autograd as dist_autograd
 
+from distviz.recorder.contexts import context_or_none
 from distviz.recorder.walk import reachable
 
 if TYPE_CHECKING:  # pragma: no cover - the trace model loads when a context is recorded
@@ -56,24 +57,29 @@ class Call:
     grad_enabled: bool
     frames: list[Frame]
     msg_ids: list[int] = field(default_factory=list)
-    #: ``rpc_async``: its future and context until the result's recv ids are read
-    #: (``resolve``: when the context is recorded, or at the process's next call once the
-    #: future is done; a callback on the future would take the GIL in an RPC thread at every
-    #: call)
+    #: the ``RecvRpcBackward`` functions behind the result's tensors, whose message ids are
+    #: read only when the context is recorded (``message_ids``): most contexts never are
+    recvs: list[Any] = field(default_factory=list)
+    #: ``rpc_async``: its future until the result is read (``resolve``: when the context is
+    #: recorded, or at the process's next call once the future is done; a callback on the
+    #: future would take the GIL in an RPC thread at every call)
     pending: Any = None
-    ctx: Any = None
 
     def resolve(self) -> None:
-        """Add the recv ids of a finished ``rpc_async``'s result (once)."""
+        """Note the recv functions of a finished ``rpc_async``'s result (once)."""
         fut = self.pending
         if fut is None or not fut.done():
             return
         self.pending = None
         try:
-            self.msg_ids.extend(recv_ids(self.ctx, fut.value()))
+            self.recvs.extend(recv_functions(fut.value()))
         except Exception:  # noqa: BLE001 - the call failed: nothing arrived
             pass
-        self.ctx = None
+
+    def message_ids(self, recv_id: dict[Any, int]) -> list[int]:
+        """Its messages: the sends it made and its result's recvs (``recv_id``: the context's
+        recv functions by message id, inverted)."""
+        return sorted({*self.msg_ids, *(recv_id[f] for f in self.recvs if f in recv_id)})
 
 
 _CALLS: OrderedDict[int, list[Call]] = OrderedDict()
@@ -217,8 +223,8 @@ def func_label(func: Any, args: Any) -> tuple[str, bool]:
     return name, builtin
 
 
-def recv_ids(ctx: Any, value: Any) -> list[int]:
-    """Message ids of the ``RecvRpcBackward`` functions that produced tensors in ``value``."""
+def recv_functions(value: Any) -> list[Any]:
+    """The ``RecvRpcBackward`` functions that produced tensors in ``value``."""
     fns: list[Any] = []
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -231,10 +237,15 @@ def recv_ids(ctx: Any, value: Any) -> list[int]:
             stack.extend((x, depth + 1) for x in v)
         elif isinstance(v, dict) and depth < 3:
             stack.extend((x, depth + 1) for x in v.values())
-    if not fns:
-        return []
-    by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
-    return sorted({by_fn[f] for f in fns if f in by_fn})
+    return fns
+
+
+def recv_ids(ctx: Any) -> dict[Any, int]:
+    """The recv functions of the dist autograd context ``ctx`` (``None``: none) -> their
+    message ids."""
+    if ctx is None:
+        return {}
+    return {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
 
 
 def current_context() -> Any:
@@ -263,10 +274,11 @@ def log(context_id: int, call: Call) -> None:
 
 
 def take(context_id: int) -> list[RpcCall]:
-    """Remove and return this process's calls for ``context_id`` as the trace's ``RpcCall``s."""
+    """Remove and return this process's calls for ``context_id`` as the trace's ``RpcCall``s
+    (while the context exists here: the message ids of their results are read from it)."""
     with _LOCK:
         calls = _CALLS.pop(context_id, [])
-    return _rpc_calls(calls)
+    return _rpc_calls(context_id, calls)
 
 
 def peek(context_id: int) -> list[RpcCall]:
@@ -274,17 +286,18 @@ def peek(context_id: int) -> list[RpcCall]:
     snapshot`` of a running job)."""
     with _LOCK:
         calls = list(_CALLS.get(context_id, []))
-    return _rpc_calls(calls)
+    return _rpc_calls(context_id, calls)
 
 
-def _rpc_calls(calls: list[Call]) -> list[RpcCall]:
+def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
     from distviz.trace import RpcCall
 
+    recv_id = recv_ids(context_or_none(context_id)) if calls else {}
     for c in calls:
         c.resolve()
     return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
                     grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
-                    msg_ids=sorted(set(c.msg_ids)), site=site_text(c.frames))
+                    msg_ids=c.message_ids(recv_id), site=site_text(c.frames))
             for c in calls]
 
 
@@ -327,9 +340,9 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
                    grad_enabled=grad, frames=frames,
                    msg_ids=[int(m) for m in ctx._send_functions() if m not in before])
         if api == "rpc_sync":
-            rec.msg_ids.extend(recv_ids(ctx, result))
+            rec.recvs = recv_functions(result)
         elif api == "rpc_async" and hasattr(result, "done"):
-            rec.pending, rec.ctx = result, ctx
+            rec.pending = result
         log(cid, rec)
         return result
     call.__wrapped__ = orig    # type: ignore[attr-defined]
@@ -354,7 +367,7 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
             owner = "?"
         log(int(ctx._context_id()), Call(
             caller=me(), callee=owner, api="to_here", func="RRef", builtin=False,
-            grad_enabled=grad, frames=frames, msg_ids=recv_ids(ctx, value)))
+            grad_enabled=grad, frames=frames, recvs=recv_functions(value)))
         return value
     to_here.__wrapped__ = orig    # type: ignore[attr-defined]
     to_here.__doc__ = getattr(orig, "__doc__", None)
@@ -442,7 +455,7 @@ def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
     ctx = current_context()
     if ctx is None:
         return 0
-    by_fn = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    by_fn = recv_ids(ctx)
     me_rank = next((rank for rank, name in workers.items() if name == me), -1)
     kept = frames = 0
     f = frame
@@ -497,7 +510,7 @@ def arguments_sent(context_id: int, results: list[int], caller_rank: int) -> lis
     stops at every recv, so a nested call's results are not taken)."""
     ctx = dist_autograd._retrieve_context(context_id)
     sends = ctx._send_functions()
-    recv_id = {fn: int(mid) for mid, fn in ctx._recv_functions().items()}
+    recv_id = recv_ids(ctx)
     reached = reachable([sends[m] for m in results if m in sends],
                         follow=lambda fn: fn not in recv_id, depth_first=True)
     return sorted({mid for fn in reached if (mid := recv_id.get(fn)) is not None
