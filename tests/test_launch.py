@@ -179,3 +179,12 @@ def test_the_console_script_starts_the_program_before_typer_and_lets_it_run(
     env = json.loads(mark.read_text())
     assert json.loads(env["DISTVIZ_TRACE"])["contexts"] == "none"
     assert launch.GATE_ENV not in env
+
+
+def test_the_bootstrap_and_the_settings_spell_the_variables_as_launch_does() -> None:
+    from distviz.tracing import config
+
+    boot = (Path(launch.BOOT) / "sitecustomize.py").read_text(encoding="utf-8")
+    assert f'_GATE = "{launch.GATE_ENV}"' in boot
+    assert f'os.environ["{launch.SETTINGS_ENV}"] = data.decode()' in boot
+    assert launch.SETTINGS_ENV == config.ENV
