@@ -300,7 +300,8 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         "    heavy = sorted(m for m in sys.modules\n"
         "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
         "    hooked = 'distviz.tracing.patches' in sys.modules\n"
-        "    print('LOADED', os.getpid(), hooked, heavy, file=sys.stderr, flush=True)\n"
+        "    kept = len(sys.modules['distviz.tracing.callsites']._CALLS) if hooked else 0\n"
+        "    print('LOADED', os.getpid(), hooked, kept, heavy, file=sys.stderr, flush=True)\n"
         "atexit.register(_report)\n", encoding="utf-8")
     env = _environment(tmp_path)
     env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{probe}"
@@ -310,9 +311,11 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")] == \
         [f"step {k} done" for k in range(1, 5)]
-    loaded = [ln.split(" ", 3) for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")]
-    hooked = [heavy for _, _, torch_hooked, heavy in loaded if torch_hooked == "True"]
+    loaded = [ln.split(" ", 4) for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")]
+    hooked = [heavy for _, _, torch_hooked, _, heavy in loaded if torch_hooked == "True"]
     assert hooked == ["[]"] * 3, loaded     # the command and the two workers it spawns
+    # no call site is kept past its context, not even those of the RPC after each backward
+    assert [kept for _, _, _, kept, _ in loaded] == ["0"] * len(loaded), loaded
     index = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
     assert index["backwards"]["worker0"]["calls"] == 4 and index["contexts"] == []
 

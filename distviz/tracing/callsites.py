@@ -10,8 +10,10 @@ and grad mode. The recorder moves them into the trace's ``rpc_calls`` (``take``)
 become ``site`` strings such as ``rnn.py:19 in _remote_method <- main.py:55 in _run_trainer``
 and the variable the result was assigned to.
 
-Calls are kept per context, for at most ``KEEP_CONTEXTS`` contexts (the oldest are dropped), so
-contexts that are never recorded cost a few dictionary operations per RPC.
+Calls are kept per context until the context is recorded, its backward returns unrecorded, or
+the program leaves its ``with dist_autograd.context()`` (``drop``), and for at most
+``KEEP_CONTEXTS`` contexts (the oldest are dropped: a worker that never enters the contexts it
+serves), so contexts that are never recorded cost a few dictionary operations per RPC.
 """
 
 from __future__ import annotations
@@ -302,9 +304,11 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
 
 
 def drop(context_id: int) -> None:
-    """Forget the calls of a context that is not recorded."""
+    """Forget the calls of a context that is not recorded, or has ended."""
     with _LOCK:
-        _CALLS.pop(context_id, None)
+        calls = _CALLS.pop(context_id, None)
+        if calls and _PENDING:      # and the futures of its unread rpc_async results
+            _PENDING[:] = [c for c in _PENDING if all(c is not d for d in calls)]
 
 
 def reset() -> None:

@@ -79,8 +79,11 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
 
 
 def context_ended(context_id: int) -> None:
-    """The program leaves ``with dist_autograd.context()``: a context recorded in full lets go
-    of what it kept for later passes (``observe.context_ended``); any other costs nothing."""
+    """The program leaves ``with dist_autograd.context()``: the call sites of its RPCs are let
+    go of (those made after its backward, such as the optimizer's, would otherwise be kept
+    until ``callsites.KEEP_CONTEXTS`` later contexts push them out), and a context recorded in
+    full lets go of what it kept for later passes (``observe.context_ended``)."""
+    callsites.drop(context_id)
     proc = process.PROCESS
     if proc is None or (context_id not in proc.runs and context_id not in proc.ended):
         return

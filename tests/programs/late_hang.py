@@ -81,6 +81,7 @@ def train(mode, steps):
             if bool((data > 0).any()):     # a batch without positives skips the remote term
                 loss = loss + remote.sum()
             dist_autograd.backward(context_id, [loss])
+            rpc.rpc_async("worker1", scale, args=(data,)).wait()   # as an optimizer's step
         print(f"step {step} done", flush=True)
 
 
