@@ -19,7 +19,9 @@ more than plain, start-up and shutdown of the command, its processes and distviz
 ``--step-cost N`` adds N ``--contexts none`` runs whose trainer alternates its steps between
 traced and distviz's patches set aside (``step_cost_ratio``: traced steps over the others,
 after 25 steps of warm-up): the watch's cost per step, free of the run-to-run noise of a
-shared machine, which reaches 15 % between two plain runs.
+shared machine, which reaches 15 % between two plain runs; and ``step_cpu_ratio``, the same for
+the CPU seconds of the trainer's own thread, where distviz's per-step work runs (the other
+threads of both processes, TensorPipe's polling among them, are left out).
 
 distviz is byte-compiled first: with ``PYTHONDONTWRITEBYTECODE`` set, every traced process
 would compile each distviz module it imports, on every run (an installed distviz, like torch,
@@ -131,7 +133,8 @@ def _step_cost(iterations: int, repeat: int, work: Path) -> dict[str, Any]:
     """``--contexts none`` runs whose trainer alternates its steps as traced and with
     distviz's patches set aside (``train_program.py``'s ``BENCH_AB``): the watch's cost per
     step, inside one run, where the machine's noise falls on both kinds of step alike."""
-    ratios = []
+    ratios: list[float] = []
+    cpu: list[float] = []    # the trainer thread's CPU seconds, traced steps over the others
     for k in range(max(1, repeat)):
         loop = work / f"ab-{iterations}-{k}"
         os.environ.update(BENCH_AB="1", BENCH_LOOP_FILE=str(loop))
@@ -141,9 +144,11 @@ def _step_cost(iterations: int, repeat: int, work: Path) -> dict[str, Any]:
         finally:
             os.environ.pop("BENCH_AB", None)
             os.environ.pop("BENCH_LOOP_FILE", None)
-        fields = loop.read_text().split()    # <loop s> traced <s> aside <s>
+        fields = loop.read_text().split()    # <loop s> traced <s> aside <s> cpu <s> <s>
         ratios.append(round(float(fields[2]) / float(fields[4]), 4))
-    return {"step_cost_ratio": statistics.median(ratios), "step_cost_ratios": ratios}
+        cpu.append(round(float(fields[6]) / float(fields[7]), 4))
+    return {"step_cost_ratio": statistics.median(ratios), "step_cost_ratios": ratios,
+            "step_cpu_ratio": statistics.median(cpu), "step_cpu_ratios": cpu}
 
 
 def main() -> None:

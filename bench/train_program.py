@@ -10,7 +10,9 @@ set, it writes there the seconds its training loop took (every iteration, withou
 and the shutdown). With ``BENCH_AB`` also set (under ``distviz trace``), the loop alternates
 iterations as traced and with distviz's patches set aside in the trainer (``_patched``), after
 ``AB_WARMUP`` iterations as traced, and writes the seconds of each kind: the cost of distviz's per-step work,
-measured inside one run, where the machine's noise falls on both alike.
+measured inside one run, where the machine's noise falls on both alike. ``BENCH_AB_ONLY`` (names,
+comma-separated: ``rpc_sync``, ``rpc_async``, ``remote``, ``to_here``, ``backward``,
+``__enter__``, ``__exit__``) sets aside only those wrappers: the cost of each part.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ def _patched() -> list[tuple[object, str, object]]:
     owners += [(rref_proxy, "rpc_async"), (rpc.PyRRef, "to_here"), (dist_autograd, "backward"),
                (dist_autograd.context, "__enter__"), (dist_autograd.context, "__exit__")]
     out = [(o, n, getattr(o, n)) for o, n in owners if hasattr(getattr(o, n), "__wrapped__")]
+    only = os.environ.get("BENCH_AB_ONLY")
+    if only:    # set aside only these (by name: rpc_sync, backward, __exit__, ...)
+        return [(o, n, w) for o, n, w in out if n in only.split(",")]
     if out:
         out.append((module, "_global_forward_hooks", module._global_forward_hooks))
     return out
@@ -118,12 +123,13 @@ def train(iterations: int) -> None:
     rss_file = os.environ.get("BENCH_RSS_FILE")
     patched = _patched() if os.environ.get("BENCH_AB") else []
     spent = {False: 0.0, True: 0.0}     # aside -> seconds
+    cpu = {False: 0.0, True: 0.0}       # aside -> the trainer thread's CPU seconds
     started = time.perf_counter()
     for k in range(1, iterations + 1):
         aside = bool(patched) and k > AB_WARMUP and k % 2 == 0
         if patched and k > AB_WARMUP:
             _set_aside(patched, aside)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         data = torch.randint(NTOKEN, (SEQ, BATCH))
         target = torch.randint(NTOKEN, (SEQ, BATCH))
         with dist_autograd.context() as context_id:
@@ -134,6 +140,7 @@ def train(iterations: int) -> None:
             opt.step(context_id)
         if k > AB_WARMUP:   # the first iterations warm up (the first RPCs, the optimizer)
             spent[aside] += time.perf_counter() - t0
+            cpu[aside] += time.thread_time() - c0
         if rss_file and k in (100, iterations):
             _note_rss(rss_file, k)
     loop_file = os.environ.get("BENCH_LOOP_FILE")
@@ -142,7 +149,8 @@ def train(iterations: int) -> None:
         with open(loop_file, "w", encoding="ascii") as out:
             out.write(f"{time.perf_counter() - started:.6f}\n")
             if patched:
-                out.write(f"traced {spent[False]:.6f} aside {spent[True]:.6f}\n")
+                out.write(f"traced {spent[False]:.6f} aside {spent[True]:.6f} "
+                          f"cpu {cpu[False]:.6f} {cpu[True]:.6f}\n")
 
 
 def _note_rss(path: str, iteration: int) -> None:

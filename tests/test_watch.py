@@ -97,14 +97,18 @@ def test_contexts_none_selects_nothing_and_bad_hang_timeouts_are_refused() -> No
 
 
 def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: Path) -> None:
-    slot = inflight.open_slot(str(tmp_path))
+    slot = inflight.open_slot(str(tmp_path), "trainer")
     assert slot is not None
-    slot.set("trainer", 40000, 7, 1.5)
-    assert inflight.read(str(tmp_path)) == [
-        inflight.Stuck(pid=os.getpid(), worker="trainer", step=40000, context_id=7, started=1.5)]
+    assert inflight.read(str(tmp_path)) == []      # named, with nothing in flight
+    since = time.monotonic() - 2.0
+    slot.set(40000, 7, since)
+    (stuck,) = inflight.read(str(tmp_path))
+    assert (stuck.pid, stuck.worker, stuck.step, stuck.context_id) == \
+        (os.getpid(), "trainer", 40000, 7)
+    assert abs(stuck.started - (time.time() - 2.0)) < 0.5     # on the wall clock
     slot.clear()
     assert inflight.read(str(tmp_path)) == []
-    assert inflight.open_slot(None) is None
+    assert inflight.open_slot(None, "trainer") is None
 
 
 def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watched(
@@ -112,10 +116,10 @@ def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watche
     from distviz.tracing.watch_entry import Watched
 
     table = inflight.Table()
-    table.slot, table.worker = inflight.open_slot(str(tmp_path)), "trainer"
+    table.slot = inflight.open_slot(str(tmp_path), "trainer")
     recorded = inflight.InFlight(5, 1, [], False, 1.0, 11)
-    first = Watched(6, 2, [], False, 2.0, 12, frame=None, deadline=9.0)
-    second = Watched(7, 3, [], True, 3.0, 13, frame=None, deadline=10.0)
+    first = Watched(6, 2, [], False, 2.0, 12, None, 9.0)
+    second = Watched(7, 3, [], True, 3.0, 13, None, 10.0)
     tokens = [table.enter(e) for e in (recorded, first, second)]
     assert table.by_context() == {5: recorded, 6: first, 7: second}   # what a snapshot reads
 

@@ -49,23 +49,41 @@ Frame = tuple[str, int, str]      # (absolute file, line, function)
 
 @dataclass(slots=True)
 class Call:
-    """One RPC made inside a context, as the wrapper saw it."""
+    """One RPC made inside a context, as the wrapper saw it. The wrapper keeps what it was
+    given and names it only when the context is recorded (``label``, ``callee_name``): most
+    contexts never are, and every operation in an RPC's path costs more than it would in a
+    loop of its own (caches cold after the RPC's C++)."""
 
-    caller: str
-    callee: str
     api: str
-    func: str
-    builtin: bool
+    #: the ``to`` argument as given (a name, a ``WorkerInfo``), or the callee's name
+    callee: Any
+    #: the function as given, or its name (``label``)
+    func: Any
+    #: what ``func_label`` reads of the function's arguments (``argument_hint``)
+    hint: Any
     grad_enabled: bool
     frames: list[Frame]
     msg_ids: list[int] = field(default_factory=list)
-    #: the ``RecvRpcBackward`` functions behind the result's tensors, whose message ids are
-    #: read only when the context is recorded (``message_ids``): most contexts never are
+    #: the ``RecvRpcBackward`` functions behind the result's tensors (for a tensor result,
+    #: its ``grad_fn``, which ``message_ids`` ignores when it is no recv), whose message ids
+    #: are read only when the context is recorded (``message_ids``): most contexts never are
     recvs: list[Any] = field(default_factory=list)
     #: ``rpc_async``: its future until the result is read (``resolve``: when the context is
     #: recorded, or at the process's next call once the future is done; a callback on the
     #: future would take the GIL in an RPC thread at every call)
     pending: Any = None
+    #: this worker's name ("": ``_ME`` names it when the call is taken)
+    caller: str = ""
+
+    def label(self) -> tuple[str, bool]:
+        """``(name, builtin)`` of the call's function (``func_label``)."""
+        if isinstance(self.func, str):
+            return self.func, self.func.startswith("torch.")
+        return func_label(self.func, self.hint)
+
+    def callee_name(self) -> str:
+        """The callee's worker name."""
+        return getattr(self.callee, "name", None) or str(self.callee)
 
     def resolve(self) -> None:
         """Note the recv functions of a finished ``rpc_async``'s result (once)."""
@@ -87,9 +105,12 @@ class Call:
 _CALLS: OrderedDict[int, list[Call]] = OrderedDict()
 _PENDING: list[Call] = []       # rpc_async calls whose result has not been read yet
 _LOCK = threading.Lock()
-_OWN: dict[str, bool] = {}
+_OWN: dict[str, str] = {}      # code file -> its absolute path, or "" when not the program's
 _NOT_OWN: tuple[str, ...] | None = None
 _CWD = os.getcwd()
+#: the longest walk up the stack for the program's own frames (pytest's own run ~60 deep)
+MAX_WALK = 96
+_ME: list[Callable[[], str]] = []    # names this worker (``wrap_call``)
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -106,28 +127,43 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
-def is_own(filename: str) -> bool:
-    """Whether a code file belongs to the program (not Python, a library, torch or distviz)."""
+def _own_path(filename: str) -> str:
+    """The absolute path of a code file of the program's, "" for Python's, a library's,
+    torch's or distviz's (kept per file)."""
     own = _OWN.get(filename)
     if own is None:
         global _NOT_OWN
         if _NOT_OWN is None:
             _NOT_OWN = _library_dirs()
         path = os.path.abspath(filename)
-        own = not filename.startswith("<") and not path.startswith(_NOT_OWN) and \
+        mine = not filename.startswith("<") and not path.startswith(_NOT_OWN) and \
             "site-packages" not in path and "dist-packages" not in path
-        _OWN[filename] = own
+        own = _OWN[filename] = path if mine else ""
     return own
 
 
+def is_own(filename: str) -> bool:
+    """Whether a code file belongs to the program (not Python, a library, torch or distviz)."""
+    return bool(_own_path(filename))
+
+
 def own_frames(frame: types.FrameType | None, limit: int = MAX_FRAMES) -> list[Frame]:
-    """The program's own frames from ``frame`` outwards, innermost first (at most ``limit``)."""
+    """The program's own frames from ``frame`` outwards, innermost first (at most ``limit``,
+    within ``MAX_WALK`` frames)."""
     out: list[Frame] = []
+    known = _OWN
     f = frame
-    while f is not None and len(out) < limit:
+    for _ in range(MAX_WALK):
+        if f is None:
+            break
         code = f.f_code
-        if is_own(code.co_filename):
-            out.append((os.path.abspath(code.co_filename), f.f_lineno or 0, code.co_name))
+        path = known.get(code.co_filename)
+        if path is None:
+            path = _own_path(code.co_filename)
+        if path:
+            out.append((path, f.f_lineno or 0, code.co_name))
+            if len(out) == limit:
+                break
         f = f.f_back
     return out
 
@@ -204,8 +240,22 @@ def result_var(frames: list[Frame]) -> str | None:
     return None
 
 
-def func_label(func: Any, args: Any) -> tuple[str, bool]:
-    """``(name, builtin)`` of an RPC's function, as the program wrote it.
+_FUNCTIONS = (types.FunctionType, types.MethodType)
+
+
+def argument_hint(args: Any) -> Any:
+    """What ``func_label`` needs of an RPC's arguments, and nothing more (the call keeps it):
+    a first argument that is a function or method, else a second that is a string."""
+    if not isinstance(args, (list, tuple)) or not args:
+        return None
+    if isinstance(args[0], _FUNCTIONS):
+        return args[0]
+    return args[1] if len(args) > 1 and isinstance(args[1], str) else None
+
+
+def func_label(func: Any, hint: Any) -> tuple[str, bool]:
+    """``(name, builtin)`` of an RPC's function, as the program wrote it (``hint``: the
+    ``argument_hint`` of its arguments).
 
     ``rref.rpc_sync().forward(x)`` calls a torch helper with the method name: that becomes
     ``forward on an RRef``; the tutorials' ``_call_method(EmbeddingTable.forward, ...)`` keeps
@@ -214,15 +264,22 @@ def func_label(func: Any, args: Any) -> tuple[str, bool]:
     name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
     module = getattr(func, "__module__", None) or ""
     builtin = isinstance(func, types.BuiltinFunctionType) or module.startswith("torch._ops")
-    if module == "torch.distributed.rpc.rref_proxy" and isinstance(args, (list, tuple)) and \
-            len(args) >= 2 and isinstance(args[1], str):
-        return f"{args[1]} on an RRef", False
+    if module == "torch.distributed.rpc.rref_proxy" and isinstance(hint, str):
+        return f"{hint} on an RRef", False
     if builtin and not name.startswith("torch."):
         return f"torch.{getattr(func, '__name__', name)}", True
-    if isinstance(args, (list, tuple)) and args and callable(args[0]) and \
-            isinstance(args[0], (types.FunctionType, types.MethodType)):
-        return f"{name}({getattr(args[0], '__qualname__', args[0].__name__)})", builtin
+    if isinstance(hint, _FUNCTIONS):
+        return f"{name}({getattr(hint, '__qualname__', hint.__name__)})", builtin
     return name, builtin
+
+
+def result_functions(value: Any) -> list[Any]:
+    """What a call keeps of its result: a tensor's ``grad_fn`` (``message_ids`` ignores one
+    that is no ``RecvRpcBackward``), or for a list, tuple or dict the ``recv_functions``."""
+    if isinstance(value, torch.Tensor):
+        fn = value.grad_fn
+        return [] if fn is None else [fn]
+    return recv_functions(value)
 
 
 def recv_functions(value: Any) -> list[Any]:
@@ -259,20 +316,24 @@ def current_context() -> Any:
 
 
 def log(context_id: int, call: Call) -> None:
-    """Keep ``call`` for ``context_id`` (dropping the oldest context beyond the limit)."""
-    with _LOCK:
-        calls = _CALLS.get(context_id)
-        if calls is None:
-            calls = _CALLS[context_id] = []
+    """Keep ``call`` for ``context_id`` (dropping the oldest context beyond the limit). A
+    context's list is made under the lock; appending to it needs only the GIL (a call that
+    lands as its context is taken or dropped is dropped with it)."""
+    calls = _CALLS.get(context_id)
+    if calls is None:
+        with _LOCK:
+            calls = _CALLS.setdefault(context_id, [])
             while len(_CALLS) > KEEP_CONTEXTS:
                 _CALLS.popitem(last=False)
-        calls.append(call)
-        if _PENDING:    # results that arrived since: read them now and let go of them
-            for earlier in _PENDING:
-                earlier.resolve()
-            _PENDING[:] = [c for c in _PENDING if c.pending is not None]
-        if call.pending is not None:
-            _PENDING.append(call)
+    calls.append(call)
+    if _PENDING or call.pending is not None:
+        with _LOCK:
+            if _PENDING:    # results that arrived since: read them now and let go of them
+                for earlier in _PENDING:
+                    earlier.resolve()
+                _PENDING[:] = [c for c in _PENDING if c.pending is not None]
+            if call.pending is not None:
+                _PENDING.append(call)
 
 
 def take(context_id: int) -> list[RpcCall]:
@@ -295,16 +356,21 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
     from distviz.trace import RpcCall
 
     recv_id = recv_ids(context_or_none(context_id)) if calls else {}
+    out: list[RpcCall] = []
     for c in calls:
         c.resolve()
-    return [RpcCall(caller=c.caller, callee=c.callee, api=c.api, func=c.func, builtin=c.builtin,
-                    grad_enabled=c.grad_enabled, line=None, result_var=result_var(c.frames),
-                    msg_ids=c.message_ids(recv_id), site=site_text(c.frames))
-            for c in calls]
+        func, builtin = c.label()
+        out.append(RpcCall(caller=c.caller or _ME[0](), callee=c.callee_name(), api=c.api,
+                           func=func, builtin=builtin, grad_enabled=c.grad_enabled, line=None,
+                           result_var=result_var(c.frames), msg_ids=c.message_ids(recv_id),
+                           site=site_text(c.frames)))
+    return out
 
 
 def drop(context_id: int) -> None:
     """Forget the calls of a context that is not recorded, or has ended."""
+    if context_id not in _CALLS:
+        return
     with _LOCK:
         calls = _CALLS.pop(context_id, None)
         if calls and _PENDING:      # and the futures of its unread rpc_async results
@@ -319,32 +385,39 @@ def reset() -> None:
 
 
 def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
-              gate: Callable[[int], bool]) -> Callable[..., Any]:
+              gate: Callable[[int], bool] | None) -> Callable[..., Any]:
     """Wrap ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` to record calls made in a context.
 
-    ``me()`` names this worker; ``gate(context_id)`` says whether the context may be recorded.
+    ``me()`` names this worker; ``gate(context_id)`` says whether the context may be recorded
+    (``None``: every context may be, as when every backward is watched).
+    The call keeps only what it was given and what it cannot read later (the frames' lines,
+    the message ids of its sends, its result's recv functions); the rest is named when the
+    context is recorded (``Call``).
     """
+    _ME[:] = [me]
+    grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
+    current = dist_autograd._current_context
+
     def call(*args: Any, **kwargs: Any) -> Any:
-        ctx = current_context()
-        if ctx is None:
+        try:
+            ctx = current()
+        except RuntimeError:    # no context in this thread
             return orig(*args, **kwargs)
-        cid = int(ctx._context_id())
-        if not gate(cid):
+        cid = ctx._context_id()
+        if gate is not None and not gate(cid):
             return orig(*args, **kwargs)
-        to = args[0] if args else kwargs.get("to")
-        func = args[1] if len(args) > 1 else kwargs.get("func")
-        fargs = args[2] if len(args) > 2 else kwargs.get("args")
-        before = set(ctx._send_functions())
-        grad = torch.is_grad_enabled()
-        frames = own_frames(sys._getframe(1))
+        before = ctx._send_functions()
+        frames = own_frames(frame_of(1))
+        grad = grad_enabled()
         result = orig(*args, **kwargs)
-        name, builtin = func_label(func, fargs)
-        callee = getattr(to, "name", None) or str(to)
-        rec = Call(caller=me(), callee=callee, api=api, func=name, builtin=builtin,
-                   grad_enabled=grad, frames=frames,
-                   msg_ids=[int(m) for m in ctx._send_functions() if m not in before])
+        after = ctx._send_functions()
+        rec = Call(api, args[0] if args else kwargs.get("to"),
+                   args[1] if len(args) > 1 else kwargs.get("func"),
+                   argument_hint(args[2] if len(args) > 2 else kwargs.get("args")), grad,
+                   frames, [m for m in after if m not in before]
+                   if len(after) != len(before) else [])
         if api == "rpc_sync":
-            rec.recvs = recv_functions(result)
+            rec.recvs = result_functions(result)
         elif api == "rpc_async" and hasattr(result, "done"):
             rec.pending = result
         log(cid, rec)
@@ -356,11 +429,11 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
 
 
 def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
-                 gate: Callable[[int], bool]) -> Callable[..., Any]:
+                 gate: Callable[[int], bool] | None) -> Callable[..., Any]:
     """Wrap ``RRef.to_here``: the fetched value's ``RecvRpcBackward`` is the call's message."""
     def to_here(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = current_context()
-        if ctx is None or not gate(int(ctx._context_id())):
+        if ctx is None or (gate is not None and not gate(int(ctx._context_id()))):
             return orig(self, *args, **kwargs)
         grad = torch.is_grad_enabled()
         frames = own_frames(sys._getframe(1))
@@ -369,9 +442,8 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
             owner = str(self.owner_name())
         except Exception:  # noqa: BLE001
             owner = "?"
-        log(int(ctx._context_id()), Call(
-            caller=me(), callee=owner, api="to_here", func="RRef", builtin=False,
-            grad_enabled=grad, frames=frames, recvs=recv_functions(value)))
+        log(int(ctx._context_id()), Call("to_here", owner, "RRef", None, grad, frames,
+                                         recvs=result_functions(value), caller=me()))
         return value
     to_here.__wrapped__ = orig    # type: ignore[attr-defined]
     to_here.__doc__ = getattr(orig, "__doc__", None)
@@ -477,10 +549,9 @@ def guess_from_frames(context_id: int, frame: types.FrameType | None, me: str,
                 seen.update(mids)
                 callee = workers.get(mids[0] >> 48, "?")
                 sent = _arguments_of(callee, context_id, mids, me_rank) if callee != "?" else []
-                log(context_id, Call(caller=me, callee=callee, api=api, func=func,
-                                     builtin=func.startswith("torch."), grad_enabled=True,
-                                     frames=[(path, line, code.co_name), *outer],
-                                     msg_ids=sorted(set(mids) | set(sent))))
+                log(context_id, Call(api, callee, func, None, True,
+                                     [(path, line, code.co_name), *outer],
+                                     sorted(set(mids) | set(sent)), caller=me))
                 kept += 1
         f = f.f_back
     return kept

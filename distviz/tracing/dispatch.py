@@ -35,25 +35,29 @@ from distviz.tracing import callsites, journal, observe_args, process, watch_hoo
 from distviz.tracing.inflight import InFlight
 from distviz.tracing.process import Process
 
+_is_tracing = torch.jit.is_tracing
+
 
 def traced_backward(*args: Any, **kwargs: Any) -> None:
     """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
     proc = process.PROCESS
     if proc is None:
         return BACKWARD(*args, **kwargs)
-    log = functools.partial(_log_unrecorded, proc)
-    if torch.jit.is_tracing():  # even reading the roots' sizes would join the traced graph
+    if _is_tracing():  # even reading the roots' sizes would join the traced graph
         cid = args[0] if args else kwargs.get("contextId")
         if type(cid) is int:
             proc.number(cid)    # a backward of the context came through Python
-        log("a dist_autograd.backward call inside torch.jit.trace was not recorded")
+        _log_unrecorded(proc, "a dist_autograd.backward call inside torch.jit.trace was not "
+                              "recorded")
         return BACKWARD(*args, **kwargs)
     call = observe_args.recordable(args, kwargs)
     if call is None:
-        return observe_args.unrecorded(args, kwargs, None, log)
+        return observe_args.unrecorded(args, kwargs, None,
+                                       functools.partial(_log_unrecorded, proc))
     context_id, roots, retain_graph = call
     if not context_here(context_id):   # no context of the program's
-        return observe_args.unrecorded(args, kwargs, context_id, log)
+        return observe_args.unrecorded(args, kwargs, context_id,
+                                       functools.partial(_log_unrecorded, proc))
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
         from distviz.tracing import observe

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 FOLDER = "inflight"
 _FORMAT = struct.Struct("<qqd64s")     # step (0: none), context id, wall start, worker
+_HEAD = struct.Struct("<qqd")          # the part written at every backward
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +50,10 @@ class Stuck:
 
 
 class Slot:
-    """This process's mapping (made at its first backward; ``None`` without a session)."""
+    """This process's mapping (made at its first backward, with its worker's name; ``None``
+    without a session)."""
 
-    def __init__(self, session_dir: str) -> None:
+    def __init__(self, session_dir: str, worker: str) -> None:
         folder = Path(session_dir) / FOLDER
         folder.mkdir(exist_ok=True)
         fd = os.open(folder / str(os.getpid()), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -60,13 +62,18 @@ class Slot:
             self.map = mmap.mmap(fd, _FORMAT.size)
         finally:
             os.close(fd)
+        _FORMAT.pack_into(self.map, 0, 0, 0, 0.0, worker.encode("utf-8")[:64])
+        #: ``time.time()`` minus ``time.monotonic()``, read once: a start in wall time costs
+        #: an addition at every backward
+        self.offset = time.time() - time.monotonic()
 
-    def set(self, worker: str, step: int, context_id: int, started: float) -> None:
-        _FORMAT.pack_into(self.map, 0, step, context_id, started,
-                          worker.encode("utf-8")[:64])
+    def set(self, step: int, context_id: int, since: float) -> None:
+        """The oldest watched backward: ``step``, ``context_id``, since ``since``
+        (``time.monotonic``)."""
+        _HEAD.pack_into(self.map, 0, step, context_id, since + self.offset)
 
     def clear(self) -> None:
-        _FORMAT.pack_into(self.map, 0, 0, 0, 0.0, b"")
+        _HEAD.pack_into(self.map, 0, 0, 0, 0.0)
 
 
 @dataclass(eq=False, slots=True)
@@ -98,7 +105,6 @@ class Table:
         self.entries: dict[int, InFlight] = {}
         self.tokens = itertools.count()
         self.slot: Slot | None = None
-        self.worker = ""
         self.oldest: int | None = None      # the token of the watched entry in the slot
 
     def enter(self, entry: InFlight) -> int:
@@ -108,8 +114,7 @@ class Table:
             self.entries[token] = entry
             if self.oldest is None and self.slot is not None and entry.watched:
                 self.oldest = token
-                self.slot.set(self.worker, entry.step, entry.context_id,
-                              wall_start(entry.since))
+                self.slot.set(entry.step, entry.context_id, entry.since)
         return token
 
     def leave(self, token: int) -> None:
@@ -122,8 +127,7 @@ class Table:
                 if first is None:
                     self.slot.clear()
                 else:
-                    self.slot.set(self.worker, first.step, first.context_id,
-                                  wall_start(first.since))
+                    self.slot.set(first.step, first.context_id, first.since)
 
     def by_context(self) -> dict[int, InFlight]:
         """The backwards in flight by context id (the latest one of a context)."""
@@ -135,19 +139,14 @@ TABLE = Table()
 os.register_at_fork(after_in_child=TABLE.reset)
 
 
-def open_slot(session_dir: str | None) -> Slot | None:
+def open_slot(session_dir: str | None, worker: str) -> Slot | None:
     """This process's slot, or ``None`` (no session, or the folder is gone)."""
     if not session_dir:
         return None
     try:
-        return Slot(session_dir)
+        return Slot(session_dir, worker)
     except OSError:
         return None
-
-
-def wall_start(monotonic_start: float) -> float:
-    """``time.time()`` of a moment given on ``time.monotonic``'s clock."""
-    return time.time() - (time.monotonic() - monotonic_start)
 
 
 def read(session_dir: str) -> list[Stuck]:

@@ -34,6 +34,15 @@ def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
     """The call's arguments when PyTorch accepts them: an ``int`` context id, a list or tuple
     of scalar tensors that require grad and have a ``grad_fn``, a ``bool``. ``None`` for any
     other call: it goes to PyTorch untouched (``unrecorded``), which raises what it raises."""
+    if not kwargs and len(args) == 2:   # ``backward(context_id, [loss])``: every step's call
+        cid, roots = args
+        if type(cid) is not int or type(roots) not in (list, tuple) or not roots:
+            return None
+        for r in roots:     # a tensor that requires grad is a leaf exactly when no grad_fn
+            if not isinstance(r, torch.Tensor) or not r.requires_grad or r.is_leaf or \
+                    r.numel() != 1:
+                return None
+        return Call(cid, list(roots), False)
     if len(args) > 3 or set(kwargs) - set(_NAMES[len(args):]):
         return None
     bound = dict(zip(_NAMES, args, strict=False)) | kwargs

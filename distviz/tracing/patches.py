@@ -155,7 +155,7 @@ def install_callsites(proc: Process) -> None:
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
     me = proc.me
-    gate = proc.may_record if watch_hook.WATCH is None else _every_context
+    gate = proc.may_record if watch_hook.WATCH is None else None    # None: every context
     for api in ("rpc_sync", "rpc_async", "remote"):
         wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
         wrapped._distviz_callsites = True    # type: ignore[attr-defined]
@@ -168,11 +168,6 @@ def install_callsites(proc: Process) -> None:
         pass
     setattr(rpc.PyRRef, "to_here",  # noqa: B010 - a method of a C++ class
             callsites.wrap_to_here(rpc.PyRRef.to_here, me, gate))
-
-
-def _every_context(context_id: int) -> bool:
-    """The call-site gate when every backward is watched: any context may be recorded."""
-    return True
 
 
 def install(config: TraceConfig) -> None:

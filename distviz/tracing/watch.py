@@ -55,6 +55,8 @@ from distviz.words import first_line
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.tracing.process import Process
 
+_monotonic, _thread = time.monotonic, threading.get_ident
+
 
 class Watchdog:
     """The one thread that wakes at the earliest deadline of the watched backwards in
@@ -125,21 +127,21 @@ class Watch:
         PyTorch does."""
         table = inflight.TABLE
         if self.stats.worker is None:
-            self.stats.worker = table.worker = proc.me()
-            table.slot = inflight.open_slot(self.config.session_dir)
+            self.stats.worker = proc.me()
+            table.slot = inflight.open_slot(self.config.session_dir, self.stats.worker)
             self.watchdog.start()
-        now = time.monotonic()
-        entry = Watched(context_id, step, roots, retain_graph, now, threading.get_ident(),
-                        frame=frame, deadline=now + self.config.hang_timeout)
+        now = _monotonic()
+        entry = Watched(context_id, step, roots, retain_graph, now, _thread(), frame,
+                        now + self.config.hang_timeout)
         token = table.enter(entry)
         if self.watchdog.idle:
             self.watchdog.wake.set()
         try:
-            BACKWARD(context_id, roots, retain_graph=retain_graph)
+            BACKWARD(context_id, roots, retain_graph)
         except BaseException as exc:
             entry.returned = True
             table.leave(token)
-            seconds = time.monotonic() - now
+            seconds = _monotonic() - now
             self.count(step, seconds, first_line(exc))
             entry.frame = None
             self._raised(proc, entry, exc, seconds)
@@ -147,7 +149,7 @@ class Watch:
             raise
         entry.returned = True
         table.leave(token)
-        seconds = time.monotonic() - now
+        seconds = _monotonic() - now
         self.count(step, seconds, None)
         entry.frame = None
         if entry.fired:

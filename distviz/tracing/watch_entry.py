@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.tracing.journal import ContextRow
 
 
-@dataclass(eq=False, slots=True, kw_only=True)
+@dataclass(eq=False, slots=True)
 class Watched(inflight.InFlight):
     """One watched backward in the table of backwards in flight: the program's frame
     (variable names for a recording) and its deadline. ``fired``: the watchdog took it;
