@@ -335,3 +335,44 @@ def test_the_late_hang_is_explained_under_torchrun_too(tmp_path: Path) -> None:
     assert run.code == 6, run.stdout + run.stderr[-3000:]
     assert "assigned to `remote`, is not used by the loss (`loss`)" in run.stderr
     assert run.row("worker0", 7)["watched"]
+
+
+#: One process, RPC to itself: the call-site wrappers as ``patches.install_callsites`` puts
+#: them, around PyTorch's own ``rpc_sync``, in a real dist autograd context.
+_QUIET_PROGRAM = """
+import os, sys, torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+from distviz.tracing import callsites
+os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
+rpc.init_rpc("w0", rank=0, world_size=1, rpc_backend_options=rpc.TensorPipeRpcBackendOptions(
+    init_method="file://" + sys.argv[1]))
+call = callsites.wrap_call("rpc_sync", rpc.rpc_sync, lambda: "w0", None)
+x = torch.ones(2, requires_grad=True)
+with dist_autograd.context() as cid:
+    y = call("w0", torch.mul, args=(x, 2))          # the forward: noted
+    dist_autograd.backward(cid, [y.sum()])
+    callsites.quiet(cid)                             # as the watch does when it returns
+    call("w0", torch.add, args=(x, 1))               # an optimizer's step: not noted
+    kept = callsites.peek(cid)
+    print("KEPT", [(c.func, c.site is not None, len(c.msg_ids)) for c in kept])
+callsites.drop(cid)                                  # as leaving the context does
+print("LEFT", callsites.has_calls(cid), cid in callsites._QUIET)
+rpc.shutdown()
+"""
+
+
+@pytest.mark.rpc
+def test_a_watched_context_notes_its_forward_calls_and_none_after_its_backward(
+        tmp_path: Path) -> None:
+    script = tmp_path / "quiet.py"
+    script.write_text(_QUIET_PROGRAM, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "rdv")], cwd=ROOT,
+                          env=_environment(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in proc.stdout.splitlines()
+             if ln.startswith(("KEPT ", "LEFT "))}
+    # the forward call: named, with its site, its argument's send and its result's recv
+    assert lines["KEPT"] == "[('torch.mul', True, 2)]", proc.stdout
+    assert lines["LEFT"] == "False False", proc.stdout

@@ -10,10 +10,12 @@ and grad mode. The recorder moves them into the trace's ``rpc_calls`` (``take``)
 become ``site`` strings such as ``rnn.py:19 in _remote_method <- main.py:55 in _run_trainer``
 and the variable the result was assigned to.
 
-Calls are kept per context until the context is recorded, its backward returns unrecorded, or
-the program leaves its ``with dist_autograd.context()`` (``drop``), and for at most
-``KEEP_CONTEXTS`` contexts (the oldest are dropped: a worker that never enters the contexts it
-serves), so contexts that are never recorded cost a few dictionary operations per RPC.
+Calls are kept per context until the context is recorded or the program leaves its ``with
+dist_autograd.context()`` (``drop``), and for at most ``KEEP_CONTEXTS`` contexts (the oldest
+are dropped: a worker that never enters the contexts it serves). Once a context's watched
+backward has returned or raised here (``quiet``), its later RPCs (an optimizer's step) are not
+noted: they are not in that backward's graph, and a later backward of the same context would
+name their messages without call sites.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class Call:
 
 
 _CALLS: OrderedDict[int, list[Call]] = OrderedDict()
+_QUIET: dict[int, None] = {}    # contexts whose watched backward ended (in order, bounded)
 _PENDING: list[Call] = []       # rpc_async calls whose result has not been read yet
 _LOCK = threading.Lock()
 _OWN: dict[str, str] = {}      # code file -> its absolute path, or "" when not the program's
@@ -367,8 +370,19 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
     return out
 
 
+def quiet(context_id: int) -> None:
+    """The watched backward of ``context_id`` returned or raised: note no more of its calls
+    (see the module docstring)."""
+    _QUIET[context_id] = None
+    if len(_QUIET) > KEEP_CONTEXTS:     # contexts never left through ``with``
+        with _LOCK:
+            while len(_QUIET) > KEEP_CONTEXTS:
+                del _QUIET[next(iter(_QUIET))]
+
+
 def drop(context_id: int) -> None:
     """Forget the calls of a context that is not recorded, or has ended."""
+    _QUIET.pop(context_id, None)
     if context_id not in _CALLS:
         return
     with _LOCK:
@@ -382,6 +396,7 @@ def reset() -> None:
     with _LOCK:
         _CALLS.clear()
         _PENDING.clear()
+        _QUIET.clear()
 
 
 def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
@@ -396,7 +411,7 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
     """
     _ME[:] = [me]
     grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
-    current = dist_autograd._current_context
+    current, done = dist_autograd._current_context, _QUIET
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -404,7 +419,7 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
         except RuntimeError:    # no context in this thread
             return orig(*args, **kwargs)
         cid = ctx._context_id()
-        if gate is not None and not gate(cid):
+        if cid in done or (gate is not None and not gate(cid)):
             return orig(*args, **kwargs)
         before = ctx._send_functions()
         frames = own_frames(frame_of(1))
@@ -433,7 +448,8 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
     """Wrap ``RRef.to_here``: the fetched value's ``RecvRpcBackward`` is the call's message."""
     def to_here(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = current_context()
-        if ctx is None or (gate is not None and not gate(int(ctx._context_id()))):
+        if ctx is None or ctx._context_id() in _QUIET or (
+                gate is not None and not gate(int(ctx._context_id()))):
             return orig(self, *args, **kwargs)
         grad = torch.is_grad_enabled()
         frames = own_frames(sys._getframe(1))

@@ -35,7 +35,7 @@ from distviz.tracing import callsites, journal, observe_args, process, watch_hoo
 from distviz.tracing.inflight import InFlight
 from distviz.tracing.process import Process
 
-_is_tracing = torch.jit.is_tracing
+_is_tracing = torch._C._is_tracing    # ``torch.jit.is_tracing`` from Python
 
 
 def traced_backward(*args: Any, **kwargs: Any) -> None:

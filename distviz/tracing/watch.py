@@ -144,17 +144,17 @@ class Watch:
             seconds = _monotonic() - now
             self.count(step, seconds, first_line(exc))
             entry.frame = None
+            callsites.quiet(context_id)
             self._raised(proc, entry, exc, seconds)
-            callsites.drop(context_id)
             raise
         entry.returned = True
         table.leave(token)
         seconds = _monotonic() - now
         self.count(step, seconds, None)
         entry.frame = None
+        callsites.quiet(context_id)
         if entry.fired:
             self._returned(entry, seconds)
-        callsites.drop(context_id)
 
     # -- past the deadline, and after it (``distviz.tracing.watch_late``, loaded then) ------
 
