@@ -62,13 +62,17 @@ def _cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _rss_growth(path: Path) -> float | None:
-    """The trainer's resident set after its last iteration over after iteration 100."""
+def _rss(path: Path) -> dict[int, int]:
+    """The trainer's resident set in KiB by iteration (100, every 250th, the last)."""
     try:
         rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
     except OSError:
-        return None
-    kib = {int(it): int(v) for it, v in rows}
+        return {}
+    return {int(it): int(v) for it, v in rows}
+
+
+def _rss_growth(kib: dict[int, int]) -> float | None:
+    """The trainer's resident set after its last iteration over after iteration 100."""
     if 100 not in kib or len(kib) < 2:
         return None
     return round(kib[max(kib)] / kib[100], 4)
@@ -80,6 +84,7 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     growth: dict[str, list[float]] = {m: [] for m in modes}
     loops: dict[str, list[float]] = {m: [] for m in modes}
+    curves: dict[str, list[str]] = {m: [] for m in modes}    # "iteration:MiB ..." per run
     for k in range(max(1, args.repeat)):
         order = modes if k % 2 == 0 else tuple(reversed(modes))
         for mode in order:
@@ -95,9 +100,12 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
             times[mode].append(wall)
             loops[mode].append(float(Path(loop).read_text()))
             cpu[mode].append(_cpu_seconds() - before)
-            g = _rss_growth(rss)
+            kib = _rss(rss)
+            g = _rss_growth(kib)
             if g is not None:
                 growth[mode].append(g)
+                curves[mode].append(" ".join(f"{it}:{v / 1024:.0f}"
+                                             for it, v in sorted(kib.items())))
     out: dict[str, Any] = {}
     for mode in modes:
         out[f"{mode}_s"] = statistics.median(times[mode])
@@ -107,6 +115,8 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
         out[f"{mode}_loop_s"] = statistics.median(loops[mode])
         if growth[mode]:
             out[f"{mode}_rss_growth"] = max(growth[mode])
+            out[f"{mode}_rss_growths"] = growth[mode]
+            out[f"{mode}_rss_mib"] = curves[mode]
         written = len(list(work.glob(f"traces-{mode}-{iterations}-{args.repeat - 1}/*.trace.json")))
         if mode != "plain":
             out[f"{mode}_traces_written"] = written

@@ -4,8 +4,8 @@ dist_autograd context per iteration) at a size where one iteration takes tens of
 
 Usage: python bench/train_program.py ITERATIONS RENDEZVOUS_FILE
 
-With ``BENCH_RSS_FILE`` set, the trainer appends its resident set size there after iteration 100
-and after the last one (memory must not grow with the number of steps). With ``BENCH_LOOP_FILE``
+With ``BENCH_RSS_FILE`` set, the trainer appends its resident set size there after iteration 100,
+every 250th and the last one (memory must not grow with the number of steps). With ``BENCH_LOOP_FILE``
 set, it writes there the seconds its training loop took (every iteration, without the start-up
 and the shutdown). With ``BENCH_AB`` also set (under ``distviz trace``), the loop alternates
 iterations as traced and with distviz's patches set aside in the trainer (``_patched``), after
@@ -141,7 +141,7 @@ def train(iterations: int) -> None:
         if k > AB_WARMUP:   # the first iterations warm up (the first RPCs, the optimizer)
             spent[aside] += time.perf_counter() - t0
             cpu[aside] += time.thread_time() - c0
-        if rss_file and k in (100, iterations):
+        if rss_file and (k in (100, iterations) or k % 250 == 0):
             _note_rss(rss_file, k)
     loop_file = os.environ.get("BENCH_LOOP_FILE")
     if loop_file:
