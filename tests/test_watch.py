@@ -347,7 +347,7 @@ from distviz.tracing import callsites
 os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
 rpc.init_rpc("w0", rank=0, world_size=1, rpc_backend_options=rpc.TensorPipeRpcBackendOptions(
     init_method="file://" + sys.argv[1]))
-call = callsites.wrap_call("rpc_sync", rpc.rpc_sync, lambda: "w0", None)
+call = callsites.wrap_call("rpc_sync", rpc.rpc_sync, None)
 x = torch.ones(2, requires_grad=True)
 with dist_autograd.context() as cid:
     y = call("w0", torch.mul, args=(x, 2))          # the forward: noted

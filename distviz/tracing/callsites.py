@@ -74,7 +74,7 @@ class Call:
     #: recorded, or at the process's next call once the future is done; a callback on the
     #: future would take the GIL in an RPC thread at every call)
     pending: Any = None
-    #: this worker's name ("": ``_ME`` names it when the call is taken)
+    #: the caller's worker name ("": this worker, named when the call is taken)
     caller: str = ""
 
     def label(self) -> tuple[str, bool]:
@@ -113,7 +113,6 @@ _NOT_OWN: tuple[str, ...] | None = None
 _CWD = os.getcwd()
 #: the longest walk up the stack for the program's own frames (pytest's own run ~60 deep)
 MAX_WALK = 96
-_ME: list[Callable[[], str]] = []    # names this worker (``wrap_call``)
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -359,15 +358,25 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
     from distviz.trace import RpcCall
 
     recv_id = recv_ids(context_or_none(context_id)) if calls else {}
+    here = _worker_name() if calls else ""
     out: list[RpcCall] = []
     for c in calls:
         c.resolve()
         func, builtin = c.label()
-        out.append(RpcCall(caller=c.caller or _ME[0](), callee=c.callee_name(), api=c.api,
+        out.append(RpcCall(caller=c.caller or here, callee=c.callee_name(), api=c.api,
                            func=func, builtin=builtin, grad_enabled=c.grad_enabled, line=None,
                            result_var=result_var(c.frames), msg_ids=c.message_ids(recv_id),
                            site=site_text(c.frames)))
     return out
+
+
+def _worker_name() -> str:
+    """This worker's name (its RPC agent runs while a context of it is recorded)."""
+    import torch.distributed.rpc as rpc
+    try:
+        return str(rpc.get_worker_info().name)
+    except RuntimeError:    # the agent is gone
+        return "?"
 
 
 def quiet(context_id: int) -> None:
@@ -388,7 +397,8 @@ def drop(context_id: int) -> None:
     with _LOCK:
         calls = _CALLS.pop(context_id, None)
         if calls and _PENDING:      # and the futures of its unread rpc_async results
-            _PENDING[:] = [c for c in _PENDING if all(c is not d for d in calls)]
+            gone = {id(c) for c in calls}
+            _PENDING[:] = [c for c in _PENDING if id(c) not in gone]
 
 
 def reset() -> None:
@@ -399,19 +409,24 @@ def reset() -> None:
         _QUIET.clear()
 
 
-def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
+def _skipped(context_id: int, gate: Callable[[int], bool] | None) -> bool:
+    """Whether an RPC of ``context_id`` goes unnoted: its watched backward ended (``quiet``),
+    or ``gate`` says the context is never recorded."""
+    return context_id in _QUIET or (gate is not None and not gate(context_id))
+
+
+def wrap_call(api: str, orig: Callable[..., Any],
               gate: Callable[[int], bool] | None) -> Callable[..., Any]:
     """Wrap ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` to record calls made in a context.
 
-    ``me()`` names this worker; ``gate(context_id)`` says whether the context may be recorded
-    (``None``: every context may be, as when every backward is watched).
+    ``gate(context_id)`` says whether the context may be recorded (``None``: every context may
+    be, as when every backward is watched).
     The call keeps only what it was given and what it cannot read later (the frames' lines,
     the message ids of its sends, its result's recv functions); the rest is named when the
     context is recorded (``Call``).
     """
-    _ME[:] = [me]
     grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
-    current, done = dist_autograd._current_context, _QUIET
+    current = dist_autograd._current_context
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -419,7 +434,7 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
         except RuntimeError:    # no context in this thread
             return orig(*args, **kwargs)
         cid = ctx._context_id()
-        if cid in done or (gate is not None and not gate(cid)):
+        if _skipped(cid, gate):
             return orig(*args, **kwargs)
         before = ctx._send_functions()
         frames = own_frames(frame_of(1))
@@ -443,13 +458,13 @@ def wrap_call(api: str, orig: Callable[..., Any], me: Callable[[], str],
     return call
 
 
-def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
+def wrap_to_here(orig: Callable[..., Any],
                  gate: Callable[[int], bool] | None) -> Callable[..., Any]:
     """Wrap ``RRef.to_here``: the fetched value's ``RecvRpcBackward`` is the call's message."""
     def to_here(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = current_context()
-        if ctx is None or ctx._context_id() in _QUIET or (
-                gate is not None and not gate(int(ctx._context_id()))):
+        cid = None if ctx is None else ctx._context_id()
+        if cid is None or _skipped(cid, gate):
             return orig(self, *args, **kwargs)
         grad = torch.is_grad_enabled()
         frames = own_frames(sys._getframe(1))
@@ -458,8 +473,8 @@ def wrap_to_here(orig: Callable[..., Any], me: Callable[[], str],
             owner = str(self.owner_name())
         except Exception:  # noqa: BLE001
             owner = "?"
-        log(int(ctx._context_id()), Call("to_here", owner, "RRef", None, grad, frames,
-                                         recvs=result_functions(value), caller=me()))
+        log(cid, Call("to_here", owner, "RRef", None, grad, frames,
+                      recvs=result_functions(value)))
         return value
     to_here.__wrapped__ = orig    # type: ignore[attr-defined]
     to_here.__doc__ = getattr(orig, "__doc__", None)

@@ -35,25 +35,24 @@ def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
     of scalar tensors that require grad and have a ``grad_fn``, a ``bool``. ``None`` for any
     other call: it goes to PyTorch untouched (``unrecorded``), which raises what it raises."""
     if not kwargs and len(args) == 2:   # ``backward(context_id, [loss])``: every step's call
-        cid, roots = args
-        if type(cid) is not int or type(roots) not in (list, tuple) or not roots:
+        (cid, roots), retain = args, False
+    else:
+        if len(args) > 3 or set(kwargs) - set(_NAMES[len(args):]):
             return None
-        for r in roots:     # a tensor that requires grad is a leaf exactly when no grad_fn
-            if not isinstance(r, torch.Tensor) or not r.requires_grad or r.is_leaf or \
-                    r.numel() != 1:
-                return None
-        return Call(cid, list(roots), False)
-    if len(args) > 3 or set(kwargs) - set(_NAMES[len(args):]):
-        return None
-    bound = dict(zip(_NAMES, args, strict=False)) | kwargs
-    cid, roots = bound.get("contextId"), bound.get("roots")
-    retain = bound.get("retain_graph", False)
-    if type(cid) is not int or type(retain) is not bool or type(roots) not in (list, tuple):
-        return None
-    if not roots or not all(isinstance(r, torch.Tensor) and r.requires_grad and
-                            r.numel() == 1 and r.grad_fn is not None for r in roots):
+        bound = dict(zip(_NAMES, args, strict=False)) | kwargs
+        cid, roots = bound.get("contextId"), bound.get("roots")
+        retain = bound.get("retain_graph", False)
+    if type(cid) is not int or type(retain) is not bool or type(roots) not in (list, tuple) \
+            or not roots or not all(_scalar_root(r) for r in roots):
         return None
     return Call(cid, list(roots), retain)
+
+
+def _scalar_root(r: Any) -> bool:
+    """A scalar tensor that requires grad and has a ``grad_fn`` (a tensor that requires grad
+    is a leaf exactly when it has none: ``is_leaf`` reads it without a Python object)."""
+    return isinstance(r, torch.Tensor) and r.requires_grad and not r.is_leaf and \
+        r.numel() == 1
 
 
 def unrecorded(args: tuple[Any, ...], kwargs: dict[str, Any], context_id: int | None,

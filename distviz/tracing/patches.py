@@ -154,10 +154,9 @@ def install_callsites(proc: Process) -> None:
     """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
     if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
         return
-    me = proc.me
     gate = proc.may_record if watch_hook.WATCH is None else None    # None: every context
     for api in ("rpc_sync", "rpc_async", "remote"):
-        wrapped = callsites.wrap_call(api, getattr(rpc_api, api), me, gate)
+        wrapped = callsites.wrap_call(api, getattr(rpc_api, api), gate)
         wrapped._distviz_callsites = True    # type: ignore[attr-defined]
         setattr(rpc_api, api, wrapped)
         setattr(rpc, api, wrapped)
@@ -167,7 +166,7 @@ def install_callsites(proc: Process) -> None:
     except ImportError:  # pragma: no cover - older torch
         pass
     setattr(rpc.PyRRef, "to_here",  # noqa: B010 - a method of a C++ class
-            callsites.wrap_to_here(rpc.PyRRef.to_here, me, gate))
+            callsites.wrap_to_here(rpc.PyRRef.to_here, gate))
 
 
 def install(config: TraceConfig) -> None:
