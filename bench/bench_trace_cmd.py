@@ -12,7 +12,12 @@ both workers and written). Ratios are against the plain run of the same repeat a
 count; targets: none <= 1.02, first <= 1.05, all <= 1.10. Whole-command wall times, stdout to
 /dev/null; and the CPU seconds of the whole process tree (user + system), which a busy machine
 disturbs less than wall time. For each run of 1,000 iterations or more, the trainer's resident
-set after the last iteration against after iteration 100 (``rss_growth``; target <= 1.05).
+set after the last iteration against after iteration 100 (``rss_growth``, the worst run; target
+<= 1.05): sampled every 50 iterations, the median of the last 100 iterations' samples over that
+of iterations 100 to 200 (``rss_growth_points``: the two single samples). ``--objects`` adds
+the objects the trainer's garbage collector tracks, after the last iteration minus after
+iteration 100 (``objects_added``: a Python object kept per step shows there, free of the
+allocator's noise; the full collections slow the runs, so not for speed).
 Each run also splits its wall time in two: the trainer's training loop (``loop_ratio``: the
 cost of every step, start-up and shutdown left out) and the rest (``start_end_s``: seconds
 more than plain, start-up and shutdown of the command, its processes and distviz's summary).
@@ -63,19 +68,40 @@ def _cpu_seconds() -> float:
 
 
 def _rss(path: Path) -> dict[int, int]:
-    """The trainer's resident set in KiB by iteration (100, every 250th, the last)."""
+    """The trainer's resident set in KiB by iteration (100, every 50th after it, the last)."""
     try:
         rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
     except OSError:
         return {}
-    return {int(it): int(v) for it, v in rows}
+    return {int(row[0]): int(row[1]) for row in rows}
 
 
-def _rss_growth(kib: dict[int, int]) -> float | None:
-    """The trainer's resident set after its last iteration over after iteration 100."""
+def _objects_added(path: Path) -> int | None:
+    """With ``--objects``: the objects the trainer's garbage collector tracks after its last
+    iteration minus after iteration 100 (0: nothing kept per step)."""
+    try:
+        rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return None
+    counts = {int(row[0]): int(row[2]) for row in rows if len(row) > 2}
+    return counts[max(counts)] - counts[100] if 100 in counts else None
+
+
+RSS_WINDOW = 100    # iterations: the median of the samples in a window, not one sample
+
+
+def _rss_growth(kib: dict[int, int]) -> tuple[float, float] | None:
+    """The trainer's resident set after its last iteration over after iteration 100: the
+    median of the samples of the last ``RSS_WINDOW`` iterations over that of iterations 100
+    to 100 + ``RSS_WINDOW`` (the allocator moves one sample by several percent either way;
+    plain runs too), and the two single samples."""
     if 100 not in kib or len(kib) < 2:
         return None
-    return round(kib[max(kib)] / kib[100], 4)
+    last = max(kib)
+    early = [v for it, v in kib.items() if it <= 100 + RSS_WINDOW]
+    late = [v for it, v in kib.items() if it >= last - RSS_WINDOW]
+    return (round(statistics.median(late) / statistics.median(early), 4),
+            round(kib[last] / kib[100], 4))
 
 
 def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
@@ -83,6 +109,8 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
     times: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {m: [] for m in modes}
     growth: dict[str, list[float]] = {m: [] for m in modes}
+    points: dict[str, list[float]] = {m: [] for m in modes}    # the two single samples
+    objects: dict[str, list[int]] = {m: [] for m in modes}     # with --objects
     loops: dict[str, list[float]] = {m: [] for m in modes}
     curves: dict[str, list[str]] = {m: [] for m in modes}    # "iteration:MiB ..." per run
     for k in range(max(1, args.repeat)):
@@ -101,11 +129,16 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
             loops[mode].append(float(Path(loop).read_text()))
             cpu[mode].append(_cpu_seconds() - before)
             kib = _rss(rss)
+            added = _objects_added(rss)
+            if added is not None:
+                objects[mode].append(added)
             g = _rss_growth(kib)
             if g is not None:
-                growth[mode].append(g)
+                growth[mode].append(g[0])
+                points[mode].append(g[1])
                 curves[mode].append(" ".join(f"{it}:{v / 1024:.0f}"
-                                             for it, v in sorted(kib.items())))
+                                             for it, v in sorted(kib.items()) if it % 250 == 0
+                                             or it in (100, max(kib))))
     out: dict[str, Any] = {}
     for mode in modes:
         out[f"{mode}_s"] = statistics.median(times[mode])
@@ -116,7 +149,11 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
         if growth[mode]:
             out[f"{mode}_rss_growth"] = max(growth[mode])
             out[f"{mode}_rss_growths"] = growth[mode]
+            out[f"{mode}_rss_growth_points"] = max(points[mode])
+            out[f"{mode}_rss_growths_points"] = points[mode]
             out[f"{mode}_rss_mib"] = curves[mode]
+        if objects[mode]:
+            out[f"{mode}_objects_added"] = objects[mode]
         written = len(list(work.glob(f"traces-{mode}-{iterations}-{args.repeat - 1}/*.trace.json")))
         if mode != "plain":
             out[f"{mode}_traces_written"] = written
@@ -171,10 +208,16 @@ def main() -> None:
     parser.add_argument("--step-cost", type=int, default=0, metavar="N",
                         help="Also N runs of the watch's cost per step, measured inside one "
                              "run (steps alternately traced and with distviz set aside).")
+    parser.add_argument("--objects", action="store_true",
+                        help="Also count the objects the trainer's garbage collector tracks "
+                             "at each memory sample, after a full collection (slows the runs: "
+                             "for memory, not speed).")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     modes = tuple(m for m in MODES if m in args.modes.split(","))
     counts = [int(n) for n in str(args.iterations).split(",") if n.strip()]
+    if args.objects:
+        os.environ["BENCH_OBJECTS"] = "1"
     compileall.compile_dir(str(REPO / "distviz"), quiet=1)
     out: dict[str, Any] = {"iterations": counts[0] if len(counts) == 1 else counts}
     with tempfile.TemporaryDirectory(prefix="bench-trace-cmd-") as tmp:

@@ -5,7 +5,10 @@ dist_autograd context per iteration) at a size where one iteration takes tens of
 Usage: python bench/train_program.py ITERATIONS RENDEZVOUS_FILE
 
 With ``BENCH_RSS_FILE`` set, the trainer appends its resident set size there after iteration 100,
-every 250th and the last one (memory must not grow with the number of steps). With ``BENCH_LOOP_FILE``
+every 50th after it and the last one (memory must not grow with the number of steps); with
+``BENCH_OBJECTS`` also set, it first runs a full garbage collection and adds the number of
+objects the collector tracks (a Python object kept per step would show there, free of the
+allocator's noise; too slow for a timed run). With ``BENCH_LOOP_FILE``
 set, it writes there the seconds its training loop took (every iteration, without the start-up
 and the shutdown). With ``BENCH_AB`` also set (under ``distviz trace``), the loop alternates
 iterations as traced and with distviz's patches set aside in the trainer (``_patched``), after
@@ -18,6 +21,7 @@ part.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -144,7 +148,7 @@ def train(iterations: int) -> None:
         if k > AB_WARMUP:   # the first iterations warm up (the first RPCs, the optimizer)
             spent[aside] += time.perf_counter() - t0
             cpu[aside] += time.thread_time() - c0
-        if rss_file and (k in (100, iterations) or k % 250 == 0):
+        if rss_file and k >= 100 and (k == iterations or k % 50 == 0):
             _note_rss(rss_file, k)
     loop_file = os.environ.get("BENCH_LOOP_FILE")
     if loop_file:
@@ -157,11 +161,16 @@ def train(iterations: int) -> None:
 
 
 def _note_rss(path: str, iteration: int) -> None:
-    """Append ``<iteration> <trainer's resident set in KiB>`` to ``path``."""
+    """Append ``<iteration> <trainer's resident set in KiB>`` to ``path`` (and, with
+    ``BENCH_OBJECTS``, the number of objects the garbage collector tracks)."""
+    objects = ""
+    if os.environ.get("BENCH_OBJECTS"):
+        gc.collect()
+        objects = f" {len(gc.get_objects())}"
     with open("/proc/self/status", encoding="ascii") as fh:
         kib = next(line.split()[1] for line in fh if line.startswith("VmRSS:"))
     with open(path, "a", encoding="ascii") as out:
-        out.write(f"{iteration} {kib}\n")
+        out.write(f"{iteration} {kib}{objects}\n")
 
 
 def run_worker(rank: int, iterations: int, rendezvous: str) -> None:
