@@ -106,6 +106,12 @@ TRACE_SETTLE: Final = 2.0
 #: Backward passes recorded per context: each later pass replays all the earlier ones again, so
 #: a loop of a thousand ``retain_graph`` passes would cost quadratic time; the rest run unrecorded.
 TRACE_MAX_PASSES: Final = 100
+#: Traces one traced process writes (one pytest test, under the plugin) for watched backwards
+#: that were slow or raised; a hang is always written. A job whose backward raises or runs past
+#: ``--hang-timeout`` at every step would otherwise write a file per step: the rest are counted
+#: (every backward is, in the summary), not written. A context whose backward raises again (a
+#: ``retain_graph`` loop) is written once.
+TRACE_WATCHED_WRITES: Final = 5
 #: Contexts a traced process remembers the number of (for a later pass in the same context):
 #: the most recent ones, so that a job of a million steps holds no more than this many.
 TRACE_RECENT_CONTEXTS: Final = 1024

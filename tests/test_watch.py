@@ -21,6 +21,7 @@ import pytest
 import replay_fixtures as F
 from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_traced
 
+from distviz import limits
 from distviz.errors import UsageError
 from distviz.replay import replay
 from distviz.replay.watched import answered_sends, slow_text
@@ -30,6 +31,7 @@ from distviz.tracing import backward_counts, inflight
 from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.config import check_options
 from distviz.tracing.journal import Event
+from distviz.tracing.watch_entry import Budget
 
 PROGRAM = str(Path("tests") / "programs" / "late_hang.py")
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
@@ -150,6 +152,30 @@ def test_the_summary_counts_every_backward_per_initiator() -> None:
     assert backward_counts.backwards_json(events)["trainer"]["calls"] == 101
 
 
+def test_the_backwards_that_raised_are_said_once_per_error_with_their_steps() -> None:
+    stats = BackwardStats(worker="w0")
+    for step, text in [(2, "bad"), (2, "bad"), (2, "bad"), (3, "bad"), (4, "worse"), (5, "bad"),
+                       (6, "bad")]:
+        stats.add(step, 0.01, text)
+    lines = backward_counts.backward_lines([Event(kind="backwards", pid=1,
+                                                  stats=stats.to_json())])
+    assert lines[1] == ("w0: 7 backwards raised (the first: steps 2 (3 times), 3: bad; "
+                        "step 4: worse)")
+
+
+def test_a_process_writes_few_traces_of_slow_or_raised_backwards_and_says_so_once() -> None:
+    budget = Budget()
+    most = limits.TRACE_WATCHED_WRITES
+    assert budget.take(None, raised_in=11) == "write"
+    assert budget.take(None, raised_in=11) == "quiet"      # the same context raised again
+    assert [budget.take(None) for _ in range(most - 1)] == ["write"] * (most - 1)
+    assert budget.take(None, raised_in=12) == "say"
+    assert budget.take(None) == "quiet" and budget.take(None, raised_in=13) == "quiet"
+    assert len(budget.raised_in) == 1
+    # under the pytest plugin each test starts afresh
+    assert budget.take("test_b.py::test_x", raised_in=11) == "write"
+
+
 def test_contexts_none_is_for_trace_only() -> None:
     proc = subprocess.run([sys.executable, "-m", "distviz", "run", "design-note", "--contexts",
                            "none"], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -190,7 +216,9 @@ def test_a_late_data_dependent_hang_is_explained_live_and_stopped(watched: Any) 
     live = [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")]
     assert any("worker0 context 7: PyTorch's backward has not returned after 2 s" in ln and
                "predicts that it hangs" in ln for ln in live), run.stderr
-    assert any("rpc_sync(scale) at tests/programs/late_hang.py:77 in train" in ln and
+    line = next(k for k, text in enumerate((ROOT / PROGRAM).read_text().splitlines(), 1)
+                if text.strip().startswith("remote = rpc.rpc_sync("))
+    assert any(f"rpc_sync(scale) at tests/programs/late_hang.py:{line} in train" in ln and
                "assigned to `remote`, is not used by the loss (`loss`)" in ln for ln in live)
     assert "step 6 done" in run.stdout and "step 7 done" not in run.stdout
     # stopped long before PyTorch's own RPC time-out (60 s) would have said anything
@@ -242,6 +270,27 @@ def test_a_backward_that_raises_while_watched_keeps_pytorchs_error(watched: Any)
     assert row["watched"] and row["outcome"] == "error"
     assert "the replay of its graph completes" in row["explanation"]
     assert run.index["backwards"]["worker0"]["raised"] == 1
+
+
+@pytest.mark.rpc
+def test_backwards_that_raise_at_every_step_write_a_few_traces_and_are_all_counted(
+        watched: Any) -> None:
+    run, _ = watched("raises", "--hang-timeout", "5")
+    raised = [ln for ln in run.stdout.splitlines() if ln.endswith(" raised")]
+    assert raised == ["step 2 raised"] * 3 + [f"step {k} raised" for k in range(3, 10)]
+    assert "step 10 done" in run.stdout       # the program caught them and went on
+    # context 2 raised three times and is written once; then the budget of 5 is spent
+    most = limits.TRACE_WATCHED_WRITES
+    assert sorted(run.traces) == [f"worker0.ctx{k}.trace.json" for k in range(1, most + 2)]
+    assert all(run.row("worker0", k)["outcome"] == "error" for k in range(2, most + 2))
+    note = (f"worker0: {most} traces of watched backwards that were slow or raised are "
+            "written; later ones are counted in the summary, not recorded")
+    assert sum(note in ln for ln in run.stderr.splitlines()) == 1    # live, once
+    assert sum(note in ln for ln in run.stdout.splitlines()) == 1    # and in the summary
+    assert ("worker0: 10 backwards raised (the first: steps 2 (3 times), 3, 4: Error on Node 0: "
+            "a bad batch reached Checked.backward)") in run.stdout
+    counted = run.index["backwards"]["worker0"]
+    assert counted["calls"] == 12 and counted["raised"] == 10
 
 
 @pytest.mark.rpc

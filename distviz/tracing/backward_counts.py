@@ -10,6 +10,7 @@ raised.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from distviz.tracing.backward_stats import BackwardStats
@@ -58,6 +59,20 @@ def backward_lines(events: list[Event]) -> list[str]:
                    f"95th percentile {_ms(s.quantile(0.95))}, max {_ms(s.max_s)}; slowest by "
                    f"step: {slow}")
         if s.raised:
-            first = "; ".join(f"step {step}: {text}" for step, text in s.errors)
-            out.append(f"{name}: {plural(s.raised, 'backward')} raised ({first})")
+            first = "the first: " if s.raised > len(s.errors) else ""
+            out.append(f"{name}: {plural(s.raised, 'backward')} raised ({first}"
+                       f"{_raised(s.errors)})")
     return out
+
+
+def _raised(errors: list[tuple[int, str]]) -> str:
+    """``(step, error)`` pairs, each error once with its steps: ``steps 2 (3 times), 3: ...``."""
+    by_text: dict[str, Counter[int]] = {}
+    for step, text in errors:
+        by_text.setdefault(text, Counter())[step] += 1
+    parts = []
+    for text, steps in by_text.items():
+        where = ", ".join(f"{step} ({n} times)" if n > 1 else str(step)
+                          for step, n in steps.items())
+        parts.append(f"{'step' if len(steps) == 1 else 'steps'} {where}: {text}")
+    return "; ".join(parts)

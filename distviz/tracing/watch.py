@@ -49,7 +49,7 @@ from distviz.tracing import (
 )
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.watch_entry import Watched
+from distviz.tracing.watch_entry import Budget, Watched
 from distviz.words import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,6 +110,7 @@ class Watch:
 
     config: TraceConfig
     stats: BackwardStats = field(default_factory=BackwardStats)
+    budget: Budget = field(default_factory=Budget)
     handed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     watchdog: Watchdog = field(init=False)

@@ -11,6 +11,10 @@ trace and its row, and says it live (``watch_report`` words it):
 * ``returned``: the program's thread, when a backward the watchdog took returns (slow, not a
   hang);
 * ``raised``: the program's thread, when a watched backward raises.
+
+A hang is always written. A slow backward, or one that raised, is written while the process's
+``Budget`` lasts (``limits.TRACE_WATCHED_WRITES``; a context that raises again, once): past it,
+the watch says so once and counts the rest, as it counts every backward.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import torch.distributed.rpc as rpc
 
+from distviz import limits
 from distviz.recorder import contexts
 from distviz.replay.watched import Watched as Ended
 from distviz.replay.watched import WatchedState
@@ -32,7 +37,7 @@ from distviz.tracing import assemble, fanout, journal, live, stop, watch_report
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
-from distviz.tracing.watch_entry import Late, Watched
+from distviz.tracing.watch_entry import Budget, Late, Watched
 from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,8 +49,17 @@ class Owner(Protocol):
 
     config: TraceConfig
     stats: BackwardStats
+    budget: Budget
 
     def hand_over(self) -> None: ...
+
+
+class Recorded(NamedTuple):
+    """A watched context's graph, recorded as it is now, and its replay (not written yet)."""
+
+    trace: Trace
+    replay: Any
+    seconds: dict[str, float]     # what the recording and the replay took
 
 
 def deadline(watch: Owner, entry: Watched) -> None:
@@ -57,7 +71,10 @@ def deadline(watch: Owner, entry: Watched) -> None:
         me = watch.stats.worker or rpc.get_worker_info().name
         timeout = watch.config.hang_timeout
         try:
-            late = _record(watch, entry, me, "hang", None)
+            got = _record(watch, entry, me)
+            if got.replay.outcome != "hang" and not _may_write(watch, me):
+                return
+            late = _keep(watch, entry, me, got, "hang", None)
         except Exception as exc:  # noqa: BLE001 - a worker gone, the context released
             live.say(watch_report.unrecorded_text(me, entry.step, timeout, exc))
             return
@@ -74,10 +91,21 @@ def deadline(watch: Owner, entry: Watched) -> None:
         except stop.HangPredicted:   # no distviz trace to stop it (the Python API)
             pass
 
-def _record(watch: Owner, entry: Watched, me: str, state: WatchedState, error: str | None
-            ) -> Late:
-    """Record, replay and write ``entry``'s context as it is now (``state``: what
-    happened in it)."""
+
+def _may_write(watch: Owner, me: str, raised_in: int | None = None) -> bool:
+    """Whether the process's budget lets a slow or raised backward's trace be written; the
+    first time it does not, say so live and in the summary."""
+    take = watch.budget.take(current_test(), raised_in)
+    if take == "say":
+        note = watch_report.budget_note(limits.TRACE_WATCHED_WRITES)
+        live.say(f"{me}: {note}")
+        journal.append(watch.config.session_dir, journal.Event(
+            kind="not_recorded", pid=os.getpid(), worker=me, message=note))
+    return take == "write"
+
+
+def _record(watch: Owner, entry: Watched, me: str) -> Recorded:
+    """Record and replay ``entry``'s context as it is now."""
     from distviz.replay import replay
 
     t0 = time.perf_counter()
@@ -86,24 +114,30 @@ def _record(watch: Owner, entry: Watched, me: str, state: WatchedState, error: s
     # from distviz's helper thread: the program's thread holds the context (a backward
     # that raised), and an RPC made there would join it
     got = fanout.on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
-                          True, True, False, True)
+                        True, True, False, True)
     seconds = {"record": round(time.perf_counter() - t0, 4)}
     t1 = time.perf_counter()
     rp = replay(trace)
     seconds["replay"] = round(time.perf_counter() - t1, 4)
     grads = {nid: s for piece in got.values() if isinstance(piece, dict)
              for nid, s in (piece.get("summaries") or {}).items()}
-    waited = time.monotonic() - entry.since
     trace.meta["traced"] = {
         "pid": os.getpid(), "argv": list(sys.argv), "context": entry.step,
         "seconds": seconds, "watched": {"gradients": grads}}
     if current_test() is not None:
         trace.meta["traced"]["test"] = current_test()
+    return Recorded(trace, rp, seconds)
+
+
+def _keep(watch: Owner, entry: Watched, me: str, got: Recorded, state: WatchedState,
+          error: str | None) -> Late:
+    """Write ``got`` (``state``: what happened in its context) as ``me``'s trace and row."""
     path = journal.claim(watch.config.out_dir, watch.config.session_dir, me, entry.step)
-    late = Late(trace=trace, replay=rp, path=path, row=_row(trace, rp, path, entry,
-                                                                 seconds))
-    _write(watch, late, state, waited, error)
+    late = Late(trace=got.trace, replay=got.replay, path=path,
+                row=_row(got.trace, got.replay, path, entry, got.seconds))
+    _write(watch, late, state, time.monotonic() - entry.since, error)
     return late
+
 
 def _row(trace: Trace, rp: Any, path: Path, entry: Watched,
          seconds: dict[str, float]) -> ContextRow:
@@ -155,7 +189,10 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
                     kind="not_recorded", pid=os.getpid(), worker=me,
                     message=watch_report.raised_note(entry.step, seconds, text)))
                 return
-            late = entry.late = _record(watch, entry, me, "raised", text)
+            if not _may_write(watch, me, entry.context_id):
+                return
+            late = entry.late = _keep(watch, entry, me, _record(watch, entry, me), "raised",
+                                          text)
         live.say(f"{me} context {entry.step}: {late.row.explanation}")
         live.say(f"trace: {late.path}")
     except Exception as err:  # noqa: BLE001 - PyTorch's error is what the program gets

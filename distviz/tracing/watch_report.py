@@ -88,6 +88,13 @@ def raised_note(step: int, seconds: float, text: str, why: str | None = None) ->
             f"{seconds_text(seconds)}: {text}; its graph was not recorded{because}")
 
 
+def budget_note(most: int) -> str:
+    """Said once, when a process has written its ``most`` traces of slow or raised watched
+    backwards (``limits.TRACE_WATCHED_WRITES``)."""
+    return (f"{most} traces of watched backwards that were slow or raised are written; later "
+            "ones are counted in the summary, not recorded (a hang is always recorded)")
+
+
 def watched_row(row: ContextRow, trace: Trace, replay: Any, watched: Watched) -> ContextRow:
     """``row`` (``report.row`` of the watch's trace, or its previous row) with the one judge's
     verdict on the watched context (``judge(..., watched=)``: only the outcome is compared, so
