@@ -71,6 +71,21 @@ def test_a_leaf_two_origins_reach_proves_nothing_and_several_passes_cannot_tell(
     assert answered_sends(t) is None
     assert "cannot tell which got theirs" in slow_text(t, 2.0)
 
+
+def test_a_slow_backward_names_the_custom_backwards_the_workers_are_in() -> None:
+    t = _watched(F.design_note(), "t1")
+    assert "a worker is slow or a message is lost" in slow_text(t, 2.0)
+    busy = [{"thread": "thread 7", "function": f"Slow{k}.backward",
+             "where": f"model.py:{k} in backward"} for k in range(4)]
+    assert t.meta.traced is not None
+    t.meta.traced["watched"]["busy"] = {"worker1": busy[:1], "worker0": busy[1:]}
+    text = slow_text(t, 2.0)
+    assert ("the program's own backward code is still running: worker0 is in Slow1.backward "
+            "at model.py:1 in backward; worker0 is in Slow2.backward at model.py:2 in backward; "
+            "worker0 is in Slow3.backward at model.py:3 in backward (and 1 more); workers: ") \
+        in text
+    assert "a worker is slow" not in text
+
 def test_statistics_stay_the_same_size_whatever_the_number_of_steps() -> None:
     stats = BackwardStats(worker="trainer")
     for step in range(1, 20001):
@@ -248,7 +263,11 @@ def test_a_slow_backward_is_slow_not_a_hang(watched: Any) -> None:
     live = "\n".join(ln for ln in run.stderr.splitlines() if ln.startswith("distviz: "))
     assert "worker0 context 3: PyTorch's backward has not returned after 1 s, and the graph " \
            "does not hang in FAST mode" in live
-    assert "a worker is slow or a message is lost; workers: worker0, worker1" in live
+    sleep = next(k for k, text in enumerate((ROOT / PROGRAM).read_text().splitlines(), 1)
+                 if "time.sleep(" in text)
+    assert ("the program's own backward code is still running: worker0 is in Checked.backward "
+            f"at tests/programs/late_hang.py:{sleep} in backward; workers: worker0, worker1") \
+        in live
     assert "worker0 context 3: PyTorch's backward returned after" in live
     assert "slow, not a hang" in live
     row = run.row("worker0", 3)

@@ -145,10 +145,23 @@ def slow_text(trace: Trace, timeout: float) -> str:
     have, lack = _leaves(trace)
     grads = (f"leaves with a gradient so far: {', '.join(have[:6]) or 'none'}; still without: "
              f"{', '.join(lack[:6]) or 'none'}")
+    running = _running(trace)
+    cause = (f"the program's own backward code is still running: {running}" if running else
+             "a worker is slow or a message is lost")
     return (f"PyTorch's backward has not returned after {timeout:g} s, and the graph does not "
-            "hang in FAST mode (the replay of its graph, recorded then, completes): a worker is "
-            f"slow or a message is lost; workers: {', '.join(trace.workers)}; {grads}; "
-            f"{_sends(trace)}")
+            f"hang in FAST mode (the replay of its graph, recorded then, completes): {cause}; "
+            f"workers: {', '.join(trace.workers)}; {grads}; {_sends(trace)}")
+
+
+def _running(trace: Trace, limit: int = 3) -> str | None:
+    """The custom backwards the workers' threads were in when the watch recorded
+    (``meta.traced.watched.busy``): ``worker1 is in Slow.backward at slow.py:13 in backward``."""
+    busy = ((trace.meta.traced or {}).get("watched") or {}).get("busy") or {}
+    found = [f"{worker} is in {b.get('function', '?')} at {b.get('where', '?')}"
+             for worker, rows in sorted(busy.items()) if isinstance(rows, list)
+             for b in rows if isinstance(b, dict)]
+    more = f" (and {len(found) - limit} more)" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more if found else None
 
 
 def returned_sentence(seconds: float, timeout: float, replay: Replay) -> str:

@@ -3,7 +3,8 @@
 ``distviz.tracing.watch`` keeps the cheap path (a deadline in the table of backwards in
 flight, a count); this module does what happens when that is not enough: it records the
 context's graph as it is now on every worker (``assemble.piece_here``: no hooks, no saved
-tensor read), fetches the gradients accumulated so far, replays it, judges and writes the
+tensor read), fetches the gradients accumulated so far and the custom backwards its threads are in
+(``busy``), replays it, judges and writes the
 trace and its row, and says it live (``watch_report`` words it):
 
 * ``deadline``: the watchdog thread, at the deadline; a replay that hangs stops the program
@@ -31,9 +32,8 @@ from distviz import limits
 from distviz.recorder import contexts
 from distviz.replay.watched import Watched as Ended
 from distviz.replay.watched import WatchedState
-from distviz.runner import observe_real
 from distviz.trace import Trace
-from distviz.tracing import assemble, fanout, journal, live, stop, watch_report
+from distviz.tracing import assemble, busy, fanout, journal, live, stop, watch_report
 from distviz.tracing.backward_stats import BackwardStats
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.journal import ContextRow
@@ -113,17 +113,21 @@ def _record(watch: Owner, entry: Watched, me: str) -> Recorded:
                                   entry.frame, record_fn=assemble.piece_here)
     # from distviz's helper thread: the program's thread holds the context (a backward
     # that raised), and an RPC made there would join it
-    got = fanout.on_all(trace.workers, me, observe_real.fetch_piece, entry.context_id,
-                        True, True, False, True)
+    got = fanout.on_all(trace.workers, me, busy.fetch, entry.context_id)
     seconds = {"record": round(time.perf_counter() - t0, 4)}
     t1 = time.perf_counter()
     rp = replay(trace)
     seconds["replay"] = round(time.perf_counter() - t1, 4)
     grads = {nid: s for piece in got.values() if isinstance(piece, dict)
              for nid, s in (piece.get("summaries") or {}).items()}
+    watched: dict[str, Any] = {"gradients": grads}
+    running = {w: piece["busy"] for w, piece in sorted(got.items())
+               if isinstance(piece, dict) and piece.get("busy")}
+    if running:
+        watched["busy"] = running
     trace.meta["traced"] = {
         "pid": os.getpid(), "argv": list(sys.argv), "context": entry.step,
-        "seconds": seconds, "watched": {"gradients": grads}}
+        "seconds": seconds, "watched": watched}
     if current_test() is not None:
         trace.meta["traced"]["test"] = current_test()
     return Recorded(trace, rp, seconds)
