@@ -444,3 +444,54 @@ def test_a_watched_context_notes_its_forward_calls_and_none_after_its_backward(
     # the forward call: named, with its site, its argument's send and its result's recv
     assert lines["KEPT"] == "[('torch.mul', True, 2)]", proc.stdout
     assert lines["LEFT"] == "False False", proc.stdout
+
+
+def test_the_threads_inside_a_custom_backward_are_named_and_not_those_in_its_forward() -> None:
+    import threading
+
+    import torch
+
+    from distviz.tracing import busy
+
+    started, release = threading.Event(), threading.Event()
+
+    class Held(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            started.set()
+            release.wait(10)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            started.set()
+            release.wait(10)    # the line the report names
+            return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    out: list[torch.Tensor] = []
+
+    def forward() -> None:
+        out.append(Held.apply(x))
+
+    def backward() -> None:
+        out[0].sum().backward()
+
+    for step, expected in ((forward, []), (backward, ["Held.backward"])):
+        started.clear()
+        release.clear()
+        thread = threading.Thread(target=step, name=f"held-{step.__name__}")
+        thread.start()
+        assert started.wait(10)
+        found = busy.running_backwards()
+        release.set()
+        thread.join(10)
+        assert [b["function"] for b in found] == \
+            [f"test_the_threads_inside_a_custom_backward_are_named_and_not_those_in_its_forward."
+             f"<locals>.{e}" for e in expected]
+        if expected:
+            line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                        if "# the line the report names" in text)
+            assert found[0]["thread"] == "held-backward"
+            assert found[0]["where"].endswith(f"test_watch.py:{line} in backward")
+    assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]

@@ -2,13 +2,13 @@
 ``backward``s that PyTorch's engine is inside (torch side: read on every worker of the context
 by the watch's recording, ``watch_late``).
 
-PyTorch's engine calls a custom ``torch.autograd.Function``'s ``backward`` from one of its C++
-threads, through ``BackwardCFunction.apply`` in ``torch/autograd/function.py``. Such a thread's
-outermost Python frame is in that file, and the first frame inwards that is not is the
-Function's ``backward``. A thread found there is running the program's code inside the backward:
-when FAST mode's rules do not make the backward hang, that code is the first suspect for a slow
-one. A C++ operator holds no Python frame and is not seen; a ``backward`` that has returned is
-gone from the stacks.
+PyTorch's engine calls a custom ``torch.autograd.Function``'s ``backward`` through a method of
+``BackwardCFunction`` (``torch/autograd/function.py``), from one of its own threads or from the
+thread that called the backward. A stack that holds a frame of one of those methods is inside
+the backward: the first frame inwards that is not PyTorch's is the Function's ``backward``.
+That code is the first suspect for a backward that is slow when FAST mode's rules do not make
+it hang. A C++ operator holds no Python frame and is not seen; a ``backward`` that has returned
+is gone from the stacks.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import os
 import sys
 import threading
 import types
+from functools import cache
 from typing import Any
+
+from torch.autograd import function as autograd_function
 
 from distviz.runner import observe_real
 from distviz.tracing import callsites
@@ -48,7 +51,7 @@ def running_backwards() -> list[dict[str, str]]:
         if user is None:
             continue
         code = user.f_code
-        own = callsites.own_frames(frame, 2)
+        own = _own_inside(frame, user)
         where = callsites.site_text(own) or \
             f"{callsites.display(os.path.abspath(code.co_filename))}:{user.f_lineno} in " \
             f"{code.co_name}"
@@ -57,15 +60,50 @@ def running_backwards() -> list[dict[str, str]]:
     return out
 
 
-def _backward_frame(frame: types.FrameType) -> types.FrameType | None:
-    """The frame of the custom ``backward`` a thread is in, when its outermost frame is
-    PyTorch's ``BackwardCFunction``; else ``None``."""
-    chain: list[types.FrameType] = []
+def _own_inside(frame: types.FrameType, user: types.FrameType, limit: int = 2
+                ) -> list[callsites.Frame]:
+    """The program's own frames from ``frame`` out to ``user`` (the ``backward``), innermost
+    first: where the backward is now, not who called it."""
+    out: list[callsites.Frame] = []
     f: types.FrameType | None = frame
-    while f is not None and len(chain) < MAX_DEPTH:
-        chain.append(f)
+    while f is not None and len(out) < limit:
+        if callsites.is_own(f.f_code.co_filename):
+            out.append((os.path.abspath(f.f_code.co_filename), f.f_lineno or 0, f.f_code.co_name))
+        if f is user:
+            break
         f = f.f_back
-    if f is not None or not chain[-1].f_code.co_filename.endswith(_ENGINE_FILE):
-        return None
-    return next((g for g in reversed(chain)
-                 if not g.f_code.co_filename.endswith(_ENGINE_FILE)), None)
+    return out
+
+
+@cache
+def _entries() -> frozenset[types.CodeType]:
+    """The code of ``BackwardCFunction``'s methods: the engine's way into a custom
+    ``backward``."""
+    cls = getattr(autograd_function, "BackwardCFunction", None)
+    return frozenset(v.__code__ for v in vars(cls).values()
+                     if isinstance(v, types.FunctionType)) if cls is not None else frozenset()
+
+
+def _backward_frame(frame: types.FrameType) -> types.FrameType | None:
+    """The frame of the custom ``backward`` a thread is in (the innermost one, when a
+    backward runs another), or ``None``."""
+    entries = _entries()
+    f: types.FrameType | None = frame
+    for _ in range(MAX_DEPTH):
+        if f is None:
+            return None
+        if f.f_code in entries:
+            return _program_side(frame, f)
+        f = f.f_back
+    return None
+
+
+def _program_side(frame: types.FrameType, entry: types.FrameType) -> types.FrameType | None:
+    """The outermost frame inside ``entry`` that is not in PyTorch's ``function.py``."""
+    found: types.FrameType | None = None
+    f: types.FrameType | None = frame
+    while f is not None and f is not entry:
+        if not f.f_code.co_filename.endswith(_ENGINE_FILE):
+            found = f
+        f = f.f_back
+    return found
