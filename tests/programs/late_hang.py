@@ -9,9 +9,7 @@ Usage: python late_hang.py MODE [STEPS]   (or torchrun --nproc-per-node 2 late_h
 * ``slow``: at step 3 a custom autograd Function's backward sleeps ``SLOW_SECONDS`` (default
   3): slower than a short ``--hang-timeout``, not a hang;
 * ``raise``: at step 4 that Function's backward raises;
-* ``raises``: at steps 2 to 9 it raises, and the loop goes on (step 2 tries three passes with
-  ``retain_graph``, as PyTorch's ``test_multiple_backward_with_errors`` does); each one prints
-  ``step K raised``;
+* ``raises``: at steps 2 to 9 it raises, and the loop goes on; each prints ``step K raised``;
 * ``kill``: at step 5 the backward SIGKILLs worker1 before sending it its gradient.
 
 Each step prints one line; the program exits 0 when every step ran.
@@ -85,14 +83,12 @@ def train(mode, steps):
             loss = hidden.sum()
             if bool((data > 0).any()):     # a batch without positives skips the remote term
                 loss = loss + remote.sum()
-            passes = 3 if mode == "raises" and step == 2 else 1
-            for _ in range(passes):
-                try:
-                    dist_autograd.backward(context_id, [loss], retain_graph=passes > 1)
-                except RuntimeError:
-                    if mode != "raises":
-                        raise
-                    print(f"step {step} raised", flush=True)
+            try:
+                dist_autograd.backward(context_id, [loss])
+            except RuntimeError:
+                if mode != "raises":
+                    raise
+                print(f"step {step} raised", flush=True)
             rpc.rpc_async("worker1", scale, args=(data,)).wait()   # as an optimizer's step
         print(f"step {step} done", flush=True)
 
