@@ -55,12 +55,23 @@ def test_a_job_stuck_in_a_forward_rpc_shows_every_stack_and_its_open_context(
         assert "worker0 (pid" in text and "worker1 (pid" in text, text
         assert "in wait_forever" in text and "in rpc_sync" in text, text
         assert "forward open for" in text, text
+        # the call worker0 waits in, named from the wrapper's frame (it is noted only once it
+        # returns), and its arguments' message named by it in the hypothetical replay
+        source = (ROOT / "tests/programs/stuck_forward.py").read_text().splitlines()
+        line = 1 + next(i for i, s in enumerate(source) if "wait_forever, args" in s)
+        site = f"tests/programs/stuck_forward.py:{line} in run_worker"
+        assert f"waiting for rpc_sync(wait_forever) to worker1 at {site} (no answer yet)" \
+            in text, text
+        assert f"the result of rpc_sync(wait_forever) at {site}" in text, text
         (folder,) = (out / snapshot_files.SNAPSHOTS).iterdir()
         assert "wait_forever" in (folder / "worker1.stacks.txt").read_text()
         # the open context's graph: both workers' parts, replayed from the newest variable
         trace = load(folder / "worker0.ctx1.trace.json")
         assert {n.worker for n in trace.nodes} == {"worker0", "worker1"}
         assert trace.passes[0].root_vars == ["h"]
+        waited = [c for c in trace.rpc_calls if c.func == "wait_forever"]
+        assert len(waited) == 1 and waited[0].site == site, trace.rpc_calls
+        assert len(waited[0].msg_ids) == 1 and waited[0].msg_ids[0] >> 48 == 0, waited
         assert replay(trace).outcome == "hang"     # `h` alone leaves wait_forever's send unfed
         assert "if dist_autograd.backward ran now from `h`: FAST replay" in text, text
         shown = subprocess.run([sys.executable, "-m", "distviz", "replay", "--no-log",

@@ -347,11 +347,47 @@ def take(context_id: int) -> list[RpcCall]:
 
 
 def peek(context_id: int) -> list[RpcCall]:
-    """This process's calls for ``context_id`` so far, kept for ``take`` (``distviz
-    snapshot`` of a running job)."""
+    """This process's calls for ``context_id`` so far, kept for ``take``, and those a thread
+    is inside now (``waiting``): ``distviz snapshot`` of a running job."""
     with _LOCK:
         calls = list(_CALLS.get(context_id, []))
-    return _rpc_calls(context_id, calls)
+    return _rpc_calls(context_id, calls + waiting(context_id, sys._current_frames()))
+
+
+def waiting(context_id: int, stacks: dict[int, types.FrameType]) -> list[Call]:
+    """The RPCs of ``context_id`` that a thread is inside now (``stacks``: innermost frame by
+    thread, as ``sys._current_frames()`` gives them), read from the wrapper's own frame
+    (``wrap_call``'s ``call``, which notes a call only once it returns): a call pays nothing
+    for this. Their messages are the sends made in the context since the call began."""
+    ctx = context_or_none(context_id)
+    if ctx is None:
+        return []
+    sends = ctx._send_functions()
+    out: list[Call] = []
+    for top in stacks.values():
+        f: types.FrameType | None = top
+        for _ in range(MAX_WALK):
+            if f is None:
+                break
+            if f.f_code is _CALL_CODE:
+                call = _in_call(f.f_locals, context_id, sends)
+                if call is not None:
+                    out.append(call)
+            f = f.f_back
+    return out
+
+
+def _in_call(local: Any, context_id: int, sends: dict[int, Any]) -> Call | None:
+    """The call whose wrapper frame has the locals ``local``, when it is a call of
+    ``context_id`` that has sent and not returned."""
+    if local.get("cid") != context_id or "before" not in local or "result" in local:
+        return None
+    args, kwargs, before = local["args"], local["kwargs"], local["before"]
+    return Call(local["api"], args[0] if args else kwargs.get("to"),
+                args[1] if len(args) > 1 else kwargs.get("func"),
+                argument_hint(args[2] if len(args) > 2 else kwargs.get("args")),
+                bool(local.get("grad", True)), list(local.get("frames") or []),
+                sorted(m for m in sends if m not in before))
 
 
 def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
@@ -456,6 +492,11 @@ def wrap_call(api: str, orig: Callable[..., Any],
     call.__name__ = getattr(orig, "__name__", api)
     call.__doc__ = getattr(orig, "__doc__", None)
     return call
+
+
+#: the code of ``wrap_call``'s wrapper: a thread inside it is waiting for that RPC (``waiting``)
+_CALL_CODE = next(c for c in wrap_call.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "call")
 
 
 def wrap_to_here(orig: Callable[..., Any],

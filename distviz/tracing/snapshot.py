@@ -49,7 +49,9 @@ class ContextState:
     ``dist_autograd.context()``, no backward running) or ``backward`` (its
     ``dist_autograd.backward`` has not returned), for ``seconds``; ``trace`` the graph so far
     (``None`` when it could not be recorded: ``outcome`` says why); ``outcome`` the replay's
-    one line; ``detail`` a predicted hang's explanation (``tracing.report.hang_text``)."""
+    one line; ``detail`` a predicted hang's explanation (``tracing.report.hang_text``);
+    ``waiting`` the RPCs of the context a thread of the process is inside now, with no answer
+    yet (``rpc_sync(wait_forever) to worker1 at main.py:43 in run_worker``)."""
 
     number: int
     context_id: int
@@ -61,6 +63,7 @@ class ContextState:
     workers: list[str] = field(default_factory=list)
     outcome: str = ""
     detail: str | None = None
+    waiting: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -232,6 +235,7 @@ def _context_lines(c: ContextState) -> list[str]:
              else f"forward open for {c.seconds:g} s (no backward yet)")
     name = context_label(c.number, c.context_id) if c.number else f"context id {c.context_id}"
     lines = [f"  {name}: {doing}, in {c.thread}"]
+    lines.extend(f"    waiting for {call} (no answer yet)" for call in c.waiting)
     if c.trace:
         lines.append(f"    graph: {c.trace} ({plural(c.nodes, 'node')} on "
                      f"{', '.join(c.workers) or 'no worker'})")

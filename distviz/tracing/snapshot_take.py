@@ -82,12 +82,23 @@ def take(folder: str) -> ProcessSnapshot:
         state = ContextState(number=number, context_id=cid,
                              state="backward" if inflight is not None else "forward",
                              seconds=round(time.monotonic() - since, 1),
-                             thread=names.get(ident) or f"thread {ident:#x}")
+                             thread=names.get(ident) or f"thread {ident:#x}",
+                             waiting=_waiting(cid, frames))
         _graph(state, inflight, frames.get(ident), worker, out / f"{stem}.ctx{number}",
                deadline)
         contexts.append(state)
     return ProcessSnapshot(pid=os.getpid(), worker=worker, argv=list(sys.argv),
                            contexts=contexts, threads=threads, stacks_file=str(stacks))
+
+
+def _waiting(context_id: int, frames: dict[int, types.FrameType]) -> list[str]:
+    """The context's RPCs that a thread here is inside now, as the program wrote them."""
+    out = []
+    for call in callsites.waiting(context_id, frames):
+        site = callsites.site_text(call.frames)
+        out.append(f"{call.api}({call.label()[0]}) to {call.callee_name()}"
+                   + (f" at {site}" if site else ""))
+    return out
 
 
 def _thread_order(ident: int, names: dict[int | None, str]) -> tuple[int, str]:
