@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -198,6 +199,15 @@ def test_remote_unused_send_blocks_the_first_message_chain() -> None:
     kinds = {b.node: b.kind for b in r.hang.blocked_sends}
     assert kinds == {"worker0/SendRpcBackward#0": "blocked",
                      "worker1/SendRpcBackward#1": "unused"}
+    # `tmp` lives in worker1's function: the initiator cannot pass it to backward
+    assert r.hang.fixes[0].startswith("use `tmp` in what worker1's function returns"), \
+        r.hang.fixes
+    assert not any("another root" in f for f in r.hang.fixes), r.hang.fixes
+    traced = F.remote_unused()
+    traced.rpc_calls[1] = dataclasses.replace(traced.rpc_calls[1],
+                                              site="model.py:12 in udf <- model.py:30 in serve")
+    fixes = replay(traced).hang.fixes    # type: ignore[union-attr]
+    assert fixes[0].startswith("use `tmp` in what `udf` returns on worker1"), fixes
     assert r.hang.chain[0].startswith("worker1 waits for a gradient")
     assert any("worker0 waits for worker1 to acknowledge message 1:1" in c
                for c in r.hang.chain)

@@ -495,3 +495,35 @@ def test_the_threads_inside_a_custom_backward_are_named_and_not_those_in_its_for
             assert found[0]["thread"] == "held-backward"
             assert found[0]["where"].endswith(f"test_watch.py:{line} in backward")
     assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_an_rpc_async_result_is_named_by_the_variable_its_future_is_waited_into(
+        tmp_path: Path) -> None:
+    from distviz.tracing.callsites import result_var
+
+    source = tmp_path / "model.py"
+    source.write_text(
+        "def middle(x):\n"
+        "    fut = rpc.rpc_async('c', f, args=(x,))\n"         # 2: waited into `extra`
+        "    other = fut\n"
+        "    extra = fut.wait()\n"
+        "    fut2 = rpc.rpc_async('c', f, args=(x,))\n"        # 5: never waited here
+        "    return extra, fut2\n"
+        "\n"
+        "def inline(x):\n"
+        "    y = rpc.rpc_async('c', f, args=(x,)).wait()\n"    # 9: the statement's own target
+        "    fut = 1\n"
+        "    return y\n"
+        "\n"
+        "def helper(x):\n"
+        "    return rpc.rpc_async('c', f, args=(x,))\n"        # 14: returned to the caller
+        "\n"
+        "def caller(x):\n"
+        "    pending = helper(x)\n"                            # 17
+        "    value = pending.wait()\n")
+    path = str(source)
+    assert result_var([(path, 2, "middle")], "rpc_async") == "extra"
+    assert result_var([(path, 2, "middle")], "rpc_sync") == "fut"
+    assert result_var([(path, 5, "middle")], "rpc_async") == "fut2"
+    assert result_var([(path, 9, "inline")], "rpc_async") == "y"
+    assert result_var([(path, 14, "helper"), (path, 17, "caller")], "rpc_async") == "value"

@@ -294,12 +294,7 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
                      "example append each one to a list) and use them all in the loss, so each "
                      "one's gradient flows back")
     if plain:
-        b = plain[0]
-        v = f"`{b.var}`" if b.var else "the RPC result"
-        fixes.append(f"use {v} in the loss, so its gradient flows back")
-        root = f"{b.var}.sum()" if b.var else "result.sum()"
-        fixes.append("pass it to backward as another root: "
-                     f"dist_autograd.backward(context_id, [loss, {root}])")
+        fixes.extend(_use_it(plain[0], h.rpc(plain[0].call), h.trace.initiator))
     if unused:
         fixes.append("move the RPC outside the dist_autograd context, or into a separate "
                      "context, if its result needs no gradient")
@@ -314,6 +309,23 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
                      "never implemented in PyTorch) would do: only the sends in the roots' "
                      "lineage take part")
     return fixes
+
+
+def _use_it(b: BlockedSend, rc: RpcCall | None, initiator: str) -> list[str]:
+    """How to use the unused result of ``b``'s call: in the loss, or as another root; for a
+    call made on another worker than the initiator (a nested RPC, inside the function that
+    worker runs), in what that function returns, since the initiator cannot reach it."""
+    v = f"`{b.var}`" if b.var else "the RPC result"
+    if rc is not None and rc.caller != initiator:
+        function = rc.site.split(" <- ", 1)[0].rsplit(" in ", 1)[-1] if rc.site else None
+        inside = f"`{function}` returns on {rc.caller}" if function else \
+            f"{rc.caller}'s function returns"
+        return [f"use {v} in what {inside} (or in another result that reaches the loss), so "
+                "its gradient flows back"]
+    root = f"{b.var}.sum()" if b.var else "result.sum()"
+    return [f"use {v} in the loss, so its gradient flows back",
+            f"pass it to backward as another root: dist_autograd.backward(context_id, [loss, "
+            f"{root}])"]
 
 
 def _summary(g: IndexedGraph, blocked: list[BlockedSend]) -> str:

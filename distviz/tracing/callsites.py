@@ -233,13 +233,52 @@ def _assigned_at(path: str, line: int) -> str | None:
     return target.id if isinstance(target, ast.Name) else ast.unparse(target)
 
 
-def result_var(frames: list[Frame]) -> str | None:
-    """The variable the RPC's result was assigned to, following ``return`` to the caller."""
+def result_var(frames: list[Frame], api: str = "rpc_sync") -> str | None:
+    """The variable the RPC's result was assigned to, following ``return`` to the caller;
+    for ``rpc_async``, the variable its future is waited into (``x = fut.wait()``), when the
+    function that holds the future does that."""
     for path, line, _fn in frames:
         var = _assigned_at(path, line)
-        if var != _RETURN:
-            return var
+        if var == _RETURN:
+            continue
+        if api == "rpc_async" and var is not None:
+            return _waited_into(path, line, var) or var
+        return var
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _waited_into(path: str, line: int, future: str) -> str | None:
+    """The name of the first ``name = future.wait()`` after ``path:line`` in the function
+    (or module) that holds that line."""
+    tree = _module_tree(path)
+    if tree is None:
+        return None
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(scope, "lineno", 0):
+            scope = node
+    first: tuple[int, str] | None = None
+    stack = list(getattr(scope, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and node.lineno > line and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name) and _waits(node.value, future) \
+                and (first is None or node.lineno < first[0]):
+            first = (node.lineno, node.targets[0].id)
+        stack.extend(ast.iter_child_nodes(node))
+    return first[1] if first else None
+
+
+def _waits(value: ast.expr, future: str) -> bool:
+    """Whether ``value`` is ``future.wait()``."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+        value.func.attr == "wait" and isinstance(value.func.value, ast.Name) and \
+        value.func.value.id == future
 
 
 _FUNCTIONS = (types.FunctionType, types.MethodType)
@@ -401,7 +440,7 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
         func, builtin = c.label()
         out.append(RpcCall(caller=c.caller or here, callee=c.callee_name(), api=c.api,
                            func=func, builtin=builtin, grad_enabled=c.grad_enabled, line=None,
-                           result_var=result_var(c.frames), msg_ids=c.message_ids(recv_id),
+                           result_var=result_var(c.frames, c.api), msg_ids=c.message_ids(recv_id),
                            site=site_text(c.frames)))
     return out
 
