@@ -75,6 +75,11 @@ COLLECT_TIMEOUT: Final = 10.0
 #: Recording waits at most this long for the forward pass's messages still on their way (sent,
 #: not yet read by their receiver: an ``rpc.remote`` or ``rpc_async`` nobody waited for).
 RECORD_SETTLE_TIMEOUT: Final = 5.0
+#: How long the watch's recording of a backward past its deadline waits for each worker's part
+#: of the graph (an RPC that takes milliseconds): a worker that has not answered by then is
+#: named as not answering (stopped, overloaded, or its RPC threads all busy), well before the
+#: program's own RPC time-out.
+LATE_RECORD_TIMEOUT: Final = 5.0
 #: RPC threads per worker at least (``TensorPipeRpcBackendOptions.num_worker_threads``); more
 #: when ``--max-rpc-depth`` needs them (``rpc_threads``).
 RPC_THREADS: Final = 16
@@ -173,6 +178,8 @@ EXIT_DISAGREE: Final = 8
 EXIT_NOT_EXECUTABLE: Final = 126
 EXIT_NOT_FOUND: Final = 127
 EXIT_INTERRUPTED: Final = 130
+#: ``distviz trace`` got SIGTERM (128 + 15, as a shell reports it).
+EXIT_TERMINATED: Final = 143
 
 EXIT_CODES: Final[dict[int, str]] = {
     EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
@@ -190,6 +197,7 @@ EXIT_CODES: Final[dict[int, str]] = {
     EXIT_INTERNAL: "a bug in distviz (EX_SOFTWARE; please report it with the trace file); "
                    "never the status of a traced program, which `distviz trace` passes on",
     EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
+    EXIT_TERMINATED: "distviz trace got SIGTERM and passed it on; every worker was stopped",
 }
 
 #: Verdicts' exit codes from the least to the most severe: a recording's, ``distviz trace``'s

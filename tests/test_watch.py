@@ -350,6 +350,30 @@ def test_a_worker_killed_during_a_watched_backward_ends_the_program_as_without_d
         run.index["notes"])
 
 
+@pytest.mark.rpc
+def test_a_worker_that_stops_answering_is_named_well_before_pytorchs_time_out(
+        watched: Any) -> None:
+    run, seconds = watched("stop", "--hang-timeout", "2")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert [ln for ln in run.stdout.splitlines() if ln.startswith("step ")] == \
+        [f"step {k} done" for k in range(1, 11)]
+    live = [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")]
+    silent = (f"worker0 context 5: PyTorch's backward has not returned after 2 s, and worker1 "
+              f"does not answer: distviz's recording of the graph got no reply from worker1 "
+              f"within {limits.LATE_RECORD_TIMEOUT:g} s")
+    assert any(ln.startswith(f"distviz: {silent}") for ln in live), run.stderr
+    assert "not called a hang" in run.stderr and "stopping the program" not in run.stderr
+    assert any("worker0 context 5: PyTorch's backward returned after" in ln and
+               "after worker1 did not answer at the deadline: slow, not a hang" in ln
+               for ln in live), run.stderr
+    # nothing written for a context whose graph could not be recorded; the summary keeps it
+    assert sorted(run.traces) == ["worker0.ctx1.trace.json"]
+    noted = silent.replace("worker0 context", "worker0: context", 1)
+    assert any(note.startswith(noted) for note in run.index["notes"]), run.index["notes"]
+    assert run.index["backwards"]["worker0"]["slowest"][0]["step"] == 5
+    assert seconds < 60
+
+
 #: What only a context recorded in full, or a backward past its deadline, needs: the trace model,
 #: the recorder's gather and hooks, the observer, the recording, the replay.
 RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recorder.gather",

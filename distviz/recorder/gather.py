@@ -16,12 +16,26 @@ from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
+from torch.distributed.rpc.constants import UNSET_RPC_TIMEOUT
 
 from distviz import limits
 from distviz.recorder.contexts import known_ids
 from distviz.recorder.names import names_list
 from distviz.recorder.piece import record_local
 from distviz.recorder.side_thread import SideThread, finished
+
+#: What PyTorch's error says when an RPC ran past its time-out (every release since 1.6).
+_TIMED_OUT = "ran for more than set timeout"
+
+
+class NoAnswer(RuntimeError):
+    """A worker did not answer a recording RPC within ``seconds`` (``gather(timeout=)``): it
+    is stopped, overloaded, or its RPC threads are all busy."""
+
+    def __init__(self, worker: str, seconds: float) -> None:
+        super().__init__(f"{worker} did not answer within {seconds:g} s")
+        self.worker, self.seconds = worker, seconds
+
 
 #: The side thread the recording RPCs go from (one per process).
 GATHER_THREAD = SideThread("distviz-gather")
@@ -38,8 +52,8 @@ def before_gather(hook: Callable[[int], None]) -> None:
 
 
 def gather(context_id: int, roots: Iterable[Any], names: Any = None,
-           inspect_saved: bool = True, record_fn: Callable[..., dict[str, Any]] | None = None
-           ) -> tuple[list[str], list[dict[str, Any]]]:
+           inspect_saved: bool = True, record_fn: Callable[..., dict[str, Any]] | None = None,
+           timeout: float | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """Record this worker and every worker reachable through known worker ids.
 
     ``record_fn`` records one worker (default ``record_local``; it is called over RPC on the
@@ -48,7 +62,8 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
 
     The forward pass may have left requests on their way (an ``rpc.remote`` or ``rpc_async``
     nobody waited for): their callee has no recv function for them yet, or no context at all
-    ("Could not find autograd context"). The ``before_gather`` hooks wait for the replies to
+    ("Could not find autograd context"). ``timeout``: how long each worker may take to
+    answer (default the RPC agent's); one that does not raises ``NoAnswer``. The ``before_gather`` hooks wait for the replies to
     such calls where their futures are known (a scenario's calls); otherwise, until every
     request has its recv, or for at most ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every
     worker is recorded again; after that a worker that still has no context raises PyTorch's
@@ -61,7 +76,8 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
     named = names_list(names)
     deadline = time.monotonic() + limits.RECORD_SETTLE_TIMEOUT
     while True:
-        workers, pieces, pending = _gather_once(context_id, local, root_fns, named, inspect_saved)
+        workers, pieces, pending = _gather_once(context_id, local, root_fns, named, inspect_saved,
+                                                timeout)
         if not pending and _settled(pieces):
             return workers, pieces
         if time.monotonic() >= deadline:
@@ -72,7 +88,7 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
 
 
 def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns: list[Any],
-                 named: list[tuple[Any, str]], inspect_saved: bool
+                 named: list[tuple[Any, str]], inspect_saved: bool, timeout: float | None
                  ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
     """One recording of every reachable worker: ``(workers, pieces, errors)``, where errors
     are those of workers that do not know the context yet.
@@ -87,10 +103,15 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
     seen = {int(me.id)}
     pending: list[RuntimeError] = []
 
+    wait = UNSET_RPC_TIMEOUT if timeout is None else timeout
+
     def fetch(wid: int) -> dict[str, Any] | RuntimeError:
         try:
-            return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved))
+            return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved),
+                                timeout=wait)
         except RuntimeError as exc:
+            if timeout is not None and _TIMED_OUT in str(exc):
+                raise NoAnswer(by_id[wid], timeout) from exc
             if "Could not find autograd context" not in str(exc):
                 raise
             return exc

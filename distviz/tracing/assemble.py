@@ -63,17 +63,19 @@ def _function_sites(context_id: int) -> dict[str, str]:
 def record_trace(context_id: int, roots: list[Any], retain: bool, frame: types.FrameType | None,
             names: list[tuple[Any, Any]] | None = None,
             earlier: list[BackwardPass] | None = None,
-            record_fn: Callable[..., dict[str, Any]] | None = None) -> Trace:
+            record_fn: Callable[..., dict[str, Any]] | None = None,
+            timeout: float | None = None) -> Trace:
     """The trace of ``context_id`` with only the workers that took part; ``names`` (the
     API's) come before the variables of the program's frames. ``earlier``: the passes the
     context already ran (recorded again, every node keeps its id), before this one.
     ``record_fn`` records one worker (default ``record_piece``; the watch's, ``piece_here``,
-    puts no hooks on a running backward's graph and leaves saved tensors alone)."""
+    puts no hooks on a running backward's graph and leaves saved tensors alone); ``timeout``
+    how long each worker may take to answer (``recorder.gather.NoAnswer``)."""
     named: list[tuple[Any, Any]] = list(names or []) + list(
         naming.in_graph(naming.frame_names(frame), roots))
     me = rpc.get_worker_info().name
     workers, pieces = gather(context_id, roots, named, inspect_saved=record_fn is None,
-                             record_fn=record_fn or record_piece)
+                             record_fn=record_fn or record_piece, timeout=timeout)
     passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
                            root_vars=list(p.root_vars), root_nrs=list(p.root_nrs))
               for p in earlier or []]

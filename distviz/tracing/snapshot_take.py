@@ -201,7 +201,7 @@ def _record(context_id: int, inflight: InFlight | None, frame: types.FrameType |
     else:
         roots, named = _newest(named, context_id)
     workers, pieces = gather(context_id, roots, named, inspect_saved=inflight is None,
-                             record_fn=snapshot_piece)
+                             record_fn=snapshot_piece, timeout=limits.LATE_RECORD_TIMEOUT)
     mine = next(p for p in pieces if p["worker"] == me)
     root_vars = naming.root_names(roots, list(named))
     ids = list(mine["roots"])

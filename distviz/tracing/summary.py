@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, most_severe
+from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
 from distviz.tracing.journal import ContextRow, Event, scripted_notes
 from distviz.words import plural
 
@@ -205,7 +205,7 @@ def exit_code(finished: Finished, found: list[Entry]) -> int:
     if is_pytest_run(finished):
         return program_status(finished.returncode)
     if finished.interrupted:
-        return 128 + 15 if finished.terminated else EXIT_INTERRUPTED
+        return EXIT_TERMINATED if finished.terminated else EXIT_INTERRUPTED
     if finished.stopped_for_hang:
         return EXIT_HANG
     if finished.returncode != 0:

@@ -36,6 +36,7 @@ class Watched(inflight.InFlight):
     returned: bool = False      # PyTorch's backward returned or raised
     lock: threading.Lock = field(default_factory=threading.Lock)
     late: Late | None = None
+    silent: str | None = None   # the worker that did not answer the recording at the deadline
     watched: ClassVar[bool] = True
 
 

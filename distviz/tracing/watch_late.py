@@ -75,8 +75,12 @@ def deadline(watch: Owner, entry: Watched) -> None:
             if got.replay.outcome != "hang" and not _may_write(watch, me):
                 return
             late = _keep(watch, entry, me, got, "hang", None)
-        except Exception as exc:  # noqa: BLE001 - a worker gone, the context released
-            live.say(watch_report.unrecorded_text(me, entry.step, timeout, exc))
+        except Exception as exc:  # noqa: BLE001 - a worker gone or silent, the context released
+            entry.silent = getattr(exc, "worker", None)
+            text = watch_report.unrecorded_text(entry.step, timeout, exc)
+            live.say(f"{me} {text}")
+            journal.append(watch.config.session_dir, journal.Event(
+                kind="not_recorded", pid=os.getpid(), worker=me, message=text))
             return
         entry.late = late
         for line in watch_report.deadline_lines(me, entry.step, timeout, late.trace,
@@ -110,7 +114,8 @@ def _record(watch: Owner, entry: Watched, me: str) -> Recorded:
 
     t0 = time.perf_counter()
     trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
-                                  entry.frame, record_fn=assemble.piece_here)
+                                  entry.frame, record_fn=assemble.piece_here,
+                                  timeout=limits.LATE_RECORD_TIMEOUT)
     # from distviz's helper thread: the program's thread holds the context (a backward
     # that raised), and an RPC made there would join it
     got = fanout.on_all(trace.workers, me, busy.fetch, entry.context_id)
@@ -170,6 +175,10 @@ def returned(watch: Owner, entry: Watched, seconds: float) -> None:
     with entry.lock:
         late = entry.late
         if late is None:
+            if entry.silent is not None:
+                live.say(watch_report.answered_text(watch.stats.worker or "?", entry.step,
+                                                    seconds, watch.config.hang_timeout,
+                                                    entry.silent))
             return
         _write(watch, late, "returned", seconds, None)
         live.say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
@@ -188,10 +197,13 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
                 live.say(f"{me} context {entry.step}: after {seconds:.1f} s PyTorch's "
                              f"backward raised: {text}")
                 return
-            if watch_report.worker_gone(text) or not contexts.context_here(entry.context_id):
+            if entry.silent is not None or watch_report.worker_gone(text) or \
+                    not contexts.context_here(entry.context_id):
+                why = None if entry.silent is None else \
+                    f"{entry.silent} did not answer at the deadline"
                 journal.append(watch.config.session_dir, journal.Event(
                     kind="not_recorded", pid=os.getpid(), worker=me,
-                    message=watch_report.raised_note(entry.step, seconds, text)))
+                    message=watch_report.raised_note(entry.step, seconds, text, why)))
                 return
             if not _may_write(watch, me, entry.context_id):
                 return

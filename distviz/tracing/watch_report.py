@@ -75,10 +75,25 @@ def returned_text(me: str, step: int, seconds: float, timeout: float, replay: An
     return f"{me} context {step}: {returned_sentence(seconds, timeout, replay)}"
 
 
-def unrecorded_text(me: str, step: int, timeout: float, exc: BaseException) -> str:
-    """The watch could not record a backward past its deadline."""
-    return (f"{me} context {step}: PyTorch's backward has not returned after {timeout:g} s; "
-            f"its graph could not be recorded ({first_line(exc)}); the program goes on")
+def unrecorded_text(step: int, timeout: float, exc: BaseException) -> str:
+    """The watch could not record a backward past its deadline: a worker did not answer
+    (``recorder.gather.NoAnswer``: its ``worker`` and ``seconds``), or another error."""
+    head = f"context {step}: PyTorch's backward has not returned after {timeout:g} s"
+    silent = getattr(exc, "worker", None)
+    if silent is None:
+        return f"{head}; its graph could not be recorded ({first_line(exc)}); the program goes on"
+    return (f"{head}, and {silent} does not answer: distviz's recording of the graph got no "
+            f"reply from {silent} within {getattr(exc, 'seconds', 0):g} s (the process is "
+            f"stopped, overloaded, or its RPC threads are all busy), so the backward may be "
+            f"waiting for {silent}; the graph is not recorded and not called a hang; the "
+            "program goes on")
+
+
+def answered_text(me: str, step: int, seconds: float, timeout: float, silent: str) -> str:
+    """A backward whose worker ``silent`` did not answer at the deadline returned."""
+    return (f"{me} context {step}: PyTorch's backward returned after {seconds_text(seconds)}, "
+            f"later than --hang-timeout ({timeout:g} s), after {silent} did not answer at the "
+            "deadline: slow, not a hang")
 
 
 def raised_note(step: int, seconds: float, text: str, why: str | None = None) -> str:

@@ -10,7 +10,10 @@ Usage: python late_hang.py MODE [STEPS]   (or torchrun --nproc-per-node 2 late_h
   3): slower than a short ``--hang-timeout``, not a hang;
 * ``raise``: at step 4 that Function's backward raises;
 * ``raises``: at steps 2 to 9 it raises, and the loop goes on; each prints ``step K raised``;
-* ``kill``: at step 5 the backward SIGKILLs worker1 before sending it its gradient.
+* ``kill``: at step 5 the backward SIGKILLs worker1 before sending it its gradient;
+* ``stop``: at step 5 the backward SIGSTOPs worker1 before sending it its gradient, and
+  worker0 lets it go on (SIGCONT) ``STOP_SECONDS`` later (default 10): a worker that does not
+  answer for a while.
 
 Each step prints one line; the program exits 0 when every step ran.
 """
@@ -18,6 +21,7 @@ Each step prints one line; the program exits 0 when every step ran.
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -62,6 +66,22 @@ class KillPeer(torch.autograd.Function):
         return grad, None
 
 
+class StopPeer(torch.autograd.Function):
+    """The identity, whose backward SIGSTOPs process ``pid`` and has it continued later."""
+
+    @staticmethod
+    def forward(ctx, x, pid):
+        ctx.pid = pid
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        os.kill(ctx.pid, signal.SIGSTOP)
+        seconds = float(os.environ.get("STOP_SECONDS", "10"))
+        threading.Timer(seconds, os.kill, args=(ctx.pid, signal.SIGCONT)).start()
+        return grad, None
+
+
 def batch(step, mode):
     """The step's data: at the late step of ``late`` mode, no positive value."""
     x = torch.arange(1.0, 5.0) * step
@@ -78,8 +98,9 @@ def train(mode, steps):
                 what = "raise"
             hidden = Checked.apply(data * weight, what)
             remote = rpc.rpc_sync("worker1", scale, args=(hidden,))
-            if mode == "kill" and step == 5:
-                remote = KillPeer.apply(remote, rpc.rpc_sync("worker1", os.getpid))
+            if mode in ("kill", "stop") and step == 5:
+                peer = KillPeer if mode == "kill" else StopPeer
+                remote = peer.apply(remote, rpc.rpc_sync("worker1", os.getpid))
             loss = hidden.sum()
             if bool((data > 0).any()):     # a batch without positives skips the remote term
                 loss = loss + remote.sum()
