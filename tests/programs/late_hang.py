@@ -51,35 +51,24 @@ class Checked(torch.autograd.Function):
         return grad, None
 
 
-class KillPeer(torch.autograd.Function):
-    """The identity, whose backward SIGKILLs process ``pid`` (the other worker)."""
+class SignalPeer(torch.autograd.Function):
+    """The identity, whose backward sends signal ``sig`` to process ``pid`` (the other
+    worker): SIGKILL ends it; SIGSTOP stops it, and it is continued ``STOP_SECONDS`` later."""
 
     @staticmethod
-    def forward(ctx, x, pid):
-        ctx.pid = pid
+    def forward(ctx, x, pid, sig):
+        ctx.pid, ctx.sig = pid, sig
         return x.clone()
 
     @staticmethod
     def backward(ctx, grad):
-        os.kill(ctx.pid, signal.SIGKILL)
-        time.sleep(0.5)
-        return grad, None
-
-
-class StopPeer(torch.autograd.Function):
-    """The identity, whose backward SIGSTOPs process ``pid`` and has it continued later."""
-
-    @staticmethod
-    def forward(ctx, x, pid):
-        ctx.pid = pid
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        os.kill(ctx.pid, signal.SIGSTOP)
-        seconds = float(os.environ.get("STOP_SECONDS", "10"))
-        threading.Timer(seconds, os.kill, args=(ctx.pid, signal.SIGCONT)).start()
-        return grad, None
+        os.kill(ctx.pid, ctx.sig)
+        if ctx.sig == signal.SIGSTOP:
+            seconds = float(os.environ.get("STOP_SECONDS", "10"))
+            threading.Timer(seconds, os.kill, args=(ctx.pid, signal.SIGCONT)).start()
+        else:
+            time.sleep(0.5)
+        return grad, None, None
 
 
 def batch(step, mode):
@@ -99,8 +88,8 @@ def train(mode, steps):
             hidden = Checked.apply(data * weight, what)
             remote = rpc.rpc_sync("worker1", scale, args=(hidden,))
             if mode in ("kill", "stop") and step == 5:
-                peer = KillPeer if mode == "kill" else StopPeer
-                remote = peer.apply(remote, rpc.rpc_sync("worker1", os.getpid))
+                sig = signal.SIGKILL if mode == "kill" else signal.SIGSTOP
+                remote = SignalPeer.apply(remote, rpc.rpc_sync("worker1", os.getpid), sig)
             loss = hidden.sum()
             if bool((data > 0).any()):     # a batch without positives skips the remote term
                 loss = loss + remote.sum()
