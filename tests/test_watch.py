@@ -551,3 +551,30 @@ def test_an_rpc_async_result_is_named_by_the_variable_its_future_is_waited_into(
     assert result_var([(path, 5, "middle")], "rpc_async") == "fut2"
     assert result_var([(path, 9, "inline")], "rpc_async") == "y"
     assert result_var([(path, 14, "helper"), (path, 17, "caller")], "rpc_async") == "value"
+
+
+def test_a_backward_that_returns_while_its_graph_is_recorded_is_slow_not_unrecorded(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The race a real run hits rarely: PyTorch's backward returns during the deadline's
+    recording and releases its context, so the recording fails. Nothing may say that the
+    backward "has not returned"; its return says it was slow."""
+    from distviz.tracing import watch_late
+    from distviz.tracing.config import TraceConfig
+    from distviz.tracing.watch import Watch
+    from distviz.tracing.watch_entry import Watched
+
+    watch = Watch(TraceConfig(out_dir="unused", hang_timeout=2.0))
+    watch.stats.worker = "worker0"
+    entry = Watched(context_id=7, step=3, roots=[], retain_graph=False, since=0.0, thread=0,
+                    frame=None, deadline=2.0)
+
+    def record_as_it_returns(*_: Any) -> Any:
+        entry.returned = True
+        raise RuntimeError("Could not find autograd context with id: 7")
+    monkeypatch.setattr(watch_late, "_record", record_as_it_returns)
+    watch_late.deadline(watch, entry)
+    watch_late.returned(watch, entry, 2.4)
+    said = capfd.readouterr().err
+    assert "has not returned" not in said, said
+    assert said == ("distviz: worker0 context 3: PyTorch's backward returned after 2.4 s, later "
+                    "than --hang-timeout (2 s): slow, not a hang\n"), said

@@ -36,7 +36,8 @@ class Watched(inflight.InFlight):
     returned: bool = False      # PyTorch's backward returned or raised
     lock: threading.Lock = field(default_factory=threading.Lock)
     late: Late | None = None
-    silent: str | None = None   # the worker that did not answer the recording at the deadline
+    unrecorded: bool = False    # the recording at the deadline failed
+    silent: str | None = None   # the worker that did not answer it
     watched: ClassVar[bool] = True
 
 

@@ -76,6 +76,9 @@ def deadline(watch: Owner, entry: Watched) -> None:
                 return
             late = _keep(watch, entry, me, got, "hang", None)
         except Exception as exc:  # noqa: BLE001 - a worker gone or silent, the context released
+            entry.unrecorded = True
+            if entry.returned:  # it returned while it was recorded, and took its context along
+                return          # (``returned`` says it was slow)
             entry.silent = getattr(exc, "worker", None)
             text = watch_report.unrecorded_text(entry.step, timeout, exc)
             live.say(f"{me} {text}")
@@ -174,8 +177,8 @@ def returned(watch: Owner, entry: Watched, seconds: float) -> None:
     got out of: said as it is)."""
     with entry.lock:
         late = entry.late
-        if late is None:
-            if entry.silent is not None:
+        if late is None:    # not recorded (said so, or the budget is spent: quiet)
+            if entry.unrecorded:
                 live.say(watch_report.answered_text(watch.stats.worker or "?", entry.step,
                                                     seconds, watch.config.hang_timeout,
                                                     entry.silent))

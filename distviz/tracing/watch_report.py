@@ -89,11 +89,13 @@ def unrecorded_text(step: int, timeout: float, exc: BaseException) -> str:
             "program goes on")
 
 
-def answered_text(me: str, step: int, seconds: float, timeout: float, silent: str) -> str:
-    """A backward whose worker ``silent`` did not answer at the deadline returned."""
+def answered_text(me: str, step: int, seconds: float, timeout: float,
+                  silent: str | None) -> str:
+    """A backward whose graph could not be recorded at its deadline (``silent``: the worker
+    that did not answer) returned."""
+    after = f", after {silent} did not answer at the deadline" if silent else ""
     return (f"{me} context {step}: PyTorch's backward returned after {seconds_text(seconds)}, "
-            f"later than --hang-timeout ({timeout:g} s), after {silent} did not answer at the "
-            "deadline: slow, not a hang")
+            f"later than --hang-timeout ({timeout:g} s){after}: slow, not a hang")
 
 
 def raised_note(step: int, seconds: float, text: str, why: str | None = None) -> str:
