@@ -1,7 +1,8 @@
 """``distviz snapshot DIR``: a running traced job's processes, contexts, graphs and stacks.
 
-The RPC test traces ``tests/programs/stuck_forward.py`` (worker1's remote function waits for
-an event that never comes, so worker0 waits in ``rpc_sync`` inside its context), snapshots it
+The RPC test traces ``tests/programs/stuck_forward.py`` (worker2's remote function waits for
+an event that never comes, so worker1 waits in the RPC it serves and worker0 in ``rpc_sync``
+inside its context), snapshots it
 while it is stuck, then stops it. The others need no torch.
 """
 
@@ -47,39 +48,48 @@ def test_a_job_stuck_in_a_forward_rpc_shows_every_stack_and_its_open_context(
         deadline = time.monotonic() + WAIT_GUARD_S
         while not marker.exists() and job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert marker.exists(), "worker1 never reached wait_forever"
+        assert marker.exists(), "worker2 never reached wait_forever"
         got = _snapshot(out)
         assert got.returncode == 0, got.stdout + got.stderr
         text = got.stdout
-        # every process, and the stuck frame of each: worker1's remote function, worker0's call
-        assert "worker0 (pid" in text and "worker1 (pid" in text, text
+        # every process, and the stuck frame of each: worker2's remote function, the calls of
+        # worker0 and of worker1 (inside the RPC it serves)
+        assert all(f"worker{k} (pid" in text for k in range(3)), text
         assert "in wait_forever" in text and "in rpc_sync" in text, text
         assert "forward open for" in text, text
-        # the call worker0 waits in, named from the wrapper's frame (it is noted only once it
-        # returns), and its arguments' message named by it in the hypothetical replay
-        source = (ROOT / "tests/programs/stuck_forward.py").read_text().splitlines()
-        line = 1 + next(i for i, s in enumerate(source) if "wait_forever, args" in s)
-        site = f"tests/programs/stuck_forward.py:{line} in run_worker"
-        assert f"waiting for rpc_sync(wait_forever) to worker1 at {site} (no answer yet)" \
-            in text, text
-        assert f"the result of rpc_sync(wait_forever) at {site}" in text, text
         (folder,) = (out / snapshot_files.SNAPSHOTS).iterdir()
-        assert "wait_forever" in (folder / "worker1.stacks.txt").read_text()
-        # the open context's graph: both workers' parts, replayed from the newest variable
+        assert "wait_forever" in (folder / "worker2.stacks.txt").read_text()
+        # the call each waits in, named from the wrapper's frame (it is noted only once it
+        # returns); worker1's in the context it serves, which worker0 entered
+        source = (ROOT / "tests/programs/stuck_forward.py").read_text().splitlines()
+        sites = {name: f"tests/programs/stuck_forward.py:"
+                       f"{1 + next(i for i, s in enumerate(source) if f'{name}, args' in s)}"
+                 for name in ("relay", "wait_forever")}
+        site = f"{sites['relay']} in run_worker"
+        assert f"waiting for rpc_sync(relay) to worker1 at {site} (no answer yet)" in text, text
+        worker1 = text[text.index("worker1 (pid"):text.index("worker2 (pid")]
+        assert "serving an RPC of the context" in worker1, worker1
+        assert (f"waiting for rpc_sync(wait_forever) to worker2 at {sites['wait_forever']} in "
+                "relay") in worker1, worker1
+        assert "entered on worker0: its graph is in worker0's part of the snapshot" in worker1
+        # the open context's graph: every worker's part, replayed from the newest variable
         trace = load(folder / "worker0.ctx1.trace.json")
-        assert {n.worker for n in trace.nodes} == {"worker0", "worker1"}
+        assert {n.worker for n in trace.nodes} == {"worker0", "worker1", "worker2"}
         assert trace.passes[0].root_vars == ["h"]
-        waited = [c for c in trace.rpc_calls if c.func == "wait_forever"]
-        assert len(waited) == 1 and waited[0].site == site, trace.rpc_calls
-        assert len(waited[0].msg_ids) == 1 and waited[0].msg_ids[0] >> 48 == 0, waited
-        assert replay(trace).outcome == "hang"     # `h` alone leaves wait_forever's send unfed
+        waited = [c for c in trace.rpc_calls if c.func in ("relay", "wait_forever")]
+        assert [(c.func, c.caller, c.site) for c in waited] == [
+            ("relay", "worker0", site), ("wait_forever", "worker1", f"{sites['wait_forever']} "
+                                                                  "in relay")], waited
+        assert replay(trace).outcome == "hang"     # `h` alone leaves relay's send unfed
         assert "if dist_autograd.backward ran now from `h`: FAST replay" in text, text
+        assert f"the result of rpc_sync(relay) at {site}" in text, text
         shown = subprocess.run([sys.executable, "-m", "distviz", "replay", "--no-log",
                                 str(folder / "worker0.ctx1.trace.json")], cwd=ROOT,
                                capture_output=True, text=True, timeout=HANG_GUARD_S)
         assert shown.returncode == EXIT_HANG and "hangs in pass 1" in shown.stdout, shown.stderr
         as_json = json.loads(_snapshot(out, "--json").stdout)
-        assert sorted(p["worker"] for p in as_json["processes"]) == ["worker0", "worker1"]
+        assert sorted(p["worker"] for p in as_json["processes"]) == \
+            ["worker0", "worker1", "worker2"]
     finally:
         job.send_signal(signal.SIGINT)
         job.communicate(timeout=HANG_GUARD_S)

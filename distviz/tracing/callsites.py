@@ -402,16 +402,32 @@ def waiting(context_id: int, stacks: dict[int, types.FrameType]) -> list[Call]:
     if ctx is None:
         return []
     sends = ctx._send_functions()
-    out: list[Call] = []
-    for top in stacks.values():
+    return [call for _, local in _in_wrappers(stacks)
+            if (call := _in_call(local, context_id, sends)) is not None]
+
+
+def waiting_contexts(stacks: dict[int, types.FrameType]) -> dict[int, int]:
+    """The contexts that some thread is inside an RPC of now (``waiting``), each with the
+    first such thread: on a callee, the contexts of the RPCs it serves whose function makes
+    an RPC of its own."""
+    out: dict[int, int] = {}
+    for ident, local in _in_wrappers(stacks):
+        cid = local.get("cid")
+        if isinstance(cid, int) and "before" in local and "result" not in local:
+            out.setdefault(cid, ident)
+    return out
+
+
+def _in_wrappers(stacks: dict[int, types.FrameType]) -> list[tuple[int, Any]]:
+    """``(thread, locals)`` of every ``wrap_call`` wrapper frame on the threads' stacks."""
+    out: list[tuple[int, Any]] = []
+    for ident, top in stacks.items():
         f: types.FrameType | None = top
         for _ in range(MAX_WALK):
             if f is None:
                 break
             if f.f_code is _CALL_CODE:
-                call = _in_call(f.f_locals, context_id, sends)
-                if call is not None:
-                    out.append(call)
+                out.append((ident, f.f_locals))
             f = f.f_back
     return out
 

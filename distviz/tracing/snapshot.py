@@ -47,7 +47,8 @@ class NoJob(UsageError):
 class ContextState:
     """One live dist autograd context of a process: ``state`` is ``forward`` (entered with
     ``dist_autograd.context()``, no backward running) or ``backward`` (its
-    ``dist_autograd.backward`` has not returned), for ``seconds``; ``trace`` the graph so far
+    ``dist_autograd.backward`` has not returned), for ``seconds``, or ``serving`` (entered on
+    another worker, whose RPC this process serves and waits in an RPC of its own); ``trace`` the graph so far
     (``None`` when it could not be recorded: ``outcome`` says why); ``outcome`` the replay's
     one line; ``detail`` a predicted hang's explanation (``tracing.report.hang_text``);
     ``waiting`` the RPCs of the context a thread of the process is inside now, with no answer
@@ -55,7 +56,7 @@ class ContextState:
 
     number: int
     context_id: int
-    state: Literal["forward", "backward"]
+    state: Literal["forward", "backward", "serving"]
     seconds: float
     thread: str
     trace: str | None = None
@@ -231,8 +232,9 @@ def take(out_dir: Path, timeout: float = limits.SNAPSHOT_TIMEOUT) -> Snapshot:
 # -- what ``distviz snapshot`` prints (pure) ---------------------------------------------------
 
 def _context_lines(c: ContextState) -> list[str]:
-    doing = (f"backward in flight for {c.seconds:g} s" if c.state == "backward"
-             else f"forward open for {c.seconds:g} s (no backward yet)")
+    doing = {"backward": f"backward in flight for {c.seconds:g} s",
+             "forward": f"forward open for {c.seconds:g} s (no backward yet)",
+             "serving": "serving an RPC of the context"}[c.state]
     name = context_label(c.number, c.context_id) if c.number else f"context id {c.context_id}"
     lines = [f"  {name}: {doing}, in {c.thread}"]
     lines.extend(f"    waiting for {call} (no answer yet)" for call in c.waiting)

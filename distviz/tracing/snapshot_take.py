@@ -74,7 +74,12 @@ def take(folder: str) -> ProcessSnapshot:
     contexts: list[ContextState] = []
     deadline = time.monotonic() + limits.SNAPSHOT_GRAPH_TIMEOUT    # for all the graphs
     backward = TABLE.by_context()
-    for cid in sorted(set(OPEN) | set(backward)):
+    serving = {cid: ident for cid, ident in callsites.waiting_contexts(frames).items()
+               if cid not in OPEN and cid not in backward}
+    for cid in sorted(set(OPEN) | set(backward) | set(serving)):
+        if cid in serving:
+            contexts.append(_serving(cid, serving[cid], names, frames))
+            continue
         opened, inflight = OPEN.get(cid), backward.get(cid)
         number = opened.number if opened is not None else 0
         since = inflight.since if inflight is not None else opened.since if opened else 0.0
@@ -89,6 +94,19 @@ def take(folder: str) -> ProcessSnapshot:
         contexts.append(state)
     return ProcessSnapshot(pid=os.getpid(), worker=worker, argv=list(sys.argv),
                            contexts=contexts, threads=threads, stacks_file=str(stacks))
+
+
+def _serving(context_id: int, ident: int, names: dict[int | None, str],
+             frames: dict[int, types.FrameType]) -> ContextState:
+    """A context entered on another worker, one of whose RPCs a thread here serves and
+    waits in an RPC of its own (the graph is recorded by the worker that entered it)."""
+    origin = next((i.name for i in rpc._get_current_rpc_agent().get_worker_infos()
+                   if int(i.id) == context_id >> 48), f"worker id {context_id >> 48}")
+    return ContextState(number=0, context_id=context_id, state="serving", seconds=0.0,
+                        thread=names.get(ident) or f"thread {ident:#x}",
+                        waiting=_waiting(context_id, frames),
+                        outcome=f"entered on {origin}: its graph is in {origin}'s part of the "
+                                "snapshot")
 
 
 def _waiting(context_id: int, frames: dict[int, types.FrameType]) -> list[str]:

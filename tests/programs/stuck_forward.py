@@ -1,5 +1,7 @@
-"""A trainer stuck in its forward pass: worker1's remote function waits for an event that
-never comes, so worker0 waits in ``rpc_sync`` for good (``distviz snapshot`` shows where).
+"""A trainer stuck in its forward pass, two RPCs deep: worker0 calls ``relay`` on worker1,
+which calls ``wait_forever`` on worker2, which waits for an event that never comes. worker0
+waits in ``rpc_sync`` inside its context for good, and so does worker1 inside the RPC it
+serves (``distviz snapshot`` shows where, and which call each waits in).
 
 Usage: python stuck_forward.py   (stop it with Ctrl-C)
 """
@@ -28,6 +30,11 @@ def wait_forever(x):
     return x + 1
 
 
+def relay(x):
+    y = rpc.rpc_sync("worker2", wait_forever, args=(x * 3,))
+    return y
+
+
 def run_worker(rank, world_size):
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"))
@@ -36,10 +43,10 @@ def run_worker(rank, world_size):
         w = torch.rand(3, 3, requires_grad=True)
         with dist_autograd.context() as context_id:
             h = rpc.rpc_sync("worker1", scale, args=(w,))
-            y = rpc.rpc_sync("worker1", wait_forever, args=(h,))
+            y = rpc.rpc_sync("worker1", relay, args=(h,))
             dist_autograd.backward(context_id, [y.sum()])
     rpc.shutdown()
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(2,), nprocs=2, join=True)
+    mp.spawn(run_worker, args=(3,), nprocs=3, join=True)
