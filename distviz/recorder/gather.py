@@ -62,12 +62,14 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
 
     The forward pass may have left requests on their way (an ``rpc.remote`` or ``rpc_async``
     nobody waited for): their callee has no recv function for them yet, or no context at all
-    ("Could not find autograd context"). ``timeout``: how long each worker may take to
-    answer (default the RPC agent's); one that does not raises ``NoAnswer``. The ``before_gather`` hooks wait for the replies to
+    ("Could not find autograd context"). The ``before_gather`` hooks wait for the replies to
     such calls where their futures are known (a scenario's calls); otherwise, until every
     request has its recv, or for at most ``limits.RECORD_SETTLE_TIMEOUT`` seconds, every
     worker is recorded again; after that a worker that still has no context raises PyTorch's
     ``RuntimeError``.
+
+    ``timeout``: how long each worker may take to answer (default: the RPC agent's); a worker
+    that does not answer in time raises ``NoAnswer``.
     """
     for hook in _BEFORE_GATHER:
         hook(context_id)

@@ -260,18 +260,9 @@ def _waited_into(path: str, line: int, future: str) -> str | None:
                 node.lineno <= line <= (node.end_lineno or node.lineno) and \
                 node.lineno > getattr(scope, "lineno", 0):
             scope = node
-    first: tuple[int, str] | None = None
-    stack = list(getattr(scope, "body", []))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Assign) and node.lineno > line and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and _waits(node.value, future) \
-                and (first is None or node.lineno < first[0]):
-            first = (node.lineno, node.targets[0].id)
-        stack.extend(ast.iter_child_nodes(node))
-    return first[1] if first else None
+    waits = [(node.lineno, name) for node, name in _name_assignments(scope)
+             if node.lineno > line and _waits(node.value, future)]
+    return min(waits)[1] if waits else None
 
 
 def _waits(value: ast.expr, future: str) -> bool:
@@ -413,9 +404,15 @@ def waiting_contexts(stacks: dict[int, types.FrameType]) -> dict[int, int]:
     out: dict[int, int] = {}
     for ident, local in _in_wrappers(stacks):
         cid = local.get("cid")
-        if isinstance(cid, int) and "before" in local and "result" not in local:
+        if isinstance(cid, int) and _sent_not_returned(local):
             out.setdefault(cid, ident)
     return out
+
+
+def _sent_not_returned(local: Any) -> bool:
+    """Whether the wrapper frame with the locals ``local`` has read the context's sends
+    before its call (``before``) and has no result yet."""
+    return "before" in local and "result" not in local
 
 
 def _in_wrappers(stacks: dict[int, types.FrameType]) -> list[tuple[int, Any]]:
@@ -435,7 +432,7 @@ def _in_wrappers(stacks: dict[int, types.FrameType]) -> list[tuple[int, Any]]:
 def _in_call(local: Any, context_id: int, sends: dict[int, Any]) -> Call | None:
     """The call whose wrapper frame has the locals ``local``, when it is a call of
     ``context_id`` that has sent and not returned."""
-    if local.get("cid") != context_id or "before" not in local or "result" in local:
+    if local.get("cid") != context_id or not _sent_not_returned(local):
         return None
     args, kwargs, before = local["args"], local["kwargs"], local["before"]
     return Call(local["api"], args[0] if args else kwargs.get("to"),
@@ -456,8 +453,8 @@ def _rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
         func, builtin = c.label()
         out.append(RpcCall(caller=c.caller or here, callee=c.callee_name(), api=c.api,
                            func=func, builtin=builtin, grad_enabled=c.grad_enabled, line=None,
-                           result_var=result_var(c.frames, c.api), msg_ids=c.message_ids(recv_id),
-                           site=site_text(c.frames)))
+                           result_var=result_var(c.frames, c.api),
+                           msg_ids=c.message_ids(recv_id), site=site_text(c.frames)))
     return out
 
 
@@ -626,17 +623,25 @@ def _rpc_assignments(code: types.CodeType, upto: int) -> dict[str, tuple[int, st
     if fn is None:
         return {}
     out: dict[str, tuple[int, str, str]] = {}
-    stack = list(getattr(fn, "body", []))
+    for node, name in _name_assignments(fn):
+        shape = _rpc_shape(node.value) if node.lineno <= upto else None
+        if shape is not None and node.lineno >= out.get(name, (0, "", ""))[0]:
+            out[name] = (node.lineno, *shape)
+    return out
+
+
+def _name_assignments(scope: ast.AST) -> list[tuple[ast.Assign, str]]:
+    """Every ``name = ...`` statement of ``scope``'s own body (a function's or a module's; not
+    those of the functions, classes and lambdas inside it), with its name."""
+    out: list[tuple[ast.Assign, str]] = []
+    stack = list(getattr(scope, "body", []))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name) and node.lineno <= upto:
-            shape = _rpc_shape(node.value)
-            name = node.targets[0].id
-            if shape is not None and node.lineno >= out.get(name, (0, "", ""))[0]:
-                out[name] = (node.lineno, *shape)
+                isinstance(node.targets[0], ast.Name):
+            out.append((node, node.targets[0].id))
         stack.extend(ast.iter_child_nodes(node))
     return out
 

@@ -48,8 +48,9 @@ class ContextState:
     """One live dist autograd context of a process: ``state`` is ``forward`` (entered with
     ``dist_autograd.context()``, no backward running) or ``backward`` (its
     ``dist_autograd.backward`` has not returned), for ``seconds``, or ``serving`` (entered on
-    another worker, whose RPC this process serves and waits in an RPC of its own); ``trace`` the graph so far
-    (``None`` when it could not be recorded: ``outcome`` says why); ``outcome`` the replay's
+    another worker, whose RPC this process serves and waits in an RPC of its own); ``trace``
+    the graph so far (``None`` when it could not be recorded: ``outcome`` says why);
+    ``outcome`` the replay's
     one line; ``detail`` a predicted hang's explanation (``tracing.report.hang_text``);
     ``waiting`` the RPCs of the context a thread of the process is inside now, with no answer
     yet (``rpc_sync(wait_forever) to worker1 at main.py:43 in run_worker``)."""

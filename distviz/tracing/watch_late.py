@@ -30,6 +30,7 @@ import torch.distributed.rpc as rpc
 
 from distviz import limits
 from distviz.recorder import contexts
+from distviz.recorder.gather import NoAnswer
 from distviz.replay.watched import Watched as Ended
 from distviz.replay.watched import WatchedState
 from distviz.trace import Trace
@@ -79,8 +80,9 @@ def deadline(watch: Owner, entry: Watched) -> None:
             entry.unrecorded = True
             if entry.returned:  # it returned while it was recorded, and took its context along
                 return          # (``returned`` says it was slow)
-            entry.silent = getattr(exc, "worker", None)
-            text = watch_report.unrecorded_text(entry.step, timeout, exc)
+            entry.silent = exc.worker if isinstance(exc, NoAnswer) else None
+            text = watch_report.unrecorded_text(entry.step, timeout, exc, entry.silent,
+                                                limits.LATE_RECORD_TIMEOUT)
             live.say(f"{me} {text}")
             journal.append(watch.config.session_dir, journal.Event(
                 kind="not_recorded", pid=os.getpid(), worker=me, message=text))

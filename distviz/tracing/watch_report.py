@@ -75,15 +75,15 @@ def returned_text(me: str, step: int, seconds: float, timeout: float, replay: An
     return f"{me} context {step}: {returned_sentence(seconds, timeout, replay)}"
 
 
-def unrecorded_text(step: int, timeout: float, exc: BaseException) -> str:
-    """The watch could not record a backward past its deadline: a worker did not answer
-    (``recorder.gather.NoAnswer``: its ``worker`` and ``seconds``), or another error."""
+def unrecorded_text(step: int, timeout: float, exc: BaseException, silent: str | None,
+                    waited: float) -> str:
+    """The watch could not record a backward past its deadline: worker ``silent`` did not
+    answer within ``waited`` seconds (``recorder.gather.NoAnswer``), or ``exc`` says why."""
     head = f"context {step}: PyTorch's backward has not returned after {timeout:g} s"
-    silent = getattr(exc, "worker", None)
     if silent is None:
         return f"{head}; its graph could not be recorded ({first_line(exc)}); the program goes on"
     return (f"{head}, and {silent} does not answer: distviz's recording of the graph got no "
-            f"reply from {silent} within {getattr(exc, 'seconds', 0):g} s (the process is "
+            f"reply from {silent} within {waited:g} s (the process is "
             f"stopped, overloaded, or its RPC threads are all busy), so the backward may be "
             f"waiting for {silent}; the graph is not recorded and not called a hang; the "
             "program goes on")
