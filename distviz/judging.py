@@ -27,6 +27,7 @@ from distviz.trace.recording import Recording
 from distviz.trace.sections import Meta, Real
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.outcome import Stop
     from distviz.replay.result import Replay
     from distviz.replay.verdict import ContextVerdict
     from distviz.runner.parent.run import RunOptions, RunResult
@@ -111,7 +112,7 @@ def _stamp(recording: Recording, meta: Meta) -> None:
         trace.meta = meta
 
 
-def judge_recording(recording: Recording, mode: str, stopped: str | None = None,
+def judge_recording(recording: Recording, mode: str, stopped: Stop | None = None,
                     made: Replay | None = None) -> tuple[list[ContextVerdict], int]:
     """Every context's replay (in ``mode``) and verdict, and the exit code they imply
     (``recording_exit_code``). ``made``: a replay of the one trace of ``recording``, used when

@@ -5,13 +5,19 @@
 ``ContextOutcome`` is a context's, as the verdict reports it: ``unfinished`` when the traced
 process ended during the real backward. The trace's JSON holds these words as they are
 (``docs/trace-format.md``); mypy checks every comparison with them (``strict_equality``).
+
+``Stop`` is why distviz stopped a training early: its ``kind`` (a predicted hang, a backward
+that hung, a backward that raised) decides; its ``words`` are only shown.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final, Literal, get_args
 
-__all__ = ["CONTEXT_OUTCOMES", "OUTCOMES", "ContextOutcome", "Outcome", "RealOutcome"]
+__all__ = ["CONTEXT_OUTCOMES", "OUTCOMES", "ContextOutcome", "Outcome", "RealOutcome", "Stop",
+           "StopKind"]
 
 Outcome = Literal["completed", "hang", "error"]
 RealOutcome = Literal["completed", "hang", "error", "skipped"]
@@ -19,3 +25,27 @@ ContextOutcome = Literal["completed", "hang", "error", "unfinished"]
 
 OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 CONTEXT_OUTCOMES: Final[tuple[ContextOutcome, ...]] = get_args(ContextOutcome)
+
+
+class StopKind(StrEnum):
+    """What stopped a trainer's main (its value is the word on the runner's pipe)."""
+
+    PREDICTED_HANG = "predicted hang"   # the replay predicts a hang; the real one was not run
+    HUNG = "hung"                       # the real backward did not return within the time-out
+    RAISED = "raised"                   # the real backward raised
+
+    @property
+    def outcome(self) -> Outcome:
+        """The backward's outcome this stop stands for: ``hang`` or ``error``."""
+        return "error" if self is StopKind.RAISED else "hang"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why distviz stopped a training early: ``kind`` decides, ``words`` are shown."""
+
+    kind: StopKind
+    words: str
+
+    def __str__(self) -> str:
+        return self.words

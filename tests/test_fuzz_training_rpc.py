@@ -15,6 +15,7 @@ from guards import HANG_GUARD_S
 
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.training_program import generate_training
+from distviz.outcome import Stop, StopKind
 from distviz.trace.recording import load_recording
 
 pytestmark = pytest.mark.rpc
@@ -50,7 +51,8 @@ def test_training_judge_fails_on_a_final_parameter_off_the_reference(tmp_path: P
     bad = judge_training_run(recording, None)
     assert bad.disagreements == ("gradients",), bad
     assert "final parameters differ" in bad.text
-    stopped = judge_training_run(load_recording(out), "a hang was predicted in context 2")
+    stopped = judge_training_run(load_recording(out), Stop(StopKind.PREDICTED_HANG,
+                                                            "a hang was predicted in context 2"))
     assert stopped.real == "hang" and not stopped.outcome
 
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, run_cached
 from guards import HANG_GUARD_S
 
+from distviz.outcome import StopKind
 from distviz.replay import replay
 from distviz.replay.contexts import shared_workers
 from distviz.replay.verdict import judge
@@ -124,7 +125,8 @@ def test_get_gradients_returns_each_workers_own_leaves() -> None:
 
 def test_a_predicted_hang_stops_the_training_at_that_context() -> None:
     result = run_cached(str(ROOT / "tests" / "fault_scenarios" / "training_hang.yaml"))
-    assert result.stopped and "replay predicts that this backward hangs" in result.stopped
+    assert result.stopped and result.stopped.kind is StopKind.PREDICTED_HANG
+    assert "replay predicts that this backward hangs" in result.stopped.words
     rec = result.recording
     assert [it.index for it in rec.iterations] == [1, 2]
     assert rec.contexts[0].real["outcome"] == "completed"

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_fixtures import M, TraceBuilder, design_note, two_passes
+from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
 from distviz.replay import legality, replay
+from distviz.replay.engine import FREED_MESSAGE
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing import journal, report, summary
@@ -219,6 +220,15 @@ def test_a_pass_through_freed_saved_tensors_names_the_pass_that_freed_them(
         "retain_graph=True; fix: pass retain_graph=True to the backward at main.py:7 in train")
     kept = two_passes(retain_first=True, saved_on=saved_on)
     assert replay(kept).outcome == "completed" and report.freed_text(kept, replay(kept)) is None
+
+
+def test_an_error_whose_words_are_pytorchs_freed_tensors_words_is_not_called_freed() -> None:
+    """Only the replay's own freed-tensors step is explained as one, never a node's error that
+    happens to say the same words."""
+    t = nested(fault={"message": FREED_MESSAGE})
+    rp = replay(t)
+    assert rp.outcome == "error" and rp.error is not None and rp.error.origin == FREED_MESSAGE
+    assert not rp.error.freed and report.freed_text(t, rp) is None
 
 
 def _finished(returncode: int = 0, **kw: Any) -> Finished:

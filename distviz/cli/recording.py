@@ -30,6 +30,7 @@ from distviz.trace.recording import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.outcome import Stop
     from distviz.replay.analysis import Analysis
 
 __all__ = ["context_analyses", "context_reports", "finish_recording", "replay_file",
@@ -126,7 +127,7 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
 
 
 def finish_recording(recording: Recording, reports: Reports, out_path: Path,
-                     context: int | None, stopped: str | None, view: View) -> None:
+                     context: int | None, stopped: Stop | None, view: View) -> None:
     """The end of ``distviz run`` for a recording that is not one trace (``show_run``, after
     the recording was saved), from every context's replay and verdict (``reports``): write
     pictures of one context (the HTML viewer of every context, or of ``--context N``), print
@@ -151,7 +152,7 @@ def finish_recording(recording: Recording, reports: Reports, out_path: Path,
             show_context(recording, context, reports[context - 1], view)
         out = unbounded_console()
         if stopped:
-            out.print(f"training stopped: {stopped}", markup=False)
+            out.print(f"training stopped: {stopped.words}", markup=False)
         hint = "" if context is not None else \
             f"; see one context with: distviz replay {out_path} --context N"
         out.print(f"recording written to {out_path}{hint}", markup=False)

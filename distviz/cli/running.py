@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from distviz.judging import JudgedRun
+    from distviz.outcome import Stop
     from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
     from distviz.replay.verdict import ContextVerdict
@@ -136,7 +137,7 @@ def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view:
 
 
 def show_run(recording: Recording, mode: str, out_path: Path, view: View,
-             context: int | None = None, stopped: str | None = None,
+             context: int | None = None, stopped: Stop | None = None,
              made: Replay | None = None, verdicts: list[ContextVerdict] | None = None) -> int:
     """Write the pictures and print the report of each context's replay and verdict
     (``verdicts``, else judged here, ``distviz.judging.judge_recording``, with ``made``: the

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from distviz.fuzz.judged import CHECKS, Judged
 from distviz.limits import EXIT_DISAGREE
-from distviz.outcome import Outcome, RealOutcome
+from distviz.outcome import Outcome, RealOutcome, Stop
 
 OutcomeT = TypeVar("OutcomeT", bound=str)
 
@@ -43,7 +43,7 @@ def _outcome(outcomes: list[OutcomeT], completed: OutcomeT) -> OutcomeT:
     return next((o for o in outcomes if o != "completed"), completed)
 
 
-def judge_training_run(recording: Recording, stopped: str | None,
+def judge_training_run(recording: Recording, stopped: Stop | None,
                        reports: list[ContextVerdict] | None = None) -> Judged:
     """What the fuzz counts of a training run: the agreement of every recorded context (as
     ``distviz run`` judges it; ``reports``: the contexts' replays and verdicts already made)
@@ -66,7 +66,7 @@ def judge_training_run(recording: Recording, stopped: str | None,
     if stopped is not None and real not in ("hang", "error"):
         # stopped before PyTorch ran that backward (a predicted hang not confirmed): the stop
         # says what it was; a confirmed hang or a raised error is in the context's own outcome
-        real = "hang" if "hang" in stopped else "error"
+        real = stopped.kind.outcome
     # the outcome is the verdicts'; a stopped training is the one fact they do not hold
     outcome = checks["outcome"] is not False and (stopped is None or real == predicted)
     return Judged(predicted=predicted, real=real, outcome=outcome,

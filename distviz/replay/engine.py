@@ -374,7 +374,7 @@ class Engine(EngineErrors):
                 if flags & FAULT:
                     self._fault(i, w)
                 else:
-                    self._node_error(i, w, FREED_MESSAGE)
+                    self._node_error(i, w, FREED_MESSAGE, freed=True)
                 return -1 if p.heap is not heap else 0
             if not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph

@@ -71,13 +71,14 @@ class EngineErrors:
             return self._crash(i, w)
         return self._node_error(i, w, str(fault.get("message", "error in backward")))
 
-    def _node_error(self, i: int, w: int, msg: str) -> None:
+    def _node_error(self, i: int, w: int, msg: str, freed: bool = False) -> None:
         g = self.g
         call = self.p.cur_call
         skipped = self._abort(w)
         text_err = f"Error on Node {g.ranks[w]}: {msg}"
         self._fail(w, PassError(worker=g.workers[w], node=g.ids[i], message=text_err,
-                                pass_index=self.s.pass_index, origin=msg), text_err)
+                                pass_index=self.s.pass_index, origin=msg, freed=freed),
+                   text_err)
         if not self.emit:
             return None
         return self._event("error", w, ("node", i, msg, text_err, tuple(skipped)), node=i,

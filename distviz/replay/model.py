@@ -185,7 +185,8 @@ class PassError:
 
     ``message`` is what ``backward()`` raises on the initiator (each hop prefixes ``Error on
     Node <rank>: ``), ``origin`` the message where it was raised, ``chain`` the workers it
-    travelled through (raiser first), ``unnotified`` the started workers nobody tells.
+    travelled through (raiser first), ``unnotified`` the started workers nobody tells;
+    ``freed``: the node met saved tensors an earlier pass freed (not saved: the replay's own).
     """
 
     worker: str
@@ -196,6 +197,7 @@ class PassError:
     crash: bool = False
     chain: tuple[str, ...] = ()
     unnotified: tuple[str, ...] = ()
+    freed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"worker": self.worker, "node": self.node, "message": self.message,

@@ -58,7 +58,7 @@ from distviz.limits import (
     SEVERITY,
     most_severe,
 )
-from distviz.outcome import ContextOutcome, Outcome, RealOutcome
+from distviz.outcome import ContextOutcome, Outcome, RealOutcome, Stop
 from distviz.replay.agreement import (
     compare,
     matched_sentence,
@@ -477,12 +477,12 @@ def recording_text(recording: Recording, verdicts: list[ContextVerdict]) -> str:
 
 
 def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
-                        stopped: str | None = None) -> int:
+                        stopped: Stop | None = None) -> int:
     """The most severe code of any context; final parameters that differ from the reference
     training count as a disagreement, a stopped training as what stopped it."""
     codes = [cv.verdict.exit_code for cv in verdicts if cv.verdict is not None]
     if stopped is not None:
-        codes.append(EXIT_HANG if "hang" in stopped else EXIT_BACKWARD_ERROR)
+        codes.append(EXIT_HANG if stopped.kind.outcome == "hang" else EXIT_BACKWARD_ERROR)
     summary = recording.training
     if summary is not None and summary.ok is False:
         codes.append(EXIT_DISAGREE)

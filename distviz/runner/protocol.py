@@ -176,8 +176,8 @@ class ContextDone(Message):
 @dataclass(frozen=True)
 class TrainerDone(Message):
     """A trainer's main ended: ``windows`` are ``[context number, enter ns, exit ns]``;
-    ``error`` is set when it ended by an exception (``stopped``: distviz stopped it, on a
-    predicted or observed hang or a backward error); ``points`` are the main's contexts, calls
+    ``error`` is set when it ended by an exception (``stop``: distviz stopped it, and why: a
+    ``StopKind`` value, never read from ``error``'s words); ``points`` are the main's contexts, calls
     and optimizer steps as ``[kind, start ns, end ns]`` (``TrainingSession.point``)."""
 
     kind: ClassVar[str] = "trainer_done"
@@ -185,7 +185,7 @@ class TrainerDone(Message):
     contexts: int
     windows: list[list[int]]
     error: str | None = None
-    stopped: bool = False
+    stop: str | None = None
     points: list[list[Any]] = field(default_factory=list)
 
 

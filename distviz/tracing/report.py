@@ -60,7 +60,6 @@ def hang_text(trace: Trace, replay: Any) -> str:
     return "\n".join(lines)
 
 
-_FREED = "Trying to backward through the graph a second time"
 _FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) \(or directly.*?"
                          r"calling backward\.")
 
@@ -75,7 +74,7 @@ def freed_text(trace: Trace, replay: Any) -> str | None:
     """Why a pass meets saved tensors an earlier pass freed, in the program's terms (``None``
     for any other error): the node, and the pass without ``retain_graph`` that ran it."""
     err = replay.error
-    if err is None or _FREED not in err.origin or err.node is None:
+    if err is None or not err.freed or err.node is None:
         return None
     node = trace.node_map().get(err.node)
     what = f"{short_name(node.name) if node is not None else err.node} on {err.worker}"

@@ -28,6 +28,7 @@ from typing import Any
 
 from distviz import limits
 from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
+from distviz.outcome import Stop, StopKind
 from distviz.runner.parent.collate import TrainingRun, scenario_info
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
@@ -120,7 +121,7 @@ class RunResult:
     deaths: list[dict[str, Any]] = field(default_factory=list)
     abort_workers: bool = False
     tmpdir: str | None = None
-    stopped: str | None = None
+    stopped: Stop | None = None
 
     @property
     def trace(self) -> Trace | None:
@@ -371,8 +372,8 @@ class _Run:
         tr.windows[msg.worker] = msg.windows
         tr.points[msg.worker] = msg.points
         tr.counts[msg.worker] = msg.contexts
-        if msg.stopped:
-            self.result.stopped = msg.error or f"{msg.worker} stopped"
+        if msg.stop is not None:
+            self.result.stopped = Stop(StopKind(msg.stop), msg.error or f"{msg.worker} stopped")
             self.result.abort_workers = True
             self.phase = "done"
             return True  # a hung backward never returns: tear down now

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from distviz.outcome import StopKind
 from distviz.runner.protocol import FinalState, Finish, TrainerDone, recv
 from distviz.runner.worker.session import (
     BackwardHung,
@@ -28,24 +29,27 @@ def run_training(conn: Any, tell: Callable[[Any], None], scenario: Scenario, wor
                  ns: dict[str, Any], session: TrainingSession, state: dict[str, str]) -> bool:
     """Run this worker's side of a training scenario; returns whether a graceful RPC shutdown
     is possible. Raises what the main raises in its forward computations (a backward that
-    raised, hung or was predicted to hang ends the main with ``TrainerDone(stopped=True)``)."""
+    raised, hung or was predicted to hang ends the main with ``TrainerDone(stop=...)``)."""
     program = scenario.mains.get(worker)
     if program is not None:
         main_ns = dict(ns)
         session.main_ns = main_ns
         error: str | None = None
-        stopped = False
+        stop: StopKind | None = None
         try:
             exec(program.compile(), main_ns)  # validated and instrumented syntax tree
-        except (HangPredicted, BackwardHung) as exc:
-            error, stopped = str(exc), True
+        except HangPredicted as exc:
+            error, stop = str(exc), StopKind.PREDICTED_HANG
+        except BackwardHung as exc:
+            error, stop = str(exc), StopKind.HUNG
         except Exception as exc:
             if session.failed is None:
                 raise
-            error, stopped = session.failed, True
+            error, stop = session.failed, StopKind.RAISED
             del exc
         tell(TrainerDone(worker=worker, contexts=session.count, windows=session.windows(),
-                         error=error, stopped=stopped, points=session.points))
+                         error=error, stop=None if stop is None else stop.value,
+                         points=session.points))
     state["phase"] = "serving"
     try:
         msg = recv(conn)
