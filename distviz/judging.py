@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
+from distviz.outcome import hang_not_run
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.trace.sections import Meta, Real
@@ -35,9 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Decided", "JudgedRun", "backward_policy", "judge_recording", "recording_of",
            "run_and_judge", "run_meta"]
-
-#: why the real backward is not run when the replay predicts a hang
-HANG_NOT_RUN = "the replay predicts a FAST-mode hang (use --confirm-hang to run it anyway)"
 
 
 @dataclass
@@ -55,9 +53,8 @@ def backward_policy(confirm_hang: bool, decided: Decided
     def decide(trace: Trace) -> tuple[bool, str | None]:
         from distviz.replay.result import replay
         decided.replay = replay(trace, "fast")
-        if decided.replay.outcome == "hang" and not confirm_hang:
-            return False, HANG_NOT_RUN
-        return True, None
+        why = hang_not_run(decided.replay.outcome, confirm_hang)
+        return why is None, why
     return decide
 
 

@@ -2,13 +2,14 @@
 
 Every side reads them from here: the scenario checker (file size, nesting, workers), the
 run-time guards in the workers (tensor size, step budget), the parent's time limits, the exit
-status of a worker, and the CLI's exit codes (``EXIT_CODES``, the table README.md shows). The
+status of a worker, and the CLI's exit codes (``ExitCode``, the table README.md shows). The
 CLI's option defaults are these values, so ``--help`` shows them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import IntEnum
 from typing import Final
 
 from distviz.words import plural
@@ -164,49 +165,70 @@ PARENT_GONE_EXIT: Final = 70
 
 # -- exit codes of the distviz command ---------------------------------------------------------------
 
-EXIT_OK: Final = 0
-#: A bug in distviz (sysexits' EX_SOFTWARE): apart from 1, which under ``distviz trace`` is
-#: the traced program's own failure (pytest's and Python's usual status).
-EXIT_INTERNAL: Final = 70
-EXIT_BAD_INPUT: Final = 2
-EXIT_RUN_FAILED: Final = 3
-EXIT_TIMEOUT: Final = 4
-EXIT_RENDER: Final = 5
-EXIT_HANG: Final = 6
-EXIT_BACKWARD_ERROR: Final = 7
-EXIT_DISAGREE: Final = 8
-EXIT_NOT_EXECUTABLE: Final = 126
-EXIT_NOT_FOUND: Final = 127
-EXIT_INTERRUPTED: Final = 130
-#: ``distviz trace`` got SIGTERM (128 + 15, as a shell reports it).
-EXIT_TERMINATED: Final = 143
+class ExitCode(IntEnum):
+    """The distviz command's exit codes, each with its meaning (README.md's table) and, for a
+    verdict's code, its ``severity`` (higher is more severe; ``None``: not a verdict's code).
+    A recording's, ``distviz trace``'s and a training run's code is the most severe of its
+    contexts' (``most_severe``)."""
 
-EXIT_CODES: Final[dict[int, str]] = {
-    EXIT_OK: "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
-    EXIT_BAD_INPUT: "bad input: scenario, trace file or options; nothing was run",
-    EXIT_RUN_FAILED: "the run failed: an op raised in the forward pass, a worker died, or a "
-                     "worker hit its memory limit or the RPC nesting limit",
-    EXIT_TIMEOUT: "start-up or the forward pass took longer than its time limit",
-    EXIT_RENDER: "a picture could not be made (Graphviz missing, crashed or timed out)",
-    EXIT_HANG: "the FAST-mode backward hangs (predicted by the replay, or observed)",
-    EXIT_BACKWARD_ERROR: "the backward pass raised (fail_backward, crash_backward, second pass)",
-    EXIT_DISAGREE: "the replay and PyTorch's real backward disagree (an order difference "
+    meaning: str
+    severity: int | None
+
+    def __new__(cls, value: int, meaning: str, severity: int | None = None) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        member.severity = severity
+        return member
+
+    OK = (0, "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
+          0)
+    BAD_INPUT = 2, "bad input: scenario, trace file or options; nothing was run"
+    RUN_FAILED = (3, "the run failed: an op raised in the forward pass, a worker died, or a "
+                     "worker hit its memory limit or the RPC nesting limit")
+    TIMEOUT = 4, "start-up or the forward pass took longer than its time limit"
+    RENDER = 5, "a picture could not be made (Graphviz missing, crashed or timed out)"
+    HANG = 6, "the FAST-mode backward hangs (predicted by the replay, or observed)", 3
+    BACKWARD_ERROR = (7, "the backward pass raised (fail_backward, crash_backward, second pass)",
+                      2)
+    DISAGREE = (8, "the replay and PyTorch's real backward disagree (an order difference "
                    "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
-    EXIT_NOT_EXECUTABLE: "distviz trace: the command exists but is not executable",
-    EXIT_NOT_FOUND: "distviz trace: the command was not found",
-    EXIT_INTERNAL: "a bug in distviz (EX_SOFTWARE; please report it with the trace file); "
-                   "never the status of a traced program, which `distviz trace` passes on",
-    EXIT_INTERRUPTED: "interrupted by Ctrl-C; every worker was stopped",
-    EXIT_TERMINATED: "distviz trace got SIGTERM and passed it on; every worker was stopped",
-}
+                1)
+    NOT_EXECUTABLE = 126, "distviz trace: the command exists but is not executable"
+    NOT_FOUND = 127, "distviz trace: the command was not found"
+    #: A bug in distviz (sysexits' EX_SOFTWARE): apart from 1, which under ``distviz trace`` is
+    #: the traced program's own status.
+    INTERNAL = (70, "a bug in distviz (EX_SOFTWARE; please report it with the trace file); "
+                    "never the status of a traced program, which `distviz trace` passes on")
+    INTERRUPTED = 130, "interrupted by Ctrl-C; every worker was stopped"
+    #: ``distviz trace`` got SIGTERM (128 + 15, as a shell reports it).
+    TERMINATED = 143, "distviz trace got SIGTERM and passed it on; every worker was stopped"
 
-#: Verdicts' exit codes from the least to the most severe: a recording's, ``distviz trace``'s
-#: and a training run's code is the most severe of its contexts' (``most_severe``).
-SEVERITY: Final = (EXIT_OK, EXIT_DISAGREE, EXIT_BACKWARD_ERROR, EXIT_HANG)
+
+EXIT_OK: Final = ExitCode.OK
+EXIT_INTERNAL: Final = ExitCode.INTERNAL
+EXIT_BAD_INPUT: Final = ExitCode.BAD_INPUT
+EXIT_RUN_FAILED: Final = ExitCode.RUN_FAILED
+EXIT_TIMEOUT: Final = ExitCode.TIMEOUT
+EXIT_RENDER: Final = ExitCode.RENDER
+EXIT_HANG: Final = ExitCode.HANG
+EXIT_BACKWARD_ERROR: Final = ExitCode.BACKWARD_ERROR
+EXIT_DISAGREE: Final = ExitCode.DISAGREE
+EXIT_NOT_EXECUTABLE: Final = ExitCode.NOT_EXECUTABLE
+EXIT_NOT_FOUND: Final = ExitCode.NOT_FOUND
+EXIT_INTERRUPTED: Final = ExitCode.INTERRUPTED
+EXIT_TERMINATED: Final = ExitCode.TERMINATED
+
+#: Every code's meaning, as README.md's table says it (``ExitCode.meaning``).
+EXIT_CODES: Final[dict[int, str]] = {int(c): c.meaning for c in ExitCode}
+
+#: Verdicts' exit codes from the least to the most severe (``ExitCode.severity``).
+SEVERITY: Final = tuple(sorted((c for c in ExitCode if c.severity is not None),
+                               key=lambda c: c.severity or 0))
 
 
 def most_severe(codes: Iterable[int]) -> int:
-    """The most severe of verdicts' exit codes (``SEVERITY``; ``EXIT_OK`` for none)."""
+    """The most severe of verdicts' exit codes (``ExitCode.severity``; ``EXIT_OK`` for none)."""
     return max(codes, key=SEVERITY.index, default=EXIT_OK)
 
 

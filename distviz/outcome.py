@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal, get_args
 
-__all__ = ["CONTEXT_OUTCOMES", "OUTCOMES", "ContextOutcome", "Outcome", "RealOutcome", "Stop",
-           "StopKind"]
+__all__ = ["CONTEXT_OUTCOMES", "HANG_NOT_RUN", "OUTCOMES", "ContextOutcome", "Outcome",
+           "RealOutcome", "Stop", "StopKind", "hang_not_run"]
 
 Outcome = Literal["completed", "hang", "error"]
 RealOutcome = Literal["completed", "hang", "error", "skipped"]
@@ -49,3 +49,15 @@ class Stop:
 
     def __str__(self) -> str:
         return self.words
+
+
+#: why the real backward is not run when the replay predicts a hang
+HANG_NOT_RUN: Final = "the replay predicts a FAST-mode hang (use --confirm-hang to run it anyway)"
+
+
+def hang_not_run(predicted: Outcome, confirm_hang: bool) -> str | None:
+    """The one rule for skipping PyTorch's real backward: why it is not run (``HANG_NOT_RUN``)
+    when the FAST replay's ``predicted`` outcome is a hang and ``confirm_hang`` is not set;
+    ``None`` when it runs. A plain run's policy (``distviz.judging.backward_policy``) and a
+    training's worker (``TrainingSession.predict``) both read it."""
+    return HANG_NOT_RUN if predicted == "hang" and not confirm_hang else None

@@ -131,26 +131,25 @@ def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view:
     is raised after saving what was recorded), then show it with its verdicts (``show_run``);
     return the exit code the verdicts imply."""
     recording = save_recording(judged.recording, judged.error, out_path, sc.path)
-    show_run(recording, mode, out_path, view, context, judged.result.stopped,
-             verdicts=judged.verdicts)
-    return judged.exit_code
+    return show_run(recording, mode, out_path, view, context, judged.result.stopped,
+                    judged=(judged.verdicts, judged.exit_code))
 
 
 def show_run(recording: Recording, mode: str, out_path: Path, view: View,
              context: int | None = None, stopped: Stop | None = None,
-             made: Replay | None = None, verdicts: list[ContextVerdict] | None = None) -> int:
+             made: Replay | None = None,
+             judged: tuple[list[ContextVerdict], int] | None = None) -> int:
     """Write the pictures and print the report of each context's replay and verdict
-    (``verdicts``, else judged here, ``distviz.judging.judge_recording``, with ``made``: the
-    replay that decided whether to run the real backward): one context without training as a
-    trace (its summary and step log), several as the table of contexts
-    (``distviz.cli.recording``). Returns the exit code the verdicts imply."""
+    (``judged``: the verdicts and the exit code they imply, else judged here,
+    ``distviz.judging.judge_recording``, with ``made``: the replay that decided whether to run
+    the real backward): one context without training as a trace (its summary and step log),
+    several as the table of contexts (``distviz.cli.recording``). Returns that exit code."""
     from distviz.cli.recording import finish_recording
     from distviz.judging import judge_recording
     from distviz.replay.analysis import analysis_from
-    from distviz.replay.verdict import recording_exit_code
     recording.pick(context)
-    if verdicts is None:
-        verdicts, _ = judge_recording(recording, mode, stopped, made)
+    verdicts, code = judged if judged is not None else judge_recording(recording, mode, stopped,
+                                                                       made)
     trace = recording.single_trace
     if trace is None:
         finish_recording(recording, verdicts, out_path, context, stopped, view)
@@ -158,7 +157,7 @@ def show_run(recording: Recording, mode: str, out_path: Path, view: View,
         cv = verdicts[0]
         assert cv.replay is not None and cv.verdict is not None
         _report_trace(analysis_from(trace, cv.replay, cv.verdict), out_path, view)
-    return recording_exit_code(recording, verdicts, stopped)
+    return code
 
 
 def _report_trace(found: Analysis, out_path: Path, view: View) -> None:

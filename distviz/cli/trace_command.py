@@ -89,8 +89,7 @@ def trace(
         out.print(line, markup=False)
     for note in notes:
         out.print(note, markup=False)
-    own = tests or (finished.returncode != 0
-                    and not (finished.stopped_for_hang or finished.interrupted))
+    own = summary.own_status(finished)
     meaning = "the program's own exit status" if own else limits.EXIT_CODES.get(code, "")
     if code == limits.EXIT_OK and not found:
         meaning = "the program succeeded; no context was recorded to check"

@@ -10,6 +10,7 @@ each graph differs from the previous recorded context of the same initiator.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
@@ -197,19 +198,45 @@ def is_pytest_run(finished: Finished) -> bool:
     return any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
 
 
-def exit_code(finished: Finished, found: list[Entry]) -> int:
-    """``distviz trace``'s exit status: 130 after Ctrl-C (143 after SIGTERM), pytest's own
-    status in a pytest run with the plugin (each test's contexts are in pytest's report), 6
-    when a hang stopped the program, the program's own status when it failed, else the most
-    severe of the contexts' verdicts (``contexts_code``)."""
+class StatusFrom(Enum):
+    """What ``distviz trace``'s exit status comes from (``status_from``)."""
+
+    PYTEST = "pytest"            # pytest's own status, in a pytest run with the plugin
+    INTERRUPTED = "interrupted"  # 130 after Ctrl-C, 143 after SIGTERM
+    HANG = "hang"                # 6: distviz stopped the program for a hang
+    PROGRAM = "program"          # the program's own status: it failed
+    CONTEXTS = "contexts"        # the most severe of the contexts' verdicts
+
+
+def status_from(finished: Finished) -> StatusFrom:
+    """The one precedence of ``distviz trace``'s exit status: a pytest run with the plugin
+    (each test's contexts are in pytest's report), then an interruption, a hang that stopped
+    the program, the program's own failure, else the recorded contexts."""
     if is_pytest_run(finished):
-        return program_status(finished.returncode)
+        return StatusFrom.PYTEST
     if finished.interrupted:
-        return EXIT_TERMINATED if finished.terminated else EXIT_INTERRUPTED
+        return StatusFrom.INTERRUPTED
     if finished.stopped_for_hang:
-        return EXIT_HANG
+        return StatusFrom.HANG
     if finished.returncode != 0:
+        return StatusFrom.PROGRAM
+    return StatusFrom.CONTEXTS
+
+
+def own_status(finished: Finished) -> bool:
+    """Whether ``distviz trace`` exits with the program's own status (``status_from``)."""
+    return status_from(finished) in (StatusFrom.PYTEST, StatusFrom.PROGRAM)
+
+
+def exit_code(finished: Finished, found: list[Entry]) -> int:
+    """``distviz trace``'s exit status, from what ``status_from`` says it comes from."""
+    source = status_from(finished)
+    if source in (StatusFrom.PYTEST, StatusFrom.PROGRAM):
         return program_status(finished.returncode)
+    if source is StatusFrom.INTERRUPTED:
+        return EXIT_TERMINATED if finished.terminated else EXIT_INTERRUPTED
+    if source is StatusFrom.HANG:
+        return EXIT_HANG
     return contexts_code(found)
 
 
@@ -227,7 +254,7 @@ def notes(finished: Finished, found: list[Entry]) -> list[str]:
     out.extend(note for _test, note in scripted_notes(finished.events))
     if finished.interrupted:
         out.append("interrupted: the program was stopped; the traces written so far are kept")
-    elif finished.returncode != 0 and not finished.stopped_for_hang:
+    elif finished.returncode != 0 and own_status(finished):
         status = program_status(finished.returncode)
         how = (f"was killed by signal {-finished.returncode}" if finished.returncode < 0
                else f"exited with status {status}")

@@ -368,14 +368,13 @@ class TrainingSession:
 
     def predict(self, run: ContextRun) -> None:
         """Replay the recorded passes; a predicted hang stops here unless ``--confirm-hang``."""
+        from distviz.outcome import hang_not_run
         from distviz.replay import replay
         assert run.trace is not None
         if self.options.confirm_hang:
-            return
-        predicted = replay(run.trace)
-        if predicted.outcome == "hang":
-            run.skipped = ("the replay predicts a FAST-mode hang "
-                           "(use --confirm-hang to run it anyway)")
+            return      # the real backward runs whatever the replay says: no need to replay
+        run.skipped = hang_not_run(replay(run.trace).outcome, self.options.confirm_hang)
+        if run.skipped is not None:
             self.finish(run)
             raise HangPredicted(f"context {run.index} of {self.worker}: the replay predicts "
                                 "that this backward hangs")
