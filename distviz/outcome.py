@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal, get_args
 
-__all__ = ["CONTEXT_OUTCOMES", "HANG_NOT_RUN", "OUTCOMES", "ContextOutcome", "Outcome",
-           "RealOutcome", "Stop", "StopKind", "hang_not_run"]
+__all__ = ["CONTEXT_OUTCOMES", "HANG_NOT_RUN", "OUTCOMES", "Category", "ContextOutcome",
+           "Outcome", "RealOutcome", "Stop", "StopKind", "hang_not_run"]
 
 Outcome = Literal["completed", "hang", "error"]
 RealOutcome = Literal["completed", "hang", "error", "skipped"]
@@ -61,3 +61,16 @@ def hang_not_run(predicted: Outcome, confirm_hang: bool) -> str | None:
     ``None`` when it runs. A plain run's policy (``distviz.judging.backward_policy``) and a
     training's worker (``TrainingSession.predict``) both read it."""
     return HANG_NOT_RUN if predicted == "hang" and not confirm_hang else None
+
+
+class Category(StrEnum):
+    """What a context did, as the pytest plugin counts it, in the order its summary counts them
+    (``distviz.replay.verdict.pytest_category`` picks one; the journal's JSON holds the word)."""
+
+    AGREES = "agrees"
+    HANG_SEEN = "hang predicted and seen"
+    HANG_PREDICTED = "hang predicted"
+    ERROR = "error"
+    UNFINISHED = "unfinished"
+    NOT_COMPARED = "not compared"
+    DIFFERS = "differs"

@@ -58,7 +58,7 @@ from distviz.limits import (
     SEVERITY,
     most_severe,
 )
-from distviz.outcome import ContextOutcome, Outcome, RealOutcome, Stop
+from distviz.outcome import Category, ContextOutcome, Outcome, RealOutcome, Stop
 from distviz.replay.agreement import (
     compare,
     matched_sentence,
@@ -128,7 +128,7 @@ class Verdict:
     violations: tuple[Violation, ...] = ()
 
     @property
-    def category(self) -> str:
+    def category(self) -> Category:
         """What the context did, as the pytest plugin counts it (``pytest_category``)."""
         return pytest_category(self.status, self.outcome, self.predicted, self.real)
 
@@ -152,17 +152,19 @@ class Verdict:
 
 
 def pytest_category(status: str, outcome: str, predicted: str | None,
-                    real: str | None) -> str:
-    """What a context did, as the pytest plugin counts it (one of its ``CATEGORIES``): a
-    difference first, then a hang (predicted, and seen when PyTorch hung too), an error or an
-    unfinished backward, else whether the replay agrees."""
+                    real: str | None) -> Category:
+    """What a context did, as the pytest plugin counts it (a ``Category``): a difference first,
+    then a hang (predicted, and seen when PyTorch hung too), an error or an unfinished
+    backward, else whether the replay agrees."""
     if status == DIFFERS:
-        return "differs"
+        return Category.DIFFERS
     if outcome == "hang" and predicted == "hang":
-        return "hang predicted and seen" if real == "hang" else "hang predicted"
-    if outcome in ("error", "unfinished"):
-        return outcome
-    return "agrees" if status == AGREE else "not compared"
+        return Category.HANG_SEEN if real == "hang" else Category.HANG_PREDICTED
+    if outcome == "error":
+        return Category.ERROR
+    if outcome == "unfinished":
+        return Category.UNFINISHED
+    return Category.AGREES if status == AGREE else Category.NOT_COMPARED
 
 
 def outcome_code(outcome: ContextOutcome) -> int:

@@ -40,6 +40,7 @@ import pytest
 
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
+from distviz.outcome import Category
 from distviz.tracing import journal, snapshot_files
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.journal import ContextRow, Event
@@ -48,11 +49,10 @@ from distviz.words import plural
 DEFAULT_DIR = "distviz-traces"
 ON_HANG = "continue"    # a test may expect the hang: it is reported, never stopped
 OUTSIDE = "(outside any test)"
-# what a context did, in the order the summary counts them
 # the options pytest gets from the plugin (README names them; tests/test_docs.py checks)
 OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout")
-CATEGORIES = ("agrees", "hang predicted and seen", "hang predicted", "error", "unfinished",
-              "not compared", "differs")
+# what a context did, in the order the summary counts them
+CATEGORIES: tuple[Category, ...] = tuple(Category)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -153,14 +153,14 @@ def summary_lines(findings: Findings, out_dir: str) -> list[str]:
         got = findings.rows.get(test, [])
         lines.append(f"{test}: {plural(len(got), 'context')}: {counted(findings.counts(test))}")
         for r in got:
-            if category(r) not in ("agrees", "not compared"):
+            if category(r) not in (Category.AGREES, Category.NOT_COMPARED):
                 lines.append(f"  {r.initiator} context {r.index}: {category(r)}: "
                              f"{r.explanation or r.agreement_text}")
         lines.extend(f"  note: {n}" for n in findings.notes.get(test, []))
     total = findings.counts()
     lines.append("contexts: " + ", ".join(f"{total[c]} {c}" for c in CATEGORIES
-                                          if total[c] or c in ("agrees", "differs")))
-    reasons = Counter(r.agreement_text for r in rows if category(r) == "not compared")
+                                          if total[c] or c in (Category.AGREES, Category.DIFFERS)))
+    reasons = Counter(r.agreement_text for r in rows if category(r) == Category.NOT_COMPARED)
     lines.extend(f"  not compared, {n}x: {why}" for why, n in sorted(reasons.items()))
     return lines
 
