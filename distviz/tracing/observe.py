@@ -40,7 +40,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -60,6 +60,9 @@ from distviz.tracing.live import say
 from distviz.tracing.process import Process
 from distviz.tracing.stop import stop_program
 from distviz.words import error_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.result import Replay
 
 # The replay and the verdict are imported at the first recorded context; this module itself is
 # imported then too (``distviz.tracing.dispatch``): every process of a traced program is
@@ -100,7 +103,7 @@ class Run:
 
     config: TraceConfig
     trace: Trace
-    replay: Any
+    replay: Replay
     path: Path | None
     index: int
     me: str

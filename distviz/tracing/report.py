@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import judge
@@ -21,6 +21,7 @@ from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import Hang
+    from distviz.replay.result import Replay
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _LIBRARY = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python",
@@ -47,7 +48,7 @@ def not_recorded(context_id: int, exc: BaseException) -> str:
     return f"dist_autograd.backward({context_id}, ...) was not recorded: {text}"
 
 
-def hang_text(trace: Trace, replay: Any) -> str:
+def hang_text(trace: Trace, replay: Replay) -> str:
     """The hang explanation: the cause, who waits for whom, and the usual fixes."""
     hang: Hang | None = replay.hang
     if hang is None:
@@ -70,7 +71,7 @@ def _pass_site(trace: Trace, k: int) -> str | None:
     return sites[k] if k < len(sites) else None
 
 
-def freed_text(trace: Trace, replay: Any) -> str | None:
+def freed_text(trace: Trace, replay: Replay) -> str | None:
     """Why a pass meets saved tensors an earlier pass freed, in the program's terms (``None``
     for any other error): the node, and the pass without ``retain_graph`` that ran it."""
     err = replay.error
@@ -113,7 +114,7 @@ def new_rpcs(before: Trace, after: Trace) -> str | None:
             f"part in each pass, so the trace keeps {kept}")
 
 
-def predicted_error(trace: Trace, replay: Any) -> str:
+def predicted_error(trace: Trace, replay: Replay) -> str:
     """The error the replay predicts, explained (``freed_text``) or as PyTorch will say it."""
     freed = freed_text(trace, replay)
     if freed is not None:
@@ -171,7 +172,7 @@ def _time_line(timing: Timing | None) -> str | None:
     return timing.summary()[0].removeprefix("time: ") if timing is not None else None
 
 
-def row(trace: Trace, replay: Any, path: str, index: int, pid: int,
+def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
         seconds: dict[str, float], detail: str | None = None) -> ContextRow:
     """The summary row of one recorded context (``detail``: the full error text, if any)."""
     v = judge(trace, replay)

@@ -13,12 +13,13 @@ import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from distviz import limits
 from distviz.tracing import inflight
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.result import Replay
     from distviz.replay.watched import WatchedState
     from distviz.trace import Trace
     from distviz.tracing.journal import ContextRow
@@ -46,7 +47,7 @@ class Late:
     """What the watchdog wrote about a backward past its deadline."""
 
     trace: Trace
-    replay: Any
+    replay: Replay
     path: Path
     row: ContextRow
     state: WatchedState | None = None     # what the last row said: a hang, before it raised

@@ -42,6 +42,7 @@ from distviz.tracing.watch_entry import Budget, Late, Watched
 from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.result import Replay
     from distviz.tracing.process import Process
 
 
@@ -59,7 +60,7 @@ class Recorded(NamedTuple):
     """A watched context's graph, recorded as it is now, and its replay (not written yet)."""
 
     trace: Trace
-    replay: Any
+    replay: Replay
     seconds: dict[str, float]     # what the recording and the replay took
 
 
@@ -153,7 +154,7 @@ def _keep(watch: Owner, entry: Watched, me: str, got: Recorded, state: WatchedSt
     return late
 
 
-def _row(trace: Trace, rp: Any, path: Path, entry: Watched,
+def _row(trace: Trace, rp: Replay, path: Path, entry: Watched,
          seconds: dict[str, float]) -> ContextRow:
     from distviz.tracing import report
 

@@ -13,7 +13,7 @@ reads only that: it never imports the replay for a run where nothing happened).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.replay.verdict import judge
 from distviz.replay.watched import (
@@ -26,6 +26,9 @@ from distviz.replay.watched import (
 from distviz.trace import Trace
 from distviz.tracing.journal import ContextRow
 from distviz.words import first_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.result import Replay
 
 #: Error texts that say a worker is gone: its graph cannot be recorded any more.
 _GONE = ("RPCErr", "ran for more than set timeout", "Connection reset", "connection closed",
@@ -54,7 +57,7 @@ def watched_meta(watched: Watched, trace: Trace) -> dict[str, Any]:
     return out
 
 
-def deadline_lines(me: str, step: int, timeout: float, trace: Trace, replay: Any) -> list[str]:
+def deadline_lines(me: str, step: int, timeout: float, trace: Trace, replay: Replay) -> list[str]:
     """What the watch says live when a backward passes its deadline."""
     from distviz.tracing import report
 
@@ -70,7 +73,7 @@ def deadline_lines(me: str, step: int, timeout: float, trace: Trace, replay: Any
     return [f"{head}: {slow_text(trace, timeout)}; the program goes on"]
 
 
-def returned_text(me: str, step: int, seconds: float, timeout: float, replay: Any) -> str:
+def returned_text(me: str, step: int, seconds: float, timeout: float, replay: Replay) -> str:
     """What the watch says when a backward it took at its deadline returns."""
     return f"{me} context {step}: {returned_sentence(seconds, timeout, replay)}"
 
@@ -112,7 +115,7 @@ def budget_note(most: int) -> str:
             "ones are counted in the summary, not recorded (a hang is always recorded)")
 
 
-def watched_row(row: ContextRow, trace: Trace, replay: Any, watched: Watched) -> ContextRow:
+def watched_row(row: ContextRow, trace: Trace, replay: Replay, watched: Watched) -> ContextRow:
     """``row`` (``report.row`` of the watch's trace, or its previous row) with the one judge's
     verdict on the watched context (``judge(..., watched=)``: only the outcome is compared, so
     nothing here ever differs) and its explanation."""
@@ -131,7 +134,7 @@ def watched_row(row: ContextRow, trace: Trace, replay: Any, watched: Watched) ->
                    exit_code=v.exit_code, category=v.category)
 
 
-def raised_text(trace: Trace, replay: Any, error: str) -> str:
+def raised_text(trace: Trace, replay: Replay, error: str) -> str:
     """A watched backward that raised, and where the replay of its graph puts the error."""
     from distviz.tracing import report
 
