@@ -165,6 +165,29 @@ def test_a_leaf_without_a_gradient_behind_a_python_backward_is_not_compared() ->
     assert judge(plain, replay(plain)).differences == ("leaves",)
 
 
+def test_zeros_from_a_none_sent_across_an_rpc_are_not_compared_never_differ() -> None:
+    """fuzz-20261130-9's shape: behind DroppedBackward (a Python backward that returns None)
+    the reference has no gradient for a leaf and PyTorch all zeros (a recv sends an undefined
+    gradient as zeros) where the replay predicts a gradient: not compared, never "differs".
+    Without the custom Function the same values stay a proven difference."""
+    t = _behind_python("DroppedBackward")
+    rp = replay(t)
+    leaf = "worker0/AccumulateGrad(x)"
+    assert not rp.accumulated[leaf].zero
+    t.real = _real(t)
+    t.real["gradients"][leaf]["zero"] = True
+    t.reference = {"comparable": True, "ok": True, "comparison": [
+        {"var": "x", "leaf": leaf, "worker": "worker0", "status": "zero_unused"}]}
+    v = judge(t, rp)
+    zeros = v.check("zeros")
+    assert zeros is not None and zeros.status == "not compared", v.text
+    assert "behind DroppedBackward a Python backward returned None" in zeros.sentence
+    assert (v.status, v.exit_code) == ("agrees", EXIT_OK)
+    plain = F.multi_output_unused()
+    plain.real, plain.reference = t.real, t.reference
+    assert judge(plain, replay(plain)).differences == ("zeros",)
+
+
 # -- hangs, threads, outcomes --------------------------------------------------------------------
 
 def test_a_time_out_where_the_replay_completes_is_not_compared_never_differs() -> None:

@@ -28,6 +28,9 @@ The checks, in the order a difference is named:
                Behind a custom Function (``distviz.replay.opaque``) nothing the replay
                predicts of zeros, or of a leaf getting a gradient at all, is proven: its
                Python backward may return zeros, a constant or ``None``; not compared.
+               A leaf behind one whose reference gradient is missing (a ``None``) while
+               PyTorch's is all zeros is not compared either, never "differs": an RPC sends
+               an undefined gradient on as zeros (``RecvRpcBackward::apply``).
 
 PyTorch's backward not returning within the hang timeout while the replay completes is not
 compared at all: a time-out cannot tell a hang from a slow backward.
@@ -367,6 +370,7 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
            if not isinstance(grads.get(nid), dict) or bool(grads[nid].get("zero")) != acc.zero}
     behind = python_behind(trace, odd)
     opaque: list[str] = []
+    dropped: list[str] = []
     for nid, acc in sorted(odd.items()):
         name = acc.var or nid
         got = grads.get(nid)
@@ -375,6 +379,9 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
             status = row.status if row is not None else None
             if status == "match":
                 continue           # the reference's gradient is zero too
+            if status == "zero_unused" and nid in behind:
+                dropped.append(nid)    # a Python backward's None, sent across an RPC as zeros
+                continue
             if status in ("mismatch", "zero_unused"):
                 differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
                 continue
@@ -397,6 +404,14 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
                        f"{word_for(len(fns), 'a custom Function whose', 'custom Functions whose')}"
                        " Python backward may return zeros, a constant or None, values the "
                        "replay cannot know")
+    if dropped:
+        names = [odd[nid].var or nid for nid in dropped]
+        fns = sorted({behind[nid] for nid in dropped})
+        reasons.append(f"PyTorch's gradient of {', '.join(names[:3])} is all zeros where the "
+                       "single-process reference has none: behind "
+                       f"{', '.join(fns[:3])} a Python backward returned None, which an RPC "
+                       "sends on as zeros (RecvRpcBackward); the replay does not know what a "
+                       "Python backward returns")
     if undecided:
         reasons.append(f"PyTorch's gradient of {', '.join(undecided[:3])} is all zeros where "
                        "the graph carries a gradient; the replay tracks zeros only through the "
