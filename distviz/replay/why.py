@@ -135,10 +135,7 @@ def _unknown(trace: Trace, name: str) -> str:
         shown = sorted(set(known))
         hint = (f"; its named leaves are {', '.join(shown[:8])}"
                 + (f" and {len(shown) - 8} more" if len(shown) > 8 else ""))
-    older = ("" if trace.absent_leaves or not known else
-             " (this trace lists no named tensors outside the graph: record it again with this "
-             "distviz to ask about a parameter that does not require grad or is never used)")
-    return f"no leaf named '{name}' in the trace{hint}{older}"
+    return f"no leaf named '{name}' in the trace{hint}"
 
 
 def call_phrase(trace: Trace, c: int | None) -> str | None:
