@@ -10,6 +10,7 @@ It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``,
 * ``commands``: the command bodies (``run``, ``check``, ``scenarios``, ``replay``, ``export``,
   ``graph``), registered on ``app`` in that order when this package is imported; a new command
   goes in a module of its own, imported below;
+* ``why_command``: ``distviz why TRACE NAME``, why a leaf gets a gradient or not;
 * ``fuzz``: ``distviz fuzz`` (random programs checked against PyTorch), registered last;
 * ``trace_command``: ``distviz trace -- COMMAND...`` (the work is in ``distviz.tracing``);
 * ``snapshot_command``: ``distviz snapshot DIR``, a running traced job now;
@@ -40,6 +41,7 @@ __all__ = ["COMMAND_MODULES", "app", "main", "register"]
 COMMAND_MODULES = {
     **dict.fromkeys(("run", "check", "scenarios", "replay", "export", "graph"),
                     "distviz.cli.commands"),   # registers them in this order
+    "why": "distviz.cli.why_command",
     "fuzz": "distviz.cli.fuzz",
     "snapshot": "distviz.cli.snapshot_command",
     "trace": "distviz.cli.trace_command",

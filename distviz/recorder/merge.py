@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from distviz.trace import BackwardPass, Node, RpcCall, Trace
+from distviz.trace.absent import parse_absent
 
 
 def build_trace(workers: list[str], initiator: str, context_id: int,
@@ -36,8 +37,10 @@ def build_trace(workers: list[str], initiator: str, context_id: int,
     for node in nodes:
         if node.msg_id is not None and node.msg_id in call_of_msg:
             node.call = call_of_msg[node.msg_id]
+    absent = parse_absent([a for p in pieces for a in p.get("absent") or []], workers,
+                          "<recording>")
     return Trace(workers=workers, initiator=initiator, context_id=context_id, nodes=nodes,
                  passes=passes, rpc_calls=calls, known_workers=known,
                  torch_version=torch.__version__,
-                 interop_threads=torch.get_num_interop_threads())
+                 interop_threads=torch.get_num_interop_threads(), absent_leaves=absent)
 

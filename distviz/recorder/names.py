@@ -58,6 +58,11 @@ def named_here(fallback: bool = True) -> list[tuple[Any, str]]:
     return out
 
 
+def auto_names() -> list[tuple[Any, str]]:
+    """The fallback names ``auto_name`` gave leaves made at run time on this worker."""
+    return list(_AUTO)
+
+
 def names_list(names: Any) -> list[tuple[Any, str]]:
     """``names`` as ``distviz.record`` takes them (``{"w": w}``, ``{w: "w"}``, pairs, or
     ``None``) as ``(tensor, label)`` pairs, in the order given."""

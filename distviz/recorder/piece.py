@@ -19,7 +19,7 @@ import torch.distributed.rpc as rpc
 
 from distviz.recorder import contexts
 from distviz.recorder.contexts import WorkerRecord
-from distviz.recorder.names import named_here
+from distviz.recorder.names import auto_names, named_here
 from distviz.recorder.torch_compat import input_shapes
 from distviz.recorder.walk import reachable
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Node, short_name
@@ -77,7 +77,8 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     sends = ctx._send_functions()
     recvs = ctx._recv_functions()
     msg_of: dict[Any, int] = {fn: int(mid) for mid, fn in list(sends.items()) + list(recvs.items())}
-    leaf_names, var_of_fn = _names_here(list(names) + named_here())
+    given = list(names) + named_here(fallback=False)
+    leaf_names, var_of_fn = _names_here(given + auto_names())
     order = reachable(list(roots) + [sends[k] for k in sorted(sends)]
                   + [recvs[k] for k in sorted(recvs)] + list(var_of_fn))
     rec = WorkerRecord(worker=worker)
@@ -100,7 +101,46 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     known = sorted(int(w) for w in ctx._known_worker_ids())
     grads = len(dist_autograd.get_gradients(context_id))  # > 0 once a backward pass ran
     return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads,
-            "roots": [rec.ids[fn] for fn in roots if fn in rec.ids]}
+            "roots": [rec.ids[fn] for fn in roots if fn in rec.ids],
+            "absent": absent_leaves(worker, given, order)}
+
+
+#: At most this many named tensors outside the graph are written per worker.
+MAX_ABSENT = 1000
+
+
+def absent_leaves(worker: str, named: list[tuple[Any, str]], order: list[Any]
+                  ) -> list[dict[str, Any]]:
+    """The tensors ``named`` (the program's names and module parameters, not the fallback
+    names of run-time tensors) that are no leaf of this worker's graph (``order``), first
+    name first, at most ``MAX_ABSENT``: ``AbsentLeaf`` JSON (``docs/trace-format.md``)."""
+    in_graph: set[int] = set()
+    for fn in order:
+        v = getattr(fn, "variable", None)   # an AccumulateGrad's leaf
+        if isinstance(v, torch.Tensor):
+            in_graph.add(id(v))
+    seen: set[int] = set()
+    taken = {label for tensor, label in named if id(tensor) in in_graph}
+    out: list[dict[str, Any]] = []
+    for tensor, label in named:
+        if not isinstance(tensor, torch.Tensor) or id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        if tensor.grad_fn is not None or id(tensor) in in_graph or label in taken:
+            continue
+        taken.add(label)
+        entry: dict[str, Any] = {
+            "var": label, "worker": worker,
+            "why": "not_reached" if tensor.requires_grad else "requires_grad_false",
+            "shape": _shape(tensor), "dtype": _dtype(tensor)}
+        if isinstance(tensor, torch.nn.Parameter):
+            entry["parameter"] = True
+        if tensor.grad is not None:
+            entry["grad"] = True
+        out.append(entry)
+        if len(out) >= MAX_ABSENT:
+            break
+    return out
 
 
 def _names_here(named: list[tuple[Any, str]]) -> tuple[dict[int, str], dict[Any, list[str]]]:

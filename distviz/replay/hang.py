@@ -25,7 +25,7 @@ from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
 from distviz.words import plural, word_for
 
-__all__ = ["diagnose"]
+__all__ = ["diagnose", "starved_send"]
 
 _PRIMARY = ("unused", "no_grad", "no_recv")
 
@@ -326,6 +326,20 @@ def _use_it(b: BlockedSend, rc: RpcCall | None, initiator: str) -> list[str]:
     return [f"use {v} in the loss, so its gradient flows back",
             f"pass it to backward as another root: dist_autograd.backward(context_id, [loss, "
             f"{root}])"]
+
+
+def starved_send(trace: Trace, g: IndexedGraph, s: int, pass_index: int = 0) -> BlockedSend:
+    """Why send ``s``, whose recv the roots of pass ``pass_index`` never reach (or which has no
+    recv), never gets a gradient in that pass, in the words of a hang's explanation: a
+    ``BlockedSend`` of kind ``unused`` (an RPC result the loss does not use, or overwritten),
+    ``no_grad`` or ``no_recv``, whether or not the pass hangs (``distviz why`` asks it for a
+    leaf behind ``s``). Raises ``IndexError`` when the pass does not exist."""
+    root_vars = trace.passes[pass_index].root_vars
+    loss = "the loss" + (f" ({_vars_phrase(root_vars)})" if root_vars else "")
+    state = ReplayState(step=-1, pass_index=pass_index, workers={})
+    hung = _Hung(trace, g, state, reachable_nodes(g, g.roots[pass_index]), loss,
+                 CallIndex(trace, g))
+    return _why_blocked(hung, g.workers[g.worker[s]], s)
 
 
 def _summary(g: IndexedGraph, blocked: list[BlockedSend]) -> str:

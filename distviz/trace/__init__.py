@@ -26,6 +26,7 @@ from distviz.errors import TraceError
 from distviz.files import STDOUT as STDOUT  # re-exported: callers import them from here
 from distviz.files import is_stream as is_stream
 from distviz.files import write_atomic
+from distviz.trace.absent import AbsentLeaf, parse_absent
 from distviz.trace.node import KINDS as KINDS  # re-exported: callers import them from here
 from distviz.trace.node import Node as Node
 from distviz.trace.node_json import checked_node, fast_node, need
@@ -154,6 +155,8 @@ class Trace:
     #: the file: a recording numbers its contexts in order, ``distviz trace`` keeps it in
     #: ``meta.traced.context``. See ``distviz.words.context_label``.
     number: int = 1
+    #: Named tensors the recorder saw that are no leaf of the graph (``absent_leaves``).
+    absent_leaves: list[AbsentLeaf] = field(default_factory=list)
 
     def __setattr__(self, name: str, value: Any) -> None:
         section = _SECTIONS.get(name)
@@ -231,6 +234,8 @@ class Trace:
             "known_workers": self.known_workers,
             "passes": [p.to_json() for p in self.passes],
             "rpc_calls": [c.to_json() for c in self.rpc_calls],
+            **({"absent_leaves": [a.to_json() for a in self.absent_leaves]}
+               if self.absent_leaves else {}),
             "nodes": [n.to_json() for n in self.nodes],
             "real": _json(self.real),
             "reference": _json(self.reference),
@@ -529,7 +534,8 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
                  reference=_section(Reference, obj, source),
                  meta=_section(Meta, obj, source) or Meta(),
                  ranks=list(ranks) if ranks is not None else None,
-                 number=_traced_number(obj.get("meta")))
+                 number=_traced_number(obj.get("meta")),
+                 absent_leaves=parse_absent(obj.get("absent_leaves"), workers, source))
 
 
 def _traced_number(meta: Any) -> int:
