@@ -93,10 +93,10 @@ def _checked(original: Callable[..., Any], t_outputs: Any, args: tuple[Any, ...]
         return original(t_outputs, *args, **kwargs)
     frame = sys._getframe(2)     # torch.autograd.backward or grad
     accumulate = bool(kwargs.get("accumulate_grad", True))
-    if ctx is not None:
-        _guarded(explain_local, ctx, t_outputs, accumulate, frame)
-        return original(t_outputs, *args, **kwargs)
     inputs = args[3] if len(args) > 3 else kwargs.get("inputs")
+    if ctx is not None:
+        _guarded(explain_local, ctx, t_outputs, accumulate, bool(inputs), frame)
+        return original(t_outputs, *args, **kwargs)
     before = _guarded(leaves_before, t_outputs, inputs, frame) if accumulate else None
     result = original(t_outputs, *args, **kwargs)
     if before is not None:
@@ -259,9 +259,14 @@ def _with_context(path: str, line: int) -> tuple[str, int] | None:
 
 # -- a local backward inside a context ---------------------------------------------------------
 
-def explain_local(ctx: Any, t_outputs: Any, accumulate: bool,
+def explain_local(ctx: Any, t_outputs: Any, accumulate: bool, inputs: bool,
                   frame: types.FrameType | None) -> None:
-    """Say what a local backward in the context ``ctx`` does (once per call site)."""
+    """Say what a local backward in the context ``ctx`` does (once per call site).
+    ``accumulate``: a ``backward`` (into ``.grad``), not ``torch.autograd.grad``. A
+    ``backward`` without ``inputs`` runs every node it reaches, the RPC nodes too;
+    ``torch.autograd.grad`` and ``inputs=`` run only the nodes on a path to their inputs, and
+    an RPC node is on none (it has no inputs in this process)."""
+    every_node = accumulate and not inputs
     proc = process.PROCESS
     call = call_frame(frame)
     key = ("local", call)
@@ -280,12 +285,19 @@ def explain_local(ctx: Any, t_outputs: Any, accumulate: bool,
     head = (f"{where(call, frame)}: `{_written(call, accumulate)}` runs PyTorch's local "
             f"autograd engine inside a dist_autograd context ({label})")
     fix = f"dist_autograd.backward({var}, [{root_name(t_outputs, holder)}])"
-    if walked.recvs:
-        text = (f"{head} over a graph that holds {plural(len(walked.recvs), 'RPC node')}: it "
-                f"meets {rpc_phrases(ctx, cid, walked.recvs)}, which only a distributed "
-                "backward can run (PyTorch stops there: graphTask_ INTERNAL ASSERT FAILED, "
+    nodes = plural(len(walked.recvs), "RPC node")
+    if walked.recvs and every_node:
+        text = (f"{head} over a graph that holds {nodes}: it meets "
+                f"{rpc_phrases(ctx, cid, walked.recvs)}, which only a distributed backward "
+                "can run (PyTorch stops there: graphTask_ INTERNAL ASSERT FAILED, "
                 f"context.cpp). Fix: {fix} runs the backward across the workers and leaves "
                 f"the gradients in the context (dist_autograd.get_gradients({var}))")
+    elif walked.recvs:
+        text = (f"{head} over a graph that holds {nodes} ({rpc_phrases(ctx, cid, walked.recvs)})"
+                ": the local engine stops at them, no gradient crosses to the workers the "
+                "results came from, and an input reached only through an RPC gets none "
+                "(PyTorch: \"appears to not have been used in the graph\"). Fix: "
+                f"{fix}, then dist_autograd.get_gradients({var})")
     else:
         searched = "" if walked.complete else f" in its first {TRACE_LOCAL_WALK:,} nodes"
         if accumulate:
