@@ -114,8 +114,12 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def distributed_running() -> bool:
-    """Whether a distributed backward runs in this process now (PyTorch's own count)."""
-    info = dist_autograd._get_debug_info()
+    """Whether a distributed backward runs in this process now (PyTorch's own count; none
+    before RPC starts, when PyTorch refuses to count)."""
+    try:
+        info = dist_autograd._get_debug_info()
+    except RuntimeError:    # distributed autograd not initialized: no RPC in this process
+        return False
     return int(info.get("num_current_backward_passes", 0) or 0) > 0
 
 

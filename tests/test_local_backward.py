@@ -1,0 +1,200 @@
+"""Local backwards inside distributed contexts (``distviz.tracing.local_backward``).
+
+``tests/programs/local_backward.py`` runs under ``distviz trace`` once per mode (and ``rpc``
+and ``grad`` plainly too, to compare with what PyTorch alone gives): ``loss.backward()`` over a
+model behind an RRef (PyTorch's internal assert), ``torch.autograd.grad`` over the same graph,
+a local model's backward inside a context (gradients in ``.grad``), and a custom Function that
+runs a local backward during a distributed one (checkpointing). The walk's tests need torch
+but no RPC.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from guards import HANG_GUARD_S
+from side_by_side import marked, side_by_side
+from test_trace_cmd import ROOT, Traced, _environment, run_traced
+
+PROGRAM = str(Path("tests") / "programs" / "local_backward.py")
+
+
+def _line(text: str) -> int:
+    """The line of ``tests/programs/local_backward.py`` that starts with ``text``."""
+    return next(k for k, ln in enumerate((ROOT / PROGRAM).read_text().splitlines(), 1)
+                if ln.strip().startswith(text))
+
+
+def _live(run: Traced) -> list[str]:
+    return [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")]
+
+
+def _plain(tmp: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, PROGRAM, mode], cwd=ROOT, env=_environment(tmp),
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+
+
+def _error(stderr: str) -> str:
+    """The last ``RuntimeError: ...`` line of a traceback."""
+    return [ln for ln in stderr.splitlines() if ln.startswith("RuntimeError:")][-1]
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    jobs: dict[str, Any] = {}
+    for name in marked(request):
+        mode, _, how = name.partition(":")
+        tmp = tmp_path_factory.mktemp(name.replace(":", "-"))
+        jobs[name] = partial(_plain, tmp, mode) if how == "plain" else \
+            partial(run_traced, tmp, [PROGRAM, mode])
+    with side_by_side(jobs) as result:
+        yield result
+
+
+# -- the walk (torch, no RPC) -------------------------------------------------------------------
+
+def test_the_walk_is_iterative_bounded_and_finds_leaves() -> None:
+    import torch
+
+    from distviz.tracing import local_backward
+
+    w = torch.ones(2, requires_grad=True)
+    x = w
+    for _ in range(20_000):      # deeper than any recursion limit
+        x = x * 1.0
+    walked = local_backward.walk(local_backward.starts((x.sum(),)))
+    assert walked.complete and walked.recvs == [] and walked.leaves == [w]
+    cut = local_backward.walk(local_backward.starts((x.sum(),)), limit=100)
+    assert not cut.complete and cut.leaves == []
+
+
+def test_outside_a_context_the_call_goes_straight_to_pytorch() -> None:
+    import torch
+
+    from distviz.tracing import local_backward, snapshot_listener
+
+    seen: list[Any] = []
+
+    def original(*args: Any, **kwargs: Any) -> str:
+        seen.append((args, kwargs))
+        return "pytorch's"
+
+    assert not snapshot_listener.OPEN and torch._C._current_graph_task_id() == -1
+    wrapped = local_backward.wrap(original)
+    assert wrapped(("t",), None, accumulate_grad=True) == "pytorch's"
+    assert seen == [((("t",), None), {"accumulate_grad": True})]
+
+
+def test_a_backward_nested_in_a_local_one_without_rpc_is_pytorch_s_alone() -> None:
+    import torch
+    import torch.autograd.graph as autograd_graph
+
+    from distviz.tracing import local_backward
+
+    class Nested(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            inner = torch.ones(2, requires_grad=True)
+            with torch.enable_grad():
+                torch.autograd.backward((inner * 3).sum())
+            seen.append(inner.grad)
+            return grad * 2
+
+    seen: list[Any] = []
+    original = autograd_graph._engine_run_backward
+    wrapped = local_backward.wrap(original)
+    autograd_graph._engine_run_backward = torch.autograd._engine_run_backward = wrapped
+    try:
+        x = torch.ones(2, requires_grad=True)
+        Nested.apply(x).sum().backward()     # no RPC started: PyTorch counts no dist backward
+    finally:
+        autograd_graph._engine_run_backward = torch.autograd._engine_run_backward = original
+    assert not local_backward.distributed_running()
+    assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]
+    assert seen[0].tolist() == [3.0, 3.0]
+
+
+# -- real programs ------------------------------------------------------------------------------
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("rpc", "rpc:plain")
+def test_loss_backward_over_an_rref_model_is_explained_with_the_rpc_and_the_fix(
+        runs: Any) -> None:
+    run, plain = runs("rpc"), runs("rpc:plain")
+    # the program's own failure, status and words are PyTorch's
+    assert plain.returncode == run.code == 1, run.stderr[-3000:]
+    assert "graphTask_ INTERNAL ASSERT FAILED" in _error(plain.stderr)
+    assert _error(run.stderr) == _error(plain.stderr)
+    said = [ln for ln in _live(run) if "runs PyTorch's local autograd engine" in ln]
+    assert len(said) == 1, run.stderr
+    where = f"tests/programs/local_backward.py:{_line('loss.backward()')} in train"
+    site = f"tests/programs/local_backward.py:{_line('out = model.rpc_sync()')} in train"
+    assert said[0].startswith(f"distviz: worker0: {where} <- ")
+    assert "`loss.backward()`" in said[0]
+    assert (f"it meets the RecvRpcBackward of rpc_sync(forward on an RRef) to worker1 at {site}"
+            in said[0]) and "assigned to `out`" in said[0]
+    assert "Fix: dist_autograd.backward(context_id, [loss])" in said[0]
+    # said before PyTorch's traceback, and again in the summary and index.json
+    assert run.stderr.index(said[0]) < run.stderr.index("INTERNAL ASSERT FAILED")
+    assert said[0][len("distviz: "):] in run.stdout
+    assert said[0][len("distviz: "):] in run.index["notes"]
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("grad", "grad:plain")
+def test_autograd_grad_over_an_rpc_result_says_the_engine_stops_at_its_node(runs: Any) -> None:
+    run, plain = runs("grad"), runs("grad:plain")
+    assert plain.returncode == run.code == 1, run.stderr[-3000:]
+    assert _error(run.stderr) == _error(plain.stderr)
+    assert "appears to not have been used in the graph" in _error(plain.stderr)
+    said = [ln for ln in _live(run) if "runs PyTorch's local autograd engine" in ln]
+    assert len(said) == 1 and "`torch.autograd.grad(loss, [x])`" in said[0], run.stderr
+    assert "holds 1 RPC node (the RecvRpcBackward of rpc_sync(forward on an RRef)" in said[0]
+    assert "the local engine stops at them" in said[0] and "it meets" not in said[0]
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("local")
+def test_a_local_backward_inside_a_context_is_said_to_fill_dot_grad(runs: Any) -> None:
+    run = runs("local")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert "in the context: 0, .grad set: True" in run.stdout   # PyTorch's own behaviour
+    said = [ln for ln in _live(run) if "runs PyTorch's local autograd engine" in ln]
+    assert len(said) == 1, run.stderr
+    assert "its graph holds no RPC node, so its gradients go to .grad of 3 leaves" in said[0]
+    assert "worker0.linear.weight" in said[0] and "worker0.linear.bias" in said[0]
+    assert ("dist_autograd.get_gradients(context_id) will not hold them and "
+            "DistributedOptimizer.step(context_id) will not apply them") in said[0]
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("nested")
+def test_a_local_backward_inside_a_distributed_one_names_the_parameters_it_fills(
+        runs: Any) -> None:
+    run = runs("nested")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    # PyTorch's behaviour, which distviz explains: the layer's gradients are in .grad only
+    assert "worker1 parameters (in the context, .grad set): [(False, True), (False, True)]" \
+        in run.stdout
+    said = [ln for ln in _live(run) if "got their gradient in .grad" in ln]
+    assert len(said) == 1, run.stderr
+    line = _line("torch.autograd.backward(out, grad)")
+    assert said[0].startswith("distviz: worker1: during the distributed backward of ")
+    assert (f"RecomputedBackward's backward ran a local torch.autograd.backward at "
+            f"tests/programs/local_backward.py:{line} in backward") in said[0]
+    assert "2 parameters" in said[0] and "(worker1.weight, worker1.bias)" in said[0]
+    assert "DistributedOptimizer.step(context_id) will not apply them" in said[0]
+    note = said[0][len("distviz: worker1: "):]
+    assert f"worker1: {note}" in run.index["notes"]
+    # the distributed backward itself is recorded and checked as before
+    assert [c["agreement"] for c in run.index["contexts"]] == ["agrees"]
