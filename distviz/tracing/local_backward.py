@@ -67,7 +67,7 @@ def install() -> None:
         return
     wrapped = wrap(original)
     autograd_graph._engine_run_backward = wrapped
-    torch.autograd._engine_run_backward = wrapped   # type: ignore[attr-defined]
+    torch.autograd._engine_run_backward = wrapped
 
 
 def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
