@@ -198,3 +198,52 @@ def test_a_local_backward_inside_a_distributed_one_names_the_parameters_it_fills
     assert f"worker1: {note}" in run.index["notes"]
     # the distributed backward itself is recorded and checked as before
     assert [c["agreement"] for c in run.index["contexts"]] == ["agrees"]
+
+
+# -- fairscale's checkpointed pipeline ------------------------------------------------------------
+
+FAIRSCALE = str(Path("tests") / "programs" / "fairscale_pipeline.py")
+
+
+def _table(stdout: str) -> list[str]:
+    return [ln for ln in stdout.splitlines() if ln.startswith("checkpoint=")]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("fairscale")
+    jobs = {"plain": partial(subprocess.run, [sys.executable, FAIRSCALE], cwd=ROOT,
+                             env=_environment(tmp_path_factory.mktemp("fs-plain")),
+                             capture_output=True, text=True, timeout=HANG_GUARD_S),
+            "traced": partial(run_traced, tmp_path_factory.mktemp("fs-traced"), [FAIRSCALE])}
+    with side_by_side(jobs) as result:
+        yield result("plain"), result("traced")
+
+
+@pytest.mark.rpc
+def test_fairscale_checkpointing_leaves_the_gradient_in_dot_grad_and_distviz_says_so(
+        pipeline: Any) -> None:
+    plain, run = pipeline
+    assert plain.returncode == 0 == run.code, plain.stderr[-3000:] + run.stderr[-3000:]
+    table = _table(plain.stdout)
+    assert len(table) == 3 * 5 and _table(run.stdout) == table     # results unchanged
+    rows = {mode: [ln for ln in table if ln.startswith(f"checkpoint={mode} param")]
+            for mode in ("never", "except_last", "always")}
+    # without checkpointing the context holds the whole gradient, .grad nothing
+    assert all(".grad none" in ln and "context==local True" in ln for ln in rows["never"])
+    # with it, the micro-batches it recomputes put their part in .grad: the context holds
+    # only the last micro-batch's part ("except_last") or nothing ("always")
+    assert all("context==local False" in ln and "context+.grad==local True" in ln
+               for ln in rows["except_last"] + rows["always"])
+    assert all("context none" in ln for ln in rows["always"])
+    assert "checkpoint=never step changed 4 of 4" in table
+    assert "checkpoint=always step changed 0 of 4" in table
+    # distviz names the parameters, the Function and fairscale's line on each stage's worker
+    notes = [n for n in run.index["notes"] if "got their gradient in .grad" in n]
+    assert sorted(n.split(":")[0] for n in notes) == ["worker1", "worker2"], run.index["notes"]
+    for n in notes:
+        worker = n.split(":")[0]
+        assert "CheckpointBackward's backward ran a local torch.autograd.backward at " \
+            "fairscale/nn/pipe/checkpoint.py:" in n
+        assert f"2 parameters got their gradient in .grad, not in the context ({worker}." in n
+        assert "DistributedOptimizer.step(context_id) will not apply them" in n
