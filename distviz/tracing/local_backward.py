@@ -240,14 +240,14 @@ def root_name(t_outputs: Any, frame: types.FrameType | None) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _with_context(path: str, line: int) -> tuple[str, int] | None:
-    """``(variable, line)`` of the ``with dist_autograd.context() as NAME`` around
+def _with_context(path: str, line: int) -> tuple[str, int, str] | None:
+    """``(variable, line, path)`` of the ``with dist_autograd.context() as NAME`` around
     ``path:line``, the innermost one."""
     try:
         tree = ast.parse("".join(linecache.getlines(path)))
     except (SyntaxError, ValueError):
         return None
-    best: tuple[str, int] | None = None
+    best: tuple[str, int, str] | None = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.With) or not node.lineno <= line <= (node.end_lineno or 0):
             continue
@@ -257,7 +257,7 @@ def _with_context(path: str, line: int) -> tuple[str, int] | None:
                 isinstance(call.func, ast.Attribute) else None
             if name == "context" and isinstance(item.optional_vars, ast.Name) and \
                     (best is None or node.lineno > best[1]):
-                best = (item.optional_vars.id, node.lineno)
+                best = (item.optional_vars.id, node.lineno, path)
     return best
 
 
@@ -280,12 +280,13 @@ def explain_local(ctx: Any, t_outputs: Any, accumulate: bool, inputs: bool,
     cid = int(ctx._context_id())
     walked = walk(starts(t_outputs))
     holder = _frame_of(frame, call)
-    entered = _with_context(call[0], call[1]) if call is not None else None
+    entered = next((found for path, line, _ in callsites.own_frames(frame)
+                    if (found := _with_context(path, line)) is not None), None)
     var = entered[0] if entered else "context_id"
     k = proc.index.get(cid)
     label = context_label(k, cid) if k is not None else f"context id {cid}"
-    if entered is not None and call is not None:
-        label += f", entered at {_display(call[0])}:{entered[1]}"
+    if entered is not None:
+        label += f", entered at {_display(entered[2])}:{entered[1]}"
     head = (f"{where(call, frame)}: `{_written(call, accumulate)}` runs PyTorch's local "
             f"autograd engine inside a dist_autograd context ({label})")
     fix = f"dist_autograd.backward({var}, [{root_name(t_outputs, holder)}])"
@@ -396,9 +397,9 @@ def leaves_before(t_outputs: Any, inputs: Any, frame: types.FrameType | None
         chosen = {id(t) for t in (inputs if isinstance(inputs, (tuple, list)) else (inputs,))}
         leaves = [t for t in leaves if id(t) in chosen]
     params = [t for t in leaves if isinstance(t, torch.nn.Parameter)]
+    _SAID.add(key)      # walked once per Function and line, whatever it found
     if not params:
         return None
-    _SAID.add(key)
     return Before([(t, _grad_key(t)) for t in params], fn_node, call, frame,
                   where(call, frame))
 

@@ -67,12 +67,12 @@ def one(checkpoint, stages, chunks):
         got = [rpc.rpc_sync(p.owner(), gradients_here, args=(context_id, p)) for p in params]
         before = [p.to_here().clone() for p in params]
         DistributedOptimizer(torch.optim.SGD, params, lr=0.1).step(context_id)
-        moved = sum(not torch.equal(b, p.to_here()) for b, p in zip(before, params))
+        moved = sum(not torch.equal(b, p.to_here()) for b, p in zip(before, params, strict=True))
     h = x
     for i in range(stages):
         h = nn.functional.linear(h, weights[2 * i], weights[2 * i + 1])
     local = torch.autograd.grad(nn.MSELoss()(h, target), weights)
-    for k, ((in_context, dot_grad), want) in enumerate(zip(got, local)):
+    for k, ((in_context, dot_grad), want) in enumerate(zip(got, local, strict=True)):
         zero = torch.zeros_like(want)
         whole = (zero if in_context is None else in_context) + \
             (zero if dot_grad is None else dot_grad)
