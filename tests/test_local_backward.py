@@ -189,7 +189,12 @@ def test_a_local_backward_inside_a_distributed_one_names_the_parameters_it_fills
     said = [ln for ln in _live(run) if "got their gradient in .grad" in ln]
     assert len(said) == 1, run.stderr
     line = _line("torch.autograd.backward(out, grad)")
-    assert said[0].startswith("distviz: worker1: during the distributed backward of ")
+    # the context, told on worker1 by its recording there (the first context is recorded)
+    assert said[0].startswith("distviz: worker1: during the distributed backward of context "
+                              "id 0 of worker0 (the Function is worker1/RecomputedBackward#")
+    trace = next(iter(run.traces.values()))
+    node = said[0].split("(the Function is ")[1].split(" ")[0]
+    assert node in {n.id for n in trace.nodes}
     assert (f"RecomputedBackward's backward ran a local torch.autograd.backward at "
             f"tests/programs/local_backward.py:{line} in backward") in said[0]
     assert "2 parameters" in said[0] and "(worker1.weight, worker1.bias)" in said[0]

@@ -45,6 +45,7 @@ import torch.autograd.graph as autograd_graph
 import torch.distributed.autograd as dist_autograd
 
 from distviz.limits import TRACE_LOCAL_WALK
+from distviz.recorder import contexts
 from distviz.recorder.contexts import context_or_none
 from distviz.tracing import callsites, inflight, journal, live, naming, process, snapshot_listener
 from distviz.words import context_label, plural
@@ -439,9 +440,16 @@ def report_left(before: Before) -> None:
 
 
 def context_phrase(node: Any) -> str:
-    """Which context's backward runs the Function ``node``: one this process started
+    """Which context's backward runs the Function ``node``: one whose recording on this worker
+    holds the node (with the node's id in its trace), one this process started
     (``inflight.TABLE``), or one whose graph here reaches the node."""
     proc = process.PROCESS
+    for cid in contexts.recorded_contexts():
+        rec = contexts.record_of(cid)
+        if rec is not None and node is not None and node in rec.ids:
+            k = proc.index.get(cid) if proc is not None else None
+            label = context_label(k, cid) if k else f"context id {cid} of {_initiator(cid)}"
+            return f"{label} (the Function is {rec.ids[node]} in its trace)"
     running = inflight.TABLE.by_context()
     candidates = set(running) | set(snapshot_listener.OPEN)
     for cid in sorted(candidates):
@@ -454,8 +462,19 @@ def context_phrase(node: Any) -> str:
             roots.extend(starts(list(entry.roots)))
         if len(candidates) == 1 or (node is not None and walk(roots, target=node).found):
             k = entry.step if entry is not None else (proc.index.get(cid) if proc else None)
-            return context_label(k, cid) if k else f"context id {cid}"
+            return context_label(k, cid) if k else f"context id {cid} of {_initiator(cid)}"
     return "a context another worker started"
+
+
+def _initiator(context_id: int) -> str:
+    """The name of the worker that made ``context_id`` (its rank is the id's top 16 bits)."""
+    import torch.distributed.rpc as rpc
+    rank = context_id >> 48
+    try:
+        infos = rpc._get_current_rpc_agent().get_worker_infos()
+    except Exception:  # noqa: BLE001 - the agent is gone
+        infos = []
+    return next((str(w.name) for w in infos if int(w.id) == rank), f"rank {rank}")
 
 
 def _tell(proc: process.Process, kind: str, text: str) -> None:
