@@ -4,12 +4,15 @@
 and ``grad`` plainly too, to compare with what PyTorch alone gives): ``loss.backward()`` over a
 model behind an RRef (PyTorch's internal assert), ``torch.autograd.grad`` over the same graph,
 a local model's backward inside a context (gradients in ``.grad``), and a custom Function that
-runs a local backward during a distributed one (checkpointing). The walk's tests need torch
-but no RPC.
+runs a local backward during a distributed one (checkpointing). ``suite_local.py`` of
+``tests/programs/pytest_suite/`` runs under ``pytest --distviz``; fairscale's
+``DistributedPipeline`` (``tests/programs/fairscale_pipeline.py``, skipped without fairscale)
+with and without checkpointing, plain and traced. The walk's tests need torch but no RPC.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from functools import partial
@@ -252,3 +255,27 @@ def test_fairscale_checkpointing_leaves_the_gradient_in_dot_grad_and_distviz_say
             "fairscale/nn/pipe/checkpoint.py:" in n
         assert f"2 parameters got their gradient in .grad, not in the context ({worker}." in n
         assert "DistributedOptimizer.step(context_id) will not apply them" in n
+
+
+# -- under the pytest plugin --------------------------------------------------------------------
+
+SUITE = ROOT / "tests" / "programs" / "pytest_suite"
+
+
+@pytest.mark.rpc
+def test_the_pytest_plugin_says_it_in_each_test_s_section(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = _environment(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suite_local.py", "-p",
+                           "no:cacheprovider", "-rA", f"--distviz={out}"], cwd=SUITE, env=env,
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert proc.returncode == 0, proc.stdout + proc.stderr     # pytest's own status
+    assert "2 passed" in proc.stdout
+    sections = proc.stdout.split("_ test_local_backward_")
+    over, without = (next(s for s in sections if s.startswith(name))
+                     for name in ("over_an_rpc_result", "without_rpc"))
+    assert "note: worker0: suite_local.py:" in over and "it meets the RecvRpcBackward of " \
+        "rpc_sync(scale) to worker1" in over and "assigned to `y`" in over
+    assert "so its gradients go to .grad of 1 leaf (w)" in without
+    index = json.loads((out / "index.json").read_text(encoding="utf-8"))
+    assert len(index["notes"]) == 2 and index["contexts"] == []
