@@ -244,6 +244,7 @@ def test_fairscale_checkpointing_leaves_the_gradient_in_dot_grad_and_distviz_say
     assert all("context==local False" in ln and "context+.grad==local True" in ln
                for ln in rows["except_last"] + rows["always"])
     assert all("context none" in ln for ln in rows["always"])
+    assert all("context==last micro-batch's part True" in ln for ln in rows["except_last"])
     assert "checkpoint=never step changed 4 of 4" in table
     assert "checkpoint=always step changed 0 of 4" in table
     # distviz names the parameters, the Function and fairscale's line on each stage's worker

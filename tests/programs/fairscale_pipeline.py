@@ -8,8 +8,9 @@ as fairscale's own tests build it (``tests/experimental/nn/test_multiprocess_pip
 loss on the last stage, ``loss_rref.backward(context_id)``. For each ``checkpoint`` setting,
 with the same weights and data, it prints per parameter the norm of
 ``get_gradients(context_id)`` on its owner, of its ``.grad``, and of the gradient a local
-autograd run of the same model gives, then how many parameters ``DistributedOptimizer.step``
-changed.
+autograd run of the same model gives, whether the context's gradient is the local one, whether
+the context's and ``.grad`` add up to it, and whether the context's is the last micro-batch's
+part of it alone; then how many parameters ``DistributedOptimizer.step`` changed.
 """
 
 import os
@@ -71,15 +72,21 @@ def one(checkpoint, stages, chunks):
     h = x
     for i in range(stages):
         h = nn.functional.linear(h, weights[2 * i], weights[2 * i + 1])
-    local = torch.autograd.grad(nn.MSELoss()(h, target), weights)
+    local = torch.autograd.grad(nn.MSELoss()(h, target), weights, retain_graph=True)
+    # the last micro-batch's part: the same loss, the other rows' outputs held constant
+    rows = len(x) // chunks
+    held = torch.cat([h[:-rows].detach(), h[-rows:]])
+    last = torch.autograd.grad(nn.MSELoss()(held, target), weights)
     for k, ((in_context, dot_grad), want) in enumerate(zip(got, local, strict=True)):
         zero = torch.zeros_like(want)
         whole = (zero if in_context is None else in_context) + \
             (zero if dot_grad is None else dot_grad)
         same = in_context is not None and torch.allclose(in_context, want, atol=1e-5)
+        part = in_context is not None and torch.allclose(in_context, last[k], atol=1e-5)
         print(f"checkpoint={checkpoint} param {k}: context {norm(in_context)} .grad "
               f"{norm(dot_grad)} local {norm(want)} context==local {same} "
-              f"context+.grad==local {torch.allclose(whole, want, atol=1e-5)}", flush=True)
+              f"context+.grad==local {torch.allclose(whole, want, atol=1e-5)} "
+              f"context==last micro-batch's part {part}", flush=True)
     print(f"checkpoint={checkpoint} step changed {moved} of {len(params)}", flush=True)
 
 
