@@ -93,6 +93,21 @@ def test_outside_a_context_the_call_goes_straight_to_pytorch() -> None:
     assert seen == [((("t",), None), {"accumulate_grad": True})]
 
 
+def test_a_failure_of_distviz_s_own_never_reaches_the_program(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    from distviz.tracing import callsites, local_backward, snapshot_listener
+
+    def broken() -> None:
+        raise ValueError("a bug of distviz's")
+
+    monkeypatch.setitem(snapshot_listener.OPEN, 1, None)    # some thread is in a context
+    monkeypatch.setattr(callsites, "current_context", broken)
+    wrapped = local_backward.wrap(lambda *args, **kwargs: "pytorch's")
+    assert wrapped(("t",), None) == "pytorch's"
+    assert "could not explain a local backward: ValueError: a bug of distviz's" in \
+        capfd.readouterr().err     # said on the real standard error
+
+
 def test_a_backward_nested_in_a_local_one_without_rpc_is_pytorch_s_alone() -> None:
     import torch
     import torch.autograd.graph as autograd_graph

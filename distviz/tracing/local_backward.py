@@ -79,7 +79,7 @@ def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     def _engine_run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
         if not opened and graph_task() == -1:   # no context entered, not inside a backward
             return original(t_outputs, *args, **kwargs)
-        before = _checked(t_outputs, args, kwargs)
+        before = _guarded(_checked, t_outputs, args, kwargs, _caller())
         result = original(t_outputs, *args, **kwargs)   # the program's traceback: one frame
         if before is not None:
             _guarded(report_left, before)
@@ -88,20 +88,25 @@ def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
     return _engine_run_backward
 
 
-def _checked(t_outputs: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Before | None:
+def _caller() -> types.FrameType | None:
+    """The frame that called the wrapper (``torch.autograd.backward`` or ``grad``), if any."""
+    return sys._getframe(1).f_back
+
+
+def _checked(t_outputs: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+             frame: types.FrameType | None) -> Before | None:
     """The slow path, before PyTorch runs the call (a context is open in this process, or the
     call is nested in a backward): explain a local backward in a context now; for one nested
-    in a distributed backward, what ``report_left`` reads after it."""
+    in a distributed backward, what ``report_left`` reads after it. ``frame``: the caller's."""
     ctx = callsites.current_context()
     if ctx is None and not distributed_running():
         return None
-    frame = sys._getframe(2)     # torch.autograd.backward or grad
     accumulate = bool(kwargs.get("accumulate_grad", True))
     inputs = args[3] if len(args) > 3 else kwargs.get("inputs")
     if ctx is not None:
-        _guarded(explain_local, ctx, t_outputs, accumulate, bool(inputs), frame)
+        explain_local(ctx, t_outputs, accumulate, bool(inputs), frame)
         return None
-    return _guarded(leaves_before, t_outputs, inputs, frame) if accumulate else None
+    return leaves_before(t_outputs, inputs, frame) if accumulate else None
 
 
 def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
