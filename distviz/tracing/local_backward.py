@@ -62,9 +62,9 @@ def install() -> None:
     """Wrap PyTorch's ``_engine_run_backward`` in ``torch.autograd`` and
     ``torch.autograd.graph`` with ``wrap`` (once per process; ``torch.compiler``, which
     swaps it for a while, puts back what it found)."""
-    original = autograd_graph._engine_run_backward
-    if getattr(original, "_distviz_local", False):
-        return
+    original = getattr(autograd_graph, "_engine_run_backward", None)
+    if original is None or getattr(original, "_distviz_local", False):
+        return      # a torch without it (tests/test_torch_internals.py pins it) or done
     wrapped = wrap(original)
     autograd_graph._engine_run_backward = wrapped
     torch.autograd._engine_run_backward = wrapped
