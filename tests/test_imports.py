@@ -23,7 +23,7 @@ KNOWN_CYCLES: set[str] = set()
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.assemble", "distviz.tracing.busy", "distviz.tracing.callsites", "distviz.tracing.jit",
-              "distviz.tracing.dispatch", "distviz.tracing.naming",
+              "distviz.tracing.dispatch", "distviz.tracing.local_backward", "distviz.tracing.naming",
               "distviz.tracing.observe", "distviz.tracing.process",
               "distviz.tracing.patches", "distviz.tracing.snapshot_take",
               "distviz.tracing.watch")

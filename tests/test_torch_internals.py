@@ -72,3 +72,20 @@ def test_the_distributed_internals_distviz_reads_exist() -> None:
     from torch.distributed.optim import DistributedOptimizer
     from torch.distributed.rpc.rref_proxy import RRefProxy
     assert callable(DistributedOptimizer.step) and RemoteModule and RRefProxy
+    assert callable(dist_autograd._get_debug_info)    # its keys: tests/test_local_backward.py
+
+
+def test_the_local_engine_entry_distviz_wraps_is_the_one_backward_and_grad_call() -> None:
+    import inspect
+
+    import torch.autograd.graph as autograd_graph
+    from torch.autograd.function import BackwardCFunction
+
+    # loss.backward(), torch.autograd.backward and torch.autograd.grad all call
+    # torch.autograd._engine_run_backward (tracing/local_backward.py wraps it there)
+    assert torch.autograd._engine_run_backward is autograd_graph._engine_run_backward
+    assert "_engine_run_backward(" in inspect.getsource(torch.autograd.backward)
+    assert "_engine_run_backward(" in inspect.getsource(torch.autograd.grad)
+    assert "accumulate_grad" in inspect.getsource(torch.autograd.grad)
+    assert torch._C._current_graph_task_id() == -1
+    assert "self" in BackwardCFunction.apply.__code__.co_varnames

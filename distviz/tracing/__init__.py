@@ -14,6 +14,8 @@ In data-flow order:
   observed real backward, the trace file and its summary row (``journal``). Rounds to every
   worker go from a side thread (``fanout``); ``slots`` counts ``--max-contexts`` over the
   processes, ``live`` prints as things happen, ``stop`` stops the program on a hang.
+  ``local_backward`` explains a local backward inside a context, and names the parameters whose
+  ``.grad`` a local backward nested in a distributed one wrote (checkpointing).
 * ``snapshot_listener``, ``snapshot_take`` (inside the program) and ``snapshot`` (torch-free):
   ``distviz snapshot DIR`` of a running job, each process's live contexts, their graphs so
   far and its threads' stacks, answered from a thread of its own.

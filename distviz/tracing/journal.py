@@ -24,6 +24,10 @@ from distviz.words import plural
 
 EVENTS = "events.jsonl"
 SCRIPTED = "scripted_backward"    # the event of a backward a context ran from TorchScript
+LOCAL_BACKWARD = "local_backward"   # a local backward inside a dist autograd context
+GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
+#: The events that are a sentence for the summary, as they were logged.
+NOTE_KINDS = ("not_recorded", LOCAL_BACKWARD, GRADS_LEFT)
 
 
 @dataclass(slots=True)
@@ -88,8 +92,11 @@ class Event:
     stops the program), ``not_recorded`` (a backward distviz could not record),
     ``rpc_failed`` (``init_rpc`` raised), ``scripted_backward`` (a context the program left
     had run a backward from TorchScript, which distviz cannot record), ``tests`` (the program
-    is a pytest run with distviz's plugin: its exit status is pytest's) or ``backwards`` (with
-    ``stats``: one process's backward calls, ``distviz.tracing.backward_stats``). ``test``: the
+    is a pytest run with distviz's plugin: its exit status is pytest's), ``backwards`` (with
+    ``stats``: one process's backward calls, ``distviz.tracing.backward_stats``),
+    ``local_backward`` (a local backward inside a distributed context) or ``grads_left`` (a
+    local backward inside a distributed one put parameters' gradients in ``.grad``; both
+    ``distviz.tracing.local_backward``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: str

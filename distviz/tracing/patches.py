@@ -19,6 +19,10 @@
   ``with dist_autograd.context()`` tells ``dispatch.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then), and logs a backward the
   context ran from TorchScript (not recorded: it never reaches Python).
+* ``torch.autograd``'s ``_engine_run_backward`` (under ``loss.backward()``,
+  ``torch.autograd.backward`` and ``torch.autograd.grad``) explains a local backward inside a
+  dist autograd context, and names the parameters whose ``.grad`` a local backward nested in a
+  distributed one wrote (``distviz.tracing.local_backward``).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot_listener``): entering and leaving a
   context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
   the table ``traced_backward`` and the watch keep, ``distviz.tracing.inflight``).
@@ -45,6 +49,7 @@ from distviz.tracing import (
     fanout,
     jit,
     journal,
+    local_backward,
     naming,
     process,
     snapshot_listener,
@@ -187,6 +192,7 @@ def install(config: TraceConfig) -> None:
     dist_autograd.backward = traced
     jit.as_builtin(traced, BACKWARD)
     jit.watch_compiles()
+    local_backward.install()
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

@@ -92,7 +92,7 @@ class Findings:
         for ev in events:
             if ev.kind == "context" and ev.row is not None:
                 last[ev.row.file] = ev.row
-            elif ev.kind in ("not_recorded", "rpc_failed"):
+            elif ev.kind in (*journal.NOTE_KINDS, "rpc_failed"):
                 who = f"{ev.worker}: " if ev.worker else ""
                 what = "rpc.init_rpc failed: " if ev.kind == "rpc_failed" else ""
                 out.notes.setdefault(ev.test or OUTSIDE, []).append(f"{who}{what}{ev.message}")

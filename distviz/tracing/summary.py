@@ -14,7 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
-from distviz.tracing.journal import ContextRow, Event, scripted_notes
+from distviz.tracing.journal import NOTE_KINDS, ContextRow, Event, scripted_notes
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -247,7 +247,7 @@ def notes(finished: Finished, found: list[Entry]) -> list[str]:
         who = f"{ev.worker}: " if ev.worker else ""
         if ev.kind == "rpc_failed":
             out.append(f"{who}rpc.init_rpc failed: {ev.message}")
-        elif ev.kind == "not_recorded":
+        elif ev.kind in NOTE_KINDS:
             out.append(f"{who}{ev.message}")
         elif ev.kind == "stop":
             out.append(f"distviz stopped the program: {ev.message} (--on-hang stop)")
