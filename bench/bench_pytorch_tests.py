@@ -77,8 +77,8 @@ def run_pytest(work: Path, how: str, select: str | None, timeout: float | None,
 def table(plain: dict[str, str], traced: dict[str, str], index: dict[str, Any],
           walls: tuple[float, float], codes: tuple[int, int]) -> dict[str, Any]:
     """The comparison as one flat object (the rows of the README's table)."""
-    from distviz.tracing.journal import ContextRow
     from distviz.tracing.pytest_plugin import category
+    from distviz.tracing.shared.journal import ContextRow
 
     rows = [ContextRow.from_json({**c, "index": c["context"]}) for c in index.get("contexts", [])]
     counts = Counter(category(r) for r in rows)

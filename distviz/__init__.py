@@ -110,7 +110,7 @@ def __getattr__(attr: str) -> Any:
 
         return getattr(distviz.trace, attr)
     if attr == "HangPredicted":   # the tracing side: imported only when asked for
-        from distviz.tracing.stop import HangPredicted
+        from distviz.tracing.shared.stop import HangPredicted
         return HangPredicted
     raise AttributeError(f"module 'distviz' has no attribute {attr!r}")
 

@@ -22,11 +22,12 @@ KNOWN_CYCLES: set[str] = set()
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
-              "distviz.tracing.assemble", "distviz.tracing.busy", "distviz.tracing.callsites", "distviz.tracing.jit",
-              "distviz.tracing.dispatch", "distviz.tracing.local_backward", "distviz.tracing.naming",
-              "distviz.tracing.observe", "distviz.tracing.process",
-              "distviz.tracing.patches", "distviz.tracing.snapshot_take",
-              "distviz.tracing.watch")
+              "distviz.tracing.recording.assemble", "distviz.tracing.watch.busy", "distviz.tracing.callsites", "distviz.tracing.hooks.jit",
+              "distviz.tracing.hooks.dispatch", "distviz.tracing.hooks.local_backward", "distviz.tracing.shared.naming",
+              "distviz.tracing.recording.observe", "distviz.tracing.shared.process",
+              "distviz.tracing.hooks.patches", "distviz.tracing.snapshot.take",
+              "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
+              "distviz.tracing.hooks.observe_args")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",
@@ -77,9 +78,9 @@ RUNNER_LISTS = _runner_lists()
 
 
 def _preloaded() -> tuple[str, ...]:
-    """``distviz.tracing.inject.PRELOAD`` (read, not imported): the hooks' modules that a
+    """``distviz.tracing.hooks.inject.PRELOAD`` (read, not imported): the hooks' modules that a
     program started early imports before it runs, so before it imports torch."""
-    tree = ast.parse((PACKAGE / "tracing" / "inject.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "tracing" / "hooks" / "inject.py").read_text(encoding="utf-8"))
     (value,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
                 and [getattr(t, "id", None) for t in node.targets] == ["PRELOAD"]]
     return tuple(ast.literal_eval(value))
@@ -91,7 +92,7 @@ TORCH_FREE_RUNNER = {m for m in MODULES for p in RUNNER_LISTS["TORCH_FREE"]
                      if m == p or m.startswith(f"{p}.")}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
-TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.launch",
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.parent.launch",
                       # pytest loads it in every run (the pytest11 entry point)
                       "distviz.tracing.pytest_plugin",
                       *TORCH_FREE_RUNNER, *RUNNER_LISTS["TORCH_FREE_AT_LOAD"], *_preloaded()}

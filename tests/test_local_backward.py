@@ -1,4 +1,4 @@
-"""Local backwards inside distributed contexts (``distviz.tracing.local_backward``).
+"""Local backwards inside distributed contexts (``distviz.tracing.hooks.local_backward``).
 
 ``tests/programs/local_backward.py`` runs under ``distviz trace`` once per mode (and ``rpc``
 and ``grad`` plainly too, to compare with what PyTorch alone gives): ``loss.backward()`` over a
@@ -64,7 +64,7 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def test_the_walk_is_iterative_bounded_and_finds_leaves() -> None:
     import torch
 
-    from distviz.tracing import local_backward
+    from distviz.tracing.hooks import local_backward
 
     w = torch.ones(2, requires_grad=True)
     x = w
@@ -79,7 +79,8 @@ def test_the_walk_is_iterative_bounded_and_finds_leaves() -> None:
 def test_outside_a_context_the_call_goes_straight_to_pytorch() -> None:
     import torch
 
-    from distviz.tracing import local_backward, snapshot_listener
+    from distviz.tracing.hooks import local_backward
+    from distviz.tracing.snapshot import listener as snapshot_listener
 
     seen: list[Any] = []
 
@@ -95,7 +96,9 @@ def test_outside_a_context_the_call_goes_straight_to_pytorch() -> None:
 
 def test_a_failure_of_distviz_s_own_never_reaches_the_program(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    from distviz.tracing import callsites, local_backward, snapshot_listener
+    from distviz.tracing import callsites
+    from distviz.tracing.hooks import local_backward
+    from distviz.tracing.snapshot import listener as snapshot_listener
 
     def broken() -> None:
         raise ValueError("a bug of distviz's")
@@ -112,7 +115,7 @@ def test_a_backward_nested_in_a_local_one_without_rpc_is_pytorch_s_alone() -> No
     import torch
     import torch.autograd.graph as autograd_graph
 
-    from distviz.tracing import local_backward
+    from distviz.tracing.hooks import local_backward
 
     class Nested(torch.autograd.Function):
         @staticmethod

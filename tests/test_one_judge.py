@@ -31,9 +31,11 @@ from distviz.replay.model import AGREEMENT_JSON_WORDS
 from distviz.replay.verdict import Verdict, Watched, judge
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
-from distviz.tracing import report, summary, watch_report
-from distviz.tracing.journal import Event
+from distviz.tracing.parent import summary
 from distviz.tracing.pytest_plugin import Findings, category, section
+from distviz.tracing.recording import report
+from distviz.tracing.shared.journal import Event
+from distviz.tracing.watch import report as watch_report
 
 TRACES = Path(__file__).parent / "traces"
 

@@ -23,9 +23,8 @@ from typing import Any
 import pytest
 from guards import HANG_GUARD_S
 
-from distviz.tracing import journal, summary
 from distviz.tracing.config import TEST_ENV
-from distviz.tracing.journal import ContextRow, Event
+from distviz.tracing.parent import summary
 from distviz.tracing.pytest_plugin import (
     CATEGORIES,
     Findings,
@@ -34,6 +33,8 @@ from distviz.tracing.pytest_plugin import (
     section,
     summary_lines,
 )
+from distviz.tracing.shared import journal
+from distviz.tracing.shared.journal import ContextRow, Event
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
@@ -62,7 +63,7 @@ def _judged_rows() -> dict[str, ContextRow]:
     from test_verdict import _real, _traced
 
     from distviz.replay import replay
-    from distviz.tracing import report
+    from distviz.tracing.recording import report
 
     agrees = F.design_note()
     agrees.real = _real(agrees)

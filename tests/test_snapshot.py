@@ -26,7 +26,9 @@ from test_trace_cmd import ROOT, _environment, programs_running, trace_command
 from distviz.limits import EXIT_HANG
 from distviz.replay import replay
 from distviz.trace import load
-from distviz.tracing import snapshot, snapshot_files, snapshot_listener
+from distviz.tracing.snapshot import client as snapshot
+from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.snapshot import listener as snapshot_listener
 
 
 def _snapshot(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:

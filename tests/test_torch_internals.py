@@ -82,7 +82,7 @@ def test_the_local_engine_entry_distviz_wraps_is_the_one_backward_and_grad_call(
     from torch.autograd.function import BackwardCFunction
 
     # loss.backward(), torch.autograd.backward and torch.autograd.grad all call
-    # torch.autograd._engine_run_backward (tracing/local_backward.py wraps it there)
+    # torch.autograd._engine_run_backward (tracing/hooks/local_backward.py wraps it there)
     assert torch.autograd._engine_run_backward is autograd_graph._engine_run_backward
     assert "_engine_run_backward(" in inspect.getsource(torch.autograd.backward)
     assert "_engine_run_backward(" in inspect.getsource(torch.autograd.grad)

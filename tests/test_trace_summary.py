@@ -8,7 +8,8 @@ import dataclasses
 
 from rich.console import Console
 
-from distviz.tracing import journal, summary
+from distviz.tracing.parent import summary
+from distviz.tracing.shared import journal
 
 CHANGE = ("+6 nodes (+2 trainer/AddBackward0, +2 trainer/MulBackward0, +1 ps/AddmmBackward0, "
           "+1 ps/TBackward0)")
@@ -99,7 +100,7 @@ def test_many_even_contexts_say_there_is_no_outlier() -> None:
 
 
 def test_backward_calls_from_torchscript_are_counted_per_worker_and_test() -> None:
-    from distviz.tracing.command import Finished
+    from distviz.tracing.parent.command import Finished
     from distviz.tracing.pytest_plugin import Findings
 
     def scripted(worker: str, test: str | None) -> journal.Event:

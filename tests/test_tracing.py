@@ -19,10 +19,12 @@ from distviz.replay import legality, replay
 from distviz.replay.engine import FREED_MESSAGE
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
-from distviz.tracing import journal, report, summary
-from distviz.tracing.command import Finished, _descendants, _descendants_psutil
 from distviz.tracing.config import TraceConfig, check_options
-from distviz.tracing.launch import CommandNotExecutable, CommandNotFound, resolve
+from distviz.tracing.parent import summary
+from distviz.tracing.parent.command import Finished, _descendants, _descendants_psutil
+from distviz.tracing.parent.launch import CommandNotExecutable, CommandNotFound, resolve
+from distviz.tracing.recording import report
+from distviz.tracing.shared import journal
 
 # -- options -----------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from distviz.tracing import naming  # noqa: E402
+from distviz.tracing.shared import naming  # noqa: E402
 
 
 def _names(worker: str) -> dict[str, object]:

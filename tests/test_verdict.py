@@ -24,7 +24,8 @@ from distviz.replay import replay
 from distviz.replay.verdict import judge, recording_exit_code
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
-from distviz.tracing import report, summary
+from distviz.tracing.parent import summary
+from distviz.tracing.recording import report
 
 TRACES = Path(__file__).parent / "traces"
 

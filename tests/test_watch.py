@@ -1,4 +1,4 @@
-"""distviz's watch of every backward not recorded in full (``distviz.tracing.watch``).
+"""distviz's watch of every backward not recorded in full (``distviz.tracing.watch.watcher``).
 
 Real programs (``tests/programs/late_hang.py``, ``tests/programs/pytest_suite/suite_watch.py``)
 run once per session under ``distviz trace`` with the default options but a short
@@ -27,11 +27,12 @@ from distviz.replay import replay
 from distviz.replay.watched import answered_sends, slow_text
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, load
-from distviz.tracing import backward_counts, inflight
-from distviz.tracing.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.config import check_options
-from distviz.tracing.journal import Event
-from distviz.tracing.watch_entry import Budget
+from distviz.tracing.parent import backward_counts
+from distviz.tracing.shared import inflight
+from distviz.tracing.shared.backward_stats import BUCKETS, TOP, BackwardStats
+from distviz.tracing.shared.journal import Event
+from distviz.tracing.watch.entry import Budget
 
 PROGRAM = str(Path("tests") / "programs" / "late_hang.py")
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
@@ -130,7 +131,7 @@ def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: 
 
 def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watched(
         tmp_path: Path) -> None:
-    from distviz.tracing.watch_entry import Watched
+    from distviz.tracing.watch.entry import Watched
 
     table = inflight.Table()
     table.slot = inflight.open_slot(str(tmp_path), "trainer")
@@ -377,8 +378,8 @@ def test_a_worker_that_stops_answering_is_named_well_before_pytorchs_time_out(
 #: What only a context recorded in full, or a backward past its deadline, needs: the trace model,
 #: the recorder's gather and hooks, the observer, the recording, the replay.
 RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recorder.gather",
-             "distviz.recorder.hooks", "distviz.tracing.observe", "distviz.tracing.assemble",
-             "distviz.tracing.watch_late", "distviz.tracing.snapshot_take")
+             "distviz.recorder.hooks", "distviz.tracing.recording.observe", "distviz.tracing.recording.assemble",
+             "distviz.tracing.watch.late", "distviz.tracing.snapshot.take")
 
 
 @pytest.mark.rpc
@@ -395,7 +396,7 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         "def _report():\n"
         "    heavy = sorted(m for m in sys.modules\n"
         "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
-        "    hooked = 'distviz.tracing.patches' in sys.modules\n"
+        "    hooked = 'distviz.tracing.hooks.patches' in sys.modules\n"
         "    kept = len(sys.modules['distviz.tracing.callsites']._CALLS) if hooked else 0\n"
         "    print('LOADED', os.getpid(), hooked, kept, heavy, file=sys.stderr, flush=True)\n"
         "atexit.register(_report)\n", encoding="utf-8")
@@ -475,7 +476,7 @@ def test_the_threads_inside_a_custom_backward_are_named_and_not_those_in_its_for
 
     import torch
 
-    from distviz.tracing import busy
+    from distviz.tracing.watch import busy
 
     started, release = threading.Event(), threading.Event()
 
@@ -558,10 +559,10 @@ def test_a_backward_that_returns_while_its_graph_is_recorded_is_slow_not_unrecor
     """The race a real run hits rarely: PyTorch's backward returns during the deadline's
     recording and releases its context, so the recording fails. Nothing may say that the
     backward "has not returned"; its return says it was slow."""
-    from distviz.tracing import watch_late
     from distviz.tracing.config import TraceConfig
-    from distviz.tracing.watch import Watch
-    from distviz.tracing.watch_entry import Watched
+    from distviz.tracing.watch import late as watch_late
+    from distviz.tracing.watch.entry import Watched
+    from distviz.tracing.watch.watcher import Watch
 
     watch = Watch(TraceConfig(out_dir="unused", hang_timeout=2.0))
     watch.stats.worker = "worker0"

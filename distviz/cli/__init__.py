@@ -81,7 +81,7 @@ def main() -> None:
         elif not isinstance(code, int):     # sys.exit(message), as Python prints it
             print(code, file=sys.stderr)
             code = 1
-        launch = sys.modules.get("distviz.tracing.launch")
+        launch = sys.modules.get("distviz.tracing.parent.launch")
         if launch is not None:          # the program started early and never let run
             launch.abort_early()
         sys.stdout.flush()

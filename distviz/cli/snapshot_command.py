@@ -1,5 +1,5 @@
 """``distviz snapshot DIR``: what every process of a running ``distviz trace -o DIR`` job is
-doing now (the work is in ``distviz.tracing.snapshot``; this module prints)."""
+doing now (the work is in ``distviz.tracing.snapshot.client``; this module prints)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def snapshot(
 
       distviz snapshot traces
     """
-    from distviz.tracing import snapshot as snap
+    from distviz.tracing.snapshot import client as snap
 
     taken = snap.take(folder)
     if json_out:

@@ -47,8 +47,8 @@ def trace(
       distviz trace -o traces --contexts all -- python train.py
     """
     from distviz.runner.parent.torch_range import require_torch
-    from distviz.tracing.command import run as run_command
     from distviz.tracing.config import TraceConfig, check_options
+    from distviz.tracing.parent.command import run as run_command
 
     require_torch()
     check_options(contexts, max_contexts, on_hang, hang_timeout, interop_threads)
@@ -61,7 +61,7 @@ def trace(
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
     from distviz.files import write_atomic
-    from distviz.tracing import backward_counts, summary  # imported while the program ran
+    from distviz.tracing.parent import backward_counts, summary
 
     found = summary.entries(finished.events)
     code = summary.exit_code(finished, found)

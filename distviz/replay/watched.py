@@ -1,6 +1,6 @@
 """What a watched context is, and the sentences the judge says of it (pure, torch-free).
 
-A watched context (``distviz.tracing.watch``) is recorded only when something happened in it:
+A watched context (``distviz.tracing.watch.watcher``) is recorded only when something happened in it:
 its backward passed ``--hang-timeout`` (``hang``), returned after that (``returned``) or
 raised (``raised``). Its graph was recorded while (or after) PyTorch's backward ran, with no
 hooks on it: the trace has no per-node order, only the graph, the gradients accumulated when

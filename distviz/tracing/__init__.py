@@ -1,24 +1,24 @@
 """``distviz trace``: record, check and explain the user's own, unchanged RPC program.
 
-In data-flow order:
+A room per job, in data-flow order:
 
-* ``launch`` and ``command`` (torch-free): the parent. Runs the command with ``boot/`` first on
+* ``parent`` (torch-free): ``launch`` and ``command`` run the command with ``boot/`` first on
   ``PYTHONPATH`` and the settings (``config``) in ``DISTVIZ_TRACE``, a Python program started
-  early, behind a gate, while the command line is read (``launch``); stops the program on a
-  hang, Ctrl-C or SIGTERM; leaves no process behind.
-* ``boot/sitecustomize.py`` and ``inject`` (torch-free): loaded by every Python process of the
-  program; arm ``patches`` for when the program imports torch.
-* ``patches``, ``callsites``, ``naming``, ``observe`` (torch side, inside the program): call
-  sites of RPCs, leaf names from ``named_parameters()``, and, at each selected
-  ``dist_autograd.backward``, the recorded graph (``assemble``), the replay's prediction, the
-  observed real backward, the trace file and its summary row (``journal``). Rounds to every
-  worker go from a side thread (``fanout``); ``slots`` counts ``--max-contexts`` over the
-  processes, ``live`` prints as things happen, ``stop`` stops the program on a hang.
-  ``local_backward`` explains a local backward inside a context, and names the parameters whose
-  ``.grad`` a local backward nested in a distributed one wrote (checkpointing).
-* ``snapshot_listener``, ``snapshot_take`` (inside the program) and ``snapshot`` (torch-free):
-  ``distviz snapshot DIR`` of a running job, each process's live contexts, their graphs so
-  far and its threads' stacks, answered from a thread of its own.
-* ``report``, ``legality``, ``summary`` (pure): the verdict on each context, the FAST-mode
-  rules an observed order must obey, ``index.json`` and the summary table.
+  early, behind a gate, while the command line is read; stop the program on a hang, Ctrl-C or
+  SIGTERM; leave no process behind. ``summary`` prints ``index.json`` and the summary table.
+* ``boot/sitecustomize.py`` and ``hooks.inject`` (torch-free): loaded by every Python process of
+  the program; arm ``hooks.patches`` for when the program imports torch.
+* ``hooks`` (torch side, inside the program): the patches, ``dispatch`` (where each
+  ``dist_autograd.backward`` goes), ``local_backward`` (a local backward inside a context, and
+  the parameters whose ``.grad`` a local backward nested in a distributed one wrote); with
+  ``callsites`` (the call sites of RPCs).
+* ``shared``: the journal, the in-flight table, ``slots`` (``--max-contexts`` over the
+  processes), and inside the program its state (``process``), the side thread's rounds to every
+  worker (``fanout``), ``live`` output, ``stop`` on a hang, leaf names (``naming``).
+* ``recording``: a context recorded in full: the graph (``assemble``), the replay's
+  prediction, the observed real backward, the trace file and its summary row, the verdict in
+  words (``report``).
+* ``watch``: every backward not recorded in full, with a deadline, recorded late when it passes.
+* ``snapshot``: ``distviz snapshot DIR`` of a running job, each process's live contexts, their
+  graphs so far and its threads' stacks, answered from a thread of its own.
 """

@@ -21,9 +21,11 @@ import torch.distributed.autograd as dist_autograd
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.recorder.contexts import BACKWARD
 from distviz.trace import Trace
-from distviz.tracing import jit, observe, process
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.process import Process
+from distviz.tracing.hooks import jit
+from distviz.tracing.recording import observe
+from distviz.tracing.shared import process
+from distviz.tracing.shared.process import Process
 
 _ARMED: dict[int, observe.Run] = {}
 
@@ -33,7 +35,7 @@ def _process(out_dir: str, hang_timeout: float) -> Process:
     if proc is None:    # not under distviz trace: this process's own settings, and call
         proc = process.start(TraceConfig(out_dir=out_dir, contexts="all",
                                          hang_timeout=hang_timeout))
-        from distviz.tracing import patches  # sites from now on
+        from distviz.tracing.hooks import patches
         patches.install_callsites(proc)
     return proc
 

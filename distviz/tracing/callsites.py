@@ -1,6 +1,6 @@
 """Where the program made each RPC inside a dist autograd context (torch side).
 
-``distviz.tracing.patches`` wraps ``rpc.rpc_sync``, ``rpc.rpc_async``, ``rpc.remote`` (which
+``distviz.tracing.hooks.patches`` wraps ``rpc.rpc_sync``, ``rpc.rpc_async``, ``rpc.remote`` (which
 ``rref.rpc_sync().method(...)``, ``rref.rpc_async()`` and ``rref.remote()`` go through) and
 ``RRef.to_here``. Each wrapped call made inside a context that may be recorded keeps: the
 frames of the program's own files on the call stack (not torch's, not the standard library's,

@@ -5,7 +5,7 @@ bootstrap (``distviz/tracing/boot/sitecustomize.py``) reads it in each Python pr
 starts. ``--contexts`` is parsed by ``distviz.selection.ContextSelection`` (the same forms as
 ``distviz run``, and ``none``): here contexts count from 1 per initiator, in the order they
 reach ``dist_autograd.backward``. Every backward of a context not selected is watched
-(``distviz.tracing.watch``); ``none`` records no context in full and watches them all.
+(``distviz.tracing.watch.watcher``); ``none`` records no context in full and watches them all.
 """
 
 from __future__ import annotations

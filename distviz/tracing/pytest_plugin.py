@@ -13,7 +13,7 @@ nothing until it is enabled:
   ``DISTVIZ_TRACE`` and keeps ``distviz trace``'s folder and options.
 
 Either way a test run is never stopped: a hang the replay predicts, or one the watch sees in a
-context not recorded in full (``distviz.tracing.watch``), is reported against its test and
+context not recorded in full (``distviz.tracing.watch.watcher``), is reported against its test and
 PyTorch's backward runs anyway (``--on-hang continue``), so a test that expects the hang
 does what it does; pytest's exit status and junit XML are pytest's own (``distviz trace``
 exits with pytest's status). Before each test the plugin sets ``DISTVIZ_TEST`` to the test's
@@ -41,9 +41,10 @@ import pytest
 from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.outcome import Category
-from distviz.tracing import journal, snapshot_files
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
-from distviz.tracing.journal import ContextRow, Event
+from distviz.tracing.shared import journal
+from distviz.tracing.shared.journal import ContextRow, Event
+from distviz.tracing.snapshot import files as snapshot_files
 from distviz.words import plural
 
 DEFAULT_DIR = "distviz-traces"
@@ -212,7 +213,8 @@ class DistvizSession:
     """The enabled plugin: arms the hooks, names each test's contexts, reports them."""
 
     def __init__(self, config: pytest.Config, cfg: TraceConfig, own: bool) -> None:
-        from distviz.tracing import inject, launch
+        from distviz.tracing.hooks import inject
+        from distviz.tracing.parent import launch
 
         self.config, self.own = config, own
         self.cfg = replace(cfg, on_hang=ON_HANG)
@@ -277,7 +279,7 @@ class DistvizSession:
         import json
 
         from distviz.files import write_atomic
-        from distviz.tracing import backward_counts, summary
+        from distviz.tracing.parent import backward_counts, summary
 
         events = journal.read(self.session)
         found = summary.entries(events)

@@ -4,11 +4,11 @@
 start-up in every process the traced command starts: the command itself, processes made by
 ``torch.multiprocessing.spawn`` or ``subprocess``, ``torchrun``'s workers (forked processes
 inherit what their parent loaded). When ``DISTVIZ_TRACE`` is set it installs distviz's hooks
-(``distviz.tracing.inject``: nothing is patched before the program imports torch), then it runs
+(``distviz.tracing.hooks.inject``: nothing is patched before the program imports torch), then it runs
 the ``sitecustomize`` module it shadows, if there is one further on ``sys.path``. It never stops
 the program: a problem here is one line on stderr.
 
-A command that ``distviz trace`` started early (``distviz.tracing.launch``) has ``DISTVIZ_GATE``
+A command that ``distviz trace`` started early (``distviz.tracing.parent.launch``) has ``DISTVIZ_GATE``
 instead of ``DISTVIZ_TRACE``: the hooks' modules are imported, then the settings are read from
 the gate before anything else happens; an empty gate means ``distviz trace`` refused its
 command line, and the interpreter ends at once, having run nothing of the program.
@@ -36,7 +36,7 @@ def _chain(here: str) -> None:
         return
 
 
-#: ``distviz.tracing.launch.GATE_ENV``, spelled here: it is read even where distviz cannot load.
+#: ``distviz.tracing.parent.launch.GATE_ENV``, spelled here: it is read even where distviz cannot load.
 _GATE = "DISTVIZ_GATE"
 
 
@@ -64,12 +64,12 @@ def _wait_at_gate(fd: str) -> None:
 
 
 def _hooks(here: str) -> ModuleType:
-    """``distviz.tracing.inject``, from this Python's distviz or from the one that runs."""
+    """``distviz.tracing.hooks.inject``, from this Python's distviz or from the one that runs."""
     try:
-        from distviz.tracing import inject
+        from distviz.tracing.hooks import inject
     except ImportError:   # the program's Python does not have distviz installed
         sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(here))))
-        from distviz.tracing import inject
+        from distviz.tracing.hooks import inject
     return inject
 
 

@@ -1,0 +1,121 @@
+"""Install distviz's hooks in a traced process, lazily (torch-free).
+
+Called by the bootstrap (``boot/sitecustomize.py``) at interpreter start-up. It only adds an
+import hook: when the program imports ``torch`` (which loads ``torch.distributed.rpc`` and
+``torch.distributed.autograd`` with it), the torch-side patches of ``distviz.tracing.hooks.patches``
+are applied right after torch's own ``__init__`` ran and before the program's next line. A
+process that never imports torch pays for this module only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+from distviz.tracing.config import TraceConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import importlib.abc
+
+_WATCHED = "torch"
+#: The hooks' modules that do not import torch. A process started early imports them while it
+#: waits at its gate (``preload``), so that they are not on its way once it imports torch.
+PRELOAD = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "distviz.tracing.watch.entry",
+           "distviz.tracing.watch.hook", "distviz.tracing.shared.backward_stats",
+           "distviz.tracing.snapshot.listener", "distviz.tracing.shared.fanout", "distviz.tracing.shared.live",
+           "distviz.tracing.shared.slots")
+
+
+class _AfterTorch:
+    """A meta path finder that wraps torch's loader so ``on_torch`` runs after it (the import
+    system asks only for ``find_spec``: no ``importlib.abc`` base, whose import loads
+    ``importlib.resources`` and ``tempfile`` in every traced process before the program)."""
+
+    def __init__(self, config: TraceConfig) -> None:
+        self.config = config
+        self.done = False
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _WATCHED or self.done:
+            return None
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        loader = spec.loader
+        exec_module: Any = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+        config = self.config
+
+        class _Loader:
+            def create_module(self, s: Any) -> ModuleType | None:
+                return loader.create_module(s)
+
+            def exec_module(self, module: ModuleType) -> None:
+                module.__loader__ = loader          # torch sees its own loader
+                if module.__spec__ is not None:
+                    module.__spec__.loader = loader
+                exec_module(module)
+                on_torch(config)
+
+        spec.loader = cast("importlib.abc.Loader", _Loader())
+        return spec
+
+
+def on_torch(config: TraceConfig) -> None:
+    """Apply the torch-side patches (torch is loaded); a failure is one line on stderr."""
+    try:
+        from distviz.tracing.hooks import patches
+        patches.install(config)
+    except Exception as exc:  # noqa: BLE001 - never break the program
+        print(f"distviz: hooks not installed: {type(exc).__name__}: {exc}", file=sys.stderr,
+              flush=True)
+
+
+def preload() -> None:
+    """Import ``PRELOAD`` (a failure is left to the import that needs the module)."""
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - raised again, where it matters, by the real import
+            continue
+
+
+def install() -> bool:
+    """Arm the hooks for this process from ``DISTVIZ_TRACE``; returns whether it did."""
+    config = TraceConfig.from_env()
+    if config is None:
+        return False
+    if _WATCHED in sys.modules:     # torch already loaded (a fork of a torch process)
+        on_torch(config)
+        return True
+    sys.meta_path.insert(0, _AfterTorch(config))
+    return True
+
+
+def reconfigure(config: TraceConfig) -> bool:
+    """Give this process's hooks new settings (the pytest plugin: a test run never stops for
+    a hang), whether they still wait for torch or are installed; returns whether there were
+    any (``install`` arms them otherwise)."""
+    found = False
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterTorch):
+            finder.config = config
+            found = True
+    state = sys.modules.get("distviz.tracing.shared.process")
+    proc = getattr(state, "PROCESS", None)
+    if proc is not None:
+        proc.config = config
+        found = True
+    return found

@@ -1,0 +1,193 @@
+"""The torch-side patches of a traced process (applied right after the program imports torch).
+
+* ``--interop-threads N``: ``torch.set_num_interop_threads(N)`` before any parallel work or
+  RPC starts; the program's own later call to it is then ignored (PyTorch would raise).
+* PyTorch's global module hooks, for leaf names (``distviz.tracing.shared.naming``).
+* ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` and ``RRef.to_here`` record their call sites
+  inside dist autograd contexts (``distviz.tracing.callsites``). The RRef helpers
+  (``rref.rpc_sync().forward(x)``) reach the same functions: PyTorch's C++ RPC handler looks them
+  up in ``torch.distributed.rpc.api`` when RPC starts, after this patch.
+* ``rpc.init_rpc`` notes this worker's name and rank, and logs a failure (a port already in
+  use) for ``distviz trace``'s summary.
+* ``rpc.shutdown`` first waits for the RPC rounds distviz's helper thread still has to send
+  (``fanout.settle``: the node references of the last context, dropped after it ends), and
+  hands the process's backward statistics to the session (``watch.hand_over``).
+* every ``dist_autograd.backward`` not recorded in full is watched (``distviz.tracing.watch.watcher``);
+  the RPCs of every context then note their call sites, since any context may be recorded.
+* ``dist_autograd.backward`` becomes ``distviz.tracing.hooks.dispatch.traced_backward``, which
+  TorchScript compiles to PyTorch's own op (``distviz.tracing.hooks.jit``), and leaving
+  ``with dist_autograd.context()`` tells ``dispatch.context_ended`` (a recorded context's node
+  references are kept on its workers for later passes until then), and logs a backward the
+  context ran from TorchScript (not recorded: it never reaches Python).
+* ``torch.autograd``'s ``_engine_run_backward`` (under ``loss.backward()``,
+  ``torch.autograd.backward`` and ``torch.autograd.grad``) explains a local backward inside a
+  dist autograd context, and names the parameters whose ``.grad`` a local backward nested in a
+  distributed one wrote (``distviz.tracing.hooks.local_backward``).
+* For ``distviz snapshot`` (``distviz.tracing.snapshot.listener``): entering and leaving a
+  context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
+  the table ``traced_backward`` and the watch keep, ``distviz.tracing.shared.inflight``).
+
+Each patched function keeps the original as ``__wrapped__``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+import torch.distributed.rpc.api as rpc_api
+
+from distviz.recorder.contexts import BACKWARD
+from distviz.tracing import callsites
+from distviz.tracing.config import TraceConfig
+from distviz.tracing.hooks import dispatch, jit, local_backward
+from distviz.tracing.shared import fanout, journal, naming, process
+from distviz.tracing.shared.process import Process
+from distviz.tracing.snapshot import listener as snapshot_listener
+from distviz.tracing.watch import hook as watch_hook
+from distviz.tracing.watch import watcher as watch
+
+if TYPE_CHECKING:  # pragma: no cover - the snapshot's modules load at the first snapshot
+    from distviz.tracing.snapshot.client import ProcessSnapshot
+
+_INSTALLED: list[bool] = []
+
+
+def _interop(n: int) -> None:
+    original = torch.set_num_interop_threads
+    try:
+        original(n)
+    except RuntimeError as exc:  # parallel work already started (the program forked late)
+        print(f"distviz: --interop-threads {n} not applied in process {os.getpid()}: "
+              f"{exc}", flush=True)
+        return
+
+    @functools.wraps(original)
+    def set_num_interop_threads(num: int) -> None:
+        return None     # distviz trace --interop-threads already set it for this process
+    setattr(torch, "set_num_interop_threads", set_num_interop_threads)  # noqa: B010
+
+
+def _init_rpc(original: Any, proc: Process) -> Any:
+    @functools.wraps(original)
+    def init_rpc(name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = original(name, *args, **kwargs)
+        except Exception as exc:
+            journal.append(proc.config.session_dir, journal.Event(
+                kind="rpc_failed", pid=os.getpid(), worker=str(name),
+                message=" ".join(str(exc).split())[:400] or type(exc).__name__))
+            raise
+        try:
+            info = rpc.get_worker_info()
+        except RuntimeError:   # init_rpc returned, yet no agent runs (a backend of the
+            return result      # program's own that starts none, a mocked start): nothing to name
+        here = process.PROCESS or proc     # a forked child has state of its own (_after_fork)
+        here.worker, here.rank = info.name, int(info.id)
+        try:
+            snapshot_listener.start(here.config.session_dir, here.worker, _take_snapshot)
+        except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
+            print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
+                  file=sys.stderr, flush=True)
+        return result
+    return init_rpc
+
+
+def _take_snapshot(folder: str) -> ProcessSnapshot:
+    """``snapshot_take.take``, imported at the first snapshot (it loads the replay)."""
+    from distviz.tracing.snapshot import take as snapshot_take
+
+    return snapshot_take.take(folder)
+
+
+def _shutdown(original: Any) -> Any:
+    @functools.wraps(original)
+    def shutdown(*args: Any, **kwargs: Any) -> Any:
+        fanout.settle()
+        watch.hand_over()
+        return original(*args, **kwargs)
+    return shutdown
+
+
+def _context_exit(original: Any) -> Any:
+    @functools.wraps(original)
+    def __exit__(self: Any, *exc: Any) -> Any:
+        ctx = getattr(self, "autograd_context", None)
+        if ctx is not None:
+            cid = int(ctx._context_id())
+            snapshot_listener.left(cid)
+            proc = process.PROCESS
+            if proc is not None and jit.scripted_backward(cid, cid in proc.index):
+                journal.append(proc.config.session_dir, journal.Event(
+                    kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
+            dispatch.context_ended(cid)
+        return original(self, *exc)
+    return __exit__
+
+
+def _context_enter(original: Any) -> Any:
+    @functools.wraps(original)
+    def __enter__(self: Any) -> Any:
+        context_id = original(self)
+        snapshot_listener.entered(int(context_id))
+        return context_id
+    return __enter__
+
+
+def _after_fork() -> None:
+    """A forked child counts its own contexts and keeps no calls of its parent."""
+    if process.PROCESS is not None:
+        process.start(process.PROCESS.config)
+        if watch_hook.WATCH is not None:
+            watch.start(process.PROCESS.config)
+        callsites.reset()
+
+
+def install_callsites(proc: Process) -> None:
+    """Wrap the RPC functions and ``RRef.to_here`` to record call sites (once per process)."""
+    if getattr(rpc_api.rpc_sync, "_distviz_callsites", False):
+        return
+    gate = proc.may_record if watch_hook.WATCH is None else None    # None: every context
+    for api in ("rpc_sync", "rpc_async", "remote"):
+        wrapped = callsites.wrap_call(api, getattr(rpc_api, api), gate)
+        wrapped._distviz_callsites = True    # type: ignore[attr-defined]
+        setattr(rpc_api, api, wrapped)
+        setattr(rpc, api, wrapped)
+    try:
+        from torch.distributed.rpc import rref_proxy
+        rref_proxy.rpc_async = rpc_api.rpc_async   # its "is rpc_async" test must still hold
+    except ImportError:  # pragma: no cover - older torch
+        pass
+    setattr(rpc.PyRRef, "to_here",  # noqa: B010 - a method of a C++ class
+            callsites.wrap_to_here(rpc.PyRRef.to_here, gate))
+
+
+def install(config: TraceConfig) -> None:
+    """Apply every patch once in this process; see the module docstring."""
+    if _INSTALLED:
+        return
+    _INSTALLED.append(True)
+    proc = process.start(config)
+    watch.start(config)     # every backward not recorded in full is watched
+    if config.interop_threads is not None:
+        _interop(config.interop_threads)
+    naming.install()
+    install_callsites(proc)
+    rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
+    rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
+    traced = functools.wraps(BACKWARD)(dispatch.traced_backward)
+    traced.__wrapped__ = BACKWARD
+    dist_autograd.backward = traced
+    jit.as_builtin(traced, BACKWARD)
+    jit.watch_compiles()
+    local_backward.install()
+    dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
+        dist_autograd.context.__enter__)
+    dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]
+        dist_autograd.context.__exit__)
+    os.register_at_fork(after_in_child=_after_fork)

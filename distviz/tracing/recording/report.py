@@ -1,0 +1,207 @@
+"""The verdict on one recorded context, in words (pure, torch-free).
+
+``row`` makes the ``ContextRow`` the summary and ``index.json`` show from the one verdict on
+the replay against what PyTorch did (``distviz.replay.verdict``, which every command uses). ``hang_text`` and ``error_text`` explain a hang and a backward error in
+the program's own file names, lines and variable names (from the trace's call sites).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from distviz.replay.timing import Timing, analyze
+from distviz.replay.verdict import judge
+from distviz.trace import Trace, short_name
+from distviz.trace.sections import Real
+from distviz.tracing.shared.journal import ContextRow
+from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover
+    from distviz.replay.model import Hang
+    from distviz.replay.result import Replay
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python",
+            f"{os.sep}torch{os.sep}", f"{os.sep}distviz{os.sep}")
+_NODE = re.compile(r"Error on Node (\d+)")
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of an error text."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return text.strip()
+
+
+def not_recorded(context_id: int, exc: BaseException) -> str:
+    """Why a ``dist_autograd.backward`` call was not recorded, in one line."""
+    text = first_line(str(exc))
+    if "Could not find autograd context" in text or "context" in text.lower() and \
+            "valid" in text.lower():
+        return (f"dist_autograd.backward({context_id}, ...) was called outside a dist_autograd "
+                f"context (PyTorch: {text}); call it inside `with dist_autograd.context() as "
+                "context_id:`")
+    return f"dist_autograd.backward({context_id}, ...) was not recorded: {text}"
+
+
+def hang_text(trace: Trace, replay: Replay) -> str:
+    """The hang explanation: the cause, who waits for whom, and the usual fixes."""
+    hang: Hang | None = replay.hang
+    if hang is None:
+        return "no worker can make progress"
+    lines = [hang.summary]
+    lines.extend(f"  {step}" for step in hang.chain)
+    fixes = [f for f in hang.fixes if "--mode smart" not in f]
+    if fixes:
+        lines.append("fixes: " + "; or ".join(fixes[:3]))
+    return "\n".join(lines)
+
+
+_FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) \(or directly.*?"
+                         r"calling backward\.")
+
+
+def _pass_site(trace: Trace, k: int) -> str | None:
+    """Where the program called the backward of pass ``k`` (0-based), when known."""
+    sites = (trace.meta.traced or {}).get("backward_sites") or []
+    return sites[k] if k < len(sites) else None
+
+
+def freed_text(trace: Trace, replay: Replay) -> str | None:
+    """Why a pass meets saved tensors an earlier pass freed, in the program's terms (``None``
+    for any other error): the node, and the pass without ``retain_graph`` that ran it."""
+    err = replay.error
+    if err is None or not err.freed or err.node is None:
+        return None
+    node = trace.node_map().get(err.node)
+    what = f"{short_name(node.name) if node is not None else err.node} on {err.worker}"
+    if node is not None and node.vars:
+        what += f" (`{'`, `'.join(node.vars)}`)"
+    site = _pass_site(trace, err.pass_index)
+    head = (f"pass {err.pass_index + 1}" + (f" ({site})" if site else "")
+            + f" goes through the graph a second time: {what} needs its saved tensors, but ")
+    order = replay.order
+    freer = next((k for k in range(err.pass_index) if not trace.passes[k].retain_graph
+                  and err.node in order[k].get(err.worker, [])), None)
+    if freer is None:
+        return head + ("an earlier pass without retain_graph=True freed them; fix: pass "
+                       "retain_graph=True to that backward")
+    site = _pass_site(trace, freer)
+    return head + (f"pass {freer + 1} freed them: it ran without retain_graph=True; fix: pass "
+                   f"retain_graph=True to {f'the backward at {site}' if site else 'it'}")
+
+
+def new_rpcs(before: Trace, after: Trace) -> str | None:
+    """Why ``after`` (the context recorded again for a later pass) cannot hold the passes of
+    ``before``: RPCs made since added send functions, which take part in every pass of a trace
+    (FAST mode), though the earlier passes ran without them. ``None`` when there are none."""
+    old = {n.id for n in before.nodes if n.kind == "send"}
+    added = {n.msg_id for n in after.nodes if n.kind == "send" and n.id not in old}
+    if not added:
+        return None
+    calls = [c for c in after.rpc_calls if added & set(c.msg_ids)]
+    first = (f"{calls[0].api}({calls[0].func})" + (f" at {calls[0].site}" if calls[0].site
+                                                    else "")) if calls else "an RPC"
+    k = len(before.passes)
+    kept = f"passes 1 to {k}" if k > 1 else "pass 1"
+    more = ", ..." if len(calls) > 1 else ""
+    return (f"the program made {plural(max(len(calls), 1), 'RPC')} in the context since pass "
+            f"{k} ({first}{more}); a trace's passes share one graph, in which every send takes "
+            f"part in each pass, so the trace keeps {kept}")
+
+
+def predicted_error(trace: Trace, replay: Replay) -> str:
+    """The error the replay predicts, explained (``freed_text``) or as PyTorch will say it."""
+    freed = freed_text(trace, replay)
+    if freed is not None:
+        return freed
+    err = replay.error
+    if err is None:
+        return "the backward raises"
+    where = f" ({err.node.split('/', 1)[-1]} on {err.worker})" if err.node else ""
+    return f"{first_line(err.message)}{where}"
+
+
+def program_site(text: str) -> str | None:
+    """The innermost frame of the program's own files in a (remote) traceback text."""
+    found = [m for m in _FRAME.finditer(text)
+             if not any(part in m.group(1) for part in _LIBRARY)]
+    if not found:
+        return None
+    path, line, fn = found[-1].groups()
+    rel = os.path.relpath(path)
+    return f"{path if rel.startswith('..') else rel}:{line} in {fn}"
+
+
+def error_text(trace: Trace, detail: str | None) -> str:
+    """Explain a backward that raised: where the error came from and the node that ran last
+    there."""
+    real = trace.real if trace.real is not None else Real()
+    message = real.error or "the backward raised"
+    parts = [f"the backward raised: {message}"]
+    ranks = trace.ranks if trace.ranks is not None else list(range(len(trace.workers)))
+    nodes = [int(n) for n in _NODE.findall(detail or message)]
+    origin = None
+    if nodes and nodes[-1] in ranks:
+        origin = trace.workers[ranks.index(nodes[-1])]
+    if origin is not None:
+        last = [e for e in real.observed() if e.worker == origin]
+        where = f"on {origin}"
+        site = None
+        if last:
+            node = last[-1].node
+            where += f" while running {node.split('/', 1)[1]}"
+            site = (trace.meta.functions or {}).get(node)
+        parts.append(where + (f" ({site})" if site else ""))
+    site = program_site(detail or "")
+    if site:
+        parts.append(f"at {site}")
+    gone = [u["worker"] for u in real.unreachable]
+    if gone:
+        parts.append(f"{', '.join(gone)} did not answer afterwards (the process died?)")
+    return "; ".join(parts)
+
+
+def _time_line(timing: Timing | None) -> str | None:
+    """Where a real backward spent its time (``distviz replay``'s ``time:`` line, unprefixed):
+    ``backward 2.9 ms (measured); critical path 30 nodes, 3 messages: compute ...``."""
+    return timing.summary()[0].removeprefix("time: ") if timing is not None else None
+
+
+def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
+        seconds: dict[str, float], detail: str | None = None) -> ContextRow:
+    """The summary row of one recorded context (``detail``: the full error text, if any)."""
+    v = judge(trace, replay)
+    outcome, label, text = v.outcome, v.status, v.text
+    real = trace.real if trace.real is not None else Real()
+    explanation: str | None = None
+    if outcome == "unfinished":
+        explanation = ("the process ended during the real backward (it was killed, or a "
+                       "worker died); the trace holds the recorded graph")
+    elif outcome == "hang":
+        if replay.outcome == "hang" and replay.hang is not None:
+            explanation = replay.hang.summary
+        else:
+            explanation = text     # the verdict's: not compared, a time-out is no proof
+    elif outcome == "error":
+        explanation = error_text(trace, detail)
+        freed = freed_text(trace, replay) if replay.outcome == "error" else None
+        if freed is not None:
+            explanation = freed + "; " + _FREED_TAIL.sub(r"\1 (...)", explanation)
+    elif label == "differs":
+        explanation = text
+    timing = analyze(trace) if real.outcome == "completed" else None
+    shape = Counter(f"{n.worker}/{short_name(n.name)}" for n in trace.nodes)
+    return ContextRow(
+        file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
+        workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
+        outcome=outcome, predicted=replay.outcome,
+        real=real.outcome if trace.real is not None else "running",
+        agreement=label, agreement_text=text, exit_code=v.exit_code, category=v.category,
+        violations=len(v.violations),
+        explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
+        shape=dict(sorted(shape.items())), seconds=dict(seconds))

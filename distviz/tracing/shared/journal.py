@@ -1,0 +1,223 @@
+"""The session's shared files: one row per recorded context, events, trace file claims
+(torch-free).
+
+Every traced process appends to ``<session>/events.jsonl`` with one ``write`` per line
+(``O_APPEND``), so lines from concurrent processes never interleave. Trace files are claimed
+with ``O_EXCL`` in the session folder before they are written, so two processes never write the
+same file, and the files of an earlier run in the same ``-o`` folder are replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from distviz.files import replace_file
+from distviz.limits import EXIT_OK
+from distviz.outcome import ContextOutcome, Outcome
+from distviz.tracing.config import current_test
+from distviz.words import plural
+
+EVENTS = "events.jsonl"
+SCRIPTED = "scripted_backward"    # the event of a backward a context ran from TorchScript
+LOCAL_BACKWARD = "local_backward"   # a local backward inside a dist autograd context
+GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
+#: The events that are a sentence for the summary, as they were logged.
+NOTE_KINDS = ("not_recorded", LOCAL_BACKWARD, GRADS_LEFT)
+
+
+@dataclass(slots=True)
+class ContextRow:
+    """What the summary and ``index.json`` say about one recorded context.
+
+    ``outcome`` is the final verdict (``completed``, ``hang``, ``error``, or ``unfinished``
+    when the process ended during the real backward); ``predicted`` the replay's outcome;
+    ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
+    ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``, ``agreement_text``,
+    ``exit_code`` and ``category`` the verdict's (``distviz.replay.verdict``), never decided
+    here; ``shape`` counts
+    nodes by ``worker/name`` (for the difference with the previous context of the initiator);
+    ``test`` the pytest node id of the test that made the context (the pytest plugin);
+    ``watched`` a context the watch recorded (``distviz.tracing.watch.watcher``), not in full.
+    """
+
+    file: str
+    initiator: str
+    index: int
+    context_id: int
+    pid: int
+    workers: list[str]
+    nodes: int
+    messages: int
+    outcome: ContextOutcome
+    predicted: Outcome
+    real: str
+    agreement: str
+    agreement_text: str = ""
+    exit_code: int = EXIT_OK     # the verdict's (``Verdict.exit_code``)
+    category: str = "not compared"   # the verdict's (``Verdict.category``), as pytest counts it
+    violations: int = 0
+    explanation: str | None = None
+    time: str | None = None   # where a completed real backward spent its time: the critical path
+    passes: int = 1           # backward passes recorded in the context (``outcome``: the last's)
+    shape: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    test: str | None = None
+    watched: bool = False     # recorded by the watch after its deadline or error, not in full
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, as ``dataclasses.asdict`` gives them (its deep copy of the few plain
+        lists and dicts here is made directly: a row is written once or twice per context)."""
+        out: dict[str, Any] = {}
+        for name in _ROW_FIELDS:
+            value = getattr(self, name)
+            out[name] = value.copy() if isinstance(value, (list, dict)) else value
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ContextRow:
+        return cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
+
+
+_ROW_FIELDS = tuple(f.name for f in fields(ContextRow))
+
+
+@dataclass(slots=True)
+class Event:
+    """One line of the event log: ``kind`` is ``context`` (with ``row``), ``stop`` (a hang
+    stops the program), ``not_recorded`` (a backward distviz could not record),
+    ``rpc_failed`` (``init_rpc`` raised), ``scripted_backward`` (a context the program left
+    had run a backward from TorchScript, which distviz cannot record), ``tests`` (the program
+    is a pytest run with distviz's plugin: its exit status is pytest's), ``backwards`` (with
+    ``stats``: one process's backward calls, ``distviz.tracing.shared.backward_stats``),
+    ``local_backward`` (a local backward inside a distributed context) or ``grads_left`` (a
+    local backward inside a distributed one put parameters' gradients in ``.grad``; both
+    ``distviz.tracing.hooks.local_backward``). ``test``: the
+    pytest node id of the test running when it was logged."""
+
+    kind: str
+    pid: int
+    message: str = ""
+    worker: str | None = None
+    row: ContextRow | None = None
+    test: str | None = None
+    stats: dict[str, Any] | None = None    # ``backwards``: a process's ``BackwardStats``
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
+                               "worker": self.worker}
+        if self.row is not None:
+            out["row"] = self.row.to_json()
+        if self.stats is not None:
+            out["stats"] = self.stats
+        if self.test is not None:
+            out["test"] = self.test
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Event:
+        row = obj.get("row")
+        test = obj.get("test")
+        return cls(kind=str(obj.get("kind")), pid=int(obj.get("pid", 0)),
+                   message=str(obj.get("message") or ""), worker=obj.get("worker"),
+                   row=ContextRow.from_json(row) if isinstance(row, dict) else None,
+                   test=str(test) if test is not None else None,
+                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None)
+
+
+def scripted_notes(events: list[Event]) -> list[tuple[str | None, str]]:
+    """``(test, "worker0: 2 backward calls from TorchScript, not recorded ...")``, one per
+    worker and test that logged ``scripted_backward`` events, in the order they came."""
+    counts: dict[tuple[str | None, str | None], int] = {}
+    for ev in events:
+        if ev.kind == SCRIPTED:
+            counts[ev.test, ev.worker] = counts.get((ev.test, ev.worker), 0) + 1
+    return [(test, f"{worker + ': ' if worker else ''}{plural(n, 'backward call')} from "
+             "TorchScript, not recorded (a scripted dist_autograd.backward runs PyTorch's op "
+             "directly; counted once per context)") for (test, worker), n in counts.items()]
+
+
+def append(session_dir: str | None, event: Event) -> None:
+    """Append one event to the session's log (no-op without a session); the event and its
+    row are tagged with the test running now (``DISTVIZ_TEST``), if any."""
+    if not session_dir:
+        return
+    test = current_test()
+    if test is not None:
+        event.test = event.test or test
+        if event.row is not None and event.row.test is None:
+            event.row.test = test
+    data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(os.path.join(session_dir, EVENTS), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read(session_dir: str) -> list[Event]:
+    """Every event logged so far, in order; a torn last line (a killed writer) is skipped."""
+    path = os.path.join(session_dir, EVENTS)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out: list[Event] = []
+    for line in text.splitlines():
+        try:
+            out.append(Event.from_json(json.loads(line)))
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def write_trace(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (a temporary file beside it, then
+    ``os.replace``): a reader, or a process killed half-way, never leaves half a trace. No
+    ``fsync``: a traced program writes one or two traces per recorded context and must not wait
+    for the disk each time; the kernel keeps what a killed process wrote."""
+    replace_file(path, text.encode("utf-8"), 0o644, sync=False)
+
+
+def trace_stem(initiator: str, index: int, test: str | None = None) -> str:
+    """The name of a context's trace file without ``.trace.json``: ``<initiator>.ctx<index>``,
+    after the test's node id in a pytest run (``tests_test_x.py_test_y.worker0.ctx1``)."""
+    stem = f"{_UNSAFE.sub('_', initiator) or 'worker'}.ctx{index}"
+    if test:
+        stem = f"{_UNSAFE.sub('_', test).strip('_.')[-_MAX_TEST_STEM:]}.{stem}"
+    return stem
+
+
+_MAX_TEST_STEM = 120
+
+
+def claim(out_dir: str, session_dir: str | None, initiator: str, index: int) -> Path:
+    """Return a trace path no other process will write: ``<out>/<initiator>.ctx<index>.trace.json``
+    (after the test's node id in a pytest run, ``trace_stem``), or ``...-<n>`` when that name
+    is taken.
+
+    In a session the claim is a file in the session folder, so a run replaces the files an
+    earlier run left in the same ``-o`` folder; without one (the Python API) the trace file
+    itself is created exclusively, so nothing already there is replaced.
+    """
+    stem = trace_stem(initiator, index, current_test())
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    claims = Path(session_dir) / "claims" if session_dir else folder
+    claims.mkdir(parents=True, exist_ok=True)
+    n = 0
+    while True:
+        name = f"{stem}.trace.json" if n == 0 else f"{stem}-{n}.trace.json"
+        try:
+            os.close(os.open(claims / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            n += 1
+            continue
+        return folder / name

@@ -1,0 +1,1 @@
+"""`distviz snapshot`: the listener and the taking inside the program, the client in the parent."""

@@ -1,0 +1,1 @@
+"""The watch: every backward not recorded in full, with a deadline, recorded late when it passes."""
