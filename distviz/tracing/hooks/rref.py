@@ -82,7 +82,7 @@ class _Frame:
     f_code: _Code
     f_lineno: int
     f_locals: dict[str, Any]
-    f_back: _Frame | None
+    f_back: Any     # a stand-in, the program's real frame, or None
 
 
 def parse(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Args | None:
@@ -111,6 +111,22 @@ def stand_in(site: CallerSite, value: torch.Tensor) -> types.FrameType | None:
         local = {site.variable: value} if k == 0 and site.variable else {}
         out = _Frame(_Code(path, function), line, local, out)
     return cast(types.FrameType | None, out)
+
+
+def with_variable(frame: types.FrameType | None, rref: Any, value: torch.Tensor
+                  ) -> types.FrameType | None:
+    """``frame`` as the owner's own call reads it: its innermost frame of the program's own
+    also names ``value`` by the program's variable for ``rref`` (as a caller on another
+    worker's does), after the program's own variables."""
+    f = frame
+    while f is not None and not callsites.is_own(f.f_code.co_filename):
+        f = f.f_back
+    variable = rref_variable(f, rref)
+    if f is None or variable is None:
+        return frame
+    code = _Code(f.f_code.co_filename, f.f_code.co_name)
+    return cast(types.FrameType, _Frame(code, f.f_lineno or 0,
+                                        {**f.f_locals, variable: value}, f.f_back))
 
 
 def _local_tensor(rref: Any) -> torch.Tensor | None:
@@ -158,7 +174,7 @@ def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
             root = _local_tensor(self)
             if root is None:
                 return original(self, *args, **kwargs)
-            _backward(frame, call, root)
+            _backward(with_variable(frame, self, root), call, root)
             return None
         site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
         reply = _RPC_SYNC[0](self.owner(), on_owner, args=(self, call.context_id,
