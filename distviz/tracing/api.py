@@ -35,8 +35,9 @@ def _process(out_dir: str, hang_timeout: float) -> Process:
     if proc is None:    # not under distviz trace: this process's own settings, and call
         proc = process.start(TraceConfig(out_dir=out_dir, contexts="all",
                                          hang_timeout=hang_timeout))
-        from distviz.tracing.hooks import patches
+        from distviz.tracing.hooks import patches, rref
         patches.install_callsites(proc)
+        rref.install()
     return proc
 
 

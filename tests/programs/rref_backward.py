@@ -88,9 +88,9 @@ def head_value(h, how):
     return (h * h).sum()
 
 
-def outcome(label, fn, context_id=None, weight=None):
+def outcome(label, fn, args, context_id=None):
     try:
-        result = fn()
+        result = fn(*args)
         said = f"returned {result!r}"
     except Exception as exc:  # noqa: BLE001 - the outcome is what is printed
         message = str(exc).split("\nException raised from")[0]
@@ -108,21 +108,21 @@ def errors():
         with dist_autograd.context() as context_id:
             hidden = rpc.rpc_sync("body", through_body, args=(weight,))
             loss_rref = rpc.remote("head", head_value, args=(hidden, how))
-            outcome(f"non-owner {how}", lambda: loss_rref.backward(context_id), context_id)
+            outcome(f"non-owner {how}", loss_rref.backward, (context_id,), context_id)
     with dist_autograd.context() as context_id:
         loss_rref = rpc.remote("head", head_value, args=(weight * 2, "ok"))
-        outcome("non-owner other context", lambda: loss_rref.backward(context_id + 1000))
-        outcome("non-owner no context id", lambda: loss_rref.backward())
-        outcome("non-owner retain_graph", lambda: loss_rref.backward(context_id, True),
+        outcome("non-owner other context", loss_rref.backward, (context_id + 1000,))
+        outcome("non-owner no context id", loss_rref.backward, ())
+        outcome("non-owner retain_graph", loss_rref.backward, (context_id, True),
                 context_id)
     for how in ("ok", "refuse", "no-grad"):
         with dist_autograd.context() as context_id:
             hidden = rpc.rpc_sync("head", through_body, args=(weight,))
             loss_rref = rpc.RRef(head_value(hidden, how))
-            outcome(f"owner {how}", lambda: loss_rref.backward(context_id), context_id)
+            outcome(f"owner {how}", loss_rref.backward, (context_id,), context_id)
     with dist_autograd.context() as context_id:
         loss_rref = rpc.RRef(torch.ones(1))
-        outcome("owner other context", lambda: loss_rref.backward(context_id + 1000))
+        outcome("owner other context", loss_rref.backward, (context_id + 1000,))
 
 
 def run_worker(rank, mode, args):

@@ -194,7 +194,7 @@ def install() -> None:
     """Route ``RRef.backward`` (once per process); see the module docstring."""
     if _ORIGINAL:
         return
-    current = rpc.PyRRef.backward
+    current = getattr(rpc.PyRRef, "backward")  # noqa: B009 - typeshed lacks it
     _ORIGINAL.append(current)
     sync = rpc_api.rpc_sync
     _RPC_SYNC.append(getattr(sync, "__wrapped__", sync))
