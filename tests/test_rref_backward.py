@@ -5,12 +5,13 @@ mode's outcomes (returned, or the exception's type and message, and the gradient
 context) must be the same both ways, from a non-owner and from the owner; its first context on
 each initiator is recorded and agrees. The ``late`` mode's hang through ``RRef.backward`` (the
 ``head`` worker leaves ``extra`` out of the loss at step 3) must be explained live by the
-watch on the owner, and stopped with exit 6. The argument and frame tests need torch but no
-RPC.
+watch on the owner, and stopped with exit 6. ``tests/programs/pytest_suite/suite_rref.py``
+runs under ``pytest --distviz``. The argument and frame tests need torch but no RPC.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -158,3 +159,23 @@ def test_a_late_hang_through_rref_backward_is_explained_live_and_stopped(runs: A
     row = run.row("head", 3)
     assert row["watched"] and row["outcome"] == "hang" and row["agreement"] == "agrees"
     assert run.row("head", 1)["agreement"] == "agrees"
+
+
+SUITE = ROOT / "tests" / "programs" / "pytest_suite"
+
+
+@pytest.mark.rpc
+def test_under_the_pytest_plugin_each_rref_backward_is_recorded_on_its_owner(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "suite_rref.py", "-p",
+                           "no:cacheprovider", f"--distviz={out}"], cwd=SUITE,
+                          env=_environment(tmp_path), capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
+    assert proc.returncode == 0, proc.stdout + proc.stderr     # pytest's own status
+    assert "2 passed" in proc.stdout
+    index = json.loads((out / "index.json").read_text(encoding="utf-8"))
+    rows = sorted((c["test"].split("::")[1], c["initiator"], c["context"], c["outcome"],
+                   c["agreement"]) for c in index["contexts"])
+    assert rows == [("test_rref_backward_from_another_worker", "head", 1, "completed", "agrees"),
+                    ("test_rref_backward_on_the_owner", "trainer", 1, "completed", "agrees")]
