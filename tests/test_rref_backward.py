@@ -6,7 +6,8 @@ context) must be the same both ways, from a non-owner and from the owner; its fi
 each initiator is recorded and agrees. The ``late`` mode's hang through ``RRef.backward`` (the
 ``head`` worker leaves ``extra`` out of the loss at step 3) must be explained live by the
 watch on the owner, and stopped with exit 6. ``tests/programs/pytest_suite/suite_rref.py``
-runs under ``pytest --distviz``. The argument and frame tests need torch but no RPC.
+runs under ``pytest --distviz``; the ``api`` mode calls ``distviz.backward(context_id,
+loss_rref)`` in a plain run. The argument and frame tests need torch but no RPC.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def _timed(tmp: Path, *args: str) -> tuple[Traced, float]:
     return run, time.monotonic() - t0
 
 
+def _api(tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    return _plain(tmp, "api", str(tmp)), tmp
+
+
 def _outcomes(stdout: str) -> list[str]:
     return [ln for ln in stdout.splitlines() if ln.startswith(("non-owner ", "owner "))]
 
@@ -55,7 +60,8 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         tmp = tmp_path_factory.mktemp(name)
         jobs[name] = {"errors-plain": partial(_plain, tmp, "errors"),
                       "errors": partial(run_traced, tmp, [PROGRAM, "errors"]),
-                      "late": partial(_timed, tmp, "late", "3", "--hang-timeout", "3")}[name]
+                      "late": partial(_timed, tmp, "late", "3", "--hang-timeout", "3"),
+                      "api": partial(_api, tmp)}[name]
     with side_by_side(jobs) as result:
         yield result
 
@@ -179,3 +185,21 @@ def test_under_the_pytest_plugin_each_rref_backward_is_recorded_on_its_owner(
                    c["agreement"]) for c in index["contexts"])
     assert rows == [("test_rref_backward_from_another_worker", "head", 1, "completed", "agrees"),
                     ("test_rref_backward_on_the_owner", "trainer", 1, "completed", "agrees")]
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("api")
+def test_the_python_api_runs_an_rref_backward_on_its_owner(runs: Any) -> None:
+    from distviz.trace import load
+
+    proc, folder = runs("api")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = [ln for ln in proc.stdout.splitlines() if ln.startswith("api ")]
+    assert said == [
+        "api non-owner: initiator head, workers ['trainer', 'body', 'head'], roots "
+        "['loss_rref'], real completed, gradients [[8.0, 8.0]]",
+        "api owner: initiator trainer, workers ['trainer', 'body'], roots ['loss_rref'], "
+        "real completed, gradients [[8.0, 8.0]]"]
+    for where in ("non-owner", "owner"):     # written by the owner, where the caller said
+        traced = load(folder / f"{where}.json").meta.traced or {}
+        assert traced["agreement"].startswith("replay matches PyTorch on all"), traced

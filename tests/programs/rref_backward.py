@@ -16,6 +16,10 @@ Usage: python rref_backward.py MODE [ARG...]
   message without PyTorch's C++ backtrace, which differs from process to process) and the
   gradients in the context.
 
+* ``api FOLDER``: ``distviz.backward(context_id, loss_rref, path=...)`` in place of
+  ``loss_rref.backward(context_id)``, from a non-owner and from the owner (the Python API, not
+  under ``distviz trace``); prints what each returned trace says.
+
 Each step or case prints one line; the program exits 0 when every one ran.
 """
 
@@ -125,6 +129,24 @@ def errors():
         outcome("owner other context", loss_rref.backward, (context_id + 1000,))
 
 
+def api(folder):
+    import distviz
+
+    weight = torch.ones(2, requires_grad=True)
+    for where in ("non-owner", "owner"):
+        with dist_autograd.context() as context_id:
+            hidden = rpc.rpc_sync("body", through_body, args=(weight,))
+            if where == "owner":
+                loss_rref = rpc.RRef(head_value(hidden, "ok"))
+            else:
+                loss_rref = rpc.remote("head", head_value, args=(hidden, "ok"))
+            trace = distviz.backward(context_id, loss_rref, path=f"{folder}/{where}.json")
+            grads = sorted(g.tolist() for g in dist_autograd.get_gradients(context_id).values())
+        print(f"api {where}: initiator {trace.initiator}, workers {trace.workers}, roots "
+              f"{trace.passes[0].root_vars}, real {trace.real.outcome}, gradients {grads}",
+              flush=True)
+
+
 def run_worker(rank, mode, args):
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"),
@@ -137,6 +159,8 @@ def run_worker(rank, mode, args):
             train(bad, int(args[1]) if len(args) > 1 else max(20, bad))
         elif mode == "owner":
             owner()
+        elif mode == "api":
+            api(args[0])
         else:
             errors()
     rpc.shutdown()

@@ -50,7 +50,6 @@ from distviz.tracing.shared import naming, process
 FALLBACK = "distviz:pytorch-path"
 
 _ORIGINAL: list[Callable[..., Any]] = []    # PyTorch's ``PyRRef.backward``, once installed
-_RPC_SYNC: list[Callable[..., Any]] = []    # PyTorch's ``rpc_sync``, not distviz's wrapper
 
 
 class Args(NamedTuple):
@@ -70,8 +69,13 @@ class CallerSite:
 
 
 class _Code(NamedTuple):
+    """What is read of a frame's code: its file, function, and first line (unknown on the
+    owner: the caller's line stands for it, so no ``def`` is found there and the Python API's
+    guess of RPC results from the source finds none in a caller's frame)."""
+
     co_filename: str
     co_name: str
+    co_firstlineno: int
 
 
 @dataclass
@@ -79,10 +83,22 @@ class _Frame:
     """A stand-in for the caller's frame on the owner: what ``callsites.own_frames`` and
     ``naming.own_variables`` read of a frame (the RRef's variable names the owner's value)."""
 
-    f_code: _Code
+    f_code: Any     # a ``_Code``, or the program's own code object
     f_lineno: int
     f_locals: dict[str, Any]
     f_back: Any     # a stand-in, the program's real frame, or None
+
+
+def is_rref(value: Any) -> bool:
+    """Whether ``value`` is an RRef (``rpc.RRef`` or the ``PyRRef`` ``rpc.remote`` returns)."""
+    return isinstance(value, rpc.PyRRef)
+
+
+def pytorch_rpc_sync() -> Callable[..., Any]:
+    """PyTorch's ``rpc_sync``, not distviz's wrapper (an RPC of distviz's own is no call of
+    the program's, and notes no call site)."""
+    sync = rpc_api.rpc_sync
+    return cast(Callable[..., Any], getattr(sync, "__wrapped__", sync))
 
 
 def parse(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Args | None:
@@ -109,7 +125,7 @@ def stand_in(site: CallerSite, value: torch.Tensor) -> types.FrameType | None:
     out: _Frame | None = None
     for k, (path, line, function) in reversed(list(enumerate(site.frames))):
         local = {site.variable: value} if k == 0 and site.variable else {}
-        out = _Frame(_Code(path, function), line, local, out)
+        out = _Frame(_Code(path, function, line), line, local, out)
     return cast(types.FrameType | None, out)
 
 
@@ -124,8 +140,7 @@ def with_variable(frame: types.FrameType | None, rref: Any, value: torch.Tensor
     variable = rref_variable(f, rref)
     if f is None or variable is None:
         return frame
-    code = _Code(f.f_code.co_filename, f.f_code.co_name)
-    return cast(types.FrameType, _Frame(code, f.f_lineno or 0,
+    return cast(types.FrameType, _Frame(f.f_code, f.f_lineno or 0,
                                         {**f.f_locals, variable: value}, f.f_back))
 
 
@@ -177,8 +192,8 @@ def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
             _backward(with_variable(frame, self, root), call, root)
             return None
         site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
-        reply = _RPC_SYNC[0](self.owner(), on_owner, args=(self, call.context_id,
-                                                            call.retain_graph, site))
+        reply = pytorch_rpc_sync()(self.owner(), on_owner,
+                                   args=(self, call.context_id, call.retain_graph, site))
         if reply == FALLBACK:
             return original(self, *args, **kwargs)
         if reply is not None:
@@ -196,6 +211,4 @@ def install() -> None:
         return
     current = getattr(rpc.PyRRef, "backward")  # noqa: B009 - typeshed lacks it
     _ORIGINAL.append(current)
-    sync = rpc_api.rpc_sync
-    _RPC_SYNC.append(getattr(sync, "__wrapped__", sync))
     setattr(rpc.PyRRef, "backward", _routed(current))  # noqa: B010 - a method of a C++ class
