@@ -40,6 +40,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
+from distviz.recorder.contexts import context_here
 from distviz.tracing import callsites
 from distviz.tracing.hooks import dispatch
 from distviz.tracing.shared import naming, process
@@ -172,11 +173,23 @@ def on_owner(rref: Any, context_id: int, retain_graph: bool, site: CallerSite) -
     root = _local_tensor(rref)
     if root is None:
         return FALLBACK
+    _sweep()
     try:
         _backward(stand_in(site, root), Args(context_id, retain_graph), root)
     except Exception as exc:  # noqa: BLE001 - the caller raises it as PyTorch would
         return str(exc)
     return None
+
+
+def _sweep() -> None:
+    """Let go of what was kept for the later passes of contexts recorded here for callers on
+    other workers that PyTorch has released since (the program leaves those contexts in
+    another process, so ``dispatch.context_ended`` is not called here when it does)."""
+    proc = process.PROCESS
+    if proc is None:
+        return
+    for cid in [c for c in (*proc.runs, *proc.ended) if not context_here(c)]:
+        dispatch.context_ended(cid)
 
 
 def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
