@@ -72,6 +72,10 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *, names: 
     ``RuntimeError``, with the explanation) instead of running a backward the replay predicts
     to hang; a real backward that does not return within ``hang_timeout`` seconds is saved as
     hung and left running. Under ``distviz trace`` its options apply instead.
+
+    ``roots`` may be an RRef whose value is the loss (in place of
+    ``loss_rref.backward(context_id)``): the backward runs on its owner, which writes the
+    trace and returns it.
     """
     import sys
 

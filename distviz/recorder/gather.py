@@ -1,10 +1,11 @@
 """The cross-worker gather (torch side): every worker's piece of a context, from the initiator.
 
 ``gather(context_id, roots, names)`` records this worker (``record_local``, or the caller's
-``record_fn``) and reaches every other worker of the context through the known-worker ids over
-RPC, from the ``distviz-gather`` side thread: the dist autograd context is thread-local, so the
-recording RPCs are made outside the context and add no message ids or known workers. It records
-again until every request the forward pass left on its way has reached its callee.
+``record_fn``) and reaches every other worker of the context through the known-worker ids and
+the senders of the messages each worker received, over RPC, from the ``distviz-gather`` side
+thread: the dist autograd context is thread-local, so the recording RPCs are made outside the
+context and add no message ids or known workers. It records again until every request the
+forward pass left on its way has reached its callee.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
         time.sleep(0.02)
 
 
+def _reached(piece: dict[str, Any]) -> list[int]:
+    """The worker ids a piece leads to: those its context knows (sent to), and those it only
+    received from (``heard``)."""
+    return list(piece["known"]) + list(piece.get("heard") or [])
+
+
 def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns: list[Any],
                  named: list[tuple[Any, str]], inspect_saved: bool, timeout: float | None
                  ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
@@ -125,7 +132,7 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
 
     asked = ask(sorted(set(known_ids(context_id)) - seen))
     pieces = [local(context_id, root_fns, named, inspect_saved)]
-    frontier = [w for w in pieces[0]["known"] if w not in seen]
+    frontier = [w for w in _reached(pieces[0]) if w not in seen]
     while True:
         results = asked.result()
         for piece in results:
@@ -133,7 +140,7 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
                 pending.append(piece)
                 continue
             pieces.append(piece)
-            frontier.extend(w for w in piece["known"] if w not in seen)
+            frontier.extend(w for w in _reached(piece) if w not in seen)
         if not frontier:
             return workers, pieces, pending
         asked = ask(sorted(set(frontier) - seen))

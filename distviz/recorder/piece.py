@@ -100,7 +100,11 @@ def record_local(context_id: int, roots: Sequence[Any] = (),
     calls = [c.to_json() for c in contexts.calls_in(context_id)]
     known = sorted(int(w) for w in ctx._known_worker_ids())
     grads = len(dist_autograd.get_gradients(context_id))  # > 0 once a backward pass ran
-    return {"worker": worker, "nodes": nodes, "known": known, "calls": calls, "grads": grads,
+    # the workers it only heard from (a message id holds its sender's id in its top 16 bits):
+    # the owner of an RRef whose backward runs there may have sent nothing in the forward
+    heard = sorted({int(mid) >> 48 for mid in recvs} - set(known))
+    return {"worker": worker, "nodes": nodes, "known": known, "heard": heard, "calls": calls,
+            "grads": grads,
             "roots": [rec.ids[fn] for fn in roots if fn in rec.ids],
             "absent": absent_leaves(worker, given, order)}
 

@@ -14,13 +14,14 @@ import functools
 import os
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch.distributed.autograd as dist_autograd
 
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.recorder.contexts import BACKWARD
 from distviz.trace import Trace
+from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
 from distviz.tracing.hooks import jit
 from distviz.tracing.recording import observe
@@ -35,8 +36,9 @@ def _process(out_dir: str, hang_timeout: float) -> Process:
     if proc is None:    # not under distviz trace: this process's own settings, and call
         proc = process.start(TraceConfig(out_dir=out_dir, contexts="all",
                                          hang_timeout=hang_timeout))
-        from distviz.tracing.hooks import patches
+        from distviz.tracing.hooks import patches, rref
         patches.install_callsites(proc)
+        rref.install()
     return proc
 
 
@@ -64,6 +66,19 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
              out_dir: str = "distviz-traces", hang_timeout: float = TRACE_HANG_TIMEOUT,
              frame: types.FrameType | None = None) -> Trace:
     """See ``distviz.backward``."""
+    from distviz.tracing.hooks import rref
+
+    if rref.is_rref(roots):
+        options = {"names": names, "path": path, "out_dir": out_dir,
+                   "hang_timeout": hang_timeout}
+        if roots.is_owner():
+            value = roots.local_value()
+            return backward(context_id, [value], retain_graph,
+                            frame=rref.with_variable(frame, roots, value), **options)
+        site = rref.CallerSite(callsites.own_frames(frame), rref.rref_variable(frame, roots))
+        return cast(Trace, rref.pytorch_rpc_sync()(
+            roots.owner(), backward_on_owner, args=(roots, context_id, retain_graph, site,
+                                                     options)))
     proc = _process(out_dir, hang_timeout)
     index, _ = proc.number(context_id)
     _guess_sites(context_id, frame)
@@ -74,6 +89,18 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
         raise RuntimeError(f"distviz could not record context id {context_id}, but PyTorch's "
                            "backward ran")
     return observe.run_backward(run, roots, retain_graph)
+
+
+def backward_on_owner(handle: Any, context_id: int, retain_graph: bool, site: Any,
+                      options: dict[str, Any]) -> Trace:
+    """``distviz.backward(context_id, rref)`` from another worker, run on the RRef's owner:
+    its value is the root, the caller's line (``site``, a ``hooks.rref.CallerSite``) the call
+    site; the owner writes the trace and returns it."""
+    from distviz.tracing.hooks import rref
+
+    value = handle.local_value()
+    return backward(context_id, [value], retain_graph, frame=rref.stand_in(site, value),
+                    **options)
 
 
 def record(context_id: int, roots: Any, names: Any = None, *, path: str | os.PathLike[str] | None = None,

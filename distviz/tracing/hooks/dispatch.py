@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import time
+import types
 from typing import Any
 
 import torch
@@ -43,6 +44,15 @@ _is_tracing = torch._C._is_tracing    # ``torch.jit.is_tracing`` from Python
 
 def traced_backward(*args: Any, **kwargs: Any) -> None:
     """``dist_autograd.backward`` as a traced program sees it; see the module docstring."""
+    return backward_at(sys._getframe(1), args, kwargs)
+
+
+def backward_at(frame: types.FrameType | None, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> None:
+    """``traced_backward(*args, **kwargs)`` called from ``frame`` (the program's line, whose
+    variables name the roots): ``distviz.tracing.hooks.rref`` gives the caller's frame of an
+    ``RRef.backward``, or on the owner a stand-in for the frame of a caller on another
+    worker."""
     proc = process.PROCESS
     if proc is None:
         return BACKWARD(*args, **kwargs)
@@ -66,14 +76,14 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
         from distviz.tracing.recording import observe
 
         watch_hook.counted(_in_flight(context_id, k, roots, retain_graph), observe.record_again,
-                           proc.runs[context_id], roots, retain_graph, sys._getframe(1))
+                           proc.runs[context_id], roots, retain_graph, frame)
         return None
     if not first or not proc.spec.selects(k) or not proc.claim_slot():
         if not first:
             _unfollowed(proc, context_id)
         if watch_hook.WATCH is not None:    # watched, not recorded in full (tracing/watch/watcher.py)
             return watch_hook.WATCH.watched(proc, context_id, roots, retain_graph, k,
-                                            sys._getframe(1))
+                                            frame)
         callsites.drop(context_id)
         return watch_hook.counted(_in_flight(context_id, k, roots, retain_graph),
                                   BACKWARD, *args, **kwargs)
@@ -81,7 +91,7 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
 
     watch_hook.counted(_in_flight(context_id, k, roots, retain_graph),
                        observe.record_and_observe, proc.config, context_id, roots,
-                       retain_graph, k, sys._getframe(1))
+                       retain_graph, k, frame)
     return None
 
 

@@ -19,6 +19,8 @@
   ``with dist_autograd.context()`` tells ``dispatch.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then), and logs a backward the
   context ran from TorchScript (not recorded: it never reaches Python).
+* ``RRef.backward(context_id)`` goes the way ``dist_autograd.backward`` goes, on the RRef's
+  owner (``distviz.tracing.hooks.rref``; from another worker through an RPC of distviz's own).
 * ``torch.autograd``'s ``_engine_run_backward`` (under ``loss.backward()``,
   ``torch.autograd.backward`` and ``torch.autograd.grad``) explains a local backward inside a
   dist autograd context, and names the parameters whose ``.grad`` a local backward nested in a
@@ -45,7 +47,7 @@ import torch.distributed.rpc.api as rpc_api
 from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.hooks import dispatch, jit, local_backward
+from distviz.tracing.hooks import dispatch, jit, local_backward, rref
 from distviz.tracing.shared import fanout, journal, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
@@ -178,6 +180,7 @@ def install(config: TraceConfig) -> None:
         _interop(config.interop_threads)
     naming.install()
     install_callsites(proc)
+    rref.install()
     rpc.init_rpc = _init_rpc(rpc.init_rpc, proc)
     rpc.shutdown = rpc_api.shutdown = _shutdown(rpc_api.shutdown)
     traced = functools.wraps(BACKWARD)(dispatch.traced_backward)
