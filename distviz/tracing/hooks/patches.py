@@ -25,6 +25,9 @@
   ``torch.autograd.backward`` and ``torch.autograd.grad``) explains a local backward inside a
   dist autograd context, and names the parameters whose ``.grad`` a local backward nested in a
   distributed one wrote (``distviz.tracing.hooks.local_backward``).
+* ``DistributedOptimizer.step``, once the program imports ``torch.distributed.optim``: the
+  parameters that got no gradient in any backward of the run are named after ``rpc.shutdown``
+  (``distviz.tracing.hooks.optimizer``).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot.listener``): entering and leaving a
   context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
   the table ``traced_backward`` and the watch keep, ``distviz.tracing.shared.inflight``).
@@ -47,7 +50,7 @@ import torch.distributed.rpc.api as rpc_api
 from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.hooks import dispatch, jit, local_backward, rref
+from distviz.tracing.hooks import dispatch, jit, local_backward, optimizer, rref
 from distviz.tracing.shared import fanout, journal, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
@@ -112,7 +115,9 @@ def _shutdown(original: Any) -> Any:
     def shutdown(*args: Any, **kwargs: Any) -> Any:
         fanout.settle()
         watch.hand_over()
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
+        optimizer.report()      # every optimizer step of the session has been served
+        return result
     return shutdown
 
 
@@ -189,6 +194,7 @@ def install(config: TraceConfig) -> None:
     jit.as_builtin(traced, BACKWARD)
     jit.watch_compiles()
     local_backward.install()
+    optimizer.arm()
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

@@ -26,8 +26,9 @@ EVENTS = "events.jsonl"
 SCRIPTED = "scripted_backward"    # the event of a backward a context ran from TorchScript
 LOCAL_BACKWARD = "local_backward"   # a local backward inside a dist autograd context
 GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
+NO_GRADIENT = "no_gradient"   # parameters of a DistributedOptimizer that never got a gradient
 #: The events that are a sentence for the summary, as they were logged.
-NOTE_KINDS = ("not_recorded", LOCAL_BACKWARD, GRADS_LEFT)
+NOTE_KINDS = ("not_recorded", LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT)
 
 
 @dataclass(slots=True)
@@ -96,7 +97,9 @@ class Event:
     ``stats``: one process's backward calls, ``distviz.tracing.shared.backward_stats``),
     ``local_backward`` (a local backward inside a distributed context) or ``grads_left`` (a
     local backward inside a distributed one put parameters' gradients in ``.grad``; both
-    ``distviz.tracing.hooks.local_backward``). ``test``: the
+    ``distviz.tracing.hooks.local_backward``) or ``no_gradient`` (parameters of a
+    ``DistributedOptimizer`` that got no gradient in any backward of the run,
+    ``distviz.tracing.hooks.optimizer``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: str

@@ -1,0 +1,276 @@
+"""The parameters of a ``DistributedOptimizer`` that got no gradient in any backward of the run
+(torch side).
+
+``torch.distributed.optim.DistributedOptimizer.step(context_id)`` runs on the caller; each
+parameter's owner reads ``dist_autograd.get_gradients(context_id)`` and steps its local
+optimizer (a TorchScript one for the optimizers PyTorch has a functional form of, ``SGD``,
+``Adam`` and the rest: its ``get_gradients`` is PyTorch's op, out of Python's reach). What
+counts is the owner's view, so:
+
+* ``arm`` patches ``DistributedOptimizer.step`` when the program imports
+  ``torch.distributed.optim`` (a process that never does loads nothing more). The wrapper sends
+  ``check`` to the owner of each of the optimizer's local optimizers, over the program's agent
+  with PyTorch's own ``rpc_async`` (no tensors: nothing joins the context), then runs PyTorch's
+  step, then waits for the answers (at most ``limits.COLLECT_TIMEOUT``; a failure or a late
+  answer counts for nothing). A local optimizer is asked until every parameter it holds has had
+  a gradient once: where every parameter gets one, that is the first step only.
+* ``check``, on the owner, reads the local optimizer's parameters from PyTorch's
+  ``_LocalOptimizer`` or ``_ScriptLocalOptimizer`` (``_local_params``) and
+  ``get_gradients(context_id)`` (no context there: none of them got one), and marks each
+  parameter seen. State: one small record per parameter of this process that an optimizer
+  holds (``_PARAMS``: whether it got a gradient, in how many steps it was asked, its name),
+  whatever the number of steps; the record goes with its parameter.
+* ``report``, after ``rpc.shutdown`` returns (every step served) and at exit, names the
+  parameters asked in at least one step that never got a gradient, as distviz names leaves
+  (``ps.encoder.weight``; else their shape), live and in the session's log
+  (``journal.NO_GRADIENT``) for the summary and ``index.json``'s notes.
+
+The program's own step runs exactly as it was called: its result and its exceptions are
+PyTorch's; distviz's part never raises into it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, cast
+
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc.api as rpc_api
+
+from distviz import limits
+from distviz.tracing.shared import journal, live, naming, process
+from distviz.words import plural
+
+#: PyTorch's module that defines ``DistributedOptimizer``.
+MODULE = "torch.distributed.optim.optimizer"
+#: How many parameters a note names before it says how many more there are.
+NAMED = 8
+
+
+@dataclass(slots=True)
+class _Param:
+    """One parameter of a local optimizer on this worker (its owner)."""
+
+    ref: weakref.ref[torch.Tensor]
+    seen: bool = False      # got a gradient in the context of some step
+    steps: int = 0          # steps it was asked in
+    name: str = ""          # how the note names it (set when a step finds it without one)
+
+
+_PARAMS: dict[int, _Param] = {}
+_GONE: dict[str, int] = {}      # freed parameters that never got one: name -> steps
+_LOCK = threading.Lock()
+_PENDING: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+
+
+def _forget() -> None:
+    _PARAMS.clear()
+    _GONE.clear()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+
+# -- on the owner -------------------------------------------------------------------------------
+
+def _freed(key: int) -> Any:
+    def gone(_ref: Any) -> None:
+        with _LOCK:
+            rec = _PARAMS.pop(key, None)
+            if rec is not None and not rec.seen and rec.steps and rec.name:
+                _GONE[rec.name] = _GONE.get(rec.name, 0) + rec.steps
+    return gone
+
+
+def _name(param: torch.Tensor, worker: str) -> str:
+    for p, name in naming.parameter_names(worker, sys._getframe(0)):
+        if p is param:
+            return name
+    return f"{worker}: a parameter of shape {list(param.shape)}"
+
+
+def mark(params: Sequence[torch.Tensor], grads: Any, worker: str) -> bool:
+    """Count one step of a local optimizer holding ``params``, whose context here holds
+    ``grads`` (``{tensor: gradient}``); returns whether each of them has had a gradient now."""
+    done = True
+    missing: list[tuple[_Param, torch.Tensor]] = []
+    with _LOCK:
+        for p in params:
+            key = id(p)
+            rec = _PARAMS.get(key)
+            if rec is None or rec.ref() is not p:
+                rec = _PARAMS[key] = _Param(weakref.ref(p, _freed(key)))
+            rec.steps += 1
+            if rec.seen:
+                continue
+            if p in grads:
+                rec.seen = True
+            else:
+                done = False
+                if not rec.name:
+                    missing.append((rec, p))
+    for rec, p in missing:      # named once, outside the lock (the module walk takes its own)
+        rec.name = _name(p, worker)
+    return done
+
+
+def check(optimizer_rref: Any, context_id: int) -> bool:
+    """On the owner of a local optimizer: mark its parameters for ``context_id``; returns
+    whether it need not be asked again (every parameter has had a gradient, or it cannot be
+    told here)."""
+    try:
+        params = list(optimizer_rref.local_value()._local_params)
+    except Exception:  # noqa: BLE001 - not PyTorch's local optimizer: nothing to tell
+        return True
+    try:
+        grads = dist_autograd.get_gradients(int(context_id))
+    except RuntimeError:     # no such context here: none of them got a gradient in it
+        grads = {}
+    proc = process.PROCESS
+    worker = (proc.worker if proc is not None else None) or "?"
+    return mark(params, grads, worker)
+
+
+def report() -> None:
+    """Name the parameters asked in a step that never got a gradient, and start over (after
+    ``rpc.shutdown``: a later RPC session of the process counts anew; and at exit)."""
+    with _LOCK:
+        found = dict(_GONE)
+        for rec in _PARAMS.values():
+            if not rec.seen and rec.steps and rec.name:
+                found[rec.name] = found.get(rec.name, 0) + rec.steps
+        _forget()
+    proc = process.PROCESS
+    if not found or proc is None:
+        return
+    names = list(found)
+    one = len(names) == 1
+    shown = ", ".join(names[:NAMED]) + (f", {len(names) - NAMED} more" if len(names) > NAMED
+                                         else "")
+    steps = max(found.values())
+    text = (f"{plural(len(names), 'parameter')} of a DistributedOptimizer got no gradient in "
+            f"any backward of the run ({shown}): dist_autograd.get_gradients(context_id) on "
+            f"{'its' if one else 'their'} owner held none for {'it' if one else 'them'} in "
+            f"any of the {plural(steps, 'optimizer step')} that asked")
+    who = f"{proc.worker}: " if proc.worker else ""
+    live.say(who + text)
+    journal.append(proc.config.session_dir, journal.Event(
+        kind=journal.NO_GRADIENT, pid=os.getpid(), worker=proc.worker, message=text))
+
+
+# -- on the caller ------------------------------------------------------------------------------
+
+def _ask(optimizer: Any, context_id: Any) -> list[tuple[int, Any]]:
+    """Send ``check`` to the owners of the local optimizers still asked; ``(index, future)``."""
+    remotes = getattr(optimizer, "remote_optimizers", None)
+    if not isinstance(remotes, list):
+        return []
+    pending = _PENDING.get(optimizer)
+    if pending is None:
+        pending = _PENDING[optimizer] = list(range(len(remotes)))
+    if not pending:
+        return []
+    send = getattr(rpc_api.rpc_async, "__wrapped__", rpc_api.rpc_async)   # PyTorch's own
+    out: list[tuple[int, Any]] = []
+    for i in pending:
+        try:
+            out.append((i, send(remotes[i].owner(), check, args=(remotes[i], int(context_id)),
+                                timeout=limits.COLLECT_TIMEOUT)))
+        except Exception:  # noqa: BLE001, S112 - the step itself will say what is wrong
+            continue
+    return out
+
+
+def _collect(optimizer: Any, asked: list[tuple[int, Any]]) -> None:
+    pending = _PENDING.get(optimizer)
+    for i, fut in asked:
+        try:
+            done = bool(fut.wait())
+        except Exception:  # noqa: BLE001, S112 - a late or failed answer counts for nothing
+            continue
+        if done and pending is not None and i in pending:
+            pending.remove(i)
+
+
+def _step(original: Any) -> Any:
+    @functools.wraps(original)
+    def step(self: Any, context_id: Any) -> Any:
+        try:
+            asked = _ask(self, context_id)
+        except Exception:  # noqa: BLE001 - never break the program's step
+            asked = []
+        result = original(self, context_id)
+        if asked:
+            _collect(self, asked)
+        return result
+    return step
+
+
+def patch(module: ModuleType) -> None:
+    """Wrap ``module.DistributedOptimizer.step`` (once)."""
+    cls = getattr(module, "DistributedOptimizer", None)
+    if cls is None or hasattr(cls.step, "__wrapped__"):
+        return
+    cls.step = _step(cls.step)
+    atexit.register(report)
+
+
+class _AfterOptimizer:
+    """A meta path finder that wraps the loader of ``MODULE`` so that ``patch`` runs after it
+    (as ``distviz.tracing.hooks.inject`` does for torch)."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != MODULE or self.done:
+            return None
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(fullname)
+        exec_module: Any = getattr(spec.loader, "exec_module", None) if spec else None
+        if spec is None or exec_module is None:
+            return spec
+        loader = spec.loader
+
+        class _Loader:
+            def create_module(self, s: Any) -> ModuleType | None:
+                return cast(Any, loader).create_module(s)
+
+            def exec_module(self, module: ModuleType) -> None:
+                module.__loader__ = loader
+                if module.__spec__ is not None:
+                    module.__spec__.loader = loader
+                exec_module(module)
+                try:
+                    patch(module)
+                except Exception as exc:  # noqa: BLE001 - never break the program
+                    print(f"distviz: DistributedOptimizer not watched: {exc}",
+                          file=sys.stderr, flush=True)
+
+        spec.loader = cast(Any, _Loader())
+        return spec
+
+
+def arm() -> None:
+    """Patch ``DistributedOptimizer.step`` now if PyTorch's module is loaded, else when it is."""
+    module = sys.modules.get(MODULE)
+    if module is not None:
+        patch(module)
+    elif not any(isinstance(f, _AfterOptimizer) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterOptimizer())
