@@ -77,8 +77,6 @@ def test_fairscales_tests_pass_plain_and_traced_with_the_same_results(
     assert result["exit_plain"] == result["exit_traced"] == 0, out
 
 
-@pytest.mark.xfail(strict=True, reason="RRef.backward, fairscale's only way into the "
-                   "distributed backward, is not recorded yet: 0 contexts")
 def test_fairscales_contexts_are_recorded_and_none_differs(
         compared: tuple[dict[str, Any], str, Path]) -> None:
     """Four tests run a backward (``backward``, ``update``, ``multi_input_multi_output_layers``,
