@@ -13,13 +13,17 @@ the result:
 
 OPTIMIZER is ``sgd`` (PyTorch steps it in TorchScript, ``_ScriptLocalOptimizer``) or ``asgd``
 (no functional form: PyTorch's Python ``_LocalOptimizer``). The trainer prints the parameters'
-values after training (they must be the same plain and traced).
+values after training (they must be the same plain and traced); from 1,000 steps on, also the
+parameter server's peak resident set at a tenth of the steps and at the end, and the loop's
+wall time.
 
 Usage: python optimizer_no_grad.py unused|all|sometimes [STEPS] [sgd|asgd]
 """
 
 import os
+import resource
 import sys
+import time
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -64,18 +68,28 @@ def values():
     return [round(float(p.detach().sum()), 5) for p in net().parameters()]
 
 
+def peak_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def train(mode, steps, optimizer):
     params = rpc.rpc_sync("ps", parameter_rrefs)
     kind = torch.optim.SGD if optimizer == "sgd" else torch.optim.ASGD
     opt = DistributedOptimizer(kind, params, lr=0.05)
     torch.manual_seed(1)
+    start = time.perf_counter()
     for k in range(steps):
+        if steps >= 1000 and k == steps // 10:
+            print(f"ps peak at step {k}: {rpc.rpc_sync('ps', peak_kib)} KiB", flush=True)
         use_extra = mode == "all" or (mode == "sometimes" and k == steps - 1)
         x = torch.randn(2, 4)
         with dist_autograd.context() as context_id:
             y = rpc.rpc_sync("ps", forward, args=(x, use_extra))
             dist_autograd.backward(context_id, [y.sum()])
             opt.step(context_id)
+    if steps >= 1000:
+        print(f"ps peak at step {steps}: {rpc.rpc_sync('ps', peak_kib)} KiB; "
+              f"{steps} steps in {time.perf_counter() - start:.2f} s", flush=True)
     print("values:", rpc.rpc_sync("ps", values), flush=True)
 
 

@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.machinery
 import importlib.util
 import os
 import sys
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -52,20 +50,28 @@ from distviz import limits
 from distviz.tracing.shared import journal, live, naming, process
 from distviz.words import plural
 
+if TYPE_CHECKING:  # pragma: no cover
+    import importlib.machinery
+
 #: PyTorch's module that defines ``DistributedOptimizer``.
 MODULE = "torch.distributed.optim.optimizer"
 #: How many parameters a note names before it says how many more there are.
 NAMED = 8
 
 
-@dataclass(slots=True)
 class _Param:
-    """One parameter of a local optimizer on this worker (its owner)."""
+    """One parameter of a local optimizer on this worker (its owner): whether it got a
+    gradient in the context of some step, in how many steps it was asked, and how the note
+    names it (set when a step finds it without one). A plain class: a dataclass costs a
+    traced process a millisecond to import."""
 
-    ref: weakref.ref[torch.Tensor]
-    seen: bool = False      # got a gradient in the context of some step
-    steps: int = 0          # steps it was asked in
-    name: str = ""          # how the note names it (set when a step finds it without one)
+    __slots__ = ("ref", "seen", "steps", "name")
+
+    def __init__(self, ref: weakref.ref[torch.Tensor]) -> None:
+        self.ref, self.seen, self.steps, self.name = ref, False, 0, ""
+
+    def __repr__(self) -> str:
+        return f"_Param(seen={self.seen}, steps={self.steps}, name={self.name!r})"
 
 
 _PARAMS: dict[int, _Param] = {}
