@@ -113,7 +113,7 @@ def test_the_owners_count_is_one_record_per_parameter_whatever_the_steps() -> No
     assert first == later == {False} and grown < 1024, grown
     assert len(optimizer._PARAMS) == 2
     rec = optimizer._PARAMS[id(unused)]
-    assert (rec.seen, rec.steps, rec.name) == (False, 10_001, "ps: a parameter of shape [3]")
+    assert (rec.seen, rec.steps, rec.name) == (False, 10_001, "a parameter of shape [3] on ps")
     assert optimizer._PARAMS[id(used)].seen
     assert _step([used], grads, 1) == {True}     # every parameter it holds has had one
     del unused     # a freed parameter that never got one is kept by name, not by record
@@ -123,5 +123,5 @@ def test_the_owners_count_is_one_record_per_parameter_whatever_the_steps() -> No
     gc.collect()
     gone = dict(optimizer._GONE)
     assert len(optimizer._PARAMS) == 1, optimizer._PARAMS
-    assert gone == {"ps: a parameter of shape [3]": 10_001}
+    assert gone == {"a parameter of shape [3] on ps": 10_001}
     optimizer._forget()

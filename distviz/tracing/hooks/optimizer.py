@@ -14,7 +14,8 @@ counts is the owner's view, so:
   step, then waits for the answers (at most ``limits.COLLECT_TIMEOUT``; a failure or a late
   answer counts for nothing). A local optimizer is asked until every parameter it holds has had
   a gradient once: where every parameter gets one, that is the first step only.
-* ``check``, on the owner, reads the local optimizer's parameters from PyTorch's
+* ``check``, on the owner (the local optimizer's RRef the first time, then a key), reads the
+  local optimizer's parameters from PyTorch's
   ``_LocalOptimizer`` or ``_ScriptLocalOptimizer`` (``_local_params``) and
   ``get_gradients(context_id)`` (no context there: none of them got one), and marks each
   parameter seen. State: one small record per parameter of this process that an optimizer
@@ -22,7 +23,7 @@ counts is the owner's view, so:
   whatever the number of steps; the record goes with its parameter.
 * ``report``, after ``rpc.shutdown`` returns (every step served) and at exit, names the
   parameters asked in at least one step that never got a gradient, as distviz names leaves
-  (``ps.encoder.weight``; else their shape), live and in the session's log
+  (``ps.encoder.weight``; else their shape and worker), live and in the session's log
   (``journal.NO_GRADIENT``) for the summary and ``index.json``'s notes.
 
 The program's own step runs exactly as it was called: its result and its exceptions are
@@ -76,8 +77,12 @@ class _Param:
 
 _PARAMS: dict[int, _Param] = {}
 _GONE: dict[str, int] = {}      # freed parameters that never got one: name -> steps
-_LOCK = threading.Lock()
-_PENDING: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
+_LOCK = threading.RLock()     # a parameter freed by a collection inside it comes back
+# on the caller: for each DistributedOptimizer, its local optimizers still asked (by index in
+# ``remote_optimizers``) and their keys on their owners once known
+_PENDING: weakref.WeakKeyDictionary[Any, dict[int, int | None]] = weakref.WeakKeyDictionary()
+# on the owner: its local optimizers that were asked, by key (``id``), as long as they live
+_LOCALS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def _forget() -> None:
@@ -103,7 +108,7 @@ def _name(param: torch.Tensor, worker: str) -> str:
     for p, name in naming.parameter_names(worker, sys._getframe(0)):
         if p is param:
             return name
-    return f"{worker}: a parameter of shape {list(param.shape)}"
+    return f"a parameter of shape {list(param.shape)} on {worker}"
 
 
 def mark(params: Sequence[torch.Tensor], grads: Any, worker: str) -> bool:
@@ -131,21 +136,25 @@ def mark(params: Sequence[torch.Tensor], grads: Any, worker: str) -> bool:
     return done
 
 
-def check(optimizer_rref: Any, context_id: int) -> bool:
-    """On the owner of a local optimizer: mark its parameters for ``context_id``; returns
-    whether it need not be asked again (every parameter has had a gradient, or it cannot be
-    told here)."""
+def check(target: Any, context_id: int) -> tuple[bool, int | None]:
+    """On the owner of a local optimizer (``target``: its RRef the first time, then the key
+    this returned): mark its parameters for ``context_id``. Returns whether it need not be
+    asked again (every parameter has had a gradient, or it cannot be told here) and its key
+    (later asks send the key, not the RRef: no RRef fork messages)."""
     try:
-        params = list(optimizer_rref.local_value()._local_params)
-    except Exception:  # noqa: BLE001 - not PyTorch's local optimizer: nothing to tell
-        return True
+        local = _LOCALS.get(target) if isinstance(target, int) else target.local_value()
+        params = list(local._local_params)  # type: ignore[union-attr]
+        key = id(local)
+        _LOCALS[key] = local
+    except Exception:  # noqa: BLE001 - not PyTorch's local optimizer, or gone: nothing to tell
+        return True, None
     try:
         grads = dist_autograd.get_gradients(int(context_id))
     except RuntimeError:     # no such context here: none of them got a gradient in it
         grads = {}
     proc = process.PROCESS
     worker = (proc.worker if proc is not None else None) or "?"
-    return mark(params, grads, worker)
+    return mark(params, grads, worker), key
 
 
 def report() -> None:
@@ -153,7 +162,7 @@ def report() -> None:
     ``rpc.shutdown``: a later RPC session of the process counts anew; and at exit)."""
     with _LOCK:
         found = dict(_GONE)
-        for rec in _PARAMS.values():
+        for rec in list(_PARAMS.values()):
             if not rec.seen and rec.steps and rec.name:
                 found[rec.name] = found.get(rec.name, 0) + rec.steps
         _forget()
@@ -184,14 +193,15 @@ def _ask(optimizer: Any, context_id: Any) -> list[tuple[int, Any]]:
         return []
     pending = _PENDING.get(optimizer)
     if pending is None:
-        pending = _PENDING[optimizer] = list(range(len(remotes)))
+        pending = _PENDING[optimizer] = dict.fromkeys(range(len(remotes)))
     if not pending:
         return []
     send = getattr(rpc_api.rpc_async, "__wrapped__", rpc_api.rpc_async)   # PyTorch's own
     out: list[tuple[int, Any]] = []
-    for i in pending:
+    for i, key in list(pending.items()):
+        target = remotes[i] if key is None else key
         try:
-            out.append((i, send(remotes[i].owner(), check, args=(remotes[i], int(context_id)),
+            out.append((i, send(remotes[i].owner(), check, args=(target, int(context_id)),
                                 timeout=limits.COLLECT_TIMEOUT)))
         except Exception:  # noqa: BLE001, S112 - the step itself will say what is wrong
             continue
@@ -202,11 +212,15 @@ def _collect(optimizer: Any, asked: list[tuple[int, Any]]) -> None:
     pending = _PENDING.get(optimizer)
     for i, fut in asked:
         try:
-            done = bool(fut.wait())
+            done, key = fut.wait()
         except Exception:  # noqa: BLE001, S112 - a late or failed answer counts for nothing
             continue
-        if done and pending is not None and i in pending:
-            pending.remove(i)
+        if pending is None or i not in pending:
+            continue
+        if done:
+            del pending[i]
+        else:
+            pending[i] = key
 
 
 def _step(original: Any) -> Any:
@@ -229,7 +243,6 @@ def patch(module: ModuleType) -> None:
     if cls is None or hasattr(cls.step, "__wrapped__"):
         return
     cls.step = _step(cls.step)
-    atexit.register(report)
 
 
 class _AfterOptimizer:
@@ -275,6 +288,7 @@ class _AfterOptimizer:
 
 def arm() -> None:
     """Patch ``DistributedOptimizer.step`` now if PyTorch's module is loaded, else when it is."""
+    atexit.register(report)     # a process that never shuts RPC down
     module = sys.modules.get(MODULE)
     if module is not None:
         patch(module)
