@@ -77,9 +77,9 @@ def test_the_python_local_optimizer_is_watched_too(runs: Any) -> None:
 
 
 @pytest.mark.rpc
-@pytest.mark.runs("all 3 sgd", "sometimes 3 asgd")
+@pytest.mark.runs("all 3 sgd", "sometimes 3 sgd")
 def test_no_parameter_is_named_when_each_gets_a_gradient_in_some_step(runs: Any) -> None:
-    for name in ("all 3 sgd", "sometimes 3 asgd"):
+    for name in ("all 3 sgd", "sometimes 3 sgd"):
         run = runs(name)
         assert run.code == 0, run.stdout + run.stderr[-3000:]
         assert not _said(run), run.stderr

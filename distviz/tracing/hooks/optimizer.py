@@ -81,13 +81,20 @@ _LOCK = threading.RLock()     # a parameter freed by a collection inside it come
 # on the caller: for each DistributedOptimizer, its local optimizers still asked (by index in
 # ``remote_optimizers``) and their keys on their owners once known
 _PENDING: weakref.WeakKeyDictionary[Any, dict[int, int | None]] = weakref.WeakKeyDictionary()
-# on the owner: its local optimizers that were asked, by key (``id``), as long as they live
-_LOCALS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+# on the owner: the parameters of the local optimizers still asked, by key (a local
+# optimizer's Python object may be made anew at each ``local_value()``: a TorchScript one is),
+# weakly, and the key of each set of parameters (an optimizer made again over the same ones
+# gets the same key); dropped once each of them has had a gradient, or one is freed
+_LOCALS: dict[int, tuple[tuple[int, ...], list[weakref.ref[torch.Tensor]]]] = {}
+_KEYS: dict[tuple[int, ...], int] = {}
+_NEXT = [0]
 
 
 def _forget() -> None:
     _PARAMS.clear()
     _GONE.clear()
+    _LOCALS.clear()
+    _KEYS.clear()
 
 
 os.register_at_fork(after_in_child=_forget)
@@ -136,25 +143,58 @@ def mark(params: Sequence[torch.Tensor], grads: Any, worker: str) -> bool:
     return done
 
 
+def _params(target: Any) -> list[torch.Tensor] | None:
+    """The parameters of the local optimizer ``target`` names (its RRef, or a key), or
+    ``None`` when a key is no longer known here (then the caller sends the RRef again)."""
+    if not isinstance(target, int):
+        return list(target.local_value()._local_params)
+    entry = _LOCALS.get(target)
+    params = [r() for r in entry[1]] if entry is not None else []
+    if entry is None or any(p is None for p in params):
+        _drop(target)
+        return None
+    return cast("list[torch.Tensor]", params)
+
+
+def _drop(key: int) -> None:
+    entry = _LOCALS.pop(key, None)
+    if entry is not None:
+        _KEYS.pop(entry[0], None)
+
+
+def _key(params: list[torch.Tensor]) -> int:
+    ids = tuple(id(p) for p in params)
+    key = _KEYS.get(ids)
+    if key is None:
+        _NEXT[0] += 1
+        key = _KEYS[ids] = _NEXT[0]
+        _LOCALS[key] = (ids, [weakref.ref(p) for p in params])
+    return key
+
+
 def check(target: Any, context_id: int) -> tuple[bool, int | None]:
     """On the owner of a local optimizer (``target``: its RRef the first time, then the key
     this returned): mark its parameters for ``context_id``. Returns whether it need not be
     asked again (every parameter has had a gradient, or it cannot be told here) and its key
-    (later asks send the key, not the RRef: no RRef fork messages)."""
+    (later asks send the key, not the RRef: no RRef fork messages; ``None``: send the RRef)."""
     try:
-        local = _LOCALS.get(target) if isinstance(target, int) else target.local_value()
-        params = list(local._local_params)  # type: ignore[union-attr]
-        key = id(local)
-        _LOCALS[key] = local
-    except Exception:  # noqa: BLE001 - not PyTorch's local optimizer, or gone: nothing to tell
+        with _LOCK:
+            params = _params(target)
+    except Exception:  # noqa: BLE001 - not PyTorch's local optimizer: nothing to tell
         return True, None
+    if params is None:
+        return False, None
     try:
         grads = dist_autograd.get_gradients(int(context_id))
     except RuntimeError:     # no such context here: none of them got a gradient in it
         grads = {}
     proc = process.PROCESS
-    worker = (proc.worker if proc is not None else None) or "?"
-    return mark(params, grads, worker), key
+    done = mark(params, grads, (proc.worker if proc is not None else None) or "?")
+    with _LOCK:
+        if done:
+            _drop(_KEYS.get(tuple(id(p) for p in params), 0))
+            return True, None
+        return False, _key(params)
 
 
 def report() -> None:
