@@ -125,3 +125,27 @@ def test_the_owners_count_is_one_record_per_parameter_whatever_the_steps() -> No
     assert len(optimizer._PARAMS) == 1, optimizer._PARAMS
     assert gone == {"a parameter of shape [3] on ps": 10_001}
     optimizer._forget()
+
+
+def test_a_local_optimizer_is_asked_by_a_key_while_its_parameters_live() -> None:
+    """Later asks name a local optimizer by a key for its parameters (a TorchScript optimizer's
+    Python object is made anew each time its RRef is read); a freed parameter drops the key
+    and the caller is told to send the RRef again."""
+    import torch
+
+    from distviz.tracing.hooks import optimizer
+
+    optimizer._forget()
+    a, b = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    key = optimizer._key([a, b])
+    assert optimizer._key([a, b]) == key and optimizer._key([a]) != key
+    # no dist autograd context here: neither got a gradient, and the key is kept
+    assert optimizer.check(key, 1) == (False, key)
+    assert optimizer.check(key, 1) == (False, key)
+    assert optimizer._PARAMS[id(a)].steps == 2
+    del b
+    sys._getframe().f_locals  # noqa: B018 - drop naming's snapshot of this frame's locals
+    gc.collect()
+    assert optimizer.check(key, 1) == (False, None)
+    assert key not in optimizer._LOCALS
+    optimizer._forget()
