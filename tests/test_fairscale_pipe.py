@@ -89,3 +89,12 @@ def test_fairscales_contexts_are_recorded_and_none_differs(
     assert result["error"] == result["unfinished"] == 0, out
     assert result["agrees"] + result["not_compared"] == result["contexts"], out
     assert all(reason for reason in result["not_compared_reasons"]), out
+
+
+def test_fairscales_optimizers_get_a_gradient_for_every_parameter(
+        compared: tuple[dict[str, Any], str, Path]) -> None:
+    """``update``, ``multi_input_multi_output_layers`` and ``auto_graph_extract`` step a
+    ``DistributedOptimizer``: with the default checkpointing the context holds the last
+    micro-batch's part of every parameter's gradient, so none is named as never getting one."""
+    result, out, tmp = compared
+    assert "of a DistributedOptimizer got no gradient" not in out, out
