@@ -274,6 +274,13 @@ def test_fairscale_checkpointing_leaves_the_gradient_in_dot_grad_and_distviz_say
             "fairscale/nn/pipe/checkpoint.py:" in n
         assert f"2 parameters got their gradient in .grad, not in the context ({worker}." in n
         assert "DistributedOptimizer.step(context_id) will not apply them" in n
+    # "always": the optimizer's parameters of that pipeline (the third one built) never got a
+    # gradient, on each stage's owner; those of the other two pipelines did
+    assert sorted(n for n in run.index["notes"] if "of a DistributedOptimizer" in n) == [
+        f"{w}: 2 parameters of a DistributedOptimizer got no gradient in any backward of the "
+        f"run ({w}.Linear[2].weight, {w}.Linear[2].bias): dist_autograd.get_gradients("
+        "context_id) on their owner held none for them in the only optimizer step that asked"
+        for w in ("worker1", "worker2")], run.index["notes"]
 
 
 # -- under the pytest plugin --------------------------------------------------------------------

@@ -217,7 +217,8 @@ def report() -> None:
     text = (f"{plural(len(names), 'parameter')} of a DistributedOptimizer got no gradient in "
             f"any backward of the run ({shown}): dist_autograd.get_gradients(context_id) on "
             f"{'its' if one else 'their'} owner held none for {'it' if one else 'them'} in "
-            f"any of the {plural(steps, 'optimizer step')} that asked")
+            + ("the only optimizer step that asked" if steps == 1 else
+               f"any of the {steps} optimizer steps that asked"))
     who = f"{proc.worker}: " if proc.worker else ""
     live.say(who + text)
     journal.append(proc.config.session_dir, journal.Event(
