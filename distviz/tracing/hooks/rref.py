@@ -188,7 +188,7 @@ def _sweep() -> None:
     proc = process.PROCESS
     if proc is None:
         return
-    for cid in [c for c in (*proc.runs, *proc.ended) if not context_here(c)]:
+    for cid in [c for c in list(proc.runs) + list(proc.ended) if not context_here(c)]:
         dispatch.context_ended(cid)
 
 
