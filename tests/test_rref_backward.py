@@ -7,12 +7,15 @@ each initiator is recorded and agrees. The ``late`` mode's hang through ``RRef.b
 ``head`` worker leaves ``extra`` out of the loss at step 3) must be explained live by the
 watch on the owner, and stopped with exit 6. ``tests/programs/pytest_suite/suite_rref.py``
 runs under ``pytest --distviz``; the ``api`` mode calls ``distviz.backward(context_id,
-loss_rref)`` in a plain run. The argument and frame tests need torch but no RPC.
+loss_rref)`` in a plain run. ``tests/programs/scripted_backward.py`` hangs in a backward called
+from TorchScript, which is said at its deadline. The argument and frame tests need torch but
+no RPC.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -23,14 +26,14 @@ from typing import Any
 import pytest
 from guards import HANG_GUARD_S
 from side_by_side import marked, side_by_side
-from test_trace_cmd import ROOT, Traced, _environment, run_traced
+from test_trace_cmd import ROOT, Traced, _environment, finish, run_traced, trace_command
 
 PROGRAM = str(Path("tests") / "programs" / "rref_backward.py")
 
 
-def _line(text: str) -> int:
-    """The line of the program that starts with ``text``."""
-    return next(k for k, ln in enumerate((ROOT / PROGRAM).read_text().splitlines(), 1)
+def _line(text: str, program: str = PROGRAM) -> int:
+    """The line of ``program`` that starts with ``text``."""
+    return next(k for k, ln in enumerate((ROOT / program).read_text().splitlines(), 1)
                 if ln.strip().startswith(text))
 
 
@@ -203,3 +206,55 @@ def test_the_python_api_runs_an_rref_backward_on_its_owner(runs: Any) -> None:
     for where in ("non-owner", "owner"):     # written by the owner, where the caller said
         traced = load(folder / f"{where}.json").meta.traced or {}
         assert traced["agreement"].startswith("replay matches PyTorch on all"), traced
+
+
+# -- a backward called from TorchScript ---------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_scripted_function_is_watched_when_its_graph_runs_a_distributed_backward() -> None:
+    import torch
+    import torch.distributed.autograd as dist_autograd
+
+    from distviz.tracing.hooks.scripted import late_text, runs_backward
+
+    @torch.jit.script
+    def step(context_id: int, loss: torch.Tensor) -> None:
+        dist_autograd.backward(context_id, [loss])
+
+    @torch.jit.script
+    def outer(context_id: int, loss: torch.Tensor) -> None:
+        step(context_id, loss)
+
+    @torch.jit.script
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    assert runs_backward(step) and runs_backward(outer) and not runs_backward(double)
+    assert late_text("__torch__.step", "train.py:9 in run", 3.0).startswith(
+        "the scripted function __torch__.step called at train.py:9 in run, which runs "
+        "dist_autograd.backward in TorchScript, has not returned after 3 s; distviz cannot "
+        "record a backward called from TorchScript")
+
+
+@pytest.mark.rpc
+def test_a_hang_in_a_scripted_backward_is_said_at_its_deadline(tmp_path: Path) -> None:
+    program = [str(Path("tests") / "programs" / "scripted_backward.py"), "hang"]
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as sink:
+        proc = subprocess.Popen(trace_command(tmp_path, program, "--hang-timeout", "1"),
+                                cwd=ROOT, env=_environment(tmp_path), stdout=subprocess.PIPE,
+                                stderr=sink, text=True)
+        deadline = time.monotonic() + HANG_GUARD_S
+        while time.monotonic() < deadline and proc.poll() is None and \
+                "has not returned after 1 s" not in err.read_text():
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)     # PyTorch's backward never returns: stop it
+        stdout, _ = proc.communicate(timeout=HANG_GUARD_S)
+    run = finish(tmp_path, proc, stdout, err.read_text())
+    assert run.code == 130, stdout + run.stderr[-3000:]
+    line = _line("scripted_backward(context_id, loss)", program[0])
+    said = (f"worker0: the scripted function __torch__.__mp_main__.scripted_backward called at "
+            f"tests/programs/scripted_backward.py:{line} in run_worker, which runs "
+            "dist_autograd.backward in TorchScript, has not returned after 1 s")
+    assert f"distviz: {said}" in run.stderr, run.stderr
+    assert any(said in note for note in run.index["notes"]), run.index["notes"]

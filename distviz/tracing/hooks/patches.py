@@ -18,7 +18,8 @@
   TorchScript compiles to PyTorch's own op (``distviz.tracing.hooks.jit``), and leaving
   ``with dist_autograd.context()`` tells ``dispatch.context_ended`` (a recorded context's node
   references are kept on its workers for later passes until then), and logs a backward the
-  context ran from TorchScript (not recorded: it never reaches Python).
+  context ran from TorchScript (not recorded: it never reaches Python); a call of a scripted
+  function that runs one is watched with its deadline (``distviz.tracing.hooks.scripted``).
 * ``RRef.backward(context_id)`` goes the way ``dist_autograd.backward`` goes, on the RRef's
   owner (``distviz.tracing.hooks.rref``; from another worker through an RPC of distviz's own).
 * ``torch.autograd``'s ``_engine_run_backward`` (under ``loss.backward()``,
@@ -50,7 +51,7 @@ import torch.distributed.rpc.api as rpc_api
 from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.hooks import dispatch, jit, local_backward, optimizer, rref
+from distviz.tracing.hooks import dispatch, jit, local_backward, optimizer, rref, scripted
 from distviz.tracing.shared import fanout, journal, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
@@ -193,6 +194,7 @@ def install(config: TraceConfig) -> None:
     dist_autograd.backward = traced
     jit.as_builtin(traced, BACKWARD)
     jit.watch_compiles()
+    scripted.install()
     local_backward.install()
     optimizer.arm()
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]

@@ -45,12 +45,16 @@ from distviz.tracing import callsites
 from distviz.tracing.hooks import dispatch
 from distviz.tracing.shared import naming, process
 
-#: The reply of ``on_owner`` when PyTorch's own path must run (the value is not a tensor, or
-#: the RRef's remote call failed): the caller then calls PyTorch's method, which raises what
-#: it raises, before any backward ran.
-FALLBACK = "distviz:pytorch-path"
-
 _ORIGINAL: list[Callable[..., Any]] = []    # PyTorch's ``PyRRef.backward``, once installed
+
+
+class Reply(NamedTuple):
+    """What ``on_owner`` answers: whether the backward ran there (``False``: the value is not a
+    tensor, or the RRef's remote call failed, and the caller calls PyTorch's method, which
+    raises what it raises, before any backward ran), and the text of what it raised."""
+
+    ran: bool
+    error: str | None = None
 
 
 class Args(NamedTuple):
@@ -166,19 +170,18 @@ def _backward(frame: types.FrameType | None, call: Args, root: torch.Tensor) -> 
         current(call.context_id, [root], retain_graph=call.retain_graph)
 
 
-def on_owner(rref: Any, context_id: int, retain_graph: bool, site: CallerSite) -> str | None:
+def on_owner(rref: Any, context_id: int, retain_graph: bool, site: CallerSite) -> Reply:
     """Run on the RRef's owner for a caller on another worker: the backward of its value,
-    from the caller's site. Returns ``None``, the text of what the backward raised, or
-    ``FALLBACK``."""
+    from the caller's site (see ``Reply``)."""
     root = _local_tensor(rref)
     if root is None:
-        return FALLBACK
+        return Reply(ran=False)
     _sweep()
     try:
         _backward(stand_in(site, root), Args(context_id, retain_graph), root)
     except Exception as exc:  # noqa: BLE001 - the caller raises it as PyTorch would
-        return str(exc)
-    return None
+        return Reply(ran=True, error=str(exc))
+    return Reply(ran=True)
 
 
 def _sweep() -> None:
@@ -188,7 +191,7 @@ def _sweep() -> None:
     proc = process.PROCESS
     if proc is None:
         return
-    for cid in [c for c in (*proc.runs, *proc.ended) if not context_here(c)]:
+    for cid in [c for c in list(proc.runs) + list(proc.ended) if not context_here(c)]:
         dispatch.context_ended(cid)
 
 
@@ -207,10 +210,10 @@ def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
         site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
         reply = pytorch_rpc_sync()(self.owner(), on_owner,
                                    args=(self, call.context_id, call.retain_graph, site))
-        if reply == FALLBACK:
+        if not reply.ran:
             return original(self, *args, **kwargs)
-        if reply is not None:
-            raise RuntimeError(reply)
+        if reply.error is not None:    # PyTorch's RRefBackwardReq raises the owner's error so
+            raise RuntimeError(reply.error)
         return None
     backward.__wrapped__ = original    # type: ignore[attr-defined]
     backward.__name__ = "backward"
