@@ -15,8 +15,8 @@ iterations as traced and with distviz's patches set aside in the trainer (``_pat
 ``AB_WARMUP`` iterations as traced, and writes the seconds of each kind: the cost of distviz's per-step work,
 measured inside one run, where the machine's noise falls on both alike. ``BENCH_AB_ONLY`` (names,
 comma-separated: ``rpc_sync``, ``rpc_async``, ``remote``, ``to_here``, ``backward``,
-``__enter__``, ``__exit__``, ``_find_builtin``) sets aside only those wrappers: the cost of each
-part.
+``__enter__``, ``__exit__``, ``_find_builtin``, ``step``: ``DistributedOptimizer.step``) sets
+aside only those wrappers: the cost of each part.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def _patched() -> list[tuple[object, str, object]]:
                (dist_autograd.context, "__enter__"), (dist_autograd.context, "__exit__")]
     from torch.jit import _builtins
     owners.append((_builtins, "_find_builtin"))     # PyTorch's RPC looks each function up
+    owners.append((DistributedOptimizer, "step"))   # the optimizer's check (its first step)
     out = [(o, n, getattr(o, n)) for o, n in owners if hasattr(getattr(o, n), "__wrapped__")]
     only = os.environ.get("BENCH_AB_ONLY")
     if only:    # set aside only these (by name: rpc_sync, backward, __exit__, ...)
