@@ -259,7 +259,7 @@ def _collect(optimizer: Any, asked: list[tuple[int, Any]]) -> None:
         if pending is None or i not in pending:
             continue
         if done:
-            del pending[i]
+            pending.pop(i, None)    # another thread's step of the same optimizer may have too
         else:
             pending[i] = key
 
@@ -273,7 +273,10 @@ def _step(original: Any) -> Any:
             asked = []
         result = original(self, context_id)
         if asked:
-            _collect(self, asked)
+            try:
+                _collect(self, asked)
+            except Exception:  # noqa: BLE001, S110 - never break the program's step
+                pass
         return result
     return step
 
