@@ -42,7 +42,9 @@ from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack
 from distviz.replay.graph import (
     ACC,
     FAULT,
+    PYTHON,
     RECV,
+    SAVED,
     SEND,
     IndexedGraph,
     count_dependencies,
@@ -69,6 +71,7 @@ from distviz.replay.state import (
     unnotified,
     waiting_sends,
 )
+from distviz.replay.undefined import GradState
 from distviz.trace import message_label
 
 __all__ = ["FREED_MESSAGE", "Engine"]
@@ -77,6 +80,9 @@ _EXECUTE, _ACCUMULATE, _CALL_START, _CALL_END, _ACK, _SEND_GRADIENT, _RECEIVE = 
     CODE[a] for a in ("execute", "accumulate", "call_start", "call_end", "ack", "send_gradient",
                       "receive_gradient"))
 _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Python-level __new__
+# a node's gradient state (``PassState.grad``) and what an execute event says of its input
+_UNDEFINED, _ZERO, _VALUE = (int(s) for s in GradState)
+_IN = (2, 1, 0)          # by state: 2 undefined, 1 all zeros, 0 values
 
 
 # -- the engine -----------------------------------------------------------------------------------
@@ -255,7 +261,7 @@ class Engine(EngineErrors):
         for k, r in enumerate(g.roots[self.s.pass_index]):
             d = deps[r] - 1
             deps[r] = d
-            p.nonzero[r] = 1
+            p.grad[r] = _VALUE
             if g.kind[r] == RECV:   # the ones go into the root's own output of the RPC result
                 p.recv_slots[r] = p.recv_slots.get(r, 0) | (1 << spec.root_nr(k))
             if d == 0:
@@ -284,7 +290,8 @@ class Engine(EngineErrors):
         key, kinds, workers, nxt, at, flags_of = (g.key, g.kind, g.worker, g.next, g.next_at,
                                                   g.flags)
         deps, freed = s.deps, s.freed
-        nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
+        grad, order, w_out, w_keep = p.grad, p.order, p.w_out, p.w_keep
+        python_out = g.python_out
         call, pi = -1 if p.cur_call is None else p.cur_call, s.pass_index
         log = self.log
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
@@ -310,24 +317,29 @@ class Engine(EngineErrors):
                 continue
             w = workers[i]
             order[w].append(i)
-            if flags and not w_keep[w]:
-                freed[i] = 1        # release_variables() after apply without retain_graph
+            nz = grad[i]
+            zero_in = _IN[nz]
+            if flags:
+                if flags & SAVED and not w_keep[w]:
+                    freed[i] = 1    # release_variables() after apply without retain_graph
+                if flags & PYTHON:  # a custom Function's backward the replay knows
+                    nz = python_out[i][nz]
             if k == SEND:
                 counts, zero_in = self._run_send(i, w, heap)
             else:
                 counts = []
-                nz = nonzero[i]
-                zero_in = not nz
                 for t in nxt[at[i]:at[i + 1]]:
                     if t < 0:
                         continue
                     d = deps[t] - 1
                     deps[t] = d
                     counts.append(d)
-                    if nz:
-                        nonzero[t] = 1
+                    if nz == _VALUE:
+                        grad[t] = _VALUE
                         if kinds[t] == RECV:
                             p.recv_slots[t] = p.recv_slots.get(t, 0) | g.slot_bits(i, t)
+                    elif nz and not grad[t]:
+                        grad[t] = _ZERO     # all zeros, unless values come too
                     if d == 0:          # ready: pushed in next-edge order
                         if held >= 0:   # a second one: the first goes into the queue too
                             heap.append((key[held], held))
@@ -376,7 +388,7 @@ class Engine(EngineErrors):
                 else:
                     self._node_error(i, w, FREED_MESSAGE, freed=True)
                 return -1 if p.heap is not heap else 0
-            if not p.w_keep[w]:
+            if flags & SAVED and not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
         assert k == RECV
         self._run_recv(i, w, call)
@@ -398,12 +410,13 @@ class Engine(EngineErrors):
             self.log.add_ints(_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
                               [n, *q])
 
-    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], bool]:
-        """A send's next edges get the message's gradients (zeros in unused slots); the ready
-        ones are pushed. Returns ``(each target's remaining count, all zero)``."""
+    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], int]:
+        """A send's next edges get the message's gradients (zeros in unused slots: every one is
+        defined); the ready ones are pushed. Returns ``(each target's remaining count, all
+        zero)``."""
         g, p = self.g, self.p
         a = g.next_at[i]
-        deps, nonzero, kinds, nrs = self.s.deps, p.nonzero, g.kind, g.next_nr
+        deps, grad, kinds, nrs = self.s.deps, p.grad, g.kind, g.next_nr
         p.w_left[w] -= 1
         p.send_ran[i] = 1
         mask = p.send_mask.get(i, 0)
@@ -413,22 +426,29 @@ class Engine(EngineErrors):
                 d = deps[t] - 1
                 deps[t] = d
                 if (mask >> j) & 1:
-                    nonzero[t] = 1
+                    grad[t] = _VALUE
                     if kinds[t] == RECV:
                         nr = nrs[a + j] if nrs is not None else 0
                         p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                elif not grad[t]:
+                    grad[t] = _ZERO
                 if d == 0:
                     heap.push(t, g.key[t])
                 counts.append(d)
-        return counts, mask == 0
+        return counts, int(mask == 0)
 
     def _accumulate(self, i: int, w: int, call: int | None) -> None:
-        """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""
+        """A captured AccumulateGrad: the gradient goes into the context, never into .grad; an
+        undefined one is not accumulated (``DistAccumulateGradCaptureHook``)."""
         s = self.s
-        zero = not self.p.nonzero[i]
-        count = s.acc_count.get(i, 0) + 1
-        s.acc_count[i] = count
-        s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or not zero
+        state = self.p.grad[i]
+        zero = _IN[state]       # 0 values, 1 all zeros, 2 undefined
+        if state == _UNDEFINED:
+            count = s.acc_count.get(i, 0)
+        else:
+            count = s.acc_count.get(i, 0) + 1
+            s.acc_count[i] = count
+            s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or state == _VALUE
         if not self.emit:
             return None
         q, qlen = queue_payload(self.p.heap)
