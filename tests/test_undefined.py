@@ -221,3 +221,25 @@ def test_the_custom_field_round_trips_in_both_layouts() -> None:
     assert [cols[i].custom for i in range(len(cols)) if cols[i].python] == ["scale", "none"]
     old = F.design_note()   # a trace without the field loads as before
     assert all(n.custom is None for n in loads(json.dumps(old.to_json())).nodes)
+
+
+# -- why ------------------------------------------------------------------------------------------
+
+def test_why_names_the_none_that_leaves_a_leaf_without_a_gradient() -> None:
+    from distviz.replay.why import why
+    w = why(local("none", between="MulBackward0"), "x")
+    assert (w.kind, w.gets_gradient) == ("python", False)
+    assert "DroppedBackward on worker0 returns None for it" in w.summary
+    assert "puts nothing into the context" in w.summary
+
+
+def test_why_says_where_an_all_zero_gradient_comes_from() -> None:
+    from distviz.replay.why import why
+    t = local("none", between="scale")
+    t.real = _real(t, {"x": True, "w": False})
+    w = why(t, "x")
+    assert w.gets_gradient and any("DroppedBackward returns None for it" in d
+                                   for d in w.details), w.details
+    t = local("zeros")
+    t.real = _real(t, {"x": True, "w": False})
+    assert any("ZerosBackward returns zeros" in d for d in why(t, "x").details)
