@@ -12,6 +12,7 @@ with the sequential policy that PyTorch follows when every worker has one inter-
    children are pushed in next-edge order.
 3. ``AccumulateGrad`` is captured into the context (``accumulate``); ``RecvRpcBackward`` sends its
    gradients (zeros for unused slots) to worker ``msg_id >> 48``, to the send with the same id.
+   Each node's gradient is undefined, all zeros or values (``engine_grads``).
 4. A remote worker's *first* message computes its dependencies from all its sends only; that
    message is acknowledged when the worker is done and all gradients it sent were acknowledged.
    Later messages are acknowledged at once. A worker is done when every send ran and its queues
@@ -38,6 +39,10 @@ from dataclasses import replace
 from typing import Any
 
 from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
+from distviz.replay.engine_grads import IN_EVENT as _IN
+from distviz.replay.engine_grads import VALUE as _VALUE
+from distviz.replay.engine_grads import ZERO as _ZERO
+from distviz.replay.engine_grads import EngineGrads
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
@@ -71,7 +76,6 @@ from distviz.replay.state import (
     unnotified,
     waiting_sends,
 )
-from distviz.replay.undefined import GradState
 from distviz.trace import message_label
 
 __all__ = ["FREED_MESSAGE", "Engine"]
@@ -80,14 +84,11 @@ _EXECUTE, _ACCUMULATE, _CALL_START, _CALL_END, _ACK, _SEND_GRADIENT, _RECEIVE = 
     CODE[a] for a in ("execute", "accumulate", "call_start", "call_end", "ack", "send_gradient",
                       "receive_gradient"))
 _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Python-level __new__
-# a node's gradient state (``PassState.grad``) and what an execute event says of its input
-_UNDEFINED, _ZERO, _VALUE = (int(s) for s in GradState)
-_IN = (2, 1, 0)          # by state: 2 undefined, 1 all zeros, 0 values
 
 
 # -- the engine -----------------------------------------------------------------------------------
 
-class Engine(EngineErrors):
+class Engine(EngineErrors, EngineGrads):
     """The step function over a ``RunState`` and a ``PassState``.
 
     ``emit=False`` skips event building (used to re-simulate for ``Replay.state_at``); the state
@@ -409,54 +410,6 @@ class Engine(EngineErrors):
             q, n = queue_payload(self.p.heap)
             self.log.add_ints(_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
                               [n, *q])
-
-    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], int]:
-        """A send's next edges get the message's gradients (zeros in unused slots: every one is
-        defined); the ready ones are pushed. Returns ``(each target's remaining count, all
-        zero)``."""
-        g, p = self.g, self.p
-        a = g.next_at[i]
-        deps, grad, kinds, nrs = self.s.deps, p.grad, g.kind, g.next_nr
-        p.w_left[w] -= 1
-        p.send_ran[i] = 1
-        mask = p.send_mask.get(i, 0)
-        counts: list[int] = []
-        for j, t in enumerate(g.next[a:g.next_at[i + 1]]):
-            if t >= 0:
-                d = deps[t] - 1
-                deps[t] = d
-                if (mask >> j) & 1:
-                    grad[t] = _VALUE
-                    if kinds[t] == RECV:
-                        nr = nrs[a + j] if nrs is not None else 0
-                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
-                elif not grad[t]:
-                    grad[t] = _ZERO
-                if d == 0:
-                    heap.push(t, g.key[t])
-                counts.append(d)
-        return counts, int(mask == 0)
-
-    def _accumulate(self, i: int, w: int, call: int | None) -> None:
-        """A captured AccumulateGrad: the gradient goes into the context, never into .grad; an
-        undefined one is not accumulated (``DistAccumulateGradCaptureHook``)."""
-        s = self.s
-        state = self.p.grad[i]
-        zero = _IN[state]       # 0 values, 1 all zeros, 2 undefined
-        if state == _UNDEFINED:
-            count = s.acc_count.get(i, 0)
-        else:
-            count = s.acc_count.get(i, 0) + 1
-            s.acc_count[i] = count
-            s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or state == _VALUE
-        if not self.emit:
-            return None
-        q, qlen = queue_payload(self.p.heap)
-        log = self.log
-        assert log is not None
-        log.rec.frombytes(pack_event(_ACCUMULATE, s.pass_index, w, i,
-                                     -1 if call is None else call, -1, len(log.pool)))
-        log.pool.fromlist([zero, count, qlen, *q])
 
     # -- 5. a recv sends its gradients (undefined slots as zeros) ---------------------------------
     def _send_gradient(self, item: SendGradient) -> None:
