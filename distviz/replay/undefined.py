@@ -99,4 +99,5 @@ def known_python(node: Node) -> PythonBackward | None:
 
 def python_out(backward: PythonBackward) -> tuple[int, int, int]:
     """``backward.out`` as a table indexed by the incoming state (the engine's hot loop)."""
-    return tuple(int(backward.out(s)) for s in GradState)  # type: ignore[return-value]
+    return (int(backward.out(GradState.UNDEFINED)), int(backward.out(GradState.ZERO)),
+            int(backward.out(GradState.VALUE)))
