@@ -449,7 +449,8 @@ def _full_node() -> Node:
     node = Node(id="worker1/RecvRpcBackward#0", worker="worker1", name="RecvRpcBackward",
                 kind="recv", seq=0, next=[("worker1/AddBackward0#1", 0), None], msg_id=1 << 48,
                 var="t1", shape=[3, 3], dtype="float32", input_shapes=[[3, 3]], saved=True,
-                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0, python=True)
+                fault={"kind": "fail", "message": "boom"}, vars=["t3"], call=0, python=True,
+                custom="none")
     emitted = set(node.to_json())
     assert emitted == {f.name for f in fields(Node)}, (
         "a Node field is not set here or not emitted by Node.to_json; update this test")

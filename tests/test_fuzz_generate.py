@@ -13,11 +13,13 @@ from distviz.cli import app
 from distviz.fuzz.generate import generate
 from distviz.fuzz.program import (
     CONST,
+    CUSTOM,
     FEATURES,
     LEAF,
     REMOTE_LEAF,
     Call,
     Op,
+    Program,
     blocks,
     calls,
     features,
@@ -128,3 +130,22 @@ def test_fuzz_command_refuses_bad_options_before_running_anything(args: list[str
     result = CliRunner().invoke(app, ["fuzz", *args])
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {message}"
+
+
+def _partly_used(program: Program) -> int:
+    """Fetches in ``main`` of which some outputs are used and some are not."""
+    used = {a for x in program.losses for a in x.args}
+    used |= {a for _p, b, _c in blocks(program) for s in b.stmts for a in s.args}
+    return sum(1 for s in program.main.stmts if isinstance(s, Call) for names in s.fetches
+               if {n in used for n in names} == {True, False})
+
+
+def test_undefined_gradients_and_partly_used_results_are_common() -> None:
+    """Custom Functions whose backward gives an undefined gradient or zeros (none, zeros) are
+    drawn most, and RPC results of several outputs used in part come up often: the shapes
+    whose gradients PyTorch passes on as undefined or zeros (docs/scenario-language.md)."""
+    programs = [generate(0, index) for index in SEEDS]
+    shapes = Counter(s.shape for p in programs for _p, b, _c in blocks(p) for s in b.stmts
+                     if isinstance(s, Op) and s.fn == CUSTOM)
+    assert shapes.most_common(2)[0][0] == "none" and shapes["zeros"] > shapes["square"], shapes
+    assert sum(_partly_used(p) for p in programs) >= 20

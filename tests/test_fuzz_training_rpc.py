@@ -96,16 +96,17 @@ def test_planted_hangs_and_errors_are_predicted_and_what_pytorch_does(index: int
 
 
 def test_a_module_whose_custom_function_returns_none_agrees() -> None:
-    """Seed 0's program 187: Net.forward on ps ends in custom_function("none", ...), whose
+    """Seed 0's program 28: Net.forward on ps ends in custom_function("none", ...), whose
     backward returns None, so PyTorch stores no gradient for Net's parameters (on the worker of
-    the Function) and the optimizer leaves them; the replay cannot know what a Python backward
-    returns: not compared, never a disagreement."""
+    the Function) and the optimizer leaves them; the replay predicts it (the Function is the
+    scenario language's, recorded by shape), and the leaves and zeros checks agree."""
     from distviz.fuzz.judge_training import run_training_program
     from distviz.fuzz.runner import FuzzOptions
 
-    program = generate_training(0, 187)
+    program = generate_training(0, 28)
     assert 'return custom_function("none", self.seq(x))' in program.text
     verdict, error = run_training_program(program, FuzzOptions(hang_timeout=3.0))
     assert error is None, error
     assert verdict is not None and verdict.agrees, verdict
     assert verdict.predicted == verdict.real == "completed" and verdict.gradients is True
+    assert verdict.leaves is True and verdict.zeros is True, verdict

@@ -21,8 +21,9 @@ scenario text, from ``random.Random`` seeded with the pair (nothing else). What 
   (``planted_error``: the backward raises). Plants are drawn from a stream of their own, so
   the rest of a program is what it would be without one;
 * in about two programs of five, a custom autograd Function (``custom_function("SHAPE", h)``,
-  any shape of ``lang.CUSTOM_FUNCTIONS``) at the end of ``Net.forward`` on ``ps`` or after
-  the trainer's first forward call, drawn from a stream of its own as well.
+  any shape of ``lang.CUSTOM_FUNCTIONS``, ``none`` and ``zeros`` most, by
+  ``generate.SHAPE_WEIGHTS``) at the end of ``Net.forward`` on ``ps`` or after the trainer's
+  first forward call, drawn from a stream of its own as well.
 
 Two trainers never step the same parameter, and nothing that runs on a worker while another
 trainer's calls run there draws random numbers, so a run does not depend on thread timing and
@@ -34,6 +35,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from distviz.fuzz.generate import SHAPE_WEIGHTS
 from distviz.scenario.lang import CUSTOM_FUNCTIONS
 
 __all__ = ["TRAINING_FEATURES", "TrainingProgram", "generate_training", "is_training"]
@@ -212,7 +214,8 @@ def _custom(plan: _Plan, rng: random.Random) -> None:
     trainer's first forward call."""
     if rng.random() >= 0.4:
         return
-    shape = rng.choice(sorted(CUSTOM_FUNCTIONS))
+    shapes = sorted(CUSTOM_FUNCTIONS)
+    shape = rng.choices(shapes, [SHAPE_WEIGHTS[x] for x in shapes])[0]
     plan.feats.add("custom_function")
     if rng.random() < 0.5:
         plan.custom = shape

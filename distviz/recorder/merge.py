@@ -29,7 +29,7 @@ def build_trace(workers: list[str], initiator: str, context_id: int,
                 msg_id=n.get("msg_id"), var=n.get("var"), shape=n.get("shape"),
                 dtype=n.get("dtype"), input_shapes=n.get("input_shapes"),
                 saved=bool(n.get("saved")), fault=n.get("fault"), vars=n.get("vars") or [],
-                python=bool(n.get("python"))))
+                python=bool(n.get("python")), custom=n.get("custom")))
     call_of_msg: dict[int, int] = {}
     for i, c in enumerate(calls):
         for m in c.msg_ids:

@@ -217,6 +217,9 @@ def _node(rec: WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[i
         node.dtype = _dtype(v)
     node.input_shapes = input_shapes(fn)  # the shapes of the gradients this node receives
     node.python = hasattr(fn, "_forward_cls")   # a custom Function: its backward is Python
+    if node.python:     # the scenario language's own Functions say which they are
+        custom = getattr(fn._forward_cls, "distviz_custom", None)
+        node.custom = custom if isinstance(custom, str) else None
     if kind == "op":
         fault = getattr(fn, "distviz_fault", None)
         if isinstance(fault, dict):

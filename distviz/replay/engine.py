@@ -12,6 +12,7 @@ with the sequential policy that PyTorch follows when every worker has one inter-
    children are pushed in next-edge order.
 3. ``AccumulateGrad`` is captured into the context (``accumulate``); ``RecvRpcBackward`` sends its
    gradients (zeros for unused slots) to worker ``msg_id >> 48``, to the send with the same id.
+   Each node's gradient is undefined, all zeros or values (``engine_grads``).
 4. A remote worker's *first* message computes its dependencies from all its sends only; that
    message is acknowledged when the worker is done and all gradients it sent were acknowledged.
    Later messages are acknowledged at once. A worker is done when every send ran and its queues
@@ -38,11 +39,17 @@ from dataclasses import replace
 from typing import Any
 
 from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
+from distviz.replay.engine_grads import IN_EVENT as _IN
+from distviz.replay.engine_grads import VALUE as _VALUE
+from distviz.replay.engine_grads import ZERO as _ZERO
+from distviz.replay.engine_grads import EngineGrads
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
     FAULT,
+    PYTHON,
     RECV,
+    SAVED,
     SEND,
     IndexedGraph,
     count_dependencies,
@@ -81,7 +88,7 @@ _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Pyth
 
 # -- the engine -----------------------------------------------------------------------------------
 
-class Engine(EngineErrors):
+class Engine(EngineErrors, EngineGrads):
     """The step function over a ``RunState`` and a ``PassState``.
 
     ``emit=False`` skips event building (used to re-simulate for ``Replay.state_at``); the state
@@ -255,7 +262,7 @@ class Engine(EngineErrors):
         for k, r in enumerate(g.roots[self.s.pass_index]):
             d = deps[r] - 1
             deps[r] = d
-            p.nonzero[r] = 1
+            p.grad[r] = _VALUE
             if g.kind[r] == RECV:   # the ones go into the root's own output of the RPC result
                 p.recv_slots[r] = p.recv_slots.get(r, 0) | (1 << spec.root_nr(k))
             if d == 0:
@@ -284,7 +291,8 @@ class Engine(EngineErrors):
         key, kinds, workers, nxt, at, flags_of = (g.key, g.kind, g.worker, g.next, g.next_at,
                                                   g.flags)
         deps, freed = s.deps, s.freed
-        nonzero, order, w_out, w_keep = p.nonzero, p.order, p.w_out, p.w_keep
+        grad, order, w_out, w_keep = p.grad, p.order, p.w_out, p.w_keep
+        python_out = g.python_out
         call, pi = -1 if p.cur_call is None else p.cur_call, s.pass_index
         log = self.log
         rec, pool = (log.rec, log.pool) if log is not None else (None, None)
@@ -310,24 +318,29 @@ class Engine(EngineErrors):
                 continue
             w = workers[i]
             order[w].append(i)
-            if flags and not w_keep[w]:
-                freed[i] = 1        # release_variables() after apply without retain_graph
+            nz = grad[i]
+            zero_in = _IN[nz]
+            if flags:
+                if flags & SAVED and not w_keep[w]:
+                    freed[i] = 1    # release_variables() after apply without retain_graph
+                if flags & PYTHON:  # a custom Function's backward the replay knows
+                    nz = python_out[i][nz]
             if k == SEND:
                 counts, zero_in = self._run_send(i, w, heap)
             else:
                 counts = []
-                nz = nonzero[i]
-                zero_in = not nz
                 for t in nxt[at[i]:at[i + 1]]:
                     if t < 0:
                         continue
                     d = deps[t] - 1
                     deps[t] = d
                     counts.append(d)
-                    if nz:
-                        nonzero[t] = 1
+                    if nz == _VALUE:
+                        grad[t] = _VALUE
                         if kinds[t] == RECV:
                             p.recv_slots[t] = p.recv_slots.get(t, 0) | g.slot_bits(i, t)
+                    elif nz and not grad[t]:
+                        grad[t] = _ZERO     # all zeros, unless values come too
                     if d == 0:          # ready: pushed in next-edge order
                         if held >= 0:   # a second one: the first goes into the queue too
                             heap.append((key[held], held))
@@ -376,7 +389,7 @@ class Engine(EngineErrors):
                 else:
                     self._node_error(i, w, FREED_MESSAGE, freed=True)
                 return -1 if p.heap is not heap else 0
-            if not p.w_keep[w]:
+            if flags & SAVED and not p.w_keep[w]:
                 freed[i] = 1        # release_variables() after apply without retain_graph
         assert k == RECV
         self._run_recv(i, w, call)
@@ -397,46 +410,6 @@ class Engine(EngineErrors):
             q, n = queue_payload(self.p.heap)
             self.log.add_ints(_EXECUTE, s.pass_index, w, i, -1 if call is None else call, -1,
                               [n, *q])
-
-    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], bool]:
-        """A send's next edges get the message's gradients (zeros in unused slots); the ready
-        ones are pushed. Returns ``(each target's remaining count, all zero)``."""
-        g, p = self.g, self.p
-        a = g.next_at[i]
-        deps, nonzero, kinds, nrs = self.s.deps, p.nonzero, g.kind, g.next_nr
-        p.w_left[w] -= 1
-        p.send_ran[i] = 1
-        mask = p.send_mask.get(i, 0)
-        counts: list[int] = []
-        for j, t in enumerate(g.next[a:g.next_at[i + 1]]):
-            if t >= 0:
-                d = deps[t] - 1
-                deps[t] = d
-                if (mask >> j) & 1:
-                    nonzero[t] = 1
-                    if kinds[t] == RECV:
-                        nr = nrs[a + j] if nrs is not None else 0
-                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
-                if d == 0:
-                    heap.push(t, g.key[t])
-                counts.append(d)
-        return counts, mask == 0
-
-    def _accumulate(self, i: int, w: int, call: int | None) -> None:
-        """A captured AccumulateGrad: the gradient goes into the context, never into .grad."""
-        s = self.s
-        zero = not self.p.nonzero[i]
-        count = s.acc_count.get(i, 0) + 1
-        s.acc_count[i] = count
-        s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or not zero
-        if not self.emit:
-            return None
-        q, qlen = queue_payload(self.p.heap)
-        log = self.log
-        assert log is not None
-        log.rec.frombytes(pack_event(_ACCUMULATE, s.pass_index, w, i,
-                                     -1 if call is None else call, -1, len(log.pool)))
-        log.pool.fromlist([zero, count, qlen, *q])
 
     # -- 5. a recv sends its gradients (undefined slots as zeros) ---------------------------------
     def _send_gradient(self, item: SendGradient) -> None:

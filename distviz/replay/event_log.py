@@ -9,10 +9,11 @@ same ``Event`` values as before, and the sentence is still built only when read.
 
 What is stored per action, beyond the columns (anything the graph already knows is not):
 
-* ``execute`` of an op or a send: whether its input was all zeros, the queue length, the
+* ``execute`` of an op or a send: whether its input was all zeros (2: undefined), the queue length, the
   remaining count of each next edge's target (the targets themselves are the graph's), and the
   queue's first ``QUEUE_CAP`` entries; of a recv: the queue length and entries.
-* ``accumulate``: zero input, how many times so far, the queue length and its first entries.
+* ``accumulate``: zero input (2: undefined, not accumulated), how many times so far, the queue
+  length and its first entries.
 * ``send_gradient``, ``receive_gradient``, ``call_end``: one or two integers.
 * the rest (pass start and end, ``computeDependencies``, task 0, errors, hangs: a few per pass)
   keep their payload tuple as it is.
@@ -48,7 +49,7 @@ PACK = tuple(Struct(f"{k}i").pack for k in range(12))
 
 
 
-def execute_payload(pool: array[int], zero_in: bool, counts: list[int],
+def execute_payload(pool: array[int], zero_in: int, counts: list[int],
                     heap: StdPriorityQueue[int], held: int) -> None:
     """Append an op's or a send's ``execute`` payload in its general form to ``pool``: zero
     input, queue length, each target's remaining count, the queue's first ``QUEUE_CAP`` entries.
@@ -193,7 +194,7 @@ class EventLog(Sequence[Event]):
         if code == _ACCUMULATE:
             n = pool[off + 2]
             q = tuple(pool[off + 3:off + 3 + min(n, QUEUE_CAP)])
-            return (i, bool(pool[off]), pool[off + 1], q, n)
+            return (i, pool[off] == 1, pool[off + 1], q, n, pool[off] == 2)
         if code == _CALL_START:
             return (i,)
         width = _POOLED[code]
@@ -212,4 +213,4 @@ class EventLog(Sequence[Event]):
         counts = pool[off + 2:at]
         decs = tuple(x for pair in zip(targets, counts, strict=True) for x in pair)
         pushed = tuple(t for t, d in zip(targets, counts, strict=True) if d == 0)
-        return (i, bool(pool[off]), decs, pushed, tuple(pool[at:at + min(n, QUEUE_CAP)]), n)
+        return (i, pool[off], decs, pushed, tuple(pool[at:at + min(n, QUEUE_CAP)]), n)

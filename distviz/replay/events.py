@@ -208,7 +208,9 @@ def _fmt_execute(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
         "seq": key[i],
         "decrements": [[ids[decs[j]], decs[j + 1]] for j in range(0, len(decs), 2)],
         "pushed": [ids[t] for t in pushed]}
-    if zero_in:
+    if zero_in == 2:     # a Python backward's None on the way
+        detail["undefined"] = True
+    elif zero_in:
         detail["zero"] = True
     detail["queue"] = [ids[x] for x in q]
     detail["queue_len"] = qlen
@@ -217,9 +219,14 @@ def _fmt_execute(g: IndexedGraph, e: LazyEvent, a: tuple[Any, ...]) -> tuple[str
 
 def _fmt_accumulate(g: IndexedGraph, e: LazyEvent,
                     a: tuple[Any, ...]) -> tuple[str, dict[str, Any]]:
-    i, zero, count, q, qlen = a
+    i, zero, count, q, qlen = a[:5]
     var = g.trace.nodes[i].var
     what = f"the gradient of {var}" if var else f"the gradient of {g.ids[i]}"
+    if len(a) > 5 and a[5]:     # undefined: DistAccumulateGradCaptureHook accumulates nothing
+        text = (f"{e.worker} runs {g.names[i]}: {what} is undefined (a Python backward "
+                f"returned None), so nothing goes into context {g.trace.number}")
+        return text, {"var": var, "count": count, "zero": False, "undefined": True,
+                      "queue": [g.ids[x] for x in q], "queue_len": qlen}
     text = (f"{e.worker} accumulates {what} into context {g.trace.number} "
             f"({ordinal(count)} time)")
     if zero:

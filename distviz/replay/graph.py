@@ -23,10 +23,12 @@ from itertools import accumulate, compress
 from typing import Any
 
 from distviz.errors import TraceError
+from distviz.replay.undefined import PYTHON_BACKWARDS, known_python, python_out
 from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
 from distviz.trace.compact import NodeColumns
 
-__all__ = ["ACC", "FAULT", "MODES", "OP", "RECV", "SAVED", "SEND", "IndexedGraph", "count_dependencies",
+__all__ = ["ACC", "FAULT", "MODES", "OP", "PYTHON", "RECV", "SAVED", "SEND", "IndexedGraph",
+           "count_dependencies",
            "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]
 
 MODES = ("fast", "smart")
@@ -34,6 +36,9 @@ OP, SEND, RECV, ACC = 0, 1, 2, 3
 #: the bits of ``IndexedGraph.flags[i]``: the node holds saved tensors; the node has a recorded
 #: fault (it raises, or its worker dies)
 SAVED, FAULT = 1, 2
+#: ``flags[i]``'s bit for a custom Function's node whose backward the replay knows
+#: (``distviz.replay.undefined``; its table of outgoing states is ``python_out[i]``)
+PYTHON = 4
 _KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
 
 
@@ -79,6 +84,9 @@ class IndexedGraph:
         self.fault: dict[int, dict[str, Any]] = {}
         #: the shapes of the gradients a node receives (a recv: those it sends), when recorded
         self.input_shapes: dict[int, list[list[int]]] = {}
+        #: a known custom Function's node: the state of what its backward returns, indexed by
+        #: the state of what it got (``undefined.python_out``)
+        self.python_out: dict[int, tuple[int, int, int]] = {}
         # per-node tuples of ``next``/``next_nr``, made on first use (``targets``, ``nrs``)
         self._targets: list[tuple[int, ...]] | None = None
         self._nrs: list[tuple[int, ...]] | None = None
@@ -135,6 +143,10 @@ class IndexedGraph:
                 self.fault[i] = nd.fault
             if nd.input_shapes is not None:
                 self.input_shapes[i] = nd.input_shapes
+            if nd.python:
+                known = known_python(nd)
+                if known is not None:
+                    self.python_out[i] = python_out(known)
         self.kind, self.key, self.worker = kind, key, worker
         self.next, self.next_at = nxt, at
         self.next_nr: list[int] | None = nr if any(nr) else None
@@ -143,6 +155,8 @@ class IndexedGraph:
         self.flags = bytearray(self.saved)
         for i in self.fault:
             self.flags[i] |= FAULT
+        for i in self.python_out:
+            self.flags[i] |= PYTHON
         return index
 
     def _build_columns(self, cols: NodeColumns, wix: dict[str, int]) -> dict[str, int]:
@@ -170,6 +184,8 @@ class IndexedGraph:
                 self.fault[i] = ex["fault"]
             if ex.get("input_shapes") is not None:
                 self.input_shapes[i] = ex["input_shapes"]
+            if ex.get("python") and ex.get("custom") in PYTHON_BACKWARDS:
+                self.python_out[i] = python_out(PYTHON_BACKWARDS[ex["custom"]])
         offs = cols.offsets
         # target indices as the shared ints of nums (-1, no function, picks the -1 at the end)
         self.next = list(map([*nums, -1].__getitem__, cols.next))
@@ -193,6 +209,8 @@ class IndexedGraph:
         self.flags = bytearray(self.saved)
         for i in self.fault:
             self.flags[i] |= FAULT
+        for i in self.python_out:
+            self.flags[i] |= PYTHON
         return _RootIndex(self.ids)
 
     def _build_sends(self) -> None:

@@ -10,9 +10,12 @@ and an RPC sends zeros in its place). So a zero or a missing gradient the replay
 node behind such a node is not proven, and the verdict says "not compared" instead of
 "differs".
 
-``python_behind(trace, ids)`` walks backward's direction from every Python node (its next
-edges, and from a recv to the send of its message on the other worker) with a queue, and
-returns the nodes of ``ids`` it reaches, each with the Python node it found first.
+The scenario language's own custom Functions (a node with ``"custom"``) are not opaque: what
+their backward returns is known, and the replay models it (``distviz.replay.undefined``).
+
+``python_behind(trace, ids)`` walks backward's direction from every Python node the replay does
+not know (its next edges, and from a recv to the send of its message on the other worker) with
+a queue, and returns the nodes of ``ids`` it reaches, each with the Python node it found first.
 """
 
 from __future__ import annotations
@@ -20,15 +23,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from distviz.replay.undefined import known_python
 from distviz.trace import Trace
 
 __all__ = ["python_behind"]
 
 
 def python_behind(trace: Trace, ids: Iterable[str]) -> dict[str, str]:
-    """Return ``{node id: Python node's name}`` for each node of ``ids`` that a custom
-    Function's backward feeds, directly or through other nodes and RPCs (a Python node feeds
-    itself). Empty when the trace has no Python node."""
+    """Return ``{node id: Python node's name}`` for each node of ``ids`` that the backward of a
+    custom Function the replay does not know feeds, directly or through other nodes and RPCs (a
+    Python node feeds itself). Empty when the trace has no such node."""
     wanted = set(ids)
     if not wanted:
         return {}
@@ -36,7 +40,7 @@ def python_behind(trace: Trace, ids: Iterable[str]) -> dict[str, str]:
     source: dict[str, str] = {}
     queue: deque[str] = deque()
     for n in nodes.values():
-        if n.python:
+        if n.python and known_python(n) is None:
             source[n.id] = n.name
             queue.append(n.id)
     if not queue:

@@ -50,7 +50,8 @@ class PassState:
     """
 
     part: list[list[int]]                  # per worker: the sends taking part
-    nonzero: bytearray                     # per node: it received a non-zero gradient
+    grad: bytearray                        # per node: the state of the gradient it received
+                                           # (``undefined.GradState``: undefined, zeros, values)
     send_ran: bytearray                    # per send: it ran in this pass
     w_left: list[int]                      # per worker: participating sends not yet run
     order: PerWorker                       # per worker: nodes run, in order
@@ -81,7 +82,7 @@ class PassState:
     def start(cls, g: IndexedGraph, part: list[list[int]]) -> PassState:
         """Return the state at the start of a pass in which the sends ``part`` take part."""
         nw = len(g.workers)
-        return cls(part=part, nonzero=bytearray(g.n), send_ran=bytearray(g.n),
+        return cls(part=part, grad=bytearray(g.n), send_ran=bytearray(g.n),
                    order=PerWorker([] for _ in range(nw)),
                    w_left=[len(p) for p in part], visited=[[] for _ in range(nw)],
                    w_init=[False] * nw, w_done=[False] * nw, w_out=[0] * nw,

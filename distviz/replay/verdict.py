@@ -25,12 +25,16 @@ The checks, in the order a difference is named:
                output sends zeros); a gradient can also be zero by value (``narrow`` of
                ``stack``, a product with zero). A real zero the replay does not predict is
                decided from the reference's values where there are some, else not compared.
-               Behind a custom Function (``distviz.replay.opaque``) nothing the replay
-               predicts of zeros, or of a leaf getting a gradient at all, is proven: its
-               Python backward may return zeros, a constant or ``None``; not compared.
-               A leaf behind one whose reference gradient is missing (a ``None``) while
-               PyTorch's is all zeros is not compared either, never "differs": an RPC sends
-               an undefined gradient on as zeros (``RecvRpcBackward::apply``).
+               The scenario language's custom Functions are modelled: the replay knows
+               what their backward returns (``distviz.replay.undefined``: a ``None`` leaves
+               a leaf on its worker without a gradient, an RPC sends it on as zeros), so
+               their zeros and missing gradients are compared. Behind any other custom
+               Function (``distviz.replay.opaque``) nothing the replay predicts of zeros, or
+               of a leaf getting a gradient at all, is proven: its Python backward may
+               return zeros, a constant or ``None``; not compared. A leaf behind one whose
+               reference gradient is missing (a ``None``) while PyTorch's is all zeros is not
+               compared either, never "differs": an RPC sends an undefined gradient on as
+               zeros (``RecvRpcBackward::apply``).
 
 PyTorch's backward not returning within the hang timeout while the replay completes is not
 compared at all: a time-out cannot tell a hang from a slow backward.

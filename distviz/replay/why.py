@@ -196,6 +196,8 @@ class _Asked:
         where = f"replay step {step}, pass {p + 1}"
         real = self._real_gradients()
         python = [h for h in path if h.python is not None]
+        if self.g.ids[self.leaf] not in self.rp.accumulated:
+            return self._undefined(p, path, step, via, real)
         if real is not None and self.g.ids[self.leaf] not in real:
             if python:
                 fn = python[-1]
@@ -217,8 +219,7 @@ class _Asked:
                              "but PyTorch's context holds no gradient for it", path=path, p=p,
                              step=step)
         zero = real is not None and bool(real[self.g.ids[self.leaf]].get("zero"))
-        details = ["PyTorch's gradient is all zeros (FAST mode sends zeros for an RPC result "
-                   "the loss does not use)"] if zero else []
+        details = [self._zero_source(python)] if zero else []
         if python and real is None:
             details.append("the path crosses a Python backward, whose values the replay "
                            "cannot know: it may return None for this input")
@@ -226,6 +227,40 @@ class _Asked:
                          f"it gets its gradient in pass {p + 1}{via}: accumulated into the "
                          f"context at {where}", path=path, p=p, step=step,
                          details=self._inputs(p, self._steps(p)) + tuple(details))
+
+    def _zero_source(self, python: list[Hop]) -> str:
+        """Where a leaf's all-zero gradient comes from: a known custom Function on its path
+        that returns zeros or None, else an unused RPC output."""
+        nodes, index = self.trace.nodes, self.g.index
+        for h in reversed(python):
+            custom = nodes[index[h.node]].custom
+            if custom == "zeros":
+                return (f"PyTorch's gradient is all zeros: the Python backward of {h.name} "
+                        "returns zeros")
+            if custom == "none":
+                return (f"PyTorch's gradient is all zeros: the Python backward of {h.name} "
+                        "returns None for it, which the next custom backward gets as zeros, "
+                        "or an RPC sends on as zeros")
+        return ("PyTorch's gradient is all zeros (FAST mode sends zeros for an RPC result "
+                "the loss does not use)")
+
+    def _undefined(self, p: int, path: tuple[Hop, ...], step: int, via: str,
+                   real: dict[str, dict[str, Any]] | None) -> Why:
+        """The replay runs the leaf's AccumulateGrad with undefined gradients only: a custom
+        Function it knows returns None on the way (``distviz.replay.undefined``)."""
+        g, nodes = self.g, self.trace.nodes
+        dropped = [h for h in path if h.python is not None
+                   and nodes[g.index[h.node]].custom == "none"]
+        fn = dropped[-1] if dropped else path[0]
+        details = (("PyTorch's context holds no gradient for it either",)
+                   if real is not None and g.ids[self.leaf] not in real else ())
+        return self._why(
+            "python", False,
+            f"the roots reach it{via}, but the Python backward of {fn.name} on {fn.worker} "
+            "returns None for it, and nothing on the way turns that into zeros: its "
+            f"gradient is undefined, and its AccumulateGrad (replay step {step}, pass {p + 1}) "
+            "puts nothing into the context", path=path, p=p, step=step, details=details,
+            fixes=(f"return a gradient (not None) for this input from {fn.name}'s backward",))
 
     def _inputs(self, p: int, steps: dict[int, int]) -> tuple[str, ...]:
         """When the leaf waits for several gradients in pass ``p`` (FAST mode counts the edges

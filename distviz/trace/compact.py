@@ -7,7 +7,7 @@ into ``workers``), ``kind`` (an index into ``KINDS``), ``name`` (an index into `
 ``seq``, the next edges as ``next_len`` (per node) with the flat ``next`` (target node index,
 -1 for an edge without a function) and ``next_nr`` (input numbers), ``saved`` (0/1),
 ``msg_id`` and ``call`` as ``[node index, value, ...]`` pairs, and ``more``: ``[node index,
-{var, shape, dtype, input_shapes, fault, vars, python}]`` for the nodes that have any of those.
+{var, shape, dtype, input_shapes, fault, vars, python, custom}]`` for the nodes that have any of those.
 ``Trace.save`` writes it for traces of ``COMPACT_TRACE_NODES`` nodes or more (smaller ones stay
 one node per line, to diff well), with orjson; ``distviz.trace.load`` reads versions 1 and 3.
 """
@@ -34,7 +34,7 @@ COMPACT_VERSION = 3
 COMPACT_TRACE_NODES = 20_000
 
 _KINDS = ("op", "send", "recv", "accumulate_grad")
-_MORE = ("var", "shape", "dtype", "input_shapes", "fault", "vars", "python")
+_MORE = ("var", "shape", "dtype", "input_shapes", "fault", "vars", "python", "custom")
 _COPIED = frozenset(("shape", "input_shapes", "fault"))   # lists and dicts: each node its own
 _CHUNK = 4096   # nodes built at a time while iterating
 

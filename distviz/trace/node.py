@@ -40,6 +40,8 @@ class Node:
     call: int | None = None            # send / recv: index into Trace.rpc_calls, when known
     python: bool = False               # a custom autograd Function's node: its backward is
                                        # Python code, whose values the replay cannot know
+    custom: str | None = None          # python: the scenario language's custom Function
+                                       # (``none``, ``zeros``, ...), whose backward it knows
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "worker": self.worker, "name": self.name,
@@ -65,4 +67,6 @@ class Node:
             out["call"] = self.call
         if self.python:
             out["python"] = True
+        if self.custom is not None:
+            out["custom"] = self.custom
         return out

@@ -33,7 +33,7 @@ def type_name(typ: type | tuple[type, ...]) -> str:
     return typ.__name__
 
 
-_OPTIONAL_STR = ("var", "dtype")
+_OPTIONAL_STR = ("var", "dtype", "custom")
 _OPTIONAL_LIST = ("shape", "input_shapes")
 
 
@@ -75,7 +75,7 @@ def fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
                 var=rn.get("var"), shape=rn.get("shape"), dtype=rn.get("dtype"),
                 input_shapes=rn.get("input_shapes"), saved=bool(rn.get("saved", False)),
                 fault=fault, vars=[str(v) for v in vars_] if vars_ else [], call=call,
-                python=rn.get("python") is True)
+                python=rn.get("python") is True, custom=rn.get("custom"))
 
 
 def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str]) -> Node:
@@ -122,4 +122,5 @@ def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str
         input_shapes=need(rn, "input_shapes", list, source, where, optional=True),
         saved=bool(rn.get("saved", False)), fault=fault, vars=[str(v) for v in vars_],
         call=need(rn, "call", int, source, where, optional=True),
-        python=bool(need(rn, "python", bool, source, where, optional=True)))
+        python=bool(need(rn, "python", bool, source, where, optional=True)),
+        custom=need(rn, "custom", str, source, where, optional=True))

@@ -3,8 +3,9 @@
 ``custom_function("SHAPE", x)`` applies one of a fixed set of ``torch.autograd.Function``s to
 ``x``, the shapes users write (``distviz.scenario.lang.CUSTOM_FUNCTIONS`` says what each does;
 the checker accepts only those, written as a string). Their backward is Python code, which the
-replay cannot see into: the recorder marks their nodes (``"python": true``) and the verdict
-compares no zero behind them that only values decide. Each returns one tensor.
+replay cannot see into: the recorder marks their nodes (``"python": true``) and writes each
+one's shape (``distviz_custom``, the node's ``"custom"``), so that the replay models what its
+backward returns (``distviz.replay.undefined``). Each returns one tensor.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ __all__ = ["FUNCTIONS", "custom_function"]
 class Scale(torch.autograd.Function):
     """``x * factor``; the float ``factor`` is an argument of its own (gradient ``None``)."""
 
+    distviz_custom = "scale"
+
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, factor: float) -> torch.Tensor:
         ctx.factor = factor
@@ -35,6 +38,8 @@ class Scale(torch.autograd.Function):
 class Split(torch.autograd.Function):
     """Two outputs, ``x * 2`` and ``x * 5``; an unused one's gradient comes in as zeros."""
 
+    distviz_custom = "split"
+
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x * 2, x * 5
@@ -47,6 +52,8 @@ class Split(torch.autograd.Function):
 class NonDiff(torch.autograd.Function):
     """``x * 4`` and ``x``'s ranks, marked non-differentiable; a once-differentiable
     backward."""
+
+    distviz_custom = "nondiff"
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,6 +70,8 @@ class NonDiff(torch.autograd.Function):
 class Square(torch.autograd.Function):
     """``x * x`` with ``x`` saved; the backward is made of differentiable operations."""
 
+    distviz_custom = "square"
+
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(x)
@@ -77,6 +86,8 @@ class Square(torch.autograd.Function):
 class Zeros(torch.autograd.Function):
     """``x``; the backward returns zeros whatever it gets."""
 
+    distviz_custom = "zeros"
+
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         return x.clone()
@@ -88,6 +99,8 @@ class Zeros(torch.autograd.Function):
 
 class Dropped(torch.autograd.Function):
     """``x``; gradients are not materialized and the backward returns ``None``."""
+
+    distviz_custom = "none"
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
