@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from distviz.trace import Node, Trace, message_label
+from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.trace.sections import Real
 from distviz.words import plural
 
@@ -52,7 +52,7 @@ class Execution:
 
     node: str
     worker: str
-    kind: str                 # op, send, recv, accumulate_grad
+    kind: NodeKind            # op, send, recv, accumulate_grad
     thread: str
     start_us: float
     end_us: float
@@ -290,7 +290,7 @@ def message_bytes(node: Node | None, dtype_bytes: int) -> int:
 def gradient_dtype_bytes(trace: Trace) -> int:
     """The gradients' element size: the most common leaf dtype (float32 when none is known)."""
     counts: dict[str, int] = {}
-    for nd in trace.nodes_of_kind("accumulate_grad"):
+    for nd in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD):
         if nd.dtype:
             counts[nd.dtype] = counts.get(nd.dtype, 0) + 1
     if not counts:
@@ -345,14 +345,14 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
         nid = str(ev.get("node"))
         nd = nodes.get(nid)
         worker = str(ev.get("worker") or (nd.worker if nd else ""))
-        kind = nd.kind if nd else "op"
+        kind = nd.kind if nd else NodeKind.OP
         t = float(ev.get("t_us") or 0.0)
         dur = ev.get("dur_us")
         thread = str(ev.get("thread") or "backward")
         first = (worker, thread) not in seen_thread
         seen_thread.add((worker, thread))
         ex = Execution(nid, worker, kind, thread, t, t + float(dur) if dur is not None else t,
-                       call_start=kind == "send" or (first and worker == trace.initiator))
+                       call_start=kind == NodeKind.SEND or (first and worker == trace.initiator))
         per.setdefault(worker, []).append(ex)
     sends: dict[tuple[str, int], Execution] = {}
     recvs: list[tuple[Execution, Node]] = []
@@ -361,9 +361,9 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
             nd = nodes.get(ex.node)
             if nd is None or nd.msg_id is None:
                 continue
-            if ex.kind == "send":
+            if ex.kind == NodeKind.SEND:
                 sends.setdefault((ex.worker, nd.msg_id), ex)
-            elif ex.kind == "recv":
+            elif ex.kind == NodeKind.RECV:
                 recvs.append((ex, nd))
     messages: list[Message] = []
     for ex, nd in recvs:
@@ -442,7 +442,7 @@ def _critical_path(tl: PassTimeline, prev: Mapping[str, Execution | None],
         segs.append(Segment("compute", cur.worker, start, upto, node=cur.node))
         upto = start
         before = prev.get(cur.node)
-        m = by_send.get(cur.node) if cur.kind == "send" else None
+        m = by_send.get(cur.node) if cur.kind == NodeKind.SEND else None
         if m is not None and m.recv_node in execs and call_waits_for_message(m, before, latency):
             sent = min(m.sent_us, upto)
             segs.append(Segment("message", m.receiver, sent, upto, message=m.label,

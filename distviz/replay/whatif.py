@@ -54,7 +54,7 @@ from distviz.replay.timing import (
     message_bytes,
     typical_latency,
 )
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 
 __all__ = ["PassPrediction", "Prediction", "predict", "time_report"]
 
@@ -90,7 +90,7 @@ def _model(tl: PassTimeline, trace: Trace) -> _Model:
     """What the real run measured in one pass (``tl``); bytes of every recv from ``trace``."""
     m = _Model(tl, lat_typ=typical_latency(tl))
     dtype_bytes = gradient_dtype_bytes(trace)
-    m.bytes = {n.id: message_bytes(n, dtype_bytes) for n in trace.nodes if n.kind == "recv"}
+    m.bytes = {n.id: message_bytes(n, dtype_bytes) for n in trace.nodes if n.kind == NodeKind.RECV}
     by_send = {msg.send_node: msg for msg in tl.messages}
     m.message = {msg.recv_node: msg for msg in tl.messages}
     switches: dict[str, list[tuple[Execution, Execution | None, Message]]] = {}
@@ -104,10 +104,10 @@ def _model(tl: PassTimeline, trace: Trace) -> _Model:
             if before is not None and not ex.call_start:
                 m.gap_after[before.node] = max(ex.start_us - before.end_us, 0.0)
                 gaps.append(m.gap_after[before.node])
-            msg = by_send.get(ex.node) if ex.kind == "send" else None
+            msg = by_send.get(ex.node) if ex.kind == NodeKind.SEND else None
             if msg is not None:
                 switches.setdefault(w, []).append((ex, before, msg))
-            if ex.kind == "recv" and ex.node in m.message:
+            if ex.kind == NodeKind.RECV and ex.node in m.message:
                 m.depart[ex.node] = max(m.message[ex.node].sent_us - ex.start_us, 0.0)
         m.engine_typ[w] = _median(gaps, 0.0)
         m.compute_typ[w] = _median([ex.dur_us for ex in exs], 0.0)
@@ -208,11 +208,11 @@ class _Clock:
         prev = self.last.get(w)
         if prev is not None:
             t += m.gap_after.get(prev, m.engine_typ.get(w, 0.0))
-        kind = self.kinds.get(node, "op")
-        extra = self.wi.recv_us if kind == "recv" else 0.0
+        kind = self.kinds.get(node, NodeKind.OP)
+        extra = self.wi.recv_us if kind == NodeKind.RECV else 0.0
         dur = extra + self.wi.factor(w) * m.compute.get(node, m.compute_typ.get(w, 0.0))
         cur.execs[w].append(Execution(node, w, kind, "simulated", t, t + dur, prev is None))
-        if kind == "recv":
+        if kind == NodeKind.RECV:
             self.recv_start[node] = t
         self.now[w], self.last[w] = t + dur, node
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.iteration import Difference, tolerance, within_tolerance
 from distviz.trace.sections import ROW_OK
 
@@ -86,7 +86,7 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
     gradient's scale; a NaN where the reference has one agrees, on one side only differs).
     """
     rows: list[dict[str, Any]] = []
-    leaves = [n for n in trace.nodes if n.kind == "accumulate_grad" and n.var]
+    leaves = [n for n in trace.nodes if n.kind == NodeKind.ACCUMULATE_GRAD and n.var]
     comparable = real is not None and real.get("outcome") == "completed"
     ok = comparable and ref["outcome"] == "completed"
     for n in leaves:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.iteration import (
     Iteration,
     IterationCheck,
@@ -144,7 +144,7 @@ def shared_updates(run: TrainingRun) -> list[str]:
             for u in step.get("updates", []):
                 updated.setdefault(str(u["name"]), set()).add(trainer)
         for node in trace_json.get("nodes", []):
-            if node.get("kind") == "accumulate_grad" and node.get("var"):
+            if node.get("kind") == NodeKind.ACCUMULATE_GRAD and node.get("var"):
                 used.setdefault(str(node["var"]), set()).add(trainer)
     if len(run.contexts) < sum(run.counts.values()):
         return sorted(updated)
@@ -243,7 +243,7 @@ def _gradients_section(trace: Trace, values: Mapping[str, Any], want: Mapping[st
     real_grads: Any = trace.real.gradients if trace.real is not None else {}
     ok = reason is None
     for n in trace.nodes:
-        if n.kind != "accumulate_grad" or not n.var:
+        if n.kind != NodeKind.ACCUMULATE_GRAD or not n.var:
             continue
         row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
         expected = ref_grads.get(n.var)

@@ -50,7 +50,7 @@ from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig, current_test
@@ -127,7 +127,7 @@ class Run:
         keep = self.keep and passes.outcome == "completed"
         real = observe_real.collect(
             self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
-            {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
+            {n.id for n in self.trace.nodes if n.kind == NodeKind.SEND}, earlier=self.events,
             forget=not keep, keep=keep, call=on_all, summarized=True)
         self.trace.real = Real.from_json(real.to_json())
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import judge
-from distviz.trace import Trace, short_name
+from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
 from distviz.tracing.shared.journal import ContextRow
 from distviz.words import plural
@@ -99,8 +99,8 @@ def new_rpcs(before: Trace, after: Trace) -> str | None:
     """Why ``after`` (the context recorded again for a later pass) cannot hold the passes of
     ``before``: RPCs made since added send functions, which take part in every pass of a trace
     (FAST mode), though the earlier passes ran without them. ``None`` when there are none."""
-    old = {n.id for n in before.nodes if n.kind == "send"}
-    added = {n.msg_id for n in after.nodes if n.kind == "send" and n.id not in old}
+    old = {n.id for n in before.nodes if n.kind == NodeKind.SEND}
+    added = {n.msg_id for n in after.nodes if n.kind == NodeKind.SEND and n.id not in old}
     if not added:
         return None
     calls = [c for c in after.rpc_calls if added & set(c.msg_ids)]
