@@ -69,7 +69,7 @@ def trace_graph(trace: Trace, replay: ReplayLike | None = None,
                    workers=tuple(trace.workers), passes=len(trace.passes))
     for nd in trace.nodes:
         var = nd.var if nd.var is not None else (", ".join(nd.vars) if nd.vars else None)
-        g.add_node(nd.id, worker=nd.worker, kind=nd.kind, name=nd.name,
+        g.add_node(nd.id, worker=nd.worker, kind=str(nd.kind), name=nd.name,
                    label=_label(nd.name, nd.kind, var),
                    sequence_nr=nd.seq if has_seq(nd.seq) else None,
                    var=var, shape=tuple(nd.shape) if nd.shape is not None else None,
