@@ -16,7 +16,7 @@ from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import judge
 from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
-from distviz.tracing.shared.journal import ContextRow
+from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -200,8 +200,8 @@ def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
         outcome=outcome, predicted=replay.outcome,
-        real=real.outcome if trace.real is not None else "running",
-        agreement=label, agreement_text=text, exit_code=v.exit_code, category=v.category,
+        real=RealState(real.outcome) if trace.real is not None else RealState.RUNNING,
+        agreement=VerdictStatus(label), agreement_text=text, exit_code=v.exit_code, category=v.category,
         violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))

@@ -89,7 +89,7 @@ def deadline(watch: Owner, entry: Watched) -> None:
                                                 limits.LATE_RECORD_TIMEOUT)
             live.say(f"{me} {text}")
             journal.append(watch.config.session_dir, journal.Event(
-                kind="not_recorded", pid=os.getpid(), worker=me, message=text))
+                kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me, message=text))
             return
         entry.late = late
         for line in watch_report.deadline_lines(me, entry.step, timeout, late.trace,
@@ -113,7 +113,7 @@ def _may_write(watch: Owner, me: str, raised_in: int | None = None) -> bool:
         note = watch_report.budget_note(limits.TRACE_WATCHED_WRITES)
         live.say(f"{me}: {note}")
         journal.append(watch.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=me, message=note))
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me, message=note))
     return take == "write"
 
 
@@ -175,7 +175,7 @@ def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: 
     traced["agreement"] = late.row.agreement_text
     journal.write_trace(late.path, late.trace.dumps())
     journal.append(watch.config.session_dir, journal.Event(
-        kind="context", pid=os.getpid(), worker=late.trace.initiator, row=late.row))
+        kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=late.trace.initiator, row=late.row))
 
 
 def returned(watch: Owner, entry: Watched, seconds: float) -> None:
@@ -211,7 +211,7 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
                 why = None if entry.silent is None else \
                     f"{entry.silent} did not answer at the deadline"
                 journal.append(watch.config.session_dir, journal.Event(
-                    kind="not_recorded", pid=os.getpid(), worker=me,
+                    kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me,
                     message=watch_report.raised_note(entry.step, seconds, text, why)))
                 return
             if not _may_write(watch, me, entry.context_id):
@@ -222,6 +222,6 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
         live.say(f"trace: {late.path}")
     except Exception as err:  # noqa: BLE001 - PyTorch's error is what the program gets
         journal.append(watch.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=me,
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me,
             message=watch_report.raised_note(entry.step, seconds, text,
                                              f"{type(err).__name__}: {first_line(err)}")))
