@@ -16,8 +16,8 @@ from distviz.fuzz.program import (
     FEATURES,
     LEAF,
     REMOTE_LEAF,
-    Call,
     Op,
+    RpcStmt,
     blocks,
     calls,
     features,
@@ -83,7 +83,7 @@ def test_calls_go_to_declared_workers_and_bodies_run_there() -> None:
         program = generate(2, index)
         for path, block, caller in blocks(program):
             for s in block.stmts:
-                if isinstance(s, Call):
+                if isinstance(s, RpcStmt):
                     assert s.to in program.workers
                     if s.body is not None:
                         assert s.body.worker == s.to

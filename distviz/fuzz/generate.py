@@ -51,11 +51,11 @@ from distviz.fuzz.program import (
     SCALE,
     UNARY,
     Block,
-    Call,
     Loss,
     Op,
     Pass,
     Program,
+    RpcStmt,
     Stmt,
     blocks,
     features,
@@ -161,7 +161,7 @@ class _Gen:
             return self.ps
         return rng.choice([w for w in self.workers if w != worker])
 
-    def call(self, pool: _Pool, worker: str, caller: str | None, depth: int) -> Call | None:
+    def call(self, pool: _Pool, worker: str, caller: str | None, depth: int) -> RpcStmt | None:
         rng = self.rng
         self.calls += 1
         ident = self.calls
@@ -188,7 +188,7 @@ class _Gen:
                               rng.randint(1, 4 - depth))
             n_out = len(body.returns)
         fetches = tuple(tuple(self.fresh("v") for _ in range(n_out)) for _ in range(n_fetch))
-        return Call(ident, to, style, args, fetches, body, builtin, no_grad, deferred)
+        return RpcStmt(ident, to, style, args, fetches, body, builtin, no_grad, deferred)
 
     def block(self, worker: str, params: tuple[tuple[str, bool], ...], caller: str | None,
               depth: int, n_stmts: int) -> Block:

@@ -36,7 +36,7 @@ from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.trace.sections import Real
 from distviz.words import plural
 
-__all__ = ["Execution", "Message", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
+__all__ = ["Execution", "TimedMessage", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
            "PassTiming", "Timing", "analyze", "analyze_pass", "measured_timelines",
            "message_bytes", "gradient_dtype_bytes", "typical_latency", "call_waits_for_message",
            "fmt_us"]
@@ -64,7 +64,7 @@ class Execution:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class TimedMessage:
     """One gradient message: sent when ``recv_node`` (on ``sender``) ends, its call starts on
     ``receiver`` with ``send_node``. ``arrived_us`` is known only in simulations."""
 
@@ -93,7 +93,7 @@ class PassTimeline:
     initiator: str
     workers: tuple[str, ...]
     executions: Mapping[str, Sequence[Execution]]
-    messages: Sequence[Message]
+    messages: Sequence[TimedMessage]
     source: str = "measured"   # measured, estimated (no post-hook times) or simulated
 
     @property
@@ -365,7 +365,7 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
                 sends.setdefault((ex.worker, nd.msg_id), ex)
             elif ex.kind == NodeKind.RECV:
                 recvs.append((ex, nd))
-    messages: list[Message] = []
+    messages: list[TimedMessage] = []
     for ex, nd in recvs:
         assert nd.msg_id is not None
         to = trace.worker_index().get(nd.msg_id >> 48, -1)
@@ -374,8 +374,8 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
             continue
         # the RPC leaves during the recv's apply: its call can start before the recv returns
         sent = min(ex.end_us, send.start_us)
-        messages.append(Message(nd.msg_id, ex.worker, send.worker, ex.node, send.node,
-                                sent, send.start_us, message_bytes(nd, dtype_bytes)))
+        messages.append(TimedMessage(nd.msg_id, ex.worker, send.worker, ex.node, send.node,
+                                     sent, send.start_us, message_bytes(nd, dtype_bytes)))
     messages.sort(key=lambda m: (m.sent_us, m.msg_id))
     return PassTimeline(p, start, end, trace.initiator, tuple(trace.workers),
                         {w: tuple(v) for w, v in per.items()}, tuple(messages), source)
@@ -404,7 +404,7 @@ def typical_latency(tl: PassTimeline) -> float:
     return max(statistics.median(pool), 0.0) if pool else 0.0
 
 
-def call_waits_for_message(m: Message, before: Execution | None, latency: float) -> bool:
+def call_waits_for_message(m: TimedMessage, before: Execution | None, latency: float) -> bool:
     """Did the call ``m`` launched wait for ``m`` (rather than for ``before``, the previous
     node on the receiver's thread)?"""
     if before is None:
@@ -426,7 +426,7 @@ def analyze_pass(tl: PassTimeline) -> PassTiming:
 
 
 def _critical_path(tl: PassTimeline, prev: Mapping[str, Execution | None],
-                   by_send: Mapping[str, Message], execs: Mapping[str, Execution],
+                   by_send: Mapping[str, TimedMessage], execs: Mapping[str, Execution],
                    latency: float) -> CriticalPath:
     """Walk back from the execution that ends last (explicit loop)."""
     if not execs:
