@@ -104,7 +104,7 @@ def answered_sends(trace: Trace) -> list[str] | None:
         node = nodes[origin]
         if node.kind == NodeKind.SEND and node.msg_id in recv_of:
             work.append(recv_of[node.msg_id])   # the recv ran: it sent this gradient
-    return sorted(n for n in ran if nodes[n].kind == "send")
+    return sorted(n for n in ran if nodes[n].kind == NodeKind.SEND)
 
 
 def _send_text(trace: Trace, node: Node) -> str:
