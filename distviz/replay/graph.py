@@ -23,7 +23,7 @@ from itertools import accumulate, compress
 from typing import Any
 
 from distviz.errors import TraceError
-from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
+from distviz.trace import ACCUMULATE_GRAD_SEQ, NodeKind, Trace, short_name
 from distviz.trace.compact import NodeColumns
 
 __all__ = ["ACC", "FAULT", "MODES", "OP", "RECV", "SAVED", "SEND", "IndexedGraph", "count_dependencies",
@@ -34,7 +34,7 @@ OP, SEND, RECV, ACC = 0, 1, 2, 3
 #: the bits of ``IndexedGraph.flags[i]``: the node holds saved tensors; the node has a recorded
 #: fault (it raises, or its worker dies)
 SAVED, FAULT = 1, 2
-_KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
+_KIND = {NodeKind.OP: OP, NodeKind.SEND: SEND, NodeKind.RECV: RECV, NodeKind.ACCUMULATE_GRAD: ACC}
 
 
 class _RootIndex(dict[str, int]):

@@ -34,6 +34,7 @@ def type_name(typ: type | tuple[type, ...]) -> str:
 
 
 _OPTIONAL_STR = ("var", "dtype")
+_MSG_KINDS = (NodeKind.SEND, NodeKind.RECV)   # the kinds with a ``msg_id`` (read once per node)
 _OPTIONAL_LIST = ("shape", "input_shapes")
 
 
@@ -59,7 +60,7 @@ def fast_node(rn: Any, wset: set[str], kinds: dict[str, NodeKind]) -> Node | Non
         else:
             return None
     msg_id = rn.get("msg_id")
-    if (msg_id is not None and type(msg_id) is not int) or (kind in (NodeKind.SEND, NodeKind.RECV)
+    if (msg_id is not None and type(msg_id) is not int) or (kind in _MSG_KINDS
                                                            and msg_id is None):
         return None
     for key in _OPTIONAL_STR:
