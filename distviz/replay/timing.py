@@ -30,7 +30,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.trace.sections import Real
@@ -101,12 +101,16 @@ class PassTimeline:
         return self.end_us - self.start_us
 
 
+#: what a piece of the critical path is (``Segment.kind``)
+SegmentKind = Literal["startup", "compute", "engine", "message", "end"]
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One piece of the critical path: ``kind`` is ``startup``, ``compute``, ``engine``,
     ``message`` or ``end``; ``node`` for compute, ``message`` (its label) for message."""
 
-    kind: str
+    kind: SegmentKind
     worker: str | None
     start_us: float
     end_us: float
