@@ -379,7 +379,7 @@ def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
     elif box.kind == "chain":
         lines.append(_deps_line(first.id, deps, _StepView({}, {}, None, None)))
     member_states = [view.states[m] for m in box.members if m in view.states]
-    style = "rounded,filled" if box.kind == "op" else "filled"
+    style = "rounded,filled" if box.kind == NodeKind.OP else "filled"
     if member_states:
         if all(s == "executed" for s in member_states) and len(member_states) == len(box.members):
             fill = STATE_FILL["executed"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from distviz.render.dot_text import display_name, sanitize_id
 from distviz.replay.graph import IndexedGraph
@@ -17,7 +18,10 @@ from distviz.views.groups import call_groups
 from distviz.views.model import Scope
 from distviz.words import plural
 
-__all__ = ["Box", "Plan", "plan_boxes"]
+__all__ = ["Box", "BoxKind", "Plan", "plan_boxes"]
+
+#: what a drawn box is: one node (its kind), or a collapsed chain, call group or ghost
+BoxKind = NodeKind | Literal["chain", "group", "ghost"]
 
 
 @dataclass(slots=True)
@@ -27,7 +31,7 @@ class Box:
 
     key: str
     worker: str
-    kind: str                      # a node kind, or chain, group, ghost
+    kind: BoxKind                  # a node kind, or chain, group, ghost
     members: list[str]
     lines: list[str] = field(default_factory=list)
 
