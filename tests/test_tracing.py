@@ -9,15 +9,16 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
-from distviz.outcome import Category
+from distviz.outcome import Category, RealOutcome
 from distviz.replay import legality, replay
 from distviz.replay.engine import FREED_MESSAGE
+from distviz.replay.model import Status
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing.config import TraceConfig, check_options
@@ -332,6 +333,16 @@ def test_the_event_log_holds_words_and_reads_them_as_members(tmp_path: Path) -> 
     assert got == row and got is not None
     assert (type(got.real), type(got.agreement), type(got.category)) == (
         journal.RealState, journal.VerdictStatus, Category)
+
+
+def test_the_rows_words_are_the_verdicts_and_pytorchs_words() -> None:
+    """A row's enums hold the words the judge and the trace use, so nothing is translated
+    between them: the verdict's ``Status``, ``RealOutcome`` (and ``running``), the pytest
+    categories."""
+    assert {s.value for s in journal.VerdictStatus} == set(get_args(Status))
+    assert {s.value for s in journal.RealState} == {*get_args(RealOutcome), "running"}
+    assert journal.NOTE_KINDS == (journal.EventKind.NOT_RECORDED, journal.EventKind.LOCAL_BACKWARD,
+                                  journal.EventKind.GRADS_LEFT)
 
 
 # -- traces with only the workers of their context ------------------------------------------------
