@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 __all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "DIM", "FEATURES", "Loss", "Op",
-           "Pass", "Program", "RpcStmt", "Stmt", "blocks", "calls", "features", "op_grad", "problems",
-           "scan", "size", "to_yaml", "with_block"]
+           "Pass", "Program", "RpcStmt", "Stmt", "blocks", "calls", "features", "op_grad",
+           "problems", "scan", "size", "to_yaml", "with_block"]
 
 DIM = 2
 UNARY = ("tanh", "sigmoid", "sin")

@@ -201,7 +201,8 @@ def _node(rec: WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[i
     fname = fn.name()
     kind = node_kind(fname)
     node = Node(id=rec.ids[fn], worker=rec.worker, name=fname, kind=kind,
-                seq=ACCUMULATE_GRAD_SEQ if kind == NodeKind.ACCUMULATE_GRAD else int(fn._sequence_nr()),
+                seq=ACCUMULATE_GRAD_SEQ if kind == NodeKind.ACCUMULATE_GRAD
+                else int(fn._sequence_nr()),
                 next=[(rec.ids[f], int(i)) if f is not None else None
                       for f, i in fn.next_functions])
     if kind in (NodeKind.SEND, NodeKind.RECV):

@@ -101,7 +101,8 @@ def _graph(nodes: Sequence[Node], g: IndexedGraph) -> dict[str, Any]:
     off: list[int] = [0]
     nxt: list[int] = []
     for i, nd in enumerate(nodes):
-        label = (nd.var or "AccumulateGrad") if nd.kind == NodeKind.ACCUMULATE_GRAD else short_name(nd.name)
+        label = ((nd.var or "AccumulateGrad") if nd.kind == NodeKind.ACCUMULATE_GRAD
+                 else short_name(nd.name))
         k = names.get(label)
         if k is None:
             k = names[label] = len(names)

@@ -91,8 +91,8 @@ class _Pipeline:
         s = ctr[t]
         wn, dn = self.workers[w], self.workers[dst]
         self.nodes.append(Node(id=f"{wn}/SendRpcBackward#{s}~b{b}", worker=wn,
-                               name="torch::distributed::autograd::SendRpcBackward", kind=NodeKind.SEND,
-                               seq=s, next=[(prev, 0)] if prev is not None else [], msg_id=m))
+                               name="torch::distributed::autograd::SendRpcBackward",
+                               kind=NodeKind.SEND, seq=s, next=[(prev, 0)] if prev is not None else [], msg_id=m))
         if dst == 0:
             # the result comes back through to_here() on the user thread: forward order
             self.user_seq[0] += 1
@@ -102,8 +102,8 @@ class _Pipeline:
             rs = self.server_seq[dst][b % 4]
         recv_id = f"{dn}/RecvRpcBackward#{rs}~b{b}"
         self.nodes.append(Node(id=recv_id, worker=dn,
-                               name="torch::distributed::autograd::RecvRpcBackward", kind=NodeKind.RECV,
-                               seq=rs, msg_id=m, input_shapes=[[32, 64]]))
+                               name="torch::distributed::autograd::RecvRpcBackward",
+                               kind=NodeKind.RECV, seq=rs, msg_id=m, input_shapes=[[32, 64]]))
         return recv_id
 
     def loss(self, b: int, src: str | None, total: str | None) -> str:

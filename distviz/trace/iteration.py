@@ -277,10 +277,12 @@ def compare_values(name: str, worker: str, got: Sequence[float] | None,
     """Compare two flattened tensors value by value (``within_tolerance``); a side without
     values (too large to send) is ``not_compared``."""
     if got is None or want is None:
-        return ValueCheck(name, worker, RowStatus.NOT_COMPARED, reason="values too large to compare")
+        return ValueCheck(name, worker, RowStatus.NOT_COMPARED,
+                          reason="values too large to compare")
     if len(got) != len(want):
-        return ValueCheck(name, worker, RowStatus.MISMATCH, reason=f"{len(got)} values vs {len(want)}")
+        return ValueCheck(name, worker, RowStatus.MISMATCH,
+                          reason=f"{len(got)} values vs {len(want)}")
     d = difference(got, want)
     ok, tol = within_tolerance(d, dtype, scale)
-    return ValueCheck(name, worker, RowStatus.MATCH if ok else RowStatus.MISMATCH, max_abs_diff=d.max_abs_diff,
-                      tolerance=tol)
+    return ValueCheck(name, worker, RowStatus.MATCH if ok else RowStatus.MISMATCH,
+                      max_abs_diff=d.max_abs_diff, tolerance=tol)

@@ -34,8 +34,8 @@ def type_name(typ: type | tuple[type, ...]) -> str:
 
 
 _OPTIONAL_STR = ("var", "dtype")
-_MSG_KINDS = (NodeKind.SEND, NodeKind.RECV)   # the kinds with a ``msg_id`` (read once per node)
 _OPTIONAL_LIST = ("shape", "input_shapes")
+_MSG_KINDS = (NodeKind.SEND, NodeKind.RECV)   # the kinds with a ``msg_id`` (read once per node)
 
 
 def fast_node(rn: Any, wset: set[str], kinds: dict[str, NodeKind]) -> Node | None:
@@ -109,7 +109,7 @@ def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str
                              key=f"{where}next[{j}]")
         nxt.append((e[0], e[1]))
     msg_id = need(rn, "msg_id", int, source, where, optional=True)
-    if kind in (NodeKind.SEND, NodeKind.RECV) and msg_id is None:
+    if kind in _MSG_KINDS and msg_id is None:
         raise TraceError(f"a {kind} node needs 'msg_id'", path=source, key=where + "msg_id")
     fault = rn.get("fault")
     if fault is not None and not isinstance(fault, dict):

@@ -111,7 +111,8 @@ def _log_unrecorded(proc: Process, message: str) -> None:
     if message not in proc.unrecorded:
         proc.unrecorded.add(message)
         journal.append(proc.config.session_dir, journal.Event(
-            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=proc.worker, message=message))
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=proc.worker,
+            message=message))
 
 
 def _unfollowed(proc: Process, context_id: int) -> None:

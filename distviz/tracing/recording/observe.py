@@ -263,8 +263,8 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
 
 
 def _note(run: Run, message: str) -> None:
-    journal.append(run.config.session_dir, journal.Event(kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(),
-                                                         worker=run.me, message=message))
+    journal.append(run.config.session_dir, journal.Event(
+        kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=run.me, message=message))
 
 
 def _stop_following(run: Run, why: str) -> None:

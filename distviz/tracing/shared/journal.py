@@ -96,7 +96,7 @@ class ContextRow:
     agreement: VerdictStatus
     agreement_text: str = ""
     exit_code: int = EXIT_OK     # the verdict's (``Verdict.exit_code``)
-    category: Category = Category.NOT_COMPARED   # the verdict's (``Verdict.category``), as pytest counts it
+    category: Category = Category.NOT_COMPARED   # the verdict's, as pytest counts it
     violations: int = 0
     explanation: str | None = None
     time: str | None = None   # where a completed real backward spent its time: the critical path

@@ -129,7 +129,8 @@ def watched_row(row: ContextRow, trace: Trace, replay: Replay, watched: Watched)
         explanation = raised_text(trace, replay, watched.error or "an error")
     else:
         explanation = None
-    return replace(row, watched=True, predicted=v.predicted, outcome=v.outcome, real=RealState(v.real) if v.real else row.real,
+    return replace(row, watched=True, predicted=v.predicted, outcome=v.outcome,
+                   real=RealState(v.real) if v.real else row.real,
                    agreement=VerdictStatus(v.status), agreement_text=v.text, explanation=explanation,
                    exit_code=v.exit_code, category=v.category)
 

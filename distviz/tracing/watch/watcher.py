@@ -179,7 +179,8 @@ class Watch:
             self.handed = True
             stats = self.stats.to_json()
         journal.append(self.config.session_dir, journal.Event(
-            kind=journal.EventKind.BACKWARDS, pid=os.getpid(), worker=self.stats.worker, stats=stats))
+            kind=journal.EventKind.BACKWARDS, pid=os.getpid(), worker=self.stats.worker,
+            stats=stats))
 
 
 _WATCHES: dict[int, Watch] = {}
