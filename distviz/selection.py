@@ -9,10 +9,16 @@ of the trace model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from distviz.errors import UsageError
 
 __all__ = ["ContextSelection"]
+
+
+#: the forms of ``--contexts`` (``ContextSelection.kind``)
+SelectionKind = Literal["all", "first", "none", "every", "list"]
+_WORDS: dict[str, SelectionKind] = {"first": "first", "all": "all", "none": "none"}
 
 
 @dataclass(frozen=True)
@@ -21,7 +27,7 @@ class ContextSelection:
     or ``none`` (contexts count from 1 per trainer, in the order they open; ``none``:
     ``distviz trace`` records none in full and watches every backward)."""
 
-    kind: str = "all"
+    kind: SelectionKind = "all"
     numbers: tuple[int, ...] = ()
     every: int = 0
 
@@ -29,8 +35,9 @@ class ContextSelection:
     def parse(cls, text: str) -> ContextSelection:
         """Parse ``--contexts``; raises ``UsageError`` naming the accepted forms."""
         t = text.strip().lower()
-        if t in ("first", "all", "none"):
-            return cls(kind=t)
+        word = _WORDS.get(t)
+        if word is not None:
+            return cls(kind=word)
         if t.startswith("every:"):
             k = t.split(":", 1)[1]
             if not k.isdigit() or int(k) < 1:

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import TraceError
-from distviz.trace import load
+from distviz.trace import NodeKind, load
+from distviz.trace.sections import RowStatus
 
 
 def _good(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -81,6 +82,15 @@ CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "send_without_msg": (_edit(lambda o: [n.pop("msg_id") for n in o["nodes"]
                                           if n["kind"] == "send"]), "needs 'msg_id'"),
     "real_not_object": (_edit(lambda o: o.update(real=[1])), "expected an object or null"),
+    "bad_status": (_edit(lambda o: o.update(reference={"comparison": [
+        {"var": "t1", "leaf": o["nodes"][0]["id"], "worker": "worker0", "status": "matched"}]})),
+                   "reference.comparison[0].status: unknown status 'matched' (expected one of "
+                   "match, mismatch, zero_unused, no_gradient, missing, extra, not_compared)"),
+    "no_status": (_edit(lambda o: o.update(reference={"comparison": [{"var": "t1"}]})),
+                  "reference.comparison[0].status: unknown status None"),
+    "kind_names_the_key": (_edit(lambda o: o["nodes"][1].update(kind="Send")),
+                           "nodes[1].kind: unknown kind 'Send' (expected one of op, send, recv, "
+                           "accumulate_grad)"),
 }
 
 
@@ -135,3 +145,23 @@ def test_empty_trace_file_says_it_is_empty(tmp_path: Path) -> None:
     with pytest.raises(TraceError) as info:
         load(bad)
     assert info.value.one_line() == f"{bad}: the file is empty; expected a distviz trace (JSON)"
+
+
+def test_words_load_as_members_and_write_back_unchanged(tmp_path: Path) -> None:
+    """A node's kind and a reference row's status are read as their enums (``NodeKind``,
+    ``RowStatus``), by the fast path and the checked one, and written as the same words."""
+    path, obj = _good(tmp_path)
+    leaf = next(n for n in obj["nodes"] if n["kind"] == "accumulate_grad")
+    obj["reference"] = {"comparison": [{"var": "t1", "leaf": leaf["id"], "worker": leaf["worker"],
+                                        "status": "zero_unused"}]}
+    obj["nodes"][0]["vars"] = ""     # not a list: this node takes the checked path
+    path.write_text(json.dumps(obj))
+    trace = load(path)
+    assert {type(n.kind) for n in trace.nodes} == {NodeKind}
+    assert {n.kind for n in trace.nodes} <= set(NodeKind)
+    assert trace.reference is not None
+    assert [r.status for r in trace.reference.rows] == [RowStatus.ZERO_UNUSED]
+    assert trace.reference.rows[0].ok
+    again = json.loads(trace.dumps())
+    assert [n["kind"] for n in again["nodes"]] == [n["kind"] for n in obj["nodes"]]
+    assert again["reference"]["comparison"][0]["status"] == "zero_unused"

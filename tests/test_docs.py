@@ -503,15 +503,19 @@ def _written_keys(relpath: str, function: str, objects: set[str]) -> set[str]:
 
 
 def _status_values() -> set[str]:
+    """Every word a reference row's ``status`` can hold (``RowStatus``, which the loader checks),
+    after making sure the runner's writer sets ``status`` from its members."""
+    from distviz.trace.sections import RowStatus
     tree = ast.parse((ROOT / "distviz/runner/gradients.py").read_text(encoding="utf-8"))
-    values: set[str] = set()
+    used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant)
                 and t.slice.value == "status" for t in node.targets):
-            values |= {c.value for c in ast.walk(node.value)
-                       if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    return values
+            used |= {c.attr for c in ast.walk(node.value) if isinstance(c, ast.Attribute)
+                     and isinstance(c.value, ast.Name) and c.value.id == "RowStatus"}
+    assert used <= set(RowStatus.__members__), used
+    return {s.value for s in RowStatus} if used else set()
 
 
 def test_trace_format_documents_what_the_runner_writes() -> None:

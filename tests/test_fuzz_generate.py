@@ -17,9 +17,9 @@ from distviz.fuzz.program import (
     FEATURES,
     LEAF,
     REMOTE_LEAF,
-    Call,
     Op,
     Program,
+    RpcStmt,
     blocks,
     calls,
     features,
@@ -85,7 +85,7 @@ def test_calls_go_to_declared_workers_and_bodies_run_there() -> None:
         program = generate(2, index)
         for path, block, caller in blocks(program):
             for s in block.stmts:
-                if isinstance(s, Call):
+                if isinstance(s, RpcStmt):
                     assert s.to in program.workers
                     if s.body is not None:
                         assert s.body.worker == s.to
@@ -136,7 +136,7 @@ def _partly_used(program: Program) -> int:
     """Fetches in ``main`` of which some outputs are used and some are not."""
     used = {a for x in program.losses for a in x.args}
     used |= {a for _p, b, _c in blocks(program) for s in b.stmts for a in s.args}
-    return sum(1 for s in program.main.stmts if isinstance(s, Call) for names in s.fetches
+    return sum(1 for s in program.main.stmts if isinstance(s, RpcStmt) for names in s.fetches
                if {n in used for n in names} == {True, False})
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import Call, Program, calls, features, problems, size, to_yaml
+from distviz.fuzz.program import Program, RpcStmt, calls, features, problems, size, to_yaml
 from distviz.fuzz.shrink import candidates, shrink, tidy
 from distviz.scenario import load_scenario_text
 
@@ -65,7 +65,7 @@ def test_tidy_drops_workers_parameters_and_losses_nobody_uses() -> None:
     program = next(p for p in (generate(3, i) for i in range(200))
                    if p.ps is not None and len(p.workers) > 3 and len(p.losses) > 1)
     main = replace(program.main, stmts=tuple(s for s in program.main.stmts
-                                             if not isinstance(s, Call)))
+                                             if not isinstance(s, RpcStmt)))
     lonely = tidy(replace(program, main=main))
     assert lonely.workers == (program.workers[0],)
     assert lonely.ps is None and lonely.ps_params == ()

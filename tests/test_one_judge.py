@@ -25,7 +25,7 @@ from distviz.cli.running import show_run
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
-from distviz.render.recording import iteration_table
+from distviz.render.training import iteration_table
 from distviz.replay import replay
 from distviz.replay.model import AGREEMENT_JSON_WORDS
 from distviz.replay.verdict import Verdict, Watched, judge

@@ -26,6 +26,7 @@ from distviz.runner.parent.collate import (
 from distviz.trace import Trace, load
 from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
 from distviz.trace.recording import Recording, load_recording
+from distviz.trace.sections import RowStatus
 
 
 def _iteration(trainer: str, index: int) -> Iteration:
@@ -71,6 +72,24 @@ def test_load_names_the_way_to_read_version_2(tmp_path: Path) -> None:
     path = _recording().save(tmp_path / "r.json")
     with pytest.raises(TraceError, match="several contexts .* --context N"):
         load(path)
+
+
+def test_an_unknown_status_in_a_training_summary_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = _recording().save(tmp_path / "r.json")
+    obj = json.loads(path.read_text())
+    obj["training"]["final"] = [{"name": "w", "worker": "worker1", "status": "same"}]
+    path.write_text(json.dumps(obj))
+    with pytest.raises(TraceError) as info:
+        load_recording(path)
+    line = info.value.one_line()
+    assert line == (f"{path} training: bad training summary: unknown status 'same' (expected "
+                    "one of match, mismatch, zero_unused, no_gradient, missing, extra, "
+                    "not_compared)")
+    result = CliRunner().invoke(app, ["replay", str(path)])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {line}"
+    obj["training"]["final"] = [{"name": "w", "worker": "worker1", "status": "match"}]
+    path.write_text(json.dumps(obj))
+    assert load_recording(path).training.final[0].status is RowStatus.MATCH  # type: ignore[union-attr]
 
 
 def test_pick_names_the_range() -> None:

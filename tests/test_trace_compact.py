@@ -14,7 +14,7 @@ from test_render_dot import design_trace, hang_trace
 from distviz.errors import TraceError
 from distviz.replay import replay
 from distviz.replay.synthetic import synthetic_trace
-from distviz.trace import Trace, load, loads
+from distviz.trace import KINDS, NodeKind, Trace, load, loads
 from distviz.trace.compact import COMPACT_TRACE_NODES, COMPACT_VERSION, NodeColumns, encode_nodes
 
 
@@ -64,6 +64,7 @@ def _broken(edit: Any) -> str:
     (lambda n: n["ids"].__setitem__(1, n["ids"][0]), "nodes.ids", "duplicate node id"),
     (lambda n: n.update(msg_id=[]), "nodes.msg_id", "needs 'msg_id'"),
     (lambda n: n["kind"].__setitem__(0, "op"), "nodes.kind", "expected ints"),
+    (lambda n: n["kind"].__setitem__(0, 4), "nodes.kind", "an index out of range 0..3"),
     (lambda n: n.update(count="10"), "nodes.count", "expected the number of nodes"),
     (lambda n: n["next_len"].__setitem__(slice(0, 2), [-1, 4]), "nodes.next_len",
      "a length below 0"),
@@ -73,6 +74,18 @@ def test_bad_columns_name_the_column(edit: Any, key: str, message: str) -> None:
         loads(_broken(edit), source="t.json")
     assert err.value.key is not None and err.value.key.startswith(key)
     assert message in str(err.value)
+
+
+def test_compact_kinds_read_as_node_kinds_in_their_order() -> None:
+    """A compact trace's ``kind`` column indexes ``KINDS``: each node gets the ``NodeKind``
+    member, the same as the one-node-per-line layout gives, by every way of reading nodes."""
+    plain = design_trace()
+    tr = loads(_compact_text(plain))
+    assert [n.kind for n in tr.nodes] == [n.kind for n in plain.nodes]
+    assert {type(n.kind) for n in tr.nodes} == {NodeKind}
+    assert KINDS == (NodeKind.OP, NodeKind.SEND, NodeKind.RECV, NodeKind.ACCUMULATE_GRAD)
+    assert [n.id for n in tr.nodes_of_kind(NodeKind.SEND)] == [
+        n.id for n in plain.nodes if n.kind == "send"]
 
 
 def test_versions_beyond_three_are_refused() -> None:

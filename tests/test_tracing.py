@@ -9,14 +9,16 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
+from distviz.outcome import Category, RealOutcome
 from distviz.replay import legality, replay
 from distviz.replay.engine import FREED_MESSAGE
+from distviz.replay.model import Status
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing.config import TraceConfig, check_options
@@ -306,6 +308,41 @@ def test_the_event_log_skips_a_torn_last_line(tmp_path: Path) -> None:
     events = journal.read(str(tmp_path))
     assert [e.kind for e in events] == ["context", "stop"]
     assert events[0].row == _row("t", 1, {})
+
+
+def test_the_event_log_holds_words_and_reads_them_as_members(tmp_path: Path) -> None:
+    """The log's JSON holds the same words as before; they read back as ``EventKind``,
+    ``RealState``, ``VerdictStatus`` and ``Category``; a line with a word none of them has (a
+    writer of another version) is skipped like a torn one."""
+    row = journal.ContextRow(file="t.ctx1.trace.json", initiator="t", index=1, context_id=1,
+                             pid=3, workers=["t"], nodes=1, messages=0, outcome="hang",
+                             predicted="hang", real=journal.RealState.SKIPPED,
+                             agreement=journal.VerdictStatus.NOT_COMPARED,
+                             category=Category.HANG_PREDICTED)
+    journal.append(str(tmp_path), journal.Event(kind=journal.EventKind.CONTEXT, pid=3, row=row))
+    line = (tmp_path / journal.EVENTS).read_text()
+    assert '"kind":"context"' in line and '"real":"skipped"' in line
+    assert '"agreement":"not compared"' in line and '"category":"hang predicted"' in line
+    with open(tmp_path / journal.EVENTS, "a", encoding="utf-8") as fh:
+        fh.write('{"kind": "context_v9", "pid": 3}\n')
+        fh.write(line.replace('"real":"skipped"', '"real":"skipping"'))
+        fh.write('{"kind": "stop", "pid": 3, "message": "m"}\n')
+    events = journal.read(str(tmp_path))
+    assert [e.kind for e in events] == [journal.EventKind.CONTEXT, journal.EventKind.STOP]
+    got = events[0].row
+    assert got == row and got is not None
+    assert (type(got.real), type(got.agreement), type(got.category)) == (
+        journal.RealState, journal.VerdictStatus, Category)
+
+
+def test_the_rows_words_are_the_verdicts_and_pytorchs_words() -> None:
+    """A row's enums hold the words the judge and the trace use, so nothing is translated
+    between them: the verdict's ``Status``, ``RealOutcome`` (and ``running``), the pytest
+    categories."""
+    assert {s.value for s in journal.VerdictStatus} == set(get_args(Status))
+    assert {s.value for s in journal.RealState} == {*get_args(RealOutcome), "running"}
+    assert journal.NOTE_KINDS == (journal.EventKind.NOT_RECORDED, journal.EventKind.LOCAL_BACKWARD,
+                                  journal.EventKind.GRADS_LEFT)
 
 
 # -- traces with only the workers of their context ------------------------------------------------

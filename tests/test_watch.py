@@ -131,13 +131,13 @@ def test_the_backward_in_flight_is_readable_after_its_process_is_gone(tmp_path: 
 
 def test_one_table_holds_every_backward_in_flight_and_its_slot_the_oldest_watched(
         tmp_path: Path) -> None:
-    from distviz.tracing.watch.entry import Watched
+    from distviz.tracing.watch.entry import WatchEntry
 
     table = inflight.Table()
     table.slot = inflight.open_slot(str(tmp_path), "trainer")
     recorded = inflight.InFlight(5, 1, [], False, 1.0, 11)
-    first = Watched(6, 2, [], False, 2.0, 12, None, 9.0)
-    second = Watched(7, 3, [], True, 3.0, 13, None, 10.0)
+    first = WatchEntry(6, 2, [], False, 2.0, 12, None, 9.0)
+    second = WatchEntry(7, 3, [], True, 3.0, 13, None, 10.0)
     tokens = [table.enter(e) for e in (recorded, first, second)]
     assert table.by_context() == {5: recorded, 6: first, 7: second}   # what a snapshot reads
 
@@ -561,12 +561,12 @@ def test_a_backward_that_returns_while_its_graph_is_recorded_is_slow_not_unrecor
     backward "has not returned"; its return says it was slow."""
     from distviz.tracing.config import TraceConfig
     from distviz.tracing.watch import late as watch_late
-    from distviz.tracing.watch.entry import Watched
+    from distviz.tracing.watch.entry import WatchEntry
     from distviz.tracing.watch.watcher import Watch
 
     watch = Watch(TraceConfig(out_dir="unused", hang_timeout=2.0))
     watch.stats.worker = "worker0"
-    entry = Watched(context_id=7, step=3, roots=[], retain_graph=False, since=0.0, thread=0,
+    entry = WatchEntry(context_id=7, step=3, roots=[], retain_graph=False, since=0.0, thread=0,
                     frame=None, deadline=2.0)
 
     def record_as_it_returns(*_: Any) -> Any:

@@ -14,6 +14,7 @@ from distviz.cli.options import check_steps
 from distviz.errors import UsageError
 from distviz.limits import LOG_STEPS_SHOWN
 from distviz.trace import Trace, is_stream, write_atomic
+from distviz.trace.sections import RowStatus
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ def real_lines(trace: Trace) -> list[str]:
     if ref is not None and ref.comparable:
         rows = ref.rows
         bad = [r for r in rows if not r.ok]
-        zero = [r.var for r in rows if r.status == "zero_unused"]
+        zero = [r.var for r in rows if r.status == RowStatus.ZERO_UNUSED]
         text = (f"gradients: {len(rows) - len(bad)}/{plural(len(rows), 'leaf', 'leaves')} "
                 f"{word_for(len(rows), 'equals', 'equal')} the single-process reference")
         if zero:

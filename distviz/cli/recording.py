@@ -84,7 +84,7 @@ def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
 def show_recording(recording: Recording, reports: Reports) -> None:
     """The iteration table, what went wrong in a context, the shared workers and the final
     parameters."""
-    from distviz.render import recording as render_training
+    from distviz.render import training as render_training
     out = unbounded_console()
     n = len(recording.contexts)
     summary = recording.training
@@ -107,8 +107,8 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
-    from distviz.render import recording as render_training
     from distviz.render import terminal
+    from distviz.render import training as render_training
     trace = recording.pick(number)
     rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()

@@ -55,11 +55,11 @@ from distviz.fuzz.program import (
     SCALE,
     UNARY,
     Block,
-    Call,
     Loss,
     Op,
     Pass,
     Program,
+    RpcStmt,
     Stmt,
     blocks,
     features,
@@ -165,7 +165,7 @@ class _Gen:
             return self.ps
         return rng.choice([w for w in self.workers if w != worker])
 
-    def call(self, pool: _Pool, worker: str, caller: str | None, depth: int) -> Call | None:
+    def call(self, pool: _Pool, worker: str, caller: str | None, depth: int) -> RpcStmt | None:
         rng = self.rng
         self.calls += 1
         ident = self.calls
@@ -192,7 +192,7 @@ class _Gen:
                               rng.randint(1, 4 - depth))
             n_out = len(body.returns)
         fetches = tuple(tuple(self.fresh("v") for _ in range(n_out)) for _ in range(n_fetch))
-        return Call(ident, to, style, args, fetches, body, builtin, no_grad, deferred)
+        return RpcStmt(ident, to, style, args, fetches, body, builtin, no_grad, deferred)
 
     def block(self, worker: str, params: tuple[tuple[str, bool], ...], caller: str | None,
               depth: int, n_stmts: int) -> Block:
@@ -307,7 +307,7 @@ def _partly_used(program: Program, rng: random.Random) -> Program:
     in_code = {a for _p, b, _c in blocks(program) for s in b.stmts for a in s.args}
     losses = program.losses
     for s in program.main.stmts:
-        if not isinstance(s, Call) or rng.random() >= 0.5:
+        if not isinstance(s, RpcStmt) or rng.random() >= 0.5:
             continue
         for names in s.fetches:
             in_loss = [n for n in names if any(n in x.args for x in losses)]

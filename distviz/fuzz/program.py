@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-__all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "Call", "DIM", "FEATURES", "Loss", "Op",
-           "Pass", "Program", "Stmt", "blocks", "calls", "features", "op_grad", "problems",
-           "scan", "size", "to_yaml", "with_block"]
+__all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "DIM", "FEATURES", "Loss", "Op",
+           "Pass", "Program", "RpcStmt", "Stmt", "blocks", "calls", "features", "op_grad",
+           "problems", "scan", "size", "to_yaml", "with_block"]
 
 DIM = 2
 UNARY = ("tanh", "sigmoid", "sin")
@@ -57,7 +57,7 @@ class Op:
 
 
 @dataclass(frozen=True)
-class Call:
+class RpcStmt:
     """An RPC from the enclosing block to ``to``.
 
     ``style`` is ``sync`` (``rpc_sync``), ``async`` (``rpc_async(...).wait()``; with
@@ -86,7 +86,7 @@ class Call:
         return f"f{self.ident}" if self.body is not None else f"torch.{self.builtin}"
 
 
-Stmt = Op | Call
+Stmt = Op | RpcStmt
 
 
 @dataclass(frozen=True)
@@ -144,13 +144,13 @@ def blocks(program: Program) -> Iterator[tuple[Path, Block, str | None]]:
         path, block, caller = stack.pop()
         yield path, block, caller
         inner = [(path + (i,), s.body, block.worker) for i, s in enumerate(block.stmts)
-                 if isinstance(s, Call) and s.body is not None]
+                 if isinstance(s, RpcStmt) and s.body is not None]
         stack.extend(reversed(inner))
 
 
-def calls(program: Program) -> Iterator[Call]:
+def calls(program: Program) -> Iterator[RpcStmt]:
     for _path, block, _caller in blocks(program):
-        yield from (s for s in block.stmts if isinstance(s, Call))
+        yield from (s for s in block.stmts if isinstance(s, RpcStmt))
 
 
 def with_block(program: Program, path: Path, new: Block) -> Program:
@@ -158,12 +158,12 @@ def with_block(program: Program, path: Path, new: Block) -> Program:
     chain = [program.main]
     for i in path[:-1] if path else ():
         stmt = chain[-1].stmts[i]
-        assert isinstance(stmt, Call) and stmt.body is not None
+        assert isinstance(stmt, RpcStmt) and stmt.body is not None
         chain.append(stmt.body)
     for depth in range(len(path) - 1, -1, -1):
         parent = chain[depth]
         call = parent.stmts[path[depth]]
-        assert isinstance(call, Call)
+        assert isinstance(call, RpcStmt)
         stmts = list(parent.stmts)
         stmts[path[depth]] = replace(call, body=new)
         new = replace(parent, stmts=tuple(stmts))
@@ -180,7 +180,7 @@ def size(program: Program) -> int:
         n += len(block.returns)
         for s in block.stmts:
             n += 2 + len(s.outs) + len(s.args) + int(isinstance(s, Op) and s.fn == CUSTOM)
-            if isinstance(s, Call):
+            if isinstance(s, RpcStmt):
                 n += {"sync": 0, "async": 1, "remote": 2}[s.style] + len(s.fetches)
                 n += int(s.no_grad) + int(s.deferred)
     return n
@@ -314,7 +314,7 @@ def features(program: Program) -> frozenset[str]:
 
 # -- writing the scenario file ------------------------------------------------------------------
 
-def _call_expr(s: Call, kind: str) -> str:
+def _call_expr(s: RpcStmt, kind: str) -> str:
     args = ", ".join(s.args) + ("," if len(s.args) == 1 else "")
     return f'rpc.{kind}("{s.to}", {s.func}, args=({args}))'
 

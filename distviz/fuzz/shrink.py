@@ -21,11 +21,11 @@ from distviz.fuzz.program import (
     CUSTOM,
     SCALE,
     Block,
-    Call,
     Op,
     Pass,
     Path,
     Program,
+    RpcStmt,
     Stmt,
     blocks,
     calls,
@@ -93,7 +93,7 @@ def _drop_stmt(program: Program, path: Path, block: Block, i: int) -> Iterator[P
         yield _substituted(program, path, block, stmts, i, {o: sub for o in s.outs})
 
 
-def _with_call(program: Program, path: Path, block: Block, i: int, call: Call,
+def _with_call(program: Program, path: Path, block: Block, i: int, call: RpcStmt,
                mapping: dict[str, str]) -> Program:
     stmts = list(block.stmts)
     stmts[i] = call
@@ -104,7 +104,7 @@ def _simpler_calls(program: Program, path: Path, block: Block, i: int,
                    caller: str | None) -> Iterator[Program]:
     """Statement ``i`` (a call) made simpler in each way that applies."""
     s = block.stmts[i]
-    assert isinstance(s, Call)
+    assert isinstance(s, RpcStmt)
     first = s.fetches[0]
     later = {n: first[k] for f in s.fetches[1:] for k, n in enumerate(f)}
     if s.style != "sync":
@@ -139,13 +139,13 @@ def _hoisted(program: Program, path: Path, block: Block, i: int) -> Iterator[Pro
     them, others become its first argument; the values it returns are cut or repeated to the
     number the replaced call returned."""
     s = block.stmts[i]
-    assert isinstance(s, Call) and s.body is not None
+    assert isinstance(s, RpcStmt) and s.body is not None
     stack: list[tuple[Block, dict[str, str]]] = [
         (s.body, dict(zip(s.body.params, s.args, strict=True)))]
     while stack:
         body, scope = stack.pop()
         for d in body.stmts:
-            if not isinstance(d, Call):
+            if not isinstance(d, RpcStmt):
                 continue
             args = tuple(scope.get(a, s.args[0]) for a in d.args)
             if d.body is not None:
@@ -211,7 +211,7 @@ def candidates(program: Program) -> Iterator[Program]:
                 yield with_block(program, path, replace(block, stmts=tuple(stmts)))
     for path, block, caller in found:
         for i, s in enumerate(block.stmts):
-            if isinstance(s, Call):
+            if isinstance(s, RpcStmt):
                 if s.body is not None:
                     yield from _hoisted(program, path, block, i)
                 yield from _simpler_calls(program, path, block, i, caller)

@@ -19,7 +19,7 @@ from distviz.recorder.gather import GATHER_THREAD, gather
 from distviz.recorder.merge import build_trace
 from distviz.recorder.names import name, names_list
 from distviz.recorder.piece import root_ids, root_nrs
-from distviz.trace import BackwardPass, Trace
+from distviz.trace import BackwardPass, NodeKind, Trace
 from distviz.words import plural
 
 __all__ = ["name", "record"]
@@ -72,7 +72,8 @@ def _check_recordable(context_id: int, pieces: list[dict[str, Any]]) -> None:
         worker, n = done[0]
         raise RecordError(f"distviz.record: context {context_id} has already run its backward "
                           f"pass ({worker} holds gradients for {plural(n, 'tensor')}); {_WHEN}")
-    rpc_nodes = [n for p in pieces for n in p["nodes"] if n["kind"] in ("send", "recv")]
+    rpc_nodes = [n for p in pieces for n in p["nodes"]
+                 if n["kind"] in (NodeKind.SEND, NodeKind.RECV)]
     foreign = next((n for n in rpc_nodes if n.get("msg_id") is None), None)
     if foreign is not None:
         raise RecordError(f"distviz.record: the roots' graph was built in another context: "

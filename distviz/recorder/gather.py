@@ -24,6 +24,7 @@ from distviz.recorder.contexts import known_ids
 from distviz.recorder.names import names_list
 from distviz.recorder.piece import record_local
 from distviz.recorder.side_thread import SideThread, finished
+from distviz.trace.node import NodeKind
 
 #: What PyTorch's error says when an RPC ran past its time-out (every release since 1.6).
 _TIMED_OUT = "ran for more than set timeout"
@@ -157,9 +158,9 @@ def _settled(pieces: list[dict[str, Any]]) -> bool:
         for n in p["nodes"]:
             if n.get("msg_id") is None:
                 continue
-            if n["kind"] == "send":
+            if n["kind"] == NodeKind.SEND:
                 sends.setdefault(p["worker"], set()).add(n["msg_id"])
-            elif n["kind"] == "recv":
+            elif n["kind"] == NodeKind.RECV:
                 recvs.add(n["msg_id"])
     return all(m in recvs for p in pieces for c in p["calls"] for m in c["msg_ids"]
                if m in sends.get(c["caller"], set()))

@@ -25,6 +25,7 @@ import torch.distributed.rpc as rpc
 from distviz.recorder import contexts
 from distviz.recorder.contexts import WorkerRecord
 from distviz.recorder.piece import node_kind
+from distviz.trace.node import NodeKind
 
 __all__ = ["SPIN_NS", "clock_sample", "collect", "install_hooks", "make_posthook",
            "make_prehook", "remove_hooks", "wait_until"]
@@ -209,7 +210,8 @@ def _own_events(rec: WorkerRecord, events: list[tuple[Any, ...]], ends: list[tup
         return (str(e[0]), int(e[1]), int(e[2]))
     if not events or len(events[0]) < 4:
         return [plain(e) for e in events], [plain(e) for e in ends]
-    shared = {nid for nid, fn in rec.nodes.items() if node_kind(fn.name()) == "accumulate_grad"}
+    shared = {nid for nid, fn in rec.nodes.items()
+              if node_kind(fn.name()) == NodeKind.ACCUMULATE_GRAD}
     own = {e[3] for e in events if e[0] not in shared}
     return ([plain(e) for e in events if not own or e[3] in own],
             [plain(e) for e in ends if not own or e[3] in own])

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from distviz.trace import BackwardPass, Node, RpcCall, Trace
+from distviz.trace import BackwardPass, Node, NodeKind, RpcCall, Trace
 from distviz.trace.absent import parse_absent
 
 
@@ -24,7 +24,7 @@ def build_trace(workers: list[str], initiator: str, context_id: int,
             calls.append(RpcCall(**c))
         for n in p["nodes"]:
             nodes.append(Node(
-                id=n["id"], worker=n["worker"], name=n["name"], kind=n["kind"], seq=n["seq"],
+                id=n["id"], worker=n["worker"], name=n["name"], kind=NodeKind(n["kind"]), seq=n["seq"],
                 next=[(e[0], e[1]) if e is not None else None for e in n["next"]],
                 msg_id=n.get("msg_id"), var=n.get("var"), shape=n.get("shape"),
                 dtype=n.get("dtype"), input_shapes=n.get("input_shapes"),

@@ -22,19 +22,19 @@ from distviz.recorder.contexts import WorkerRecord
 from distviz.recorder.names import auto_names, named_here
 from distviz.recorder.torch_compat import input_shapes
 from distviz.recorder.walk import reachable
-from distviz.trace import ACCUMULATE_GRAD_SEQ, Node, short_name
+from distviz.trace import ACCUMULATE_GRAD_SEQ, Node, NodeKind, short_name
 
 
-def node_kind(fn_name: str) -> str:
+def node_kind(fn_name: str) -> NodeKind:
     """A node's kind in the trace from its PyTorch name: ``send``, ``recv``,
     ``accumulate_grad`` or ``op``."""
     if fn_name.endswith("SendRpcBackward"):
-        return "send"
+        return NodeKind.SEND
     if fn_name.endswith("RecvRpcBackward"):
-        return "recv"
+        return NodeKind.RECV
     if fn_name.endswith("AccumulateGrad"):
-        return "accumulate_grad"
-    return "op"
+        return NodeKind.ACCUMULATE_GRAD
+    return NodeKind.OP
 
 
 def _has_saved_tensors(fn: Any) -> bool:
@@ -177,7 +177,7 @@ def _give_ids(rec: WorkerRecord, order: list[Any], leaf_names: dict[int, str],
             rec.nodes[known] = fn
             continue
         fname = fn.name()
-        if node_kind(fname) == "accumulate_grad":
+        if node_kind(fname) == NodeKind.ACCUMULATE_GRAD:
             var = leaf_names.get(id(fn.variable))
             if var is not None:
                 base = f"{rec.worker}/AccumulateGrad({var})"
@@ -205,12 +205,13 @@ def _node(rec: WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[i
     fname = fn.name()
     kind = node_kind(fname)
     node = Node(id=rec.ids[fn], worker=rec.worker, name=fname, kind=kind,
-                seq=ACCUMULATE_GRAD_SEQ if kind == "accumulate_grad" else int(fn._sequence_nr()),
+                seq=ACCUMULATE_GRAD_SEQ if kind == NodeKind.ACCUMULATE_GRAD
+                else int(fn._sequence_nr()),
                 next=[(rec.ids[f], int(i)) if f is not None else None
                       for f, i in fn.next_functions])
-    if kind in ("send", "recv"):
+    if kind in (NodeKind.SEND, NodeKind.RECV):
         node.msg_id = msg_of.get(fn)
-    if kind == "accumulate_grad":
+    if kind == NodeKind.ACCUMULATE_GRAD:
         v = fn.variable
         node.var = leaf_names.get(id(v))
         node.shape = _shape(v)
@@ -220,7 +221,7 @@ def _node(rec: WorkerRecord, fn: Any, msg_of: dict[Any, int], leaf_names: dict[i
     if node.python:     # the scenario language's own Functions say which they are
         custom = getattr(fn._forward_cls, "distviz_custom", None)
         node.custom = custom if isinstance(custom, str) else None
-    if kind == "op":
+    if kind == NodeKind.OP:
         fault = getattr(fn, "distviz_fault", None)
         if isinstance(fault, dict):
             node.fault = dict(fault)

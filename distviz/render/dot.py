@@ -29,7 +29,7 @@ from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.model import Event, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.replay.timing import Timing
-from distviz.trace import Node, Trace, message_label
+from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
 
@@ -351,7 +351,7 @@ def _single_lines(first: Node, deps: Mapping[str, int], view: _StepView,
     if first.msg_id is not None:
         lines.append(f"msg {message_label(first.msg_id)}")
     names = list(root_vars.get(first.id, []))
-    if first.kind != "recv":   # a recv's title already names its variables (= t3)
+    if first.kind != NodeKind.RECV:   # a recv's title already names its variables (= t3)
         names += [v for v in first.vars if v not in names]
     if names:
         shown = ", ".join(names[:2]) + (f" +{len(names) - 2}" if len(names) > 2 else "")
@@ -379,7 +379,7 @@ def _box_attrs(box: Box, nodes: Mapping[str, Node], deps: Mapping[str, int],
     elif box.kind == "chain":
         lines.append(_deps_line(first.id, deps, _StepView({}, {}, None, None)))
     member_states = [view.states[m] for m in box.members if m in view.states]
-    style = "rounded,filled" if box.kind == "op" else "filled"
+    style = "rounded,filled" if box.kind == NodeKind.OP else "filled"
     if member_states:
         if all(s == "executed" for s in member_states) and len(member_states) == len(box.members):
             fill = STATE_FILL["executed"]

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from distviz.render.dot_text import display_name, sanitize_id
 from distviz.replay.graph import IndexedGraph
-from distviz.trace import Node, Trace
+from distviz.trace import Node, NodeKind, Trace
 from distviz.views.groups import call_groups
 from distviz.views.model import Scope
 from distviz.words import plural
 
-__all__ = ["Box", "Plan", "plan_boxes"]
+__all__ = ["Box", "BoxKind", "Plan", "plan_boxes"]
+
+#: what a drawn box is: one node (its kind), or a collapsed chain, call group or ghost
+BoxKind = NodeKind | Literal["chain", "group", "ghost"]
 
 
 @dataclass(slots=True)
@@ -27,7 +31,7 @@ class Box:
 
     key: str
     worker: str
-    kind: str                      # a node kind, or chain, group, ghost
+    kind: BoxKind                  # a node kind, or chain, group, ghost
     members: list[str]
     lines: list[str] = field(default_factory=list)
 
@@ -98,7 +102,7 @@ def _fold_chains(trace: Trace, keep: list[Node], rep: dict[str, str],
         return targets[0] if len(targets) == 1 and targets[0] in nodes else None
 
     def foldable(n: Node) -> bool:
-        if n.kind != "op" or indeg.get(n.id, 0) != 1:
+        if n.kind != NodeKind.OP or indeg.get(n.id, 0) != 1:
             return False
         s = succ(n)
         return (s is not None and nodes[s].worker == n.worker
@@ -125,16 +129,16 @@ def _fold_chains(trace: Trace, keep: list[Node], rep: dict[str, str],
 
 
 def _summary_lines(nodes: Mapping[str, Node], title: str, members: list[str]) -> list[str]:
-    counts = {"op": 0, "send": 0, "recv": 0, "accumulate_grad": 0}
+    counts = dict.fromkeys(NodeKind, 0)
     for m in members:
-        counts[nodes[m].kind] = counts.get(nodes[m].kind, 0) + 1
-    parts = [plural(counts["op"], "op")]
-    if counts["send"]:
-        parts.append(plural(counts["send"], "send"))
-    if counts["recv"]:
-        parts.append(plural(counts["recv"], "recv"))
-    if counts["accumulate_grad"]:
-        parts.append(plural(counts["accumulate_grad"], "leaf", "leaves"))
+        counts[nodes[m].kind] += 1
+    parts = [plural(counts[NodeKind.OP], "op")]
+    if counts[NodeKind.SEND]:
+        parts.append(plural(counts[NodeKind.SEND], "send"))
+    if counts[NodeKind.RECV]:
+        parts.append(plural(counts[NodeKind.RECV], "recv"))
+    if counts[NodeKind.ACCUMULATE_GRAD]:
+        parts.append(plural(counts[NodeKind.ACCUMULATE_GRAD], "leaf", "leaves"))
     return [title, f"{plural(len(members), 'node')}: " + ", ".join(parts)]
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from distviz.trace import Node, short_name, twin_suffix
+from distviz.trace import Node, NodeKind, short_name, twin_suffix
 
 __all__ = ["DotGraph", "attrs", "display_name", "dot_quote", "node_title", "sanitize_id", "shape_text"]
 
@@ -82,12 +82,12 @@ def node_title(node: Node, names: Sequence[str] | None = None) -> str:
     recv the variables its RPC result was assigned to: ``RecvRpcBackward #0 = t3`` (``names``,
     from ``distviz.replay.rpc_calls.recv_names``: also a result never used; else the
     variables the recorder found)."""
-    if node.kind == "accumulate_grad":
+    if node.kind == NodeKind.ACCUMULATE_GRAD:
         name = node.var if node.var else "AccumulateGrad"
         shp = shape_text(node.shape)
         return f"{name} {shp}" if shp else name
     title = f"{display_name(node)} #{node.seq}{twin_suffix(node.id)}"
     held = node.vars if names is None else names
-    if node.kind == "recv" and held:
+    if node.kind == NodeKind.RECV and held:
         title += f" = {', '.join(held)}"
     return title

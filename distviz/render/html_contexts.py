@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distviz.render.html import json_for_script, page, page_parts
-from distviz.render.recording import iteration_events
+from distviz.render.training import iteration_events
 from distviz.replay.analysis import Analysis
 from distviz.trace.iteration import Iteration
 

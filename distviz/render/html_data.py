@@ -31,7 +31,7 @@ from distviz.replay.graph import ACC, IndexedGraph
 from distviz.replay.model import ACTIONS, AGREEMENT_JSON_WORDS, Agreement, Message, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.replay.timing import Timing
-from distviz.trace import Node, Trace, message_label, short_name
+from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.views.groups import call_groups
 from distviz.views.model import ViewSpec
 from distviz.views.scope import resolve_node
@@ -39,7 +39,7 @@ from distviz.views.summary import ordered_workers, worker_summary
 
 __all__ = ["agreement_words", "critical_path", "event_texts", "viewer_data"]
 
-KIND_CODE = {"op": 0, "send": 1, "recv": 2, "accumulate_grad": 3}
+KIND_CODE = {NodeKind.OP: 0, NodeKind.SEND: 1, NodeKind.RECV: 2, NodeKind.ACCUMULATE_GRAD: 3}
 
 #: Each agreement check in words: (what is compared, when it matches, when it does not).
 CHECK_WORDS = {
@@ -81,11 +81,11 @@ def _notes(trace: Trace, nodes: Sequence[Node], held: dict[int, list[str]]) -> l
         lines = []
         if nd.msg_id is not None:
             lines.append(f"msg {message_label(nd.msg_id)}")
-        if nd.kind == "accumulate_grad" and nd.shape is not None:
+        if nd.kind == NodeKind.ACCUMULATE_GRAD and nd.shape is not None:
             lines.append(shape_text(nd.shape))
         if nd.id in roots:
             lines.append("root: " + ", ".join(dict.fromkeys(roots[nd.id])))
-        elif (names := held.get(i, []) if nd.kind == "recv" else nd.vars):
+        elif (names := held.get(i, []) if nd.kind == NodeKind.RECV else nd.vars):
             lines.append("= " + ", ".join(names[:2]) + (" …" if len(names) > 2 else ""))
         if nd.fault:
             lines.append(f"fault: {nd.fault.get('kind', '?')}")
@@ -101,7 +101,8 @@ def _graph(nodes: Sequence[Node], g: IndexedGraph) -> dict[str, Any]:
     off: list[int] = [0]
     nxt: list[int] = []
     for i, nd in enumerate(nodes):
-        label = (nd.var or "AccumulateGrad") if nd.kind == "accumulate_grad" else short_name(nd.name)
+        label = ((nd.var or "AccumulateGrad") if nd.kind == NodeKind.ACCUMULATE_GRAD
+                 else short_name(nd.name))
         k = names.get(label)
         if k is None:
             k = names[label] = len(names)

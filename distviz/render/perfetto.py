@@ -32,7 +32,7 @@ from typing import Any
 from distviz.render.timing_tracks import critical_path_events
 from distviz.replay.analysis import Analysis
 from distviz.replay.model import ReplayLike
-from distviz.trace import Node, Trace, has_seq, message_label, short_name
+from distviz.trace import Node, NodeKind, Trace, has_seq, message_label, short_name
 from distviz.trace.sections import Real
 
 REAL_PID_BASE = 1
@@ -45,7 +45,7 @@ MIN_DUR_US = 1.0
 def _slice_name(node: Node | None, node_id: str) -> str:
     if node is None:
         return node_id.rsplit("/", 1)[-1]
-    if node.kind == "accumulate_grad":
+    if node.kind == NodeKind.ACCUMULATE_GRAD:
         return f"AccumulateGrad({node.var})" if node.var else "AccumulateGrad"
     return short_name(node.name)
 

@@ -20,12 +20,12 @@ from rich.tree import Tree
 from distviz.render.text import more, node_label
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.rpc_calls import recv_names
-from distviz.trace import Node, Trace, message_label, short_name
+from distviz.trace import KINDS, Node, NodeKind, Trace, message_label, short_name
 from distviz.words import NOTATION, context_label, plural
 
 __all__ = ["render_graph", "render_summary"]
 
-_KINDS = ("op", "send", "recv", "accumulate_grad")
+_KINDS = KINDS
 
 
 def _pair_ends(trace: Trace) -> dict[str, str | None]:
@@ -42,7 +42,7 @@ def _pair_ends(trace: Trace) -> dict[str, str | None]:
 def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None],
                  held: Mapping[str, list[str]]) -> Text:
     t = Text()
-    if node.kind == "accumulate_grad":
+    if node.kind == NodeKind.ACCUMULATE_GRAD:
         t.append(short_name(node.name), style="green")
         if node.var:
             t.append(f" {node.var}", style="bold green")
@@ -50,18 +50,18 @@ def _graph_label(node: Node, deps: int | None, ends: dict[str, str | None],
             t.append(f" {list(node.shape)}", style="dim")
         if node.dtype:
             t.append(f" {node.dtype}", style="dim")
-    elif node.kind in ("send", "recv"):
+    elif node.kind in (NodeKind.SEND, NodeKind.RECV):
         t.append(node_label(node.id), style="magenta")
         # a recv: the variables its RPC result was assigned to (also a result never used)
-        names = held.get(node.id) if node.kind == "recv" else node.vars
+        names = held.get(node.id) if node.kind == NodeKind.RECV else node.vars
         if names:
             t.append(f" = {', '.join(names)}", style="dim")
         label = message_label(node.msg_id) if node.msg_id is not None else "?"
         other = ends.get(node.id)
-        arrow = "←" if node.kind == "send" else "→"
+        arrow = "←" if node.kind == NodeKind.SEND else "→"
         t.append(f" {label} {arrow} ")
         if other is None:
-            t.append("(no recv: never gets a gradient)" if node.kind == "send"
+            t.append("(no recv: never gets a gradient)" if node.kind == NodeKind.SEND
                      else "(no send)", style="bold red")
         else:
             t.append(other, style="magenta")
@@ -124,7 +124,7 @@ def _worker_tree(trace: Trace, w: str, deps: Mapping[str, int], roots: set[str],
     mine = [n for n in trace.nodes if n.worker == w]
     tree = Tree(Text(f"{w} ({plural(len(mine), 'node')})", style="bold"), guide_style="dim")
     starts = [n.id for n in mine if n.id in roots]
-    starts += [n.id for n in sorted((n for n in mine if n.kind == "send"),
+    starts += [n.id for n in sorted((n for n in mine if n.kind == NodeKind.SEND),
                                     key=lambda n: n.msg_id or 0)]
     shown: set[str] = set()
     # explicit stack of (parent tree, node id, input_nr); reversed so edge order is kept
@@ -173,7 +173,7 @@ def render_summary(trace: Trace, *, max_items: int = 20) -> RenderableType:
         kinds = ", ".join(f"{k} {counts[k]}" for k in _KINDS if counts.get(k))
         leaves = []
         for n in mine:
-            if n.kind != "accumulate_grad":
+            if n.kind != NodeKind.ACCUMULATE_GRAD:
                 continue
             shape = "" if n.shape is None else " " + (str(list(n.shape)) if n.shape else "[]")
             leaves.append(f"{n.var or node_label(n.id)}{shape} {n.dtype or ''}".rstrip())

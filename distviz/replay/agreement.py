@@ -24,7 +24,7 @@ from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartRepor
 from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.words import plural, word_for
 
 __all__ = ["compare", "matched_sentence", "mismatch_parts", "observed_arrival", "real_interop",
@@ -39,7 +39,7 @@ def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
     kinds = {n.id: n.kind for n in trace.nodes}
     out: dict[tuple[int, str], list[str]] = {}
     for ev in trace.real.observed() if trace.real is not None else []:
-        if kinds.get(ev.node) == "send":
+        if kinds.get(ev.node) == NodeKind.SEND:
             out.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
     return out
 

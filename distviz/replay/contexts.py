@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 
 __all__ = ["ContextCall", "SharedWorker", "shared_workers"]
 
@@ -77,7 +77,7 @@ def _calls(number: int, label: str, trace: Trace) -> dict[str, list[ContextCall]
         worker, nid = ev.worker, ev.node
         start = base + float(ev.t_us or 0.0)
         end = start + float(ev.dur_us or 0.0)
-        if kinds.get(nid) == "send":
+        if kinds.get(nid) == NodeKind.SEND:
             close(worker)
         current.setdefault(worker, []).append((nid, start, end))
     for worker in list(current):

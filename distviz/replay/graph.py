@@ -24,7 +24,7 @@ from typing import Any
 
 from distviz.errors import TraceError
 from distviz.replay.undefined import PYTHON_BACKWARDS, known_python, python_out
-from distviz.trace import ACCUMULATE_GRAD_SEQ, Trace, short_name
+from distviz.trace import ACCUMULATE_GRAD_SEQ, NodeKind, Trace, short_name
 from distviz.trace.compact import NodeColumns
 
 __all__ = ["ACC", "FAULT", "MODES", "OP", "PYTHON", "RECV", "SAVED", "SEND", "IndexedGraph",
@@ -39,7 +39,7 @@ SAVED, FAULT = 1, 2
 #: ``flags[i]``'s bit for a custom Function's node whose backward the replay knows
 #: (``distviz.replay.undefined``; its table of outgoing states is ``python_out[i]``)
 PYTHON = 4
-_KIND = {"op": OP, "send": SEND, "recv": RECV, "accumulate_grad": ACC}
+_KIND = {NodeKind.OP: OP, NodeKind.SEND: SEND, NodeKind.RECV: RECV, NodeKind.ACCUMULATE_GRAD: ACC}
 
 
 class _RootIndex(dict[str, int]):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.sections import RealEvent
 
 __all__ = ["Violation", "check"]
@@ -60,7 +60,7 @@ def _t(ev: RealEvent) -> float:
     return float(ev.t_us or 0.0)
 
 
-def _calls(events: list[RealEvent], kinds: dict[str, str],
+def _calls(events: list[RealEvent], kinds: dict[str, NodeKind],
            roots: set[str]) -> list[list[RealEvent]]:
     """Split one worker's events of one pass into calls: per thread, in time order, a new
     call starts at each send and at the first root."""
@@ -73,7 +73,7 @@ def _calls(events: list[RealEvent], kinds: dict[str, str],
         root_seen = False
         for ev in sorted(evs, key=lambda e: _t(e)):
             node = ev.node
-            starts = kinds.get(node) == "send" or (node in roots and not root_seen)
+            starts = kinds.get(node) == NodeKind.SEND or (node in roots and not root_seen)
             if node in roots:
                 root_seen = True
             if starts or current is None:
@@ -84,7 +84,7 @@ def _calls(events: list[RealEvent], kinds: dict[str, str],
 
 
 def _check_call(call: list[RealEvent], preds: dict[str, list[str]], key: dict[str, int],
-                kinds: dict[str, str], roots: set[str], started: dict[str, float], worker: str,
+                kinds: dict[str, NodeKind], roots: set[str], started: dict[str, float], worker: str,
                 p: int) -> list[Violation]:
     out: list[Violation] = []
     pos = {ev.node: k for k, ev in enumerate(call)}
@@ -92,7 +92,7 @@ def _check_call(call: list[RealEvent], preds: dict[str, list[str]], key: dict[st
     for k, ev in enumerate(call):
         node = ev.node
         if k == 0 and node not in roots:
-            if kinds.get(node) != "send":
+            if kinds.get(node) != NodeKind.SEND:
                 out.append(Violation(worker, p, node, "call", (
                     f"{node} started a call; FAST mode starts a call only at the GraphRoot "
                     "and at the send function an incoming gradient message is for")))

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from distviz.replay.undefined import known_python
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 
 __all__ = ["python_behind"]
 
@@ -49,7 +49,7 @@ def python_behind(trace: Trace, ids: Iterable[str]) -> dict[str, str]:
     while queue:
         node = nodes[queue.popleft()]
         targets = [e[0] for e in node.next if e is not None]
-        if node.kind == "recv" and node.msg_id in send_of:
+        if node.kind == NodeKind.RECV and node.msg_id in send_of:
             targets.append(send_of[node.msg_id])
         for t in targets:
             if t not in source:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, Trace
+from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, NodeKind, Trace
 from distviz.trace.sections import Meta
 
 __all__ = ["synthetic_trace"]
@@ -43,7 +43,7 @@ class _Pipeline:
                 nid = f"{wn}/AccumulateGrad(s{w}.w{k})"
                 self.nodes.append(Node(
                     id=nid, worker=wn, name="torch::autograd::AccumulateGrad",
-                    kind="accumulate_grad", seq=ACCUMULATE_GRAD_SEQ, var=f"s{w}.w{k}",
+                    kind=NodeKind.ACCUMULATE_GRAD, seq=ACCUMULATE_GRAD_SEQ, var=f"s{w}.w{k}",
                     shape=[64, 64], dtype="float32"))
                 ws.append(nid)
             self.weights.append(ws)
@@ -76,7 +76,7 @@ class _Pipeline:
             nxt.insert(0, (prev, 0) if prev is not None else None)
             if first_op is not None and k >= 2 and self.rng.random() < 0.2:
                 nxt.append((first_op, 0))           # skip connection
-            self.nodes.append(Node(id=nid, worker=wn, name=name, kind="op", seq=s, next=nxt,
+            self.nodes.append(Node(id=nid, worker=wn, name=name, kind=NodeKind.OP, seq=s, next=nxt,
                                    saved=True))
             first_op = first_op or nid
             prev = nid
@@ -91,8 +91,8 @@ class _Pipeline:
         s = ctr[t]
         wn, dn = self.workers[w], self.workers[dst]
         self.nodes.append(Node(id=f"{wn}/SendRpcBackward#{s}~b{b}", worker=wn,
-                               name="torch::distributed::autograd::SendRpcBackward", kind="send",
-                               seq=s, next=[(prev, 0)] if prev is not None else [], msg_id=m))
+                               name="torch::distributed::autograd::SendRpcBackward",
+                               kind=NodeKind.SEND, seq=s, next=[(prev, 0)] if prev is not None else [], msg_id=m))
         if dst == 0:
             # the result comes back through to_here() on the user thread: forward order
             self.user_seq[0] += 1
@@ -102,21 +102,21 @@ class _Pipeline:
             rs = self.server_seq[dst][b % 4]
         recv_id = f"{dn}/RecvRpcBackward#{rs}~b{b}"
         self.nodes.append(Node(id=recv_id, worker=dn,
-                               name="torch::distributed::autograd::RecvRpcBackward", kind="recv",
-                               seq=rs, msg_id=m, input_shapes=[[32, 64]]))
+                               name="torch::distributed::autograd::RecvRpcBackward",
+                               kind=NodeKind.RECV, seq=rs, msg_id=m, input_shapes=[[32, 64]]))
         return recv_id
 
     def loss(self, b: int, src: str | None, total: str | None) -> str:
         """The microbatch loss on worker0, added to the running total: loss = l0 + l1 + ..."""
         self.user_seq[0] += 1
         lid = f"worker0/MseLossBackward0#{self.user_seq[0]}~b{b}"
-        self.nodes.append(Node(id=lid, worker="worker0", name="MseLossBackward0", kind="op",
+        self.nodes.append(Node(id=lid, worker="worker0", name="MseLossBackward0", kind=NodeKind.OP,
                                seq=self.user_seq[0], next=[(src, 0)] if src is not None else []))
         if total is None:
             return lid
         self.user_seq[0] += 1
         aid = f"worker0/AddBackward0#{self.user_seq[0]}~b{b}"
-        self.nodes.append(Node(id=aid, worker="worker0", name="AddBackward0", kind="op",
+        self.nodes.append(Node(id=aid, worker="worker0", name="AddBackward0", kind=NodeKind.OP,
                                seq=self.user_seq[0], next=[(total, 0), (lid, 0)]))
         return aid
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from distviz.trace import Node, Trace, message_label
+from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.trace.sections import Real
 from distviz.words import plural
 
-__all__ = ["Execution", "Message", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
+__all__ = ["Execution", "TimedMessage", "PassTimeline", "Segment", "CriticalPath", "WorkerTime",
            "PassTiming", "Timing", "analyze", "analyze_pass", "measured_timelines",
            "message_bytes", "gradient_dtype_bytes", "typical_latency", "call_waits_for_message",
            "fmt_us"]
@@ -52,7 +52,7 @@ class Execution:
 
     node: str
     worker: str
-    kind: str                 # op, send, recv, accumulate_grad
+    kind: NodeKind            # op, send, recv, accumulate_grad
     thread: str
     start_us: float
     end_us: float
@@ -64,7 +64,7 @@ class Execution:
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class TimedMessage:
     """One gradient message: sent when ``recv_node`` (on ``sender``) ends, its call starts on
     ``receiver`` with ``send_node``. ``arrived_us`` is known only in simulations."""
 
@@ -93,7 +93,7 @@ class PassTimeline:
     initiator: str
     workers: tuple[str, ...]
     executions: Mapping[str, Sequence[Execution]]
-    messages: Sequence[Message]
+    messages: Sequence[TimedMessage]
     source: str = "measured"   # measured, estimated (no post-hook times) or simulated
 
     @property
@@ -101,12 +101,16 @@ class PassTimeline:
         return self.end_us - self.start_us
 
 
+#: what a piece of the critical path is (``Segment.kind``)
+SegmentKind = Literal["startup", "compute", "engine", "message", "end"]
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One piece of the critical path: ``kind`` is ``startup``, ``compute``, ``engine``,
     ``message`` or ``end``; ``node`` for compute, ``message`` (its label) for message."""
 
-    kind: str
+    kind: SegmentKind
     worker: str | None
     start_us: float
     end_us: float
@@ -290,7 +294,7 @@ def message_bytes(node: Node | None, dtype_bytes: int) -> int:
 def gradient_dtype_bytes(trace: Trace) -> int:
     """The gradients' element size: the most common leaf dtype (float32 when none is known)."""
     counts: dict[str, int] = {}
-    for nd in trace.nodes_of_kind("accumulate_grad"):
+    for nd in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD):
         if nd.dtype:
             counts[nd.dtype] = counts.get(nd.dtype, 0) + 1
     if not counts:
@@ -345,14 +349,14 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
         nid = str(ev.get("node"))
         nd = nodes.get(nid)
         worker = str(ev.get("worker") or (nd.worker if nd else ""))
-        kind = nd.kind if nd else "op"
+        kind = nd.kind if nd else NodeKind.OP
         t = float(ev.get("t_us") or 0.0)
         dur = ev.get("dur_us")
         thread = str(ev.get("thread") or "backward")
         first = (worker, thread) not in seen_thread
         seen_thread.add((worker, thread))
         ex = Execution(nid, worker, kind, thread, t, t + float(dur) if dur is not None else t,
-                       call_start=kind == "send" or (first and worker == trace.initiator))
+                       call_start=kind == NodeKind.SEND or (first and worker == trace.initiator))
         per.setdefault(worker, []).append(ex)
     sends: dict[tuple[str, int], Execution] = {}
     recvs: list[tuple[Execution, Node]] = []
@@ -361,11 +365,11 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
             nd = nodes.get(ex.node)
             if nd is None or nd.msg_id is None:
                 continue
-            if ex.kind == "send":
+            if ex.kind == NodeKind.SEND:
                 sends.setdefault((ex.worker, nd.msg_id), ex)
-            elif ex.kind == "recv":
+            elif ex.kind == NodeKind.RECV:
                 recvs.append((ex, nd))
-    messages: list[Message] = []
+    messages: list[TimedMessage] = []
     for ex, nd in recvs:
         assert nd.msg_id is not None
         to = trace.worker_index().get(nd.msg_id >> 48, -1)
@@ -374,8 +378,8 @@ def _timeline(trace: Trace, p: int, start: float, end: float, evs: list[dict[str
             continue
         # the RPC leaves during the recv's apply: its call can start before the recv returns
         sent = min(ex.end_us, send.start_us)
-        messages.append(Message(nd.msg_id, ex.worker, send.worker, ex.node, send.node,
-                                sent, send.start_us, message_bytes(nd, dtype_bytes)))
+        messages.append(TimedMessage(nd.msg_id, ex.worker, send.worker, ex.node, send.node,
+                                     sent, send.start_us, message_bytes(nd, dtype_bytes)))
     messages.sort(key=lambda m: (m.sent_us, m.msg_id))
     return PassTimeline(p, start, end, trace.initiator, tuple(trace.workers),
                         {w: tuple(v) for w, v in per.items()}, tuple(messages), source)
@@ -404,7 +408,7 @@ def typical_latency(tl: PassTimeline) -> float:
     return max(statistics.median(pool), 0.0) if pool else 0.0
 
 
-def call_waits_for_message(m: Message, before: Execution | None, latency: float) -> bool:
+def call_waits_for_message(m: TimedMessage, before: Execution | None, latency: float) -> bool:
     """Did the call ``m`` launched wait for ``m`` (rather than for ``before``, the previous
     node on the receiver's thread)?"""
     if before is None:
@@ -426,7 +430,7 @@ def analyze_pass(tl: PassTimeline) -> PassTiming:
 
 
 def _critical_path(tl: PassTimeline, prev: Mapping[str, Execution | None],
-                   by_send: Mapping[str, Message], execs: Mapping[str, Execution],
+                   by_send: Mapping[str, TimedMessage], execs: Mapping[str, Execution],
                    latency: float) -> CriticalPath:
     """Walk back from the execution that ends last (explicit loop)."""
     if not execs:
@@ -442,7 +446,7 @@ def _critical_path(tl: PassTimeline, prev: Mapping[str, Execution | None],
         segs.append(Segment("compute", cur.worker, start, upto, node=cur.node))
         upto = start
         before = prev.get(cur.node)
-        m = by_send.get(cur.node) if cur.kind == "send" else None
+        m = by_send.get(cur.node) if cur.kind == NodeKind.SEND else None
         if m is not None and m.recv_node in execs and call_waits_for_message(m, before, latency):
             sent = min(m.sent_us, upto)
             segs.append(Segment("message", m.receiver, sent, upto, message=m.label,

@@ -81,7 +81,7 @@ from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.replay.watched import Watched, returned_sentence, slow_text
 from distviz.trace import Trace
-from distviz.trace.sections import Real
+from distviz.trace.sections import Real, RowStatus
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -381,12 +381,12 @@ def _zeros_check(trace: Trace, replay: Replay) -> Check | None:
         if isinstance(got, dict) and not acc.zero:   # PyTorch's is zero, the graph's is not
             row = rows.get(nid)
             status = row.status if row is not None else None
-            if status == "match":
+            if status == RowStatus.MATCH:
                 continue           # the reference's gradient is zero too
-            if status == "zero_unused" and nid in behind:
+            if status == RowStatus.ZERO_UNUSED and nid in behind:
                 dropped.append(nid)    # a Python backward's None, sent across an RPC as zeros
                 continue
-            if status in ("mismatch", "zero_unused"):
+            if status in (RowStatus.MISMATCH, RowStatus.ZERO_UNUSED):
                 differ.append(name)    # the reference's gradient is not zero: PyTorch's zero is
                 continue
         if nid in behind:

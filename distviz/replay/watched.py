@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from distviz.replay.result import Replay
-from distviz.trace import Node, Trace, message_label, short_name
+from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.words import plural
 
 __all__ = ["Watched", "WatchedState", "answered_sends", "returned_sentence", "seconds_text",
@@ -50,7 +50,7 @@ def _leaves(trace: Trace) -> tuple[list[str], list[str]]:
     have: list[str] = []
     lack: list[str] = []
     for n in trace.nodes:
-        if n.kind == "accumulate_grad":
+        if n.kind == NodeKind.ACCUMULATE_GRAD:
             (have if n.id in grads else lack).append(n.var or f"{short_name(n.name)} on "
                                                      f"{n.worker}")
     return have, lack
@@ -64,7 +64,7 @@ def _origins(trace: Trace, roots: list[str]) -> dict[str, str]:
     alone can reach it, or ``_MANY``: labels only go from unset to one origin to many, so the
     work list ends after at most two visits of each edge."""
     nodes = trace.node_map()
-    label: dict[str, str] = {n.id: n.id for n in trace.nodes if n.kind == "send"}
+    label: dict[str, str] = {n.id: n.id for n in trace.nodes if n.kind == NodeKind.SEND}
     label.update((r, r) for r in roots if r in nodes)
     work = list(label)
     while work:
@@ -93,7 +93,7 @@ def answered_sends(trace: Trace) -> list[str] | None:
     nodes = trace.node_map()
     grads = (trace.meta.traced or {}).get("watched", {}).get("gradients") or {}
     label = _origins(trace, trace.passes[0].roots)
-    recv_of = {n.msg_id: n.id for n in trace.nodes if n.kind == "recv"}
+    recv_of = {n.msg_id: n.id for n in trace.nodes if n.kind == NodeKind.RECV}
     ran: set[str] = set()
     work = [nid for nid in grads if nid in nodes]
     while work:
@@ -102,9 +102,9 @@ def answered_sends(trace: Trace) -> list[str] | None:
             continue
         ran.add(origin)
         node = nodes[origin]
-        if node.kind == "send" and node.msg_id in recv_of:
+        if node.kind == NodeKind.SEND and node.msg_id in recv_of:
             work.append(recv_of[node.msg_id])   # the recv ran: it sent this gradient
-    return sorted(n for n in ran if nodes[n].kind == "send")
+    return sorted(n for n in ran if nodes[n].kind == NodeKind.SEND)
 
 
 def _send_text(trace: Trace, node: Node) -> str:
@@ -120,7 +120,7 @@ def _send_text(trace: Trace, node: Node) -> str:
 
 def _sends(trace: Trace, limit: int = 3) -> str:
     """Which sends got their gradient, and which may still wait."""
-    sends = [n.id for n in trace.nodes if n.kind == "send"]
+    sends = [n.id for n in trace.nodes if n.kind == NodeKind.SEND]
     if not sends:
         return "it has no sends"
     got = answered_sends(trace)

@@ -39,12 +39,12 @@ from typing import Any, Literal
 
 from distviz.errors import UsageError
 from distviz.replay.changes import WhatIf
-from distviz.replay.model import Message as EngineMessage
+from distviz.replay.model import Message
 from distviz.replay.timing import (
     Execution,
-    Message,
     PassTimeline,
     PassTiming,
+    TimedMessage,
     Timing,
     analyze_pass,
     call_waits_for_message,
@@ -54,7 +54,7 @@ from distviz.replay.timing import (
     message_bytes,
     typical_latency,
 )
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 
 __all__ = ["PassPrediction", "Prediction", "predict", "time_report"]
 
@@ -75,7 +75,7 @@ class _Model:
     switch_typ: dict[str, float] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)     # send -> its message's latency
     bytes: dict[str, int] = field(default_factory=dict)         # recv -> its gradients' bytes
-    message: dict[str, Message] = field(default_factory=dict)   # recv -> its message
+    message: dict[str, TimedMessage] = field(default_factory=dict)   # recv -> its message
     lat_typ: float = 0.0
     startup: float = 0.0
     ack: float = 0.0         # an acknowledgement's latency
@@ -90,10 +90,10 @@ def _model(tl: PassTimeline, trace: Trace) -> _Model:
     """What the real run measured in one pass (``tl``); bytes of every recv from ``trace``."""
     m = _Model(tl, lat_typ=typical_latency(tl))
     dtype_bytes = gradient_dtype_bytes(trace)
-    m.bytes = {n.id: message_bytes(n, dtype_bytes) for n in trace.nodes if n.kind == "recv"}
+    m.bytes = {n.id: message_bytes(n, dtype_bytes) for n in trace.nodes if n.kind == NodeKind.RECV}
     by_send = {msg.send_node: msg for msg in tl.messages}
     m.message = {msg.recv_node: msg for msg in tl.messages}
-    switches: dict[str, list[tuple[Execution, Execution | None, Message]]] = {}
+    switches: dict[str, list[tuple[Execution, Execution | None, TimedMessage]]] = {}
     for w, exs in tl.executions.items():
         last: dict[str, Execution] = {}
         gaps: list[float] = []
@@ -104,10 +104,10 @@ def _model(tl: PassTimeline, trace: Trace) -> _Model:
             if before is not None and not ex.call_start:
                 m.gap_after[before.node] = max(ex.start_us - before.end_us, 0.0)
                 gaps.append(m.gap_after[before.node])
-            msg = by_send.get(ex.node) if ex.kind == "send" else None
+            msg = by_send.get(ex.node) if ex.kind == NodeKind.SEND else None
             if msg is not None:
                 switches.setdefault(w, []).append((ex, before, msg))
-            if ex.kind == "recv" and ex.node in m.message:
+            if ex.kind == NodeKind.RECV and ex.node in m.message:
                 m.depart[ex.node] = max(m.message[ex.node].sent_us - ex.start_us, 0.0)
         m.engine_typ[w] = _median(gaps, 0.0)
         m.compute_typ[w] = _median([ex.dur_us for ex in exs], 0.0)
@@ -140,7 +140,7 @@ class _Run:
 
     start_us: float
     execs: dict[str, list[Execution]]
-    messages: list[Message] = field(default_factory=list)
+    messages: list[TimedMessage] = field(default_factory=list)
     arrival: dict[str, float] = field(default_factory=dict)    # send -> its message arrives
     order: dict[str, list[str]] = field(default_factory=dict)  # worker -> sends of its calls
     end_us: float = 0.0
@@ -208,11 +208,11 @@ class _Clock:
         prev = self.last.get(w)
         if prev is not None:
             t += m.gap_after.get(prev, m.engine_typ.get(w, 0.0))
-        kind = self.kinds.get(node, "op")
-        extra = self.wi.recv_us if kind == "recv" else 0.0
+        kind = self.kinds.get(node, NodeKind.OP)
+        extra = self.wi.recv_us if kind == NodeKind.RECV else 0.0
         dur = extra + self.wi.factor(w) * m.compute.get(node, m.compute_typ.get(w, 0.0))
         cur.execs[w].append(Execution(node, w, kind, "simulated", t, t + dur, prev is None))
-        if kind == "recv":
+        if kind == NodeKind.RECV:
             self.recv_start[node] = t
         self.now[w], self.last[w] = t + dur, node
 
@@ -235,15 +235,15 @@ class _Clock:
         cur.arrival[send] = sent + wire
         msg_id = int(getattr(message, "msg_id", 0) if not isinstance(message, dict)
                      else message.get("msg_id", 0))
-        cur.messages.append(Message(msg_id, w, to, recv, send, sent, 0.0, nbytes, sent + wire))
+        cur.messages.append(TimedMessage(msg_id, w, to, recv, send, sent, 0.0, nbytes, sent + wire))
 
     def _pass_end(self) -> None:
         m, cur = self.m, self.cur
         assert m is not None and cur is not None
         starts = {ex.node: ex.start_us for exs in cur.execs.values() for ex in exs}
-        cur.messages = [Message(x.msg_id, x.sender, x.receiver, x.recv_node, x.send_node,
-                                x.sent_us, starts.get(x.send_node, x.arrived_us or 0.0),
-                                x.bytes, x.arrived_us) for x in cur.messages]
+        cur.messages = [TimedMessage(x.msg_id, x.sender, x.receiver, x.recv_node, x.send_node,
+                                     x.sent_us, starts.get(x.send_node, x.arrived_us or 0.0),
+                                     x.bytes, x.arrived_us) for x in cur.messages]
         cur.end_us = _ack_end(m, cur, m.ack + self.wi.latency_us) + m.end
         self.runs[m.tl.pass_index] = cur
         self.cur = None
@@ -318,7 +318,7 @@ def _simulate(trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
     return clock.runs
 
 
-def _message_ends(message: EngineMessage) -> tuple[str | None, str | None]:
+def _message_ends(message: Message) -> tuple[str | None, str | None]:
     """(send node id, receiving worker) of an engine message."""
     return message.send, message.to
 
@@ -327,7 +327,7 @@ def _ack_end(m: _Model, run: _Run, ack: float) -> float:
     """When the initiator is done and has every acknowledgement (each takes ``ack`` µs)."""
     done = {w: max((ex.end_us for ex in exs), default=0.0) for w, exs in run.execs.items()}
     first = {w: order[0] for w, order in run.order.items() if order}   # its first message
-    sent_by: dict[str, list[Message]] = {}
+    sent_by: dict[str, list[TimedMessage]] = {}
     for msg in run.messages:
         sent_by.setdefault(msg.sender, []).append(msg)
     ready: dict[str, float] = {}               # worker -> done and all its messages answered

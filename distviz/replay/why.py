@@ -40,7 +40,7 @@ from distviz.replay.hang import starved_send
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.replay.rpc_calls import CallIndex
-from distviz.trace import Trace, message_label
+from distviz.trace import NodeKind, Trace, message_label
 from distviz.trace.absent import AbsentLeaf
 from distviz.words import plural, suggest
 
@@ -116,7 +116,7 @@ def why(trace: Trace, name: str, made: Replay | None = None) -> Why:
     """Why the leaf ``name`` (a variable, or an ``AccumulateGrad`` node id) of ``trace`` gets a
     gradient or not. ``made``: a FAST-mode replay of ``trace`` already made (else one is made
     here). Raises ``UsageError`` when no leaf and no recorded tensor has that name."""
-    leaves = [n for n in trace.nodes_of_kind("accumulate_grad") if name in (n.var, n.id)]
+    leaves = [n for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD) if name in (n.var, n.id)]
     if not leaves:
         absent = next((a for a in trace.absent_leaves if a.var == name), None)
         if absent is not None:
@@ -128,7 +128,7 @@ def why(trace: Trace, name: str, made: Replay | None = None) -> Why:
 
 
 def _unknown(trace: Trace, name: str) -> str:
-    vars_ = [n.var for n in trace.nodes_of_kind("accumulate_grad") if n.var]
+    vars_ = [n.var for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD) if n.var]
     known = vars_ + [a.var for a in trace.absent_leaves]
     hint = suggest(name, known)
     if not hint and known:

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.iteration import Difference, tolerance, within_tolerance
-from distviz.trace.sections import ROW_OK
+from distviz.trace.sections import ROW_OK, RowStatus
 
 __all__ = ["MAX_VALUES", "compare", "dense", "difference", "summarize", "tensor_values"]
 
@@ -86,7 +86,7 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
     gradient's scale; a NaN where the reference has one agrees, on one side only differs).
     """
     rows: list[dict[str, Any]] = []
-    leaves = [n for n in trace.nodes if n.kind == "accumulate_grad" and n.var]
+    leaves = [n for n in trace.nodes if n.kind == NodeKind.ACCUMULATE_GRAD and n.var]
     comparable = real is not None and real.get("outcome") == "completed"
     ok = comparable and ref["outcome"] == "completed"
     for n in leaves:
@@ -96,10 +96,10 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
         got = None if got is None else dense(got)
         row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
         if want is None:
-            row["status"] = "no_gradient" if got is None else \
-                "zero_unused" if bool((got == 0).all()) else "extra"
+            row["status"] = RowStatus.NO_GRADIENT if got is None else \
+                RowStatus.ZERO_UNUSED if bool((got == 0).all()) else RowStatus.EXTRA
         elif got is None:
-            row["status"] = "missing"
+            row["status"] = RowStatus.MISSING
         else:
             dtype = str(want.dtype).replace("torch.", "")
             row["max_abs_diff"] = None
@@ -109,7 +109,7 @@ def compare(ref: dict[str, Any], real_grads: dict[str, torch.Tensor], trace: Tra
                 row["max_abs_diff"] = d.max_abs_diff
                 same, tol = within_tolerance(d, dtype)
             row["tolerance"] = tol
-            row["status"] = "match" if same else "mismatch"
+            row["status"] = RowStatus.MATCH if same else RowStatus.MISMATCH
         if want is not None:
             row["reference"] = summarize(want)
         if row["status"] not in ROW_OK:

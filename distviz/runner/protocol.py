@@ -27,7 +27,7 @@ from distviz import limits
 from distviz.scenario import Scenario
 
 __all__ = [
-    "Backward", "ContextDone", "Exited", "FinalState", "Finish", "ForwardDone", "Message",
+    "Backward", "ContextDone", "Exited", "FinalState", "Finish", "ForwardDone", "PipeMessage",
     "Ready", "Recorded", "ReferenceDone", "ReferenceSpec", "Result", "TrainerDone", "WorkerFailed",
     "WorkerOptions", "WorkerSpec", "recv", "send",
 ]
@@ -82,14 +82,14 @@ class ReferenceSpec:
 
 
 @dataclass(frozen=True)
-class Message:
+class PipeMessage:
     """Base of every message; ``kind`` names the type on the wire."""
 
     kind: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
-class Ready(Message):
+class Ready(PipeMessage):
     """The worker ran its ``init`` and joined RPC."""
 
     kind: ClassVar[str] = "ready"
@@ -98,7 +98,7 @@ class Ready(Message):
 
 
 @dataclass(frozen=True)
-class Exited(Message):
+class Exited(PipeMessage):
     """The worker shut RPC down and is about to exit cleanly."""
 
     kind: ClassVar[str] = "exited"
@@ -106,7 +106,7 @@ class Exited(Message):
 
 
 @dataclass(frozen=True)
-class WorkerFailed(Message):
+class WorkerFailed(PipeMessage):
     """Something raised in the worker; it exits right after (``limits.WORKER_ERROR_EXIT``).
 
     ``error`` is the exception type (``RootError`` and ``SandboxError`` are the scenario's
@@ -125,7 +125,7 @@ class WorkerFailed(Message):
 
 
 @dataclass(frozen=True)
-class ForwardDone(Message):
+class ForwardDone(PipeMessage):
     """``main`` returned on the initiator after ``seconds``."""
 
     kind: ClassVar[str] = "forward_done"
@@ -133,7 +133,7 @@ class ForwardDone(Message):
 
 
 @dataclass(frozen=True)
-class Recorded(Message):
+class Recorded(PipeMessage):
     """The recorded graph (``Trace.to_json()``); the initiator now waits for ``Backward``."""
 
     kind: ClassVar[str] = "recorded"
@@ -141,7 +141,7 @@ class Recorded(Message):
 
 
 @dataclass(frozen=True)
-class Backward(Message):
+class Backward(PipeMessage):
     """Parent -> initiator: run the real backward (``run``) or skip it."""
 
     kind: ClassVar[str] = "backward"
@@ -149,7 +149,7 @@ class Backward(Message):
 
 
 @dataclass(frozen=True)
-class Result(Message):
+class Result(PipeMessage):
     """The trace's ``real`` and ``reference`` sections; ``graceful``: every worker still
     answers, so a clean RPC shutdown is possible."""
 
@@ -160,7 +160,7 @@ class Result(Message):
 
 
 @dataclass(frozen=True)
-class ContextDone(Message):
+class ContextDone(PipeMessage):
     """A recorded context closed on a trainer: ``trace`` (``Trace.to_json()`` with its
     ``real`` section), ``info`` (the iteration: loss, gradients per worker, optimizer steps,
     times) and ``values`` (gradient values by leaf id, for the reference; not saved)."""
@@ -174,7 +174,7 @@ class ContextDone(Message):
 
 
 @dataclass(frozen=True)
-class TrainerDone(Message):
+class TrainerDone(PipeMessage):
     """A trainer's main ended: ``windows`` are ``[context number, enter ns, exit ns]``;
     ``error`` is set when it ended by an exception (``stop``: distviz stopped it, and why: a
     ``StopKind`` value, never read from ``error``'s words); ``points`` are the main's contexts, calls
@@ -190,14 +190,14 @@ class TrainerDone(Message):
 
 
 @dataclass(frozen=True)
-class Finish(Message):
+class Finish(PipeMessage):
     """Parent -> worker (training form): every trainer is done; report and shut down."""
 
     kind: ClassVar[str] = "finish"
 
 
 @dataclass(frozen=True)
-class FinalState(Message):
+class FinalState(PipeMessage):
     """A worker's parameters after training, by name (summaries, and values when small)."""
 
     kind: ClassVar[str] = "final_state"
@@ -206,27 +206,27 @@ class FinalState(Message):
 
 
 @dataclass(frozen=True)
-class ReferenceDone(Message):
+class ReferenceDone(PipeMessage):
     """The single-process reference of a training run (``distviz.runner.reference.training``)."""
 
     kind: ClassVar[str] = "reference_done"
     result: dict[str, Any]
 
 
-_TYPES: dict[str, type[Message]] = {
+_TYPES: dict[str, type[PipeMessage]] = {
     cls.kind: cls for cls in (Ready, Exited, WorkerFailed, ForwardDone, Recorded, Backward,
                               Result, ContextDone, TrainerDone, Finish, FinalState,
                               ReferenceDone)}
 
 
-def encode(msg: Message) -> bytes:
+def encode(msg: PipeMessage) -> bytes:
     """The JSON bytes of ``msg`` (its fields plus ``"type"``)."""
     body = {f.name: getattr(msg, f.name) for f in fields(msg)}
     body["type"] = msg.kind
     return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
-def decode(data: bytes) -> Message:
+def decode(data: bytes) -> PipeMessage:
     """The message in ``data``; raises ``ValueError`` for an unknown type or bad fields."""
     body = dict(json.loads(data.decode("utf-8")))
     cls = _TYPES.get(str(body.pop("type", "")))
@@ -235,11 +235,11 @@ def decode(data: bytes) -> Message:
     return cls(**body)
 
 
-def send(conn: Any, msg: Message) -> None:
+def send(conn: Any, msg: PipeMessage) -> None:
     """Send one message on a ``multiprocessing`` connection."""
     conn.send_bytes(encode(msg))
 
 
-def recv(conn: Any) -> Message:
+def recv(conn: Any) -> PipeMessage:
     """Receive one message; raises ``EOFError``/``OSError`` when the other side is gone."""
     return decode(conn.recv_bytes())

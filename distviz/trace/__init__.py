@@ -27,8 +27,10 @@ from distviz.files import STDOUT as STDOUT  # re-exported: callers import them f
 from distviz.files import is_stream as is_stream
 from distviz.files import write_atomic
 from distviz.trace.absent import AbsentLeaf, parse_absent
+from distviz.trace.node import KIND_OF_WORD
 from distviz.trace.node import KINDS as KINDS  # re-exported: callers import them from here
 from distviz.trace.node import Node as Node
+from distviz.trace.node import NodeKind as NodeKind
 from distviz.trace.node_json import checked_node, fast_node, need
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,7 +171,7 @@ class Trace:
         """Return ``{node id: Node}``."""
         return {n.id: n for n in self.nodes}
 
-    def nodes_of_kind(self, kind: str) -> list[Node]:
+    def nodes_of_kind(self, kind: NodeKind) -> list[Node]:
         """Return the nodes of one kind (``accumulate_grad``, ...) in trace order; a compact
         trace's are found in its ``kind`` column without building the others."""
         of_kind = getattr(self.nodes, "of_kind", None)
@@ -464,7 +466,7 @@ def parse_trace(obj: Any, source: str) -> Trace:
     nodes = []
     ids = set()
     wset = set(workers)
-    kinds = set(KINDS)
+    kinds = KIND_OF_WORD
     for i, rn in enumerate(raw_nodes):
         node = fast_node(rn, wset, kinds)
         if node is None:

@@ -23,7 +23,7 @@ from itertools import accumulate, compress, count, repeat
 from typing import Any, overload
 
 from distviz.errors import TraceError
-from distviz.trace.node import Node
+from distviz.trace.node import KINDS, Node, NodeKind
 
 __all__ = ["COMPACT_TRACE_NODES", "COMPACT_VERSION", "NodeColumns", "decode_nodes",
            "encode_nodes"]
@@ -33,7 +33,7 @@ COMPACT_VERSION = 3
 #: Traces with at least this many nodes are written compact.
 COMPACT_TRACE_NODES = 20_000
 
-_KINDS = ("op", "send", "recv", "accumulate_grad")
+_KINDS = KINDS   # a node kind is its index here
 _MORE = ("var", "shape", "dtype", "input_shapes", "fault", "vars", "python", "custom")
 _COPIED = frozenset(("shape", "input_shapes", "fault"))   # lists and dicts: each node its own
 _CHUNK = 4096   # nodes built at a time while iterating
@@ -234,7 +234,7 @@ class NodeColumns(Sequence[Node]):
             if was_enabled:
                 gc.enable()
 
-    def of_kind(self, kind: str) -> list[Node]:
+    def of_kind(self, kind: NodeKind) -> list[Node]:
         """The nodes of one kind (``op``, ``send``, ``recv``, ``accumulate_grad``) in order."""
         code = _KINDS.index(kind) if kind in _KINDS else -1
         return list(map(self._node, compress(count(), map(code.__eq__, self.kind))))

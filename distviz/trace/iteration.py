@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from distviz.trace.sections import RowStatus, row_status
+
 __all__ = [
     "GradientEntry", "Iteration", "IterationCheck", "OptimizerStep",
     "Difference", "ParamUpdate", "TrainingSummary", "ValueCheck", "compare_values", "difference",
@@ -83,7 +85,7 @@ class ValueCheck:
 
     name: str
     worker: str
-    status: str
+    status: RowStatus
     max_abs_diff: float | None = None
     tolerance: float | None = None
     reason: str | None = None
@@ -91,7 +93,7 @@ class ValueCheck:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ValueCheck:
         return cls(name=str(obj["name"]), worker=str(obj.get("worker", "")),
-                   status=str(obj["status"]), max_abs_diff=obj.get("max_abs_diff"),
+                   status=row_status(obj["status"]), max_abs_diff=obj.get("max_abs_diff"),
                    tolerance=obj.get("tolerance"), reason=obj.get("reason"))
 
     def to_json(self) -> dict[str, Any]:
@@ -117,7 +119,8 @@ class IterationCheck:
         if not self.comparable:
             return None
         return bool(self.loss_match is not False
-                    and all(u.status in ("match", "not_compared") for u in self.updates))
+                    and all(u.status in (RowStatus.MATCH, RowStatus.NOT_COMPARED)
+                            for u in self.updates))
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> IterationCheck:
@@ -197,10 +200,10 @@ class TrainingSummary:
     @property
     def ok(self) -> bool | None:
         """Whether every final parameter equals the reference (``None``: not compared)."""
-        compared = [c for c in self.final if c.status != "not_compared"]
+        compared = [c for c in self.final if c.status != RowStatus.NOT_COMPARED]
         if self.reference_outcome != "completed" or not compared:
             return None
-        return all(c.status == "match" for c in compared)
+        return all(c.status == RowStatus.MATCH for c in compared)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> TrainingSummary:
@@ -274,10 +277,12 @@ def compare_values(name: str, worker: str, got: Sequence[float] | None,
     """Compare two flattened tensors value by value (``within_tolerance``); a side without
     values (too large to send) is ``not_compared``."""
     if got is None or want is None:
-        return ValueCheck(name, worker, "not_compared", reason="values too large to compare")
+        return ValueCheck(name, worker, RowStatus.NOT_COMPARED,
+                          reason="values too large to compare")
     if len(got) != len(want):
-        return ValueCheck(name, worker, "mismatch", reason=f"{len(got)} values vs {len(want)}")
+        return ValueCheck(name, worker, RowStatus.MISMATCH,
+                          reason=f"{len(got)} values vs {len(want)}")
     d = difference(got, want)
     ok, tol = within_tolerance(d, dtype, scale)
-    return ValueCheck(name, worker, "match" if ok else "mismatch", max_abs_diff=d.max_abs_diff,
-                      tolerance=tol)
+    return ValueCheck(name, worker, RowStatus.MATCH if ok else RowStatus.MISMATCH,
+                      max_abs_diff=d.max_abs_diff, tolerance=tol)

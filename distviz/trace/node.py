@@ -7,11 +7,25 @@ reads and writes with, can build nodes without importing ``distviz.trace``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Final
 
-__all__ = ["KINDS", "Node"]
+__all__ = ["KINDS", "Node", "NodeKind"]
 
-KINDS = ("op", "send", "recv", "accumulate_grad")
+
+class NodeKind(StrEnum):
+    """What a node is (its value is the trace's JSON word): an operation's backward, the
+    ``SendRpcBackward`` or ``RecvRpcBackward`` of an RPC, or a leaf's ``AccumulateGrad``."""
+
+    OP = "op"
+    SEND = "send"
+    RECV = "recv"
+    ACCUMULATE_GRAD = "accumulate_grad"
+
+
+KINDS: Final[tuple[NodeKind, ...]] = tuple(NodeKind)
+#: a JSON word to its kind, for the loaders
+KIND_OF_WORD: Final[dict[str, NodeKind]] = {k.value: k for k in NodeKind}
 
 
 @dataclass(slots=True)
@@ -25,7 +39,7 @@ class Node:
     id: str
     worker: str
     name: str
-    kind: str
+    kind: NodeKind
     seq: int
     next: list[tuple[str, int] | None] = field(default_factory=list)
     msg_id: int | None = None          # send / recv: the autograd message id of the pair

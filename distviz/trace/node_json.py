@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from distviz.errors import TraceError
-from distviz.trace.node import KINDS, Node
+from distviz.trace.node import KIND_OF_WORD, KINDS, Node, NodeKind
 
 __all__ = ["checked_node", "fast_node", "need", "type_name"]
 
@@ -35,11 +35,13 @@ def type_name(typ: type | tuple[type, ...]) -> str:
 
 _OPTIONAL_STR = ("var", "dtype", "custom")
 _OPTIONAL_LIST = ("shape", "input_shapes")
+_MSG_KINDS = (NodeKind.SEND, NodeKind.RECV)   # the kinds with a ``msg_id`` (read once per node)
 
 
-def fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
+def fast_node(rn: Any, wset: set[str], kinds: dict[str, NodeKind]) -> Node | None:
     """Build a node when every field has its expected type (the common case, checked with
-    exact type tests); return ``None`` to fall back to ``_checked_node`` and its messages."""
+    exact type tests; ``kinds``: the JSON words of ``NodeKind``); return ``None`` to fall back to
+    ``_checked_node`` and its messages."""
     if type(rn) is not dict:
         return None
     nid, worker, name, kind, seq, raw_next = (rn.get("id"), rn.get("worker"), rn.get("name"),
@@ -48,6 +50,7 @@ def fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
             or type(name) is not str or type(kind) is not str or kind not in kinds
             or type(seq) is not int or type(raw_next) is not list):
         return None
+    kind = kinds[kind]
     nxt: list[tuple[str, int] | None] = []
     for e in raw_next:
         if e is None:
@@ -57,7 +60,7 @@ def fast_node(rn: Any, wset: set[str], kinds: set[str]) -> Node | None:
         else:
             return None
     msg_id = rn.get("msg_id")
-    if (msg_id is not None and type(msg_id) is not int) or (kind in ("send", "recv")
+    if (msg_id is not None and type(msg_id) is not int) or (kind in _MSG_KINDS
                                                            and msg_id is None):
         return None
     for key in _OPTIONAL_STR:
@@ -89,9 +92,10 @@ def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str
     if worker not in wset:
         raise TraceError(f"unknown worker {worker!r} (workers: {', '.join(workers)})",
                          path=source, key=where + "worker")
-    kind = need(rn, "kind", str, source, where)
-    if kind not in KINDS:
-        raise TraceError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})",
+    word = need(rn, "kind", str, source, where)
+    kind = KIND_OF_WORD.get(word)
+    if kind is None:
+        raise TraceError(f"unknown kind {word!r} (expected one of {', '.join(KINDS)})",
                          path=source, key=where + "kind")
     raw_next = need(rn, "next", list, source, where)
     nxt: list[tuple[str, int] | None] = []
@@ -105,7 +109,7 @@ def checked_node(rn: Any, i: int, source: str, workers: list[str], wset: set[str
                              key=f"{where}next[{j}]")
         nxt.append((e[0], e[1]))
     msg_id = need(rn, "msg_id", int, source, where, optional=True)
-    if kind in ("send", "recv") and msg_id is None:
+    if kind in _MSG_KINDS and msg_id is None:
         raise TraceError(f"a {kind} node needs 'msg_id'", path=source, key=where + "msg_id")
     fault = rn.get("fault")
     if fault is not None and not isinstance(fault, dict):

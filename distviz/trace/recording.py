@@ -213,6 +213,10 @@ def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
             raise TraceError(f"bad iteration: {exc}", path=source,
                              key=f"contexts[{i}].iteration") from None
     training = obj.get("training")
+    try:
+        summary = TrainingSummary.from_json(training) if isinstance(training, dict) else None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"bad training summary: {exc}", path=source, key="training") from None
     workers = obj.get("workers")
     if not isinstance(workers, list):
         raise TraceError("expected a list of worker names", path=source, key="workers")
@@ -221,5 +225,4 @@ def _parse_v2(obj: dict[str, Any], source: str) -> Recording:
                      torch_version=obj.get("torch_version"),
                      interop_threads=obj.get("interop_threads", 1),
                      meta=_section(Meta, obj, source) or Meta(),
-                     training=TrainingSummary.from_json(training)
-                     if isinstance(training, dict) else None)
+                     training=summary)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 from distviz.errors import TraceError
 from distviz.outcome import RealOutcome
 
-__all__ = ["ROW_OK", "Meta", "Real", "RealEvent", "Reference", "ReferenceRow", "ScenarioInfo", "Section",
-           "SectionT"]
+__all__ = ["ROW_OK", "Meta", "Real", "RealEvent", "Reference", "ReferenceRow", "RowStatus",
+           "ScenarioInfo", "Section", "SectionT", "row_status"]
 
 S = TypeVar("S", bound="Section")
 SectionT = TypeVar("SectionT", bound="Section")
@@ -223,9 +224,37 @@ class Real(Section):
                                      path=source, key=f"real.events[{i}].{key}")
 
 
+class RowStatus(StrEnum):
+    """How one value compares with the reference (its value is the trace's JSON word): a
+    reference row's (``ReferenceRow.status``) and a training's parameter's
+    (``distviz.trace.iteration.ValueCheck.status``, which never has ``zero_unused`` or
+    ``no_gradient``)."""
+
+    MATCH = "match"
+    MISMATCH = "mismatch"
+    ZERO_UNUSED = "zero_unused"     # zeros where the reference has none: an unused RPC output
+    NO_GRADIENT = "no_gradient"     # no gradient on either side
+    MISSING = "missing"             # not in the distributed run
+    EXTRA = "extra"                 # not in the reference
+    NOT_COMPARED = "not_compared"   # values too large to send, or no reference
+
+
+_STATUS_OF_WORD: Final[dict[str, RowStatus]] = {s.value: s for s in RowStatus}
+
+
+def row_status(word: object) -> RowStatus:
+    """The ``RowStatus`` of a JSON word; ``ValueError`` naming the word and the ones expected
+    for any other (the loaders turn it into a ``TraceError`` naming the file and the key)."""
+    status = _STATUS_OF_WORD.get(word) if isinstance(word, str) else None
+    if status is None:
+        raise ValueError(f"unknown status {word!r} (expected one of {', '.join(RowStatus)})")
+    return status
+
+
 #: a reference row's statuses that are no difference: equal, zeros from an unused RPC output
 #: (as FAST mode gives), no gradient on either side, not compared (values too large to send)
-ROW_OK: Final = ("match", "zero_unused", "no_gradient", "not_compared")
+ROW_OK: Final = (RowStatus.MATCH, RowStatus.ZERO_UNUSED, RowStatus.NO_GRADIENT,
+                 RowStatus.NOT_COMPARED)
 
 
 class ReferenceRow(NamedTuple):
@@ -237,14 +266,14 @@ class ReferenceRow(NamedTuple):
     var: str
     leaf: str
     worker: str
-    status: str
+    status: RowStatus
     max_abs_diff: float | None = None
     tolerance: float | None = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ReferenceRow:
         return cls(var=str(obj.get("var")), leaf=str(obj.get("leaf")),
-                   worker=str(obj.get("worker")), status=str(obj.get("status")),
+                   worker=str(obj.get("worker")), status=row_status(obj.get("status")),
                    max_abs_diff=obj.get("max_abs_diff"), tolerance=obj.get("tolerance"))
 
     @property
@@ -266,6 +295,18 @@ class Reference(Section):
     gradients: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     KIND: ClassVar[str] = "reference"
+
+    def check(self, source: str | None) -> None:
+        """Each comparison row is an object whose ``status`` is a ``RowStatus`` word."""
+        for i, row in enumerate(self.comparison):
+            if not isinstance(row, dict):
+                raise TraceError(f"expected an object, found {type(row).__name__}", path=source,
+                                 key=f"reference.comparison[{i}]")
+            try:
+                row_status(row.get("status"))
+            except ValueError as exc:
+                raise TraceError(str(exc), path=source,
+                                 key=f"reference.comparison[{i}].status") from None
 
     @property
     def rows(self) -> list[ReferenceRow]:

@@ -43,7 +43,7 @@ from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.outcome import Category
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.shared import journal
-from distviz.tracing.shared.journal import ContextRow, Event
+from distviz.tracing.shared.journal import ContextRow, Event, EventKind
 from distviz.tracing.snapshot import files as snapshot_files
 from distviz.words import plural
 
@@ -91,11 +91,11 @@ class Findings:
         last: dict[str, ContextRow] = {}
         out = cls()
         for ev in events:
-            if ev.kind == "context" and ev.row is not None:
+            if ev.kind == EventKind.CONTEXT and ev.row is not None:
                 last[ev.row.file] = ev.row
-            elif ev.kind in (*journal.NOTE_KINDS, "rpc_failed"):
+            elif ev.kind in (*journal.NOTE_KINDS, EventKind.RPC_FAILED):
                 who = f"{ev.worker}: " if ev.worker else ""
-                what = "rpc.init_rpc failed: " if ev.kind == "rpc_failed" else ""
+                what = "rpc.init_rpc failed: " if ev.kind == EventKind.RPC_FAILED else ""
                 out.notes.setdefault(ev.test or OUTSIDE, []).append(f"{who}{what}{ev.message}")
         for test, note in journal.scripted_notes(events):
             out.notes.setdefault(test or OUTSIDE, []).append(note)
@@ -114,7 +114,7 @@ class Findings:
 
 def counted(counts: Counter[str]) -> str:
     """``3 agree, 1 hang predicted and seen`` (the categories present, in summary order)."""
-    parts = [f"{counts[c]} {'agree' if c == 'agrees' and counts[c] > 1 else c}"
+    parts = [f"{counts[c]} {'agree' if c == Category.AGREES and counts[c] > 1 else c}"
              for c in CATEGORIES if counts[c]]
     return ", ".join(parts) or "nothing recorded"
 
@@ -229,7 +229,7 @@ class DistvizSession:
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):
             inject.install()
-        journal.append(self.session, Event(kind="tests", pid=os.getpid(), message="pytest"))
+        journal.append(self.session, Event(kind=EventKind.TESTS, pid=os.getpid(), message="pytest"))
 
     def findings(self) -> Findings:
         return Findings.of(journal.read(self.session))

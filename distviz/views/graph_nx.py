@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from distviz.replay.graph import initial_dependencies
-from distviz.trace import Trace, has_seq, message_label, short_name
+from distviz.trace import NodeKind, Trace, has_seq, message_label, short_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import ReplayLike
@@ -69,7 +69,7 @@ def trace_graph(trace: Trace, replay: ReplayLike | None = None,
                    workers=tuple(trace.workers), passes=len(trace.passes))
     for nd in trace.nodes:
         var = nd.var if nd.var is not None else (", ".join(nd.vars) if nd.vars else None)
-        g.add_node(nd.id, worker=nd.worker, kind=nd.kind, name=nd.name,
+        g.add_node(nd.id, worker=nd.worker, kind=str(nd.kind), name=nd.name,
                    label=_label(nd.name, nd.kind, var),
                    sequence_nr=nd.seq if has_seq(nd.seq) else None,
                    var=var, shape=tuple(nd.shape) if nd.shape is not None else None,
@@ -104,10 +104,10 @@ def to_networkx(trace: Trace, pass_index: int | None = None, mode: str = "fast")
     return trace_graph(trace, replay(trace, mode=mode), pass_index)
 
 
-def _label(name: str, kind: str, var: str | None) -> str:
+def _label(name: str, kind: NodeKind, var: str | None) -> str:
     """``MulBackward0``, ``AccumulateGrad(w)``, ``RecvRpcBackward(t3)``: as the views name it."""
     short = short_name(name)
-    return f"{short}({var})" if var and kind in ("accumulate_grad", "recv") else short
+    return f"{short}({var})" if var and kind in (NodeKind.ACCUMULATE_GRAD, NodeKind.RECV) else short
 
 
 #: The events that run a node: ``accumulate`` for an AccumulateGrad, ``execute`` for the others.

@@ -15,7 +15,7 @@ neighbourhood of a node) and a **detail** (how they are drawn, least detailed fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["DETAILS", "Link", "Scope", "ViewSpec", "WorkerStats", "WorkerSummary"]
 
@@ -40,6 +40,10 @@ class ViewSpec:
         return self.worker is not None or self.rpc_call is not None or self.focus is not None
 
 
+#: what a view shows (``Scope.kind``)
+ScopeKind = Literal["all", "worker", "rpc_call", "focus"]
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """The nodes a view shows. ``nodes`` is ``None`` for the whole graph, else the set of node
@@ -47,7 +51,7 @@ class Scope:
     (``RPC call 3: rpc_sync(stage_forward) stage0 -> stage1 at line 30``); ``center`` is the
     focus node."""
 
-    kind: str
+    kind: ScopeKind
     title: str
     nodes: frozenset[str] | None = None
     center: str | None = None

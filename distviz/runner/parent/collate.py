@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.iteration import (
     Iteration,
     IterationCheck,
@@ -31,7 +31,7 @@ from distviz.trace.iteration import (
     compare_values,
 )
 from distviz.trace.recording import Recording
-from distviz.trace.sections import ROW_OK, Reference, ScenarioInfo
+from distviz.trace.sections import ROW_OK, Reference, RowStatus, ScenarioInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.scenario import Scenario
@@ -144,7 +144,7 @@ def shared_updates(run: TrainingRun) -> list[str]:
             for u in step.get("updates", []):
                 updated.setdefault(str(u["name"]), set()).add(trainer)
         for node in trace_json.get("nodes", []):
-            if node.get("kind") == "accumulate_grad" and node.get("var"):
+            if node.get("kind") == NodeKind.ACCUMULATE_GRAD and node.get("var"):
                 used.setdefault(str(node["var"]), set()).add(trainer)
     if len(run.contexts) < sum(run.counts.values()):
         return sorted(updated)
@@ -243,19 +243,19 @@ def _gradients_section(trace: Trace, values: Mapping[str, Any], want: Mapping[st
     real_grads: Any = trace.real.gradients if trace.real is not None else {}
     ok = reason is None
     for n in trace.nodes:
-        if n.kind != "accumulate_grad" or not n.var:
+        if n.kind != NodeKind.ACCUMULATE_GRAD or not n.var:
             continue
         row: dict[str, Any] = {"var": n.var, "leaf": n.id, "worker": n.worker}
         expected = ref_grads.get(n.var)
         summary = real_grads.get(n.id)
         if reason is not None:
-            row["status"] = "not_compared"
+            row["status"] = RowStatus.NOT_COMPARED
         elif expected is None and summary is None:
-            row["status"] = "no_gradient"
+            row["status"] = RowStatus.NO_GRADIENT
         elif expected is None:
-            row["status"] = "zero_unused" if summary.get("zero") else "extra"
+            row["status"] = RowStatus.ZERO_UNUSED if summary.get("zero") else RowStatus.EXTRA
         elif summary is None:
-            row["status"] = "missing"
+            row["status"] = RowStatus.MISSING
         else:
             check = compare_values(n.var, n.worker, values.get(n.id), expected.get("all"),
                                    str(expected.get("dtype", "")))
@@ -289,7 +289,7 @@ def _with_check(it: Iteration, want: Mapping[str, Any] | None, reason: str | Non
             for u in step.updates:
                 expected = ref_updates.get(u.name)
                 if expected is None:
-                    rows.append(ValueCheck(u.name, u.worker, "extra"))
+                    rows.append(ValueCheck(u.name, u.worker, RowStatus.EXTRA))
                     continue
                 rows.append(compare_values(u.name, u.worker, [u.norm], [expected], "float32"))
         check = IterationCheck(comparable=True, loss=loss, loss_match=loss_match,
@@ -308,16 +308,16 @@ def _final_checks(final: Mapping[str, Mapping[str, Any]], ref: Mapping[str, Any]
         for name, entry in final[worker].items():
             expected = want.get(name)
             if not ref or ref.get("outcome") != "completed":
-                rows.append(ValueCheck(name, worker, "not_compared", reason="no reference"))
+                rows.append(ValueCheck(name, worker, RowStatus.NOT_COMPARED, reason="no reference"))
             elif interleaved:
-                rows.append(ValueCheck(name, worker, "not_compared", reason=interleaved))
+                rows.append(ValueCheck(name, worker, RowStatus.NOT_COMPARED, reason=interleaved))
             elif expected is None:
-                rows.append(ValueCheck(name, worker, "extra"))
+                rows.append(ValueCheck(name, worker, RowStatus.EXTRA))
             else:
                 rows.append(compare_values(name, worker, entry.get("all"), expected.get("all"),
                                            str(entry.get("dtype", ""))))
     seen = {r.name for r in rows}
     for name, entry in want.items():
         if name not in seen and ref.get("outcome") == "completed" and not interleaved:
-            rows.append(ValueCheck(name, str(entry.get("worker", "")), "missing"))
+            rows.append(ValueCheck(name, str(entry.get("worker", "")), RowStatus.MISSING))
     return rows

@@ -38,7 +38,7 @@ from distviz.runner.protocol import (
     FinalState,
     Finish,
     ForwardDone,
-    Message,
+    PipeMessage,
     Ready,
     Recorded,
     Result,
@@ -336,7 +336,7 @@ class _Run:
                                          f"({_how(code)})", path=self.scenario.path)
         return True
 
-    def on_message(self, rank: int, msg: Message) -> bool:
+    def on_message(self, rank: int, msg: PipeMessage) -> bool:
         """Handle one worker message; return True when the run must stop now."""
         if isinstance(msg, Ready):
             self.on_ready(rank, msg)

@@ -28,7 +28,7 @@ from distviz.runner.protocol import (
 )
 from distviz.runner.reference.plain import run_reference
 from distviz.scenario import Scenario
-from distviz.trace import BackwardPass, Trace
+from distviz.trace import BackwardPass, NodeKind, Trace
 
 
 class RootError(Exception):
@@ -106,7 +106,7 @@ def run_initiator(conn: Any, scenario: Scenario, module_ns: dict[str, Any],
         observed: RealRun | None = None
         if isinstance(cmd, Backward) and cmd.run:
             observed = run_real_backward(cid, trace.workers, me, passes, pass_roots, options,
-                                         [n.id for n in trace.nodes if n.kind == "send"])
+                                         [n.id for n in trace.nodes if n.kind == NodeKind.SEND])
         real = observed.to_json() if observed is not None else None
         grads = observed.gradients if observed is not None else {}
         reference = None

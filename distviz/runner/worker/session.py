@@ -50,7 +50,7 @@ from distviz.runner.sandbox.base import Namespace
 from distviz.runner.sandbox.rpc_proxy import unwrap_rrefs
 from distviz.runner.worker.initiator import check_root
 from distviz.selection import ContextSelection
-from distviz.trace import BackwardPass, Trace
+from distviz.trace import BackwardPass, NodeKind, Trace
 from distviz.trace.sections import Real
 from distviz.words import first_line
 
@@ -423,13 +423,13 @@ class TrainingSession:
         assert run.trace is not None
         observed = collect_real(run.cid, workers, self.worker, run.passes,
                                 self.options.hang_timeout,
-                                {n.id for n in run.trace.nodes if n.kind == "send"})
+                                {n.id for n in run.trace.nodes if n.kind == NodeKind.SEND})
         observed.measured = self.options.observe
         observed.injected = dict(self.options.inject) or None
         real = observed.to_json()
         grads = observed.gradients
         real["t0_ns"] = run.passes.t0
-        var_of = {n.id: n.var for n in run.trace.nodes if n.kind == "accumulate_grad"}
+        var_of = {n.id: n.var for n in run.trace.nodes if n.kind == NodeKind.ACCUMULATE_GRAD}
         worker_of = {n.id: n.worker for n in run.trace.nodes}
         values: dict[str, Any] = {}
         per_worker: dict[str, list[dict[str, Any]]] = {}

@@ -121,7 +121,8 @@ def _log_unrecorded(proc: Process, message: str) -> None:
     if message not in proc.unrecorded:
         proc.unrecorded.add(message)
         journal.append(proc.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=message))
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=proc.worker,
+            message=message))
 
 
 def _unfollowed(proc: Process, context_id: int) -> None:
@@ -130,4 +131,4 @@ def _unfollowed(proc: Process, context_id: int) -> None:
     if why:
         proc.ended[context_id] = ""
         journal.append(proc.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=why))
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=proc.worker, message=why))

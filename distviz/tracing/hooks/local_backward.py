@@ -484,7 +484,7 @@ def _initiator(context_id: int) -> str:
     return next((str(w.name) for w in infos if int(w.id) == rank), f"rank {rank}")
 
 
-def _tell(proc: process.Process, kind: str, text: str) -> None:
+def _tell(proc: process.Process, kind: journal.EventKind, text: str) -> None:
     """Say ``text`` now and log it for the summary."""
     who = f"{proc.worker}: " if proc.worker else ""
     live.say(who + text)

@@ -21,7 +21,7 @@ from distviz.words import error_line
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
 
 
-class Call(NamedTuple):
+class BackwardArgs(NamedTuple):
     """A ``dist_autograd.backward`` call distviz can record: its arguments as PyTorch reads
     them."""
 
@@ -30,7 +30,7 @@ class Call(NamedTuple):
     retain_graph: bool
 
 
-def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
+def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> BackwardArgs | None:
     """The call's arguments when PyTorch accepts them: an ``int`` context id, a list or tuple
     of scalar tensors that require grad and have a ``grad_fn``, a ``bool``. ``None`` for any
     other call: it goes to PyTorch untouched (``unrecorded``), which raises what it raises."""
@@ -45,7 +45,7 @@ def recordable(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
     if type(cid) is not int or type(retain) is not bool or type(roots) not in (list, tuple) \
             or not roots or not all(_scalar_root(r) for r in roots):
         return None
-    return Call(cid, list(roots), retain)
+    return BackwardArgs(cid, list(roots), retain)
 
 
 def _scalar_root(r: Any) -> bool:

@@ -86,7 +86,7 @@ def _init_rpc(original: Any, proc: Process) -> Any:
             result = original(name, *args, **kwargs)
         except Exception as exc:
             journal.append(proc.config.session_dir, journal.Event(
-                kind="rpc_failed", pid=os.getpid(), worker=str(name),
+                kind=journal.EventKind.RPC_FAILED, pid=os.getpid(), worker=str(name),
                 message=" ".join(str(exc).split())[:400] or type(exc).__name__))
             raise
         try:

@@ -120,7 +120,7 @@ def _late(call: Call) -> None:
     text = late_text(call.name, call.site, proc.config.hang_timeout)
     live.say(f"{me}: {text}")
     journal.append(proc.config.session_dir, journal.Event(
-        kind="not_recorded", pid=os.getpid(), worker=proc.worker, message=text))
+        kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=proc.worker, message=text))
 
 
 def late_text(name: str, site: str | None, timeout: float) -> str:

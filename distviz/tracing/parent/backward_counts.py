@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from distviz.tracing.shared.backward_stats import BackwardStats
-from distviz.tracing.shared.journal import Event
+from distviz.tracing.shared.journal import Event, EventKind
 from distviz.words import plural
 
 __all__ = ["backward_lines", "backwards_json", "initiators"]
@@ -24,7 +24,7 @@ def initiators(events: list[Event]) -> dict[str, BackwardStats]:
     """Every process's ``backwards`` statistics, merged by initiator name."""
     out: dict[str, BackwardStats] = {}
     for ev in events:
-        if ev.kind != "backwards" or ev.stats is None:
+        if ev.kind != EventKind.BACKWARDS or ev.stats is None:
             continue
         try:
             stats = BackwardStats.from_json(ev.stats)

@@ -14,7 +14,14 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
-from distviz.tracing.shared.journal import NOTE_KINDS, ContextRow, Event, scripted_notes
+from distviz.tracing.shared.journal import (
+    NOTE_KINDS,
+    ContextRow,
+    Event,
+    EventKind,
+    VerdictStatus,
+    scripted_notes,
+)
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +65,7 @@ def entries(events: list[Event]) -> list[Entry]:
     """The recorded contexts in ``events``, by initiator then context number."""
     last: dict[str, ContextRow] = {}
     for ev in events:
-        if ev.kind == "context" and ev.row is not None:
+        if ev.kind == EventKind.CONTEXT and ev.row is not None:
             last[ev.row.file] = ev.row
     rows = sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file))
     out: list[Entry] = []
@@ -123,8 +130,8 @@ def table(found: list[Entry]) -> Table:
     styles = {"completed": "green", "hang": "red", "error": "red", "unfinished": "red"}
     for run in runs(found):
         r = run[0].row
-        agree = Text(r.agreement, style="green" if r.agreement == "agrees" else
-                     ("red" if r.agreement == "differs" else "yellow"))
+        agree = Text(r.agreement, style="green" if r.agreement == VerdictStatus.AGREES else
+                     ("red" if r.agreement == VerdictStatus.DIFFERS else "yellow"))
         change = run[0].change
         if len(run) > 1:
             first, last = run[1].row.index, run[-1].row.index
@@ -195,7 +202,7 @@ def program_status(returncode: int) -> int:
 
 def is_pytest_run(finished: Finished) -> bool:
     """Whether the program was pytest with distviz's plugin (which keeps pytest's status)."""
-    return any(ev.kind == "tests" for ev in finished.events) and not finished.interrupted
+    return any(ev.kind == EventKind.TESTS for ev in finished.events) and not finished.interrupted
 
 
 class StatusFrom(Enum):
@@ -245,11 +252,11 @@ def notes(finished: Finished, found: list[Entry]) -> list[str]:
     out: list[str] = []
     for ev in finished.events:
         who = f"{ev.worker}: " if ev.worker else ""
-        if ev.kind == "rpc_failed":
+        if ev.kind == EventKind.RPC_FAILED:
             out.append(f"{who}rpc.init_rpc failed: {ev.message}")
         elif ev.kind in NOTE_KINDS:
             out.append(f"{who}{ev.message}")
-        elif ev.kind == "stop":
+        elif ev.kind == EventKind.STOP:
             out.append(f"distviz stopped the program: {ev.message} (--on-hang stop)")
     out.extend(note for _test, note in scripted_notes(finished.events))
     if finished.interrupted:

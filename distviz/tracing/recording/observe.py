@@ -50,7 +50,7 @@ from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig, current_test
@@ -127,7 +127,7 @@ class Run:
         keep = self.keep and passes.outcome == "completed"
         real = observe_real.collect(
             self.trace.context_id, self.trace.workers, self.me, passes, self.config.hang_timeout,
-            {n.id for n in self.trace.nodes if n.kind == "send"}, earlier=self.events,
+            {n.id for n in self.trace.nodes if n.kind == NodeKind.SEND}, earlier=self.events,
             forget=not keep, keep=keep, call=on_all, summarized=True)
         self.trace.real = Real.from_json(real.to_json())
 
@@ -149,7 +149,7 @@ class Run:
         if self.path is not None:
             journal.write_trace(self.path, self.trace.dumps())
         journal.append(self.config.session_dir, journal.Event(
-            kind="context", pid=os.getpid(), worker=self.me, row=row))
+            kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=self.me, row=row))
         return row
 
     def on_timeout(self) -> None:
@@ -208,7 +208,7 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
         journal.append(config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(),
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(),
             worker=process.PROCESS.worker if process.PROCESS else None,
             message=report.not_recorded(context_id, exc)))
         return None
@@ -263,8 +263,8 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
 
 
 def _note(run: Run, message: str) -> None:
-    journal.append(run.config.session_dir, journal.Event(kind="not_recorded", pid=os.getpid(),
-                                                         worker=run.me, message=message))
+    journal.append(run.config.session_dir, journal.Event(
+        kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=run.me, message=message))
 
 
 def _stop_following(run: Run, why: str) -> None:
@@ -364,7 +364,7 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
         run.collect(run.passes)
         row = run.write(detail)
         _after_pass(run, run.passes.outcome)
-    if row.outcome == "error" or row.agreement == "differs":
+    if row.outcome == "error" or row.agreement == journal.VerdictStatus.DIFFERS:
         say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         say(f"trace: {run.path}")
     if error is not None:

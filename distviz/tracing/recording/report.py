@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import judge
-from distviz.trace import Trace, short_name
+from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
-from distviz.tracing.shared.journal import ContextRow
+from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,8 +99,8 @@ def new_rpcs(before: Trace, after: Trace) -> str | None:
     """Why ``after`` (the context recorded again for a later pass) cannot hold the passes of
     ``before``: RPCs made since added send functions, which take part in every pass of a trace
     (FAST mode), though the earlier passes ran without them. ``None`` when there are none."""
-    old = {n.id for n in before.nodes if n.kind == "send"}
-    added = {n.msg_id for n in after.nodes if n.kind == "send" and n.id not in old}
+    old = {n.id for n in before.nodes if n.kind == NodeKind.SEND}
+    added = {n.msg_id for n in after.nodes if n.kind == NodeKind.SEND and n.id not in old}
     if not added:
         return None
     calls = [c for c in after.rpc_calls if added & set(c.msg_ids)]
@@ -200,8 +200,9 @@ def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
         outcome=outcome, predicted=replay.outcome,
-        real=real.outcome if trace.real is not None else "running",
-        agreement=label, agreement_text=text, exit_code=v.exit_code, category=v.category,
+        real=RealState(real.outcome) if trace.real is not None else RealState.RUNNING,
+        agreement=VerdictStatus(label), agreement_text=text, exit_code=v.exit_code,
+        category=v.category,
         violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
         shape=dict(sorted(shape.items())), seconds=dict(seconds))

@@ -4,7 +4,7 @@ process died (torch-free).
 
 ``TABLE`` holds every ``dist_autograd.backward`` that has not returned, in the order they
 started: ``watch_hook.counted`` adds a recorded context's, ``Watch.watched`` a watched one's
-(a ``Watched`` entry, with its deadline): one dictionary insert and delete per backward. A
+(a ``WatchEntry``, with its deadline): one dictionary insert and delete per backward. A
 forked child starts with an empty table.
 
 A process killed during a backward (SIGKILL, or the SIGTERM ``torch.multiprocessing.spawn``
@@ -87,7 +87,7 @@ class InFlight:
     retain_graph: bool
     since: float
     thread: int
-    #: Whether the watch waits on it (``distviz.tracing.watch.entry.Watched``).
+    #: Whether the watch waits on it (``distviz.tracing.watch.entry.WatchEntry``).
     watched: ClassVar[bool] = False
 
 

@@ -13,22 +13,60 @@ import json
 import os
 import re
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from distviz.files import replace_file
 from distviz.limits import EXIT_OK
-from distviz.outcome import ContextOutcome, Outcome
+from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
 from distviz.words import plural
 
 EVENTS = "events.jsonl"
-SCRIPTED = "scripted_backward"    # the event of a backward a context ran from TorchScript
-LOCAL_BACKWARD = "local_backward"   # a local backward inside a dist autograd context
-GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
-NO_GRADIENT = "no_gradient"   # parameters of a DistributedOptimizer that never got a gradient
+
+
+class EventKind(StrEnum):
+    """What one line of the event log says (its value is the log's JSON word); see ``Event``."""
+
+    CONTEXT = "context"                # a recorded context, with its ``row``
+    STOP = "stop"                      # a hang stops the program
+    NOT_RECORDED = "not_recorded"      # a backward distviz could not record
+    RPC_FAILED = "rpc_failed"          # ``init_rpc`` raised
+    SCRIPTED = "scripted_backward"     # a backward a context ran from TorchScript
+    TESTS = "tests"                    # a pytest run with distviz's plugin
+    BACKWARDS = "backwards"            # one process's backward calls, with ``stats``
+    LOCAL_BACKWARD = "local_backward"  # a local backward inside a dist autograd context
+    GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
+    NO_GRADIENT = "no_gradient"  # parameters of a DistributedOptimizer that never got a gradient
+
+
+SCRIPTED = EventKind.SCRIPTED
+LOCAL_BACKWARD = EventKind.LOCAL_BACKWARD
+GRADS_LEFT = EventKind.GRADS_LEFT
+NO_GRADIENT = EventKind.NO_GRADIENT
 #: The events that are a sentence for the summary, as they were logged.
-NOTE_KINDS = ("not_recorded", LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT)
+NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT)
+
+
+class RealState(StrEnum):
+    """What PyTorch's backward did, as a row says it: an ``outcome.RealOutcome`` word, or
+    ``running`` while it runs (the value is ``index.json``'s word)."""
+
+    COMPLETED = "completed"
+    HANG = "hang"
+    ERROR = "error"
+    SKIPPED = "skipped"      # a predicted hang stopped it
+    RUNNING = "running"
+
+
+class VerdictStatus(StrEnum):
+    """The verdict in a word (``distviz.replay.verdict.Verdict.status``), as a row carries it
+    (the value is ``index.json``'s word)."""
+
+    AGREES = "agrees"
+    DIFFERS = "differs"
+    NOT_COMPARED = "not compared"
 
 
 @dataclass(slots=True)
@@ -56,11 +94,11 @@ class ContextRow:
     messages: int
     outcome: ContextOutcome
     predicted: Outcome
-    real: str
-    agreement: str
+    real: RealState
+    agreement: VerdictStatus
     agreement_text: str = ""
     exit_code: int = EXIT_OK     # the verdict's (``Verdict.exit_code``)
-    category: str = "not compared"   # the verdict's (``Verdict.category``), as pytest counts it
+    category: Category = Category.NOT_COMPARED   # the verdict's, as pytest counts it
     violations: int = 0
     explanation: str | None = None
     time: str | None = None   # where a completed real backward spent its time: the critical path
@@ -81,7 +119,11 @@ class ContextRow:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ContextRow:
-        return cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
+        """The row of a JSON object; ``ValueError`` for a word no enum of the row has."""
+        row = cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
+        row.real, row.agreement = RealState(row.real), VerdictStatus(row.agreement)
+        row.category = Category(row.category)
+        return row
 
 
 _ROW_FIELDS = tuple(f.name for f in fields(ContextRow))
@@ -102,7 +144,7 @@ class Event:
     ``distviz.tracing.hooks.optimizer``). ``test``: the
     pytest node id of the test running when it was logged."""
 
-    kind: str
+    kind: EventKind
     pid: int
     message: str = ""
     worker: str | None = None
@@ -125,7 +167,7 @@ class Event:
     def from_json(cls, obj: dict[str, Any]) -> Event:
         row = obj.get("row")
         test = obj.get("test")
-        return cls(kind=str(obj.get("kind")), pid=int(obj.get("pid", 0)),
+        return cls(kind=EventKind(str(obj.get("kind"))), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,
                    test=str(test) if test is not None else None,

@@ -28,7 +28,7 @@ def stop_program(config: TraceConfig, reason: str, explanation: str | None = Non
     ``distviz trace``: the parent stops this process, or it leaves with ``EXIT_HANG``."""
     if config.parent_pid is None or config.session_dir is None:
         raise HangPredicted(explanation or reason)
-    journal.append(config.session_dir, journal.Event(kind="stop", pid=os.getpid(),
+    journal.append(config.session_dir, journal.Event(kind=journal.EventKind.STOP, pid=os.getpid(),
                                                      message=reason))
     try:
         os.kill(config.parent_pid, signal.SIGUSR1)

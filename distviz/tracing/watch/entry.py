@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass(eq=False, slots=True)
-class Watched(inflight.InFlight):
+class WatchEntry(inflight.InFlight):
     """One watched backward in the table of backwards in flight: the program's frame
     (variable names for a recording) and its deadline. ``fired``: the watchdog took it;
     ``lock`` is held while the watchdog records it."""

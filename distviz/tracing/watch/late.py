@@ -31,8 +31,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.recorder import contexts
 from distviz.recorder.gather import NoAnswer
-from distviz.replay.watched import Watched as Ended
-from distviz.replay.watched import WatchedState
+from distviz.replay.watched import Watched, WatchedState
 from distviz.trace import Trace
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.recording import assemble
@@ -41,7 +40,7 @@ from distviz.tracing.shared.backward_stats import BackwardStats
 from distviz.tracing.shared.journal import ContextRow
 from distviz.tracing.watch import busy
 from distviz.tracing.watch import report as watch_report
-from distviz.tracing.watch.entry import Budget, Late, Watched
+from distviz.tracing.watch.entry import Budget, Late, WatchEntry
 from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -67,7 +66,7 @@ class Recorded(NamedTuple):
     seconds: dict[str, float]     # what the recording and the replay took
 
 
-def deadline(watch: Owner, entry: Watched) -> None:
+def deadline(watch: Owner, entry: WatchEntry) -> None:
     """The watchdog thread, at ``entry``'s deadline: record, replay, explain; stop the
     program when the replay hangs and ``--on-hang stop``."""
     with entry.lock:
@@ -89,7 +88,7 @@ def deadline(watch: Owner, entry: Watched) -> None:
                                                 limits.LATE_RECORD_TIMEOUT)
             live.say(f"{me} {text}")
             journal.append(watch.config.session_dir, journal.Event(
-                kind="not_recorded", pid=os.getpid(), worker=me, message=text))
+                kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me, message=text))
             return
         entry.late = late
         for line in watch_report.deadline_lines(me, entry.step, timeout, late.trace,
@@ -113,11 +112,11 @@ def _may_write(watch: Owner, me: str, raised_in: int | None = None) -> bool:
         note = watch_report.budget_note(limits.TRACE_WATCHED_WRITES)
         live.say(f"{me}: {note}")
         journal.append(watch.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=me, message=note))
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me, message=note))
     return take == "write"
 
 
-def _record(watch: Owner, entry: Watched, me: str) -> Recorded:
+def _record(watch: Owner, entry: WatchEntry, me: str) -> Recorded:
     """Record and replay ``entry``'s context as it is now."""
     from distviz.replay import replay
 
@@ -147,7 +146,7 @@ def _record(watch: Owner, entry: Watched, me: str) -> Recorded:
     return Recorded(trace, rp, seconds)
 
 
-def _keep(watch: Owner, entry: Watched, me: str, got: Recorded, state: WatchedState,
+def _keep(watch: Owner, entry: WatchEntry, me: str, got: Recorded, state: WatchedState,
           error: str | None) -> Late:
     """Write ``got`` (``state``: what happened in its context) as ``me``'s trace and row."""
     path = journal.claim(watch.config.out_dir, watch.config.session_dir, me, entry.step)
@@ -157,7 +156,7 @@ def _keep(watch: Owner, entry: Watched, me: str, got: Recorded, state: WatchedSt
     return late
 
 
-def _row(trace: Trace, rp: Replay, path: Path, entry: Watched,
+def _row(trace: Trace, rp: Replay, path: Path, entry: WatchEntry,
          seconds: dict[str, float]) -> ContextRow:
     from distviz.tracing.recording import report
 
@@ -166,7 +165,7 @@ def _row(trace: Trace, rp: Replay, path: Path, entry: Watched,
 def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: str | None
            ) -> None:
     """Judge ``late``'s context for ``state``, save its trace and log its row."""
-    ended = Ended(state, waited, watch.config.hang_timeout, error, hung=late.state == "hang")
+    ended = Watched(state, waited, watch.config.hang_timeout, error, hung=late.state == "hang")
     late.row = watch_report.watched_row(late.row, late.trace, late.replay, ended)
     late.state = state
     traced = late.trace.meta.traced
@@ -175,10 +174,10 @@ def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: 
     traced["agreement"] = late.row.agreement_text
     journal.write_trace(late.path, late.trace.dumps())
     journal.append(watch.config.session_dir, journal.Event(
-        kind="context", pid=os.getpid(), worker=late.trace.initiator, row=late.row))
+        kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=late.trace.initiator, row=late.row))
 
 
-def returned(watch: Owner, entry: Watched, seconds: float) -> None:
+def returned(watch: Owner, entry: WatchEntry, seconds: float) -> None:
     """A backward the watchdog took returned: slow, not a hang (or a hang some worker
     got out of: said as it is)."""
     with entry.lock:
@@ -193,7 +192,7 @@ def returned(watch: Owner, entry: Watched, seconds: float) -> None:
         live.say(watch_report.returned_text(late.trace.initiator, entry.step, seconds,
                                                 watch.config.hang_timeout, late.replay))
 
-def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
+def raised(watch: Owner, proc: Process, entry: WatchEntry, exc: BaseException,
            seconds: float) -> None:
     """A watched backward raised: say so, and record its graph when that is cheap (the
     context is still here, no worker is gone); never raises."""
@@ -211,7 +210,7 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
                 why = None if entry.silent is None else \
                     f"{entry.silent} did not answer at the deadline"
                 journal.append(watch.config.session_dir, journal.Event(
-                    kind="not_recorded", pid=os.getpid(), worker=me,
+                    kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me,
                     message=watch_report.raised_note(entry.step, seconds, text, why)))
                 return
             if not _may_write(watch, me, entry.context_id):
@@ -222,6 +221,6 @@ def raised(watch: Owner, proc: Process, entry: Watched, exc: BaseException,
         live.say(f"trace: {late.path}")
     except Exception as err:  # noqa: BLE001 - PyTorch's error is what the program gets
         journal.append(watch.config.session_dir, journal.Event(
-            kind="not_recorded", pid=os.getpid(), worker=me,
+            kind=journal.EventKind.NOT_RECORDED, pid=os.getpid(), worker=me,
             message=watch_report.raised_note(entry.step, seconds, text,
                                              f"{type(err).__name__}: {first_line(err)}")))

@@ -24,7 +24,7 @@ from distviz.replay.watched import (
     slow_text,
 )
 from distviz.trace import Trace
-from distviz.tracing.shared.journal import ContextRow
+from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
 from distviz.words import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,8 +129,9 @@ def watched_row(row: ContextRow, trace: Trace, replay: Replay, watched: Watched)
         explanation = raised_text(trace, replay, watched.error or "an error")
     else:
         explanation = None
-    return replace(row, watched=True, predicted=v.predicted, outcome=v.outcome, real=v.real or row.real,
-                   agreement=v.status, agreement_text=v.text, explanation=explanation,
+    return replace(row, watched=True, predicted=v.predicted, outcome=v.outcome,
+                   real=RealState(v.real) if v.real else row.real,
+                   agreement=VerdictStatus(v.status), agreement_text=v.text, explanation=explanation,
                    exit_code=v.exit_code, category=v.category)
 
 

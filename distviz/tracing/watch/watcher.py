@@ -45,7 +45,7 @@ from distviz.tracing.config import TraceConfig
 from distviz.tracing.shared import inflight, journal, live
 from distviz.tracing.shared.backward_stats import BackwardStats
 from distviz.tracing.watch import hook as watch_hook
-from distviz.tracing.watch.entry import Budget, Watched
+from distviz.tracing.watch.entry import Budget, WatchEntry
 from distviz.words import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,11 +72,11 @@ class Watchdog:
                                                daemon=True)
                 self.thread.start()
 
-    def _next(self) -> Watched | None:
+    def _next(self) -> WatchEntry | None:
         table = inflight.TABLE
         with table.lock:
             entry = next((e for e in table.entries.values()
-                          if isinstance(e, Watched) and not e.fired), None)
+                          if isinstance(e, WatchEntry) and not e.fired), None)
             self.idle = entry is None
             return entry
 
@@ -128,8 +128,8 @@ class Watch:
             table.slot = inflight.open_slot(self.config.session_dir, self.stats.worker)
             self.watchdog.start()
         now = _monotonic()
-        entry = Watched(context_id, step, roots, retain_graph, now, _thread(), frame,
-                        now + self.config.hang_timeout)
+        entry = WatchEntry(context_id, step, roots, retain_graph, now, _thread(), frame,
+                           now + self.config.hang_timeout)
         token = table.enter(entry)
         if self.watchdog.idle:
             self.watchdog.wake.set()
@@ -155,17 +155,17 @@ class Watch:
 
     # -- past the deadline, and after it (``distviz.tracing.watch.late``, loaded then) ------
 
-    def _deadline(self, entry: Watched) -> None:
+    def _deadline(self, entry: WatchEntry) -> None:
         from distviz.tracing.watch import late as watch_late
 
         watch_late.deadline(self, entry)
 
-    def _returned(self, entry: Watched, seconds: float) -> None:
+    def _returned(self, entry: WatchEntry, seconds: float) -> None:
         from distviz.tracing.watch import late as watch_late
 
         watch_late.returned(self, entry, seconds)
 
-    def _raised(self, proc: Process, entry: Watched, exc: BaseException,
+    def _raised(self, proc: Process, entry: WatchEntry, exc: BaseException,
                 seconds: float) -> None:
         from distviz.tracing.watch import late as watch_late
 
@@ -179,7 +179,8 @@ class Watch:
             self.handed = True
             stats = self.stats.to_json()
         journal.append(self.config.session_dir, journal.Event(
-            kind="backwards", pid=os.getpid(), worker=self.stats.worker, stats=stats))
+            kind=journal.EventKind.BACKWARDS, pid=os.getpid(), worker=self.stats.worker,
+            stats=stats))
 
 
 _WATCHES: dict[int, Watch] = {}

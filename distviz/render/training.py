@@ -18,6 +18,7 @@ from rich.text import Text
 from distviz.replay.verdict import AGREE, NOT_COMPARED, Verdict
 from distviz.trace.iteration import Iteration, TrainingSummary
 from distviz.trace.recording import Recording
+from distviz.trace.sections import RowStatus
 from distviz.words import plural
 
 __all__ = ["IterationEvent", "final_lines", "iteration_events", "iteration_log", "losses_text",
@@ -161,12 +162,12 @@ def final_lines(summary: TrainingSummary | None) -> list[str]:
     if summary.reference_outcome != "completed":
         lines.append(f"final parameters: the reference run failed: {summary.reference_error}")
         return lines
-    compared = [c for c in summary.final if c.status != "not_compared"]
+    compared = [c for c in summary.final if c.status != RowStatus.NOT_COMPARED]
     if not compared:
         why = next((c.reason for c in summary.final if c.reason), "nothing to compare")
         lines.append(f"final parameters: not compared ({why})")
         return lines
-    bad = [c for c in compared if c.status != "match"]
+    bad = [c for c in compared if c.status != RowStatus.MATCH]
     text = (f"final parameters: {len(compared) - len(bad)}/{len(compared)} equal the "
             "single-process reference training")
     if bad:
