@@ -37,11 +37,16 @@ def outwards(frame: types.FrameType | None, limit: int | None = MAX_WALK
     """The frames from ``frame`` outwards (``frame`` first, then its callers), at most
     ``limit`` of them (``None``: the whole stack)."""
     f = frame
-    n = 0
-    while f is not None and (limit is None or n < limit):
+    if limit is None:
+        while f is not None:
+            yield f
+            f = f.f_back
+        return
+    for _ in range(limit):
+        if f is None:
+            return
         yield f
         f = f.f_back
-        n += 1
 
 
 def _torch_dir() -> str | None:
