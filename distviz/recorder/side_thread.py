@@ -12,8 +12,8 @@ place that makes such a round goes through this module:
 - ``finished(fn, *args)``: ``fn(*args)`` run here, as a finished future.
 - ``in_threads(fns, timeout, name)``: each ``fn()`` in a daemon thread of its own, waited for
   at most ``timeout`` seconds in all: what each returned or raised, or that it is still running
-  (the one thread-with-timeout: a snapshot's graph, the snapshot's questions to every process,
-  the reference's trainers).
+  (the one thread-with-timeout: a backward pass under the hang time-out, a snapshot's graph,
+  the snapshot's questions to every process, the reference's trainers).
 
 Torch-free: nothing here knows about RPC or autograd.
 """
