@@ -123,6 +123,9 @@ def calls_of(context_id: int) -> list[Call]:
 
 
 def rpc_calls(context_id: int, calls: list[Call]) -> list[RpcCall]:
+    """``calls`` of ``context_id`` named as the trace's ``RpcCall``s: caller and callee, the
+    function as the program wrote it, the variable its result went to, its messages (read from
+    the context while it exists here) and its site."""
     from distviz.trace import RpcCall
 
     recv_id = recv_ids(context_or_none(context_id)) if calls else {}
