@@ -4,7 +4,8 @@
 ``2 messages``); ``word_for(n, ...)`` gives a word alone in the form that agrees with ``n``
 (``outputs``, ``waits``/``wait``); ``suggest(word, options)`` the "did you mean" of every
 message about a name that is not known; ``first_line(exc)`` the one line an error is told
-by, ``error_line(exc)`` the same without PyTorch's C++ source location.
+by, ``error_line(exc)`` the same without PyTorch's C++ source location; ``duration(seconds)``
+a time as the summaries write it (``2.9 ms``, ``1.25 s``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["NOTATION", "context_label", "error_line", "first_line", "plural", "suggest", "word_for"]
+__all__ = ["NOTATION", "context_label", "duration", "error_line", "first_line", "plural", "suggest",
+           "word_for"]
 
 
 def first_line(exc: BaseException | str) -> str:
@@ -28,6 +30,14 @@ def error_line(exc: BaseException) -> str:
     """``first_line(exc)`` without the C++ source location PyTorch appends (`` Exception raised
     from ...``), or the exception's type name."""
     return first_line(exc).split(" Exception raised from ")[0] or type(exc).__name__
+
+
+def duration(seconds: float | None) -> str:
+    """A duration to three significant digits: ``2.9 ms`` under a second, else ``1.25 s``;
+    ``?`` when it is not known."""
+    if seconds is None:
+        return "?"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def word_for(n: int, one: str, many: str | None = None) -> str:

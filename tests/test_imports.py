@@ -96,6 +96,10 @@ TORCH_FREE_RUNNER = {m for m in MODULES for p in RUNNER_LISTS["TORCH_FREE"]
 TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.parent.launch",
                       # pytest loads it in every run (the pytest11 entry point)
                       "distviz.tracing.pytest_plugin",
+                      # the one frame walk and own-file rule (the sandbox and the verdict's
+                      # words read it), the journal's fold, the capture pipeline's steps
+                      "distviz.frames", "distviz.tracing.shared.fold",
+                      "distviz.tracing.recording.capture",
                       *TORCH_FREE_RUNNER, *RUNNER_LISTS["TORCH_FREE_AT_LOAD"], *_preloaded()}
 
 

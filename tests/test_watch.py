@@ -397,7 +397,7 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         "    heavy = sorted(m for m in sys.modules\n"
         "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
         "    hooked = 'distviz.tracing.hooks.patches' in sys.modules\n"
-        "    kept = len(sys.modules['distviz.tracing.callsites']._CALLS) if hooked else 0\n"
+        "    kept = len(sys.modules['distviz.tracing.callsites.registry']._CALLS) if hooked else 0\n"
         "    print('LOADED', os.getpid(), hooked, kept, heavy, file=sys.stderr, flush=True)\n"
         "atexit.register(_report)\n", encoding="utf-8")
     env = _environment(tmp_path)
@@ -450,7 +450,7 @@ with dist_autograd.context() as cid:
     kept = callsites.peek(cid)
     print("KEPT", [(c.func, c.site is not None, len(c.msg_ids)) for c in kept])
 callsites.drop(cid)                                  # as leaving the context does
-print("LEFT", callsites.has_calls(cid), cid in callsites._QUIET)
+print("LEFT", callsites.has_calls(cid), cid in callsites.registry._QUIET)
 rpc.shutdown()
 """
 

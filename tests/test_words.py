@@ -15,7 +15,7 @@ from distviz.render.tree import render_graph, render_summary
 from distviz.replay import replay
 from distviz.replay.verdict import judge
 from distviz.trace import Trace
-from distviz.words import error_line, first_line, plural, word_for
+from distviz.words import duration, error_line, first_line, plural, word_for
 
 
 def test_plural_and_word_for() -> None:
@@ -104,3 +104,10 @@ def test_an_error_is_told_by_its_first_line_without_pytorchs_source_location() -
     assert error_line(RuntimeError("")) == "RuntimeError"
     assert error_line(RuntimeError("worker1 is gone Exception raised from rpc.cpp:12")) == \
         "worker1 is gone"
+
+
+def test_a_duration_is_written_to_three_digits_in_ms_under_a_second() -> None:
+    assert duration(0.0029) == "2.9 ms"
+    assert duration(0.12345) == "123 ms"
+    assert duration(1.25) == "1.25 s"
+    assert duration(None) == "?"

@@ -10,6 +10,10 @@ place that makes such a round goes through this module:
   ``name``, which code may check (``threading.current_thread().name``).
 - ``in_new_thread(fn)``: ``fn()`` in a thread of its own, made for the call.
 - ``finished(fn, *args)``: ``fn(*args)`` run here, as a finished future.
+- ``in_threads(fns, timeout, name)``: each ``fn()`` in a daemon thread of its own, waited for
+  at most ``timeout`` seconds in all: what each returned or raised, or that it is still running
+  (the one thread-with-timeout: a backward pass under the hang time-out, a snapshot's graph,
+  the snapshot's questions to every process, the reference's trainers).
 
 Torch-free: nothing here knows about RPC or autograd.
 """
@@ -18,9 +22,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -85,3 +91,38 @@ def finished(fn: Callable[..., T], *args: Any) -> Future[T]:
     except BaseException as exc:  # noqa: BLE001 - handed to the waiter
         done.set_exception(exc)
     return done
+
+
+@dataclass(slots=True)
+class Ran(Generic[T]):
+    """What one function run by ``in_threads`` did: ``done`` when it returned or raised in
+    time, then its ``value`` or the ``error`` it raised."""
+
+    done: bool = False
+    value: T | None = None
+    error: BaseException | None = None
+
+
+def in_threads(fns: Sequence[Callable[[], T]], timeout: float | None, name: str
+               ) -> list[Ran[T]]:
+    """Each ``fn()`` in a daemon thread of its own (named ``name``, ``name-1``, ...), all
+    started at once, waited for at most ``timeout`` seconds in all (``None``: until each
+    ends). Returns, in the order of ``fns``, what each did; one still running past the
+    deadline is left to run (``done`` false)."""
+    ran: list[Ran[T]] = [Ran() for _ in fns]
+
+    def one(fn: Callable[[], T], out: Ran[T]) -> None:
+        try:
+            out.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            out.error = exc
+        out.done = True
+    threads = [threading.Thread(target=one, args=(fn, out), daemon=True,
+                                name=name if k == 0 else f"{name}-{k}")
+               for k, (fn, out) in enumerate(zip(fns, ran, strict=True))]
+    for t in threads:
+        t.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for t in threads:
+        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return ran

@@ -31,7 +31,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.outcome import Outcome
 from distviz.recorder import contexts, hooks
-from distviz.recorder.side_thread import in_new_thread
+from distviz.recorder.side_thread import in_new_thread, in_threads
 from distviz.runner.gradients import summarize
 from distviz.trace.sections import RealEvent
 from distviz.words import first_line
@@ -106,27 +106,18 @@ def run_pass(context_id: int, roots: list[torch.Tensor], retain_graph: bool, tim
     """One ``dist_autograd.backward`` in a thread of its own, waited for at most ``timeout``
     seconds; its window and outcome go into ``passes``. Returns what it raised (``None`` when
     it returned, or still runs: ``passes.outcome == "hang"``)."""
-    box: dict[str, BaseException] = {}
-
-    def go() -> None:
-        try:
-            contexts.BACKWARD(context_id, roots, retain_graph=retain_graph)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            box["exc"] = exc
     start = passes.begin()
-    thread = threading.Thread(target=go, name=f"distviz-backward-{len(passes.windows)}",
-                              daemon=True)
-    thread.start()
-    thread.join(timeout)
+    (ran,) = in_threads([lambda: contexts.BACKWARD(context_id, roots, retain_graph=retain_graph)],
+                        timeout, f"distviz-backward-{len(passes.windows)}")
     passes.windows.append((start, time.monotonic_ns()))
-    if thread.is_alive():
+    if not ran.done:
         passes.outcome = "hang"
         passes.error = (f"pass {len(passes.windows)}: dist_autograd.backward did not return "
                         f"within {timeout:g} s")
         return None
-    if "exc" in box:
-        passes.outcome, passes.error = "error", first_line(box["exc"])
-        return box["exc"]
+    if ran.error is not None:
+        passes.outcome, passes.error = "error", first_line(ran.error)
+        return ran.error
     return None
 
 

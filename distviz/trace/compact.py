@@ -15,6 +15,7 @@ one node per line, to diff well), with orjson; ``distviz.trace.load`` reads vers
 from __future__ import annotations
 
 import gc
+import json
 import operator
 from array import array
 from bisect import bisect_left
@@ -25,8 +26,13 @@ from typing import Any, overload
 from distviz.errors import TraceError
 from distviz.trace.node import KINDS, Node, NodeKind
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - a declared dependency; json is the fallback
+    orjson = None  # type: ignore[assignment]
+
 __all__ = ["COMPACT_TRACE_NODES", "COMPACT_VERSION", "NodeColumns", "decode_nodes",
-           "encode_nodes"]
+           "encode_nodes", "json_bytes"]
 
 #: The schema version of the compact layout.
 COMPACT_VERSION = 3
@@ -300,3 +306,13 @@ def _set_more(nd: Node, ex: dict[str, Any]) -> None:
             setattr(nd, key, _copy(value))
         elif key in _MORE:
             setattr(nd, key, value)
+
+
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as compact JSON bytes: orjson when it is installed, else ``json``."""
+    if orjson is not None:
+        try:
+            return bytes(orjson.dumps(obj))
+        except TypeError:   # an integer beyond 64 bits
+            pass
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")

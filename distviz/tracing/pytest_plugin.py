@@ -43,6 +43,7 @@ from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.outcome import Category
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.shared import journal
+from distviz.tracing.shared.fold import STOP, fold
 from distviz.tracing.shared.journal import ContextRow, Event, EventKind
 from distviz.tracing.snapshot import files as snapshot_files
 from distviz.words import plural
@@ -88,18 +89,12 @@ class Findings:
 
     @classmethod
     def of(cls, events: list[Event]) -> Findings:
-        last: dict[str, ContextRow] = {}
+        folded = fold(events)
         out = cls()
-        for ev in events:
-            if ev.kind == EventKind.CONTEXT and ev.row is not None:
-                last[ev.row.file] = ev.row
-            elif ev.kind in (*journal.NOTE_KINDS, EventKind.RPC_FAILED):
-                who = f"{ev.worker}: " if ev.worker else ""
-                what = "rpc.init_rpc failed: " if ev.kind == EventKind.RPC_FAILED else ""
-                out.notes.setdefault(ev.test or OUTSIDE, []).append(f"{who}{what}{ev.message}")
-        for test, note in journal.scripted_notes(events):
-            out.notes.setdefault(test or OUTSIDE, []).append(note)
-        for r in sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file)):
+        for note in folded.notes:
+            if note.kind != STOP:     # a pytest run is never stopped for a hang
+                out.notes.setdefault(note.test or OUTSIDE, []).append(note.text)
+        for r in folded.rows:
             out.rows.setdefault(r.test or OUTSIDE, []).append(r)
         return out
 

@@ -16,6 +16,7 @@ optimizer steps, and the final parameters, with values (``ReferenceDone.result``
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 
 from distviz.recorder.names import expand
+from distviz.recorder.side_thread import in_threads
 from distviz.recorder.walk import reachable
 from distviz.runner.gradients import MAX_VALUES, summarize, tensor_values
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, WorkerOptions, send
@@ -390,11 +392,7 @@ def _run_mains(scenario: Scenario, world: LocalWorld, ref: _Reference,
             errors.append(exc)
         finally:
             baton.end(trainer)
-    threads = [threading.Thread(target=thread, args=(t,), daemon=True) for t in trainers]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    in_threads([functools.partial(thread, t) for t in trainers], None, "distviz-trainer")
     if errors:
         raise errors[0]
 

@@ -24,13 +24,13 @@ import math
 import operator
 import os
 import sys
-import types
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
 
+from distviz.frames import outwards
 from distviz.limits import (
     CRASH_EXIT_CODE,
     DEFAULT_MAX_NUMEL,
@@ -65,11 +65,9 @@ class SandboxError(Exception):
 
 def _scenario_frame() -> tuple[int | None, str | None]:
     """Return (line, file) of the innermost frame running scenario code, if any."""
-    frame: types.FrameType | None = sys._getframe(1)
-    while frame is not None:
+    for frame in outwards(sys._getframe(1), None):
         if "_dv_tick" in frame.f_globals and frame.f_code.co_filename != __file__:
             return frame.f_lineno, frame.f_code.co_filename
-        frame = frame.f_back
     return None, None
 
 

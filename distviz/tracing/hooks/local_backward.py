@@ -43,6 +43,7 @@ import torch.autograd.function as autograd_function
 import torch.autograd.graph as autograd_graph
 import torch.distributed.autograd as dist_autograd
 
+from distviz.frames import outwards
 from distviz.limits import TRACE_LOCAL_WALK
 from distviz.recorder import contexts
 from distviz.recorder.contexts import context_or_none
@@ -192,14 +193,10 @@ Frame = tuple[str, int, str]
 def call_frame(frame: types.FrameType | None) -> Frame | None:
     """The innermost frame outside torch and distviz: the line that made the call (the
     program's, or a library's such as fairscale's)."""
-    f = frame
-    for _ in range(callsites.MAX_WALK):
-        if f is None:
-            return None
+    for f in outwards(frame):
         path = os.path.abspath(f.f_code.co_filename)
         if not path.startswith((_TORCH, _HERE)) and not f.f_code.co_filename.startswith("<"):
             return path, f.f_lineno or 0, f.f_code.co_name
-        f = f.f_back
     return None
 
 
@@ -229,14 +226,10 @@ def _written(call: Frame | None, accumulate: bool) -> str:
 
 
 def _frame_of(frame: types.FrameType | None, call: Frame | None) -> types.FrameType | None:
-    f = frame
-    for _ in range(callsites.MAX_WALK):
-        if f is None or call is None:
-            return None
-        if os.path.abspath(f.f_code.co_filename) == call[0] and f.f_code.co_name == call[2]:
-            return f
-        f = f.f_back
-    return None
+    if call is None:
+        return None
+    return next((f for f in outwards(frame) if os.path.abspath(f.f_code.co_filename) == call[0]
+                 and f.f_code.co_name == call[2]), None)
 
 
 def root_name(t_outputs: Any, frame: types.FrameType | None) -> str:
@@ -415,14 +408,7 @@ def leaves_before(t_outputs: Any, inputs: Any, frame: types.FrameType | None
 def _running_function(frame: types.FrameType | None) -> Any:
     """The custom Function node whose backward runs this call (``BackwardCFunction.apply``'s
     ``self`` on the stack)."""
-    f = frame
-    for _ in range(callsites.MAX_WALK):
-        if f is None:
-            return None
-        if f.f_code is _APPLY:
-            return f.f_locals.get("self")
-        f = f.f_back
-    return None
+    return next((f.f_locals.get("self") for f in outwards(frame) if f.f_code is _APPLY), None)
 
 
 def report_left(before: Before) -> None:

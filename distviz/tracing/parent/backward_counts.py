@@ -15,7 +15,7 @@ from typing import Any
 
 from distviz.tracing.shared.backward_stats import BackwardStats
 from distviz.tracing.shared.journal import Event, EventKind
-from distviz.words import plural
+from distviz.words import duration, plural
 
 __all__ = ["backward_lines", "backwards_json", "initiators"]
 
@@ -43,20 +43,14 @@ def backwards_json(events: list[Event]) -> dict[str, Any]:
     return {name: s.summary() for name, s in initiators(events).items()}
 
 
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-
 def backward_lines(events: list[Event]) -> list[str]:
     """The summary's lines: one per initiator, then the backwards that raised."""
     out: list[str] = []
     for name, s in initiators(events).items():
         worst = sorted(s.slowest, reverse=True)
-        slow = ", ".join(f"{step} ({_ms(sec)})" for sec, step in worst)
-        out.append(f"{name}: {plural(s.calls, 'backward call')}: median {_ms(s.quantile(0.5))}, "
-                   f"95th percentile {_ms(s.quantile(0.95))}, max {_ms(s.max_s)}; slowest by "
+        slow = ", ".join(f"{step} ({duration(sec)})" for sec, step in worst)
+        out.append(f"{name}: {plural(s.calls, 'backward call')}: median {duration(s.quantile(0.5))}, "
+                   f"95th percentile {duration(s.quantile(0.95))}, max {duration(s.max_s)}; slowest by "
                    f"step: {slow}")
         if s.raised:
             first = "the first: " if s.raised > len(s.errors) else ""

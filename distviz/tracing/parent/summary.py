@@ -14,15 +14,9 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
-from distviz.tracing.shared.journal import (
-    NOTE_KINDS,
-    ContextRow,
-    Event,
-    EventKind,
-    VerdictStatus,
-    scripted_notes,
-)
-from distviz.words import plural
+from distviz.tracing.shared.fold import fold
+from distviz.tracing.shared.journal import ContextRow, Event, EventKind, VerdictStatus
+from distviz.words import duration, plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
@@ -63,14 +57,9 @@ def shape_change(before: dict[str, int] | None, after: dict[str, int]) -> str:
 
 def entries(events: list[Event]) -> list[Entry]:
     """The recorded contexts in ``events``, by initiator then context number."""
-    last: dict[str, ContextRow] = {}
-    for ev in events:
-        if ev.kind == EventKind.CONTEXT and ev.row is not None:
-            last[ev.row.file] = ev.row
-    rows = sorted(last.values(), key=lambda r: (r.initiator, r.index, r.file))
     out: list[Entry] = []
     previous: dict[str, dict[str, int]] = {}
-    for r in rows:
+    for r in fold(events).rows:
         out.append(Entry(row=r, change=shape_change(previous.get(r.initiator), r.shape)))
         previous[r.initiator] = r.shape
     return out
@@ -154,10 +143,6 @@ def _who(e: Entry) -> str:
     return f"{e.row.initiator} context {e.row.index}"
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
-
-
 def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[str]:
     """Where each completed backward spent its time: a line per context (``trainer context
     1: backward 2.9 ms (measured); critical path ...``) for up to ``shown`` of them; for more,
@@ -173,8 +158,8 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
     n = len(measured)
     median = (measured[(n - 1) // 2][0] + measured[n // 2][0]) / 2
     slow_s, slow_i = measured[-1]
-    out = [f"backward time over {plural(n, 'context')}: median {_ms(median)}, slowest "
-           f"{_ms(slow_s)} ({_who(timed[slow_i])}); every context's critical path is in "
+    out = [f"backward time over {plural(n, 'context')}: median {duration(median)}, slowest "
+           f"{duration(slow_s)} ({_who(timed[slow_i])}); every context's critical path is in "
            "index.json"]
     outliers = [(sec, i) for sec, i in reversed(measured) if sec > OUTLIER_FACTOR * median]
     if not outliers:
@@ -249,16 +234,7 @@ def exit_code(finished: Finished, found: list[Entry]) -> int:
 
 def notes(finished: Finished, found: list[Entry]) -> list[str]:
     """Sentences about the run as a whole, for the summary and ``index.json``."""
-    out: list[str] = []
-    for ev in finished.events:
-        who = f"{ev.worker}: " if ev.worker else ""
-        if ev.kind == EventKind.RPC_FAILED:
-            out.append(f"{who}rpc.init_rpc failed: {ev.message}")
-        elif ev.kind in NOTE_KINDS:
-            out.append(f"{who}{ev.message}")
-        elif ev.kind == EventKind.STOP:
-            out.append(f"distviz stopped the program: {ev.message} (--on-hang stop)")
-    out.extend(note for _test, note in scripted_notes(finished.events))
+    out = [note.text for note in fold(finished.events).notes]
     if finished.interrupted:
         out.append("interrupted: the program was stopped; the traces written so far are kept")
     elif finished.returncode != 0 and own_status(finished):

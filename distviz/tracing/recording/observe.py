@@ -34,7 +34,6 @@ first context recorded in full.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import types
@@ -53,14 +52,15 @@ from distviz.runner.observe_real import Passes
 from distviz.trace import NodeKind, Trace
 from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites
-from distviz.tracing.config import TraceConfig, current_test
+from distviz.tracing.config import TraceConfig
+from distviz.tracing.recording import capture
 from distviz.tracing.recording.assemble import record_trace
 from distviz.tracing.shared import journal, process
 from distviz.tracing.shared.fanout import in_background, on_all
 from distviz.tracing.shared.live import say
 from distviz.tracing.shared.process import Process
 from distviz.tracing.shared.stop import stop_program
-from distviz.words import error_line
+from distviz.words import error_line, first_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.result import Replay
@@ -117,9 +117,6 @@ class Run:
     passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
     events: list[RealEvent] = field(default_factory=list)     # earlier passes'
 
-    def add_seconds(self, key: str, value: float) -> None:
-        self.seconds[key] = round(self.seconds.get(key, 0.0) + value, 4)
-
     def collect(self, passes: Passes) -> None:
         """Fill ``trace.real`` from every worker's hook events and gradients
         (``observe_real.collect``: the same section ``distviz run`` writes; times on the
@@ -134,22 +131,10 @@ class Run:
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
         ``detail`` is the backward's full error text, when it raised."""
-        from distviz.tracing.recording import report
-
-        traced: dict[str, Any] = {"pid": os.getpid(), "argv": list(sys.argv),
-                                  "context": self.index, "seconds": self.seconds}
-        if len(self.trace.passes) > 1:
-            traced["backward_sites"] = list(self.sites)
-        if current_test() is not None:   # the pytest node id (``tracing.pytest_plugin``)
-            traced["test"] = current_test()
-        self.trace.meta["traced"] = traced
-        row = report.row(self.trace, self.replay, str(self.path or ""), self.index,
-                         os.getpid(), self.seconds, detail)
-        traced["agreement"] = row.agreement_text
-        if self.path is not None:
-            journal.write_trace(self.path, self.trace.dumps())
-        journal.append(self.config.session_dir, journal.Event(
-            kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=self.me, row=row))
+        sites = {"backward_sites": list(self.sites)} if len(self.trace.passes) > 1 else {}
+        capture.stamp(self.trace, self.index, self.seconds, **sites)
+        row = capture.row(self.trace, self.replay, self.path, self.index, self.seconds, detail)
+        capture.save(self.config, self.trace, self.path, row, self.me)
         return row
 
     def on_timeout(self) -> None:
@@ -198,13 +183,13 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
 
     ``path`` is the trace file (default: a new file in ``config.out_dir``).
     """
-    from distviz.replay import replay
     from distviz.tracing.recording import report
 
-    t0 = time.perf_counter()
+    seconds: dict[str, float] = {}
     try:
         root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
-        trace = record_trace(context_id, root_list, retain_graph, frame, names)
+        trace = capture.timed(seconds, "record", lambda: record_trace(
+            context_id, root_list, retain_graph, frame, names))
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
         journal.append(config.session_dir, journal.Event(
@@ -212,12 +197,9 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
             worker=process.PROCESS.worker if process.PROCESS else None,
             message=report.not_recorded(context_id, exc)))
         return None
-    seconds = {"record": round(time.perf_counter() - t0, 4)}
-    t1 = time.perf_counter()
-    rp = replay(trace)
-    seconds["replay"] = round(time.perf_counter() - t1, 4)
+    rp = capture.replayed(trace, seconds)
     if path is None:
-        path = journal.claim(config.out_dir, config.session_dir, trace.initiator, index)
+        path = capture.claim(config, trace.initiator, index)
     return Run(config=config, trace=trace, replay=rp, path=path, index=index,
                 me=trace.initiator, seconds=seconds,
                 sites=[callsites.site_text(callsites.own_frames(frame, 1))])
@@ -228,12 +210,10 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
     """A later backward of a recorded context: record the graph again (the program may have
     run more of the forward since), replay every pass so far, then observe this one and
     rewrite the context's trace (``run_backward``). Raises what PyTorch raised."""
-    from distviz.replay import replay
     from distviz.tracing.recording import report
 
     n = len(run.trace.passes) + 1
     root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
-    t0 = time.perf_counter()
     why: str | None = None
     trace = run.trace
     if n > limits.TRACE_MAX_PASSES:
@@ -241,10 +221,10 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
                "pass replays all the earlier ones); the later ones run unrecorded")
     else:
         try:
-            trace = record_trace(run.trace.context_id, root_list, retain_graph, frame,
-                            earlier=run.trace.passes)
+            trace = capture.timed(run.seconds, "record", lambda: record_trace(
+                run.trace.context_id, root_list, retain_graph, frame, earlier=run.trace.passes))
         except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
-            why = report.first_line(str(exc))
+            why = first_line(str(exc))
         else:
             why = report.new_rpcs(run.trace, trace)
     if why is not None:
@@ -253,10 +233,7 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
         _forget(trace, run.me)
         BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
         return
-    run.add_seconds("record", time.perf_counter() - t0)
-    t1 = time.perf_counter()
-    run.trace, run.replay = trace, replay(trace)
-    run.add_seconds("replay", time.perf_counter() - t1)
+    run.trace, run.replay = trace, capture.replayed(trace, run.seconds)
     run.sites.append(callsites.site_text(callsites.own_frames(frame, 1)))
     run.finished = run.hung = False
     run_backward(run, roots, retain_graph)
@@ -347,10 +324,9 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     (``observe_real.watch``); save; re-raise."""
     trace, me = run.trace, run.me
     t = time.perf_counter()
-    error = observe_real.watch(
+    error = capture.timed(run.seconds, "backward", lambda: observe_real.watch(
         lambda: BACKWARD(trace.context_id, roots, retain_graph=retain_graph),
-        run.config.hang_timeout, run.on_timeout, run.passes)
-    run.add_seconds("backward", time.perf_counter() - t)
+        run.config.hang_timeout, run.on_timeout, run.passes))
     with run.lock:
         run.finished = True
         if run.hung and error is not None:

@@ -12,29 +12,20 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from distviz.frames import display, is_own
 from distviz.replay.timing import Timing, analyze
 from distviz.replay.verdict import judge
 from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
 from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
-from distviz.words import plural
+from distviz.words import first_line, plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import Hang
     from distviz.replay.result import Replay
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_LIBRARY = ("site-packages", "dist-packages", f"{os.sep}lib{os.sep}python",
-            f"{os.sep}torch{os.sep}", f"{os.sep}distviz{os.sep}")
 _NODE = re.compile(r"Error on Node (\d+)")
-
-
-def first_line(text: str) -> str:
-    """The first non-empty line of an error text."""
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return text.strip()
 
 
 def not_recorded(context_id: int, exc: BaseException) -> str:
@@ -128,13 +119,11 @@ def predicted_error(trace: Trace, replay: Replay) -> str:
 
 def program_site(text: str) -> str | None:
     """The innermost frame of the program's own files in a (remote) traceback text."""
-    found = [m for m in _FRAME.finditer(text)
-             if not any(part in m.group(1) for part in _LIBRARY)]
+    found = [m for m in _FRAME.finditer(text) if is_own(m.group(1))]
     if not found:
         return None
     path, line, fn = found[-1].groups()
-    rel = os.path.relpath(path)
-    return f"{path if rel.startswith('..') else rel}:{line} in {fn}"
+    return f"{display(os.path.abspath(path))}:{line} in {fn}"
 
 
 def error_text(trace: Trace, detail: str | None) -> str:

@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
+from distviz.frames import is_own, outwards
 from distviz.recorder.walk import modules_in, reachable
-from distviz.tracing.callsites import is_own
 
 _MODULES: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
 _SEEN: weakref.WeakKeyDictionary[torch.nn.Module, int] = weakref.WeakKeyDictionary()
@@ -118,15 +118,15 @@ def _outermost(modules: list[torch.nn.Module]) -> list[torch.nn.Module]:
 def own_variables(frame: types.FrameType | None) -> Iterator[tuple[str, Any]]:
     """``(name, value)`` of each public local variable (not ``self``) of the program's own
     frames (``MAX_FRAMES`` of them at most), innermost frame first."""
-    f = frame
     frames = 0
-    while f is not None and frames < MAX_FRAMES:
+    for f in outwards(frame, None):
+        if frames == MAX_FRAMES:
+            return
         if is_own(f.f_code.co_filename):
             frames += 1
             for name, value in list(f.f_locals.items()):
                 if not name.startswith("_") and name != "self":
                     yield name, value
-        f = f.f_back
 
 
 def module_variables(frame: types.FrameType | None) -> dict[int, str]:

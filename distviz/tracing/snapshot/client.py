@@ -22,10 +22,10 @@ process that has not answered within ``limits.SNAPSHOT_TIMEOUT`` is named in ``s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from distviz import limits
 from distviz.errors import UsageError
+from distviz.recorder.side_thread import in_threads
 from distviz.tracing.snapshot.files import JOB_FILE, LISTENERS, SNAPSHOTS, Listener
 from distviz.words import context_label, plural
 
@@ -207,19 +208,13 @@ def take(out_dir: Path, timeout: float = limits.SNAPSHOT_TIMEOUT) -> Snapshot:
         raise NoJob(f"{out_dir}: the job (pid {job_pid}) runs, but none of its processes has "
                     "started RPC yet: nothing to snapshot")
     folder = _folder(out_dir)
-    answers: dict[int, ProcessSnapshot | str] = {}
-
-    def one(entry: Listener) -> None:
-        answers[entry.pid] = ask(entry, folder, timeout)
-    threads = [threading.Thread(target=one, args=(e,), daemon=True) for e in entries]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout + 1.0)
+    asked = in_threads([functools.partial(ask, e, folder, timeout) for e in entries],
+                       timeout + 1.0, "distviz-snapshot-ask")
     processes: list[ProcessSnapshot] = []
     silent: list[Silent] = []
-    for e in entries:
-        got = answers.get(e.pid, f"did not answer within {timeout:g} s")
+    for e, ran in zip(entries, asked, strict=True):
+        got = ran.value if ran.done and ran.value is not None else \
+            f"did not answer within {timeout:g} s"
         if isinstance(got, ProcessSnapshot):
             processes.append(got)
         elif got:

@@ -35,18 +35,21 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.frames import outwards
 from distviz.recorder import contexts
 from distviz.recorder.gather import gather
 from distviz.recorder.merge import build_trace
 from distviz.recorder.piece import record_local, root_nrs
+from distviz.recorder.side_thread import in_threads
 from distviz.recorder.walk import reachable
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites
-from distviz.tracing.recording import report
-from distviz.tracing.shared import journal, naming, process
+from distviz.tracing.recording import capture, report
+from distviz.tracing.shared import naming, process
 from distviz.tracing.shared.inflight import TABLE, InFlight
 from distviz.tracing.snapshot.client import ContextState, ProcessSnapshot, ThreadStack
 from distviz.tracing.snapshot.listener import OPEN
+from distviz.words import first_line
 
 #: Frames shown per thread in the answer (the innermost, then the program's own).
 SUMMARY_FRAMES = 4
@@ -129,14 +132,14 @@ def _thread_order(ident: int, names: dict[int | None, str]) -> tuple[int, str]:
 def _summary(frame: types.FrameType | None) -> list[str]:
     """The innermost frame and the program's own frames under it (innermost first)."""
     out: list[str] = []
-    f = frame
-    while f is not None and len(out) < SUMMARY_FRAMES:
+    for f in outwards(frame, None):
+        if len(out) == SUMMARY_FRAMES:
+            break
         path = f.f_code.co_filename
         if not out or callsites.is_own(path):
             where = callsites.display(path) if callsites.is_own(path) else \
                 os.path.basename(path)
             out.append(f"{where}:{f.f_lineno} in {f.f_code.co_name}")
-        f = f.f_back
     return out
 
 
@@ -161,33 +164,26 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
     if not contexts.context_here(state.context_id):
         state.outcome = "graph not recorded: PyTorch no longer holds this context here"
         return
-    done: list[tuple[Trace, list[str]] | BaseException] = []
-
-    def record() -> None:
-        try:
-            done.append(_record(state.context_id, inflight, frame, worker))
-        except BaseException as exc:  # noqa: BLE001 - handed to the listener thread
-            done.append(exc)
-    side = threading.Thread(target=record, name="distviz-snapshot-graph", daemon=True)
-    side.start()
-    side.join(max(0.0, deadline - time.monotonic()))
-    if not done:
+    (ran,) = in_threads([lambda: _record(state.context_id, inflight, frame, worker)],
+                        max(0.0, deadline - time.monotonic()), "distviz-snapshot-graph")
+    if not ran.done:
         state.outcome = (f"graph not recorded within {limits.SNAPSHOT_GRAPH_TIMEOUT:g} s (a "
                          "worker of the context does not answer over RPC)")
         return
-    got = done[0]
-    if isinstance(got, BaseException):
-        state.outcome = f"graph not recorded: {report.first_line(str(got)) or type(got).__name__}"
+    if ran.error is not None:
+        got = ran.error
+        state.outcome = f"graph not recorded: {first_line(str(got)) or type(got).__name__}"
         return
-    trace, root_vars = got
+    assert ran.value is not None
+    trace, root_vars = ran.value
     path = _claim(stem.parent, stem.name, ".trace.json")
-    journal.write_trace(path, trace.dumps())
+    capture.write(path, trace)
     state.trace, state.nodes = str(path), len(trace.nodes)
     state.workers = sorted({n.worker for n in trace.nodes}, key=trace.workers.index)
     try:
         state.outcome, state.detail = _replayed(trace, root_vars, state.state)
     except Exception as exc:  # noqa: BLE001 - the graph is saved; say why it did not replay
-        state.outcome = f"not replayed: {type(exc).__name__}: {report.first_line(str(exc))}"
+        state.outcome = f"not replayed: {type(exc).__name__}: {first_line(str(exc))}"
 
 
 def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str | None]:
@@ -195,9 +191,7 @@ def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str 
     if not trace.passes:
         return ("not replayed: no variable of the program holds a tensor computed from this "
                 "context's RPCs yet", None)
-    from distviz.replay import replay
-
-    rp = replay(trace)
+    rp = capture.replayed(trace)
     if state == "backward":
         head = "the running backward, replayed: "
     else:

@@ -22,6 +22,7 @@ from typing import Any
 
 from torch.autograd import function as autograd_function
 
+from distviz.frames import outwards
 from distviz.runner import observe_real
 from distviz.tracing import callsites
 
@@ -65,13 +66,13 @@ def _own_inside(frame: types.FrameType, user: types.FrameType, limit: int = 2
     """The program's own frames from ``frame`` out to ``user`` (the ``backward``), innermost
     first: where the backward is now, not who called it."""
     out: list[callsites.Frame] = []
-    f: types.FrameType | None = frame
-    while f is not None and len(out) < limit:
+    for f in outwards(frame, None):
+        if len(out) == limit:
+            break
         if callsites.is_own(f.f_code.co_filename):
             out.append((os.path.abspath(f.f_code.co_filename), f.f_lineno or 0, f.f_code.co_name))
         if f is user:
             break
-        f = f.f_back
     return out
 
 
@@ -88,22 +89,16 @@ def _backward_frame(frame: types.FrameType) -> types.FrameType | None:
     """The frame of the custom ``backward`` a thread is in (the innermost one, when a
     backward runs another), or ``None``."""
     entries = _entries()
-    f: types.FrameType | None = frame
-    for _ in range(MAX_DEPTH):
-        if f is None:
-            return None
-        if f.f_code in entries:
-            return _program_side(frame, f)
-        f = f.f_back
-    return None
+    entry = next((f for f in outwards(frame, MAX_DEPTH) if f.f_code in entries), None)
+    return None if entry is None else _program_side(frame, entry)
 
 
 def _program_side(frame: types.FrameType, entry: types.FrameType) -> types.FrameType | None:
     """The outermost frame inside ``entry`` that is not in PyTorch's ``function.py``."""
     found: types.FrameType | None = None
-    f: types.FrameType | None = frame
-    while f is not None and f is not entry:
+    for f in outwards(frame, None):
+        if f is entry:
+            break
         if not f.f_code.co_filename.endswith(_ENGINE_FILE):
             found = f
-        f = f.f_back
     return found

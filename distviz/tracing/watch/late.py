@@ -21,9 +21,7 @@ the watch says so once and counts the rest, as it counts every backward.
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import torch.distributed.rpc as rpc
@@ -34,10 +32,9 @@ from distviz.recorder.gather import NoAnswer
 from distviz.replay.watched import Watched, WatchedState
 from distviz.trace import Trace
 from distviz.tracing.config import TraceConfig, current_test
-from distviz.tracing.recording import assemble
+from distviz.tracing.recording import assemble, capture
 from distviz.tracing.shared import fanout, journal, live, stop
 from distviz.tracing.shared.backward_stats import BackwardStats
-from distviz.tracing.shared.journal import ContextRow
 from distviz.tracing.watch import busy
 from distviz.tracing.watch import report as watch_report
 from distviz.tracing.watch.entry import Budget, Late, WatchEntry
@@ -118,19 +115,16 @@ def _may_write(watch: Owner, me: str, raised_in: int | None = None) -> bool:
 
 def _record(watch: Owner, entry: WatchEntry, me: str) -> Recorded:
     """Record and replay ``entry``'s context as it is now."""
-    from distviz.replay import replay
-
-    t0 = time.perf_counter()
-    trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
-                                  entry.frame, record_fn=assemble.piece_here,
-                                  timeout=limits.LATE_RECORD_TIMEOUT)
-    # from distviz's helper thread: the program's thread holds the context (a backward
-    # that raised), and an RPC made there would join it
-    got = fanout.on_all(trace.workers, me, busy.fetch, entry.context_id)
-    seconds = {"record": round(time.perf_counter() - t0, 4)}
-    t1 = time.perf_counter()
-    rp = replay(trace)
-    seconds["replay"] = round(time.perf_counter() - t1, 4)
+    def record() -> tuple[Trace, dict[str, Any]]:
+        trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
+                                      entry.frame, record_fn=assemble.piece_here,
+                                      timeout=limits.LATE_RECORD_TIMEOUT)
+        # from distviz's helper thread: the program's thread holds the context (a backward
+        # that raised), and an RPC made there would join it
+        return trace, fanout.on_all(trace.workers, me, busy.fetch, entry.context_id)
+    seconds: dict[str, float] = {}
+    trace, got = capture.timed(seconds, "record", record)
+    rp = capture.replayed(trace, seconds)
     grads = {nid: s for piece in got.values() if isinstance(piece, dict)
              for nid, s in (piece.get("summaries") or {}).items()}
     watched: dict[str, Any] = {"gradients": grads}
@@ -138,29 +132,19 @@ def _record(watch: Owner, entry: WatchEntry, me: str) -> Recorded:
                if isinstance(piece, dict) and piece.get("busy")}
     if running:
         watched["busy"] = running
-    trace.meta["traced"] = {
-        "pid": os.getpid(), "argv": list(sys.argv), "context": entry.step,
-        "seconds": seconds, "watched": watched}
-    if current_test() is not None:
-        trace.meta["traced"]["test"] = current_test()
+    capture.stamp(trace, entry.step, seconds, watched=watched)
     return Recorded(trace, rp, seconds)
 
 
 def _keep(watch: Owner, entry: WatchEntry, me: str, got: Recorded, state: WatchedState,
           error: str | None) -> Late:
     """Write ``got`` (``state``: what happened in its context) as ``me``'s trace and row."""
-    path = journal.claim(watch.config.out_dir, watch.config.session_dir, me, entry.step)
+    path = capture.claim(watch.config, me, entry.step)
     late = Late(trace=got.trace, replay=got.replay, path=path,
-                row=_row(got.trace, got.replay, path, entry, got.seconds))
+                row=capture.row(got.trace, got.replay, path, entry.step, got.seconds))
     _write(watch, late, state, time.monotonic() - entry.since, error)
     return late
 
-
-def _row(trace: Trace, rp: Replay, path: Path, entry: WatchEntry,
-         seconds: dict[str, float]) -> ContextRow:
-    from distviz.tracing.recording import report
-
-    return report.row(trace, rp, str(path), entry.step, os.getpid(), seconds)
 
 def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: str | None
            ) -> None:
@@ -171,10 +155,7 @@ def _write(watch: Owner, late: Late, state: WatchedState, waited: float, error: 
     traced = late.trace.meta.traced
     assert traced is not None
     traced["watched"].update(watch_report.watched_meta(ended, late.trace))
-    traced["agreement"] = late.row.agreement_text
-    journal.write_trace(late.path, late.trace.dumps())
-    journal.append(watch.config.session_dir, journal.Event(
-        kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=late.trace.initiator, row=late.row))
+    capture.save(watch.config, late.trace, late.path, late.row, late.trace.initiator)
 
 
 def returned(watch: Owner, entry: WatchEntry, seconds: float) -> None:

@@ -1,0 +1,89 @@
+"""The wrappers around ``rpc.rpc_sync``, ``rpc_async``, ``remote`` and ``RRef.to_here`` that
+note each RPC made in a context (torch side): what the call was given and what cannot be read
+later (the program's frames, the message ids of its sends, its result's recv functions)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed.autograd as dist_autograd
+
+from distviz.frames import own_frames
+from distviz.tracing.callsites.labels import argument_hint
+from distviz.tracing.callsites.messages import current_context, result_functions
+from distviz.tracing.callsites.registry import Call, log, skipped
+
+
+def wrap_call(api: str, orig: Callable[..., Any],
+              gate: Callable[[int], bool] | None) -> Callable[..., Any]:
+    """Wrap ``rpc.rpc_sync`` / ``rpc_async`` / ``remote`` to record calls made in a context.
+
+    ``gate(context_id)`` says whether the context may be recorded (``None``: every context may
+    be, as when every backward is watched).
+    The call keeps only what it was given and what it cannot read later (the frames' lines,
+    the message ids of its sends, its result's recv functions); the rest is named when the
+    context is recorded (``Call``).
+    """
+    grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
+    current = dist_autograd._current_context
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            ctx = current()
+        except RuntimeError:    # no context in this thread
+            return orig(*args, **kwargs)
+        cid = ctx._context_id()
+        if skipped(cid, gate):
+            return orig(*args, **kwargs)
+        before = ctx._send_functions()
+        frames = own_frames(frame_of(1))
+        grad = grad_enabled()
+        result = orig(*args, **kwargs)
+        after = ctx._send_functions()
+        rec = Call(api, args[0] if args else kwargs.get("to"),
+                   args[1] if len(args) > 1 else kwargs.get("func"),
+                   argument_hint(args[2] if len(args) > 2 else kwargs.get("args")), grad,
+                   frames, [m for m in after if m not in before]
+                   if len(after) != len(before) else [])
+        if api == "rpc_sync":
+            rec.recvs = result_functions(result)
+        elif api == "rpc_async" and hasattr(result, "done"):
+            rec.pending = result
+        log(cid, rec)
+        return result
+    call.__wrapped__ = orig    # type: ignore[attr-defined]
+    call.__name__ = getattr(orig, "__name__", api)
+    call.__doc__ = getattr(orig, "__doc__", None)
+    return call
+
+
+#: the code of ``wrap_call``'s wrapper: a thread inside it is waiting for that RPC (``waiting``)
+CALL_CODE = next(c for c in wrap_call.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == "call")
+
+
+def wrap_to_here(orig: Callable[..., Any],
+                 gate: Callable[[int], bool] | None) -> Callable[..., Any]:
+    """Wrap ``RRef.to_here``: the fetched value's ``RecvRpcBackward`` is the call's message."""
+    def to_here(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = current_context()
+        cid = None if ctx is None else ctx._context_id()
+        if cid is None or skipped(cid, gate):
+            return orig(self, *args, **kwargs)
+        grad = torch.is_grad_enabled()
+        frames = own_frames(sys._getframe(1))
+        value = orig(self, *args, **kwargs)
+        try:
+            owner = str(self.owner_name())
+        except Exception:  # noqa: BLE001
+            owner = "?"
+        log(cid, Call("to_here", owner, "RRef", None, grad, frames,
+                      recvs=result_functions(value)))
+        return value
+    to_here.__wrapped__ = orig    # type: ignore[attr-defined]
+    to_here.__doc__ = getattr(orig, "__doc__", None)
+    return to_here

@@ -1,0 +1,49 @@
+"""The session's events folded once (``distviz.tracing.shared.fold``), as the summary of
+``distviz trace`` and the pytest plugin read them. Pure: no torch."""
+
+from __future__ import annotations
+
+from distviz.tracing.parent import summary
+from distviz.tracing.pytest_plugin import OUTSIDE, Findings
+from distviz.tracing.shared.fold import fold
+from distviz.tracing.shared.journal import SCRIPTED, ContextRow, Event
+
+
+def _row(file: str, initiator: str, index: int, outcome: str = "completed",
+         test: str | None = None) -> ContextRow:
+    return ContextRow(file=file, initiator=initiator, index=index, context_id=index, pid=1,
+                      workers=[initiator], nodes=3, messages=0, passes=1, outcome=outcome,
+                      predicted=outcome, real=outcome, agreement="agrees", agreement_text="",
+                      exit_code=0, category="agrees", violations=0, explanation=None,
+                      shape={}, test=test)
+
+
+EVENTS = [
+    Event("context", 1, row=_row("b.trace.json", "trainer", 2, test="t::b"), test="t::b"),
+    Event("context", 1, row=_row("a.trace.json", "trainer", 1, "hang", "t::a"), test="t::a"),
+    Event("not_recorded", 1, "backward was not recorded", worker="w0", test="t::a"),
+    Event("context", 1, row=_row("a.trace.json", "trainer", 1, test="t::a"), test="t::a"),  # the last wins
+    Event(SCRIPTED, 1, worker="w1", test="t::b"),
+    Event("rpc_failed", 2, "port taken", worker="w2"),
+    Event("stop", 1, "a hang"),
+]
+
+
+def test_the_last_row_of_each_file_by_initiator_and_number_and_the_notes_in_order() -> None:
+    folded = fold(EVENTS)
+    assert [(r.file, r.outcome) for r in folded.rows] == [("a.trace.json", "completed"),
+                                                           ("b.trace.json", "completed")]
+    assert [(n.test, n.text.split(" (")[0]) for n in folded.notes] == [
+        ("t::a", "w0: backward was not recorded"),
+        (None, "w2: rpc.init_rpc failed: port taken"),
+        (None, "distviz stopped the program: a hang"),
+        ("t::b", "w1: 1 backward call from TorchScript, not recorded")]
+
+
+def test_the_summary_and_the_plugin_read_the_same_fold() -> None:
+    assert [e.row.file for e in summary.entries(EVENTS)] == ["a.trace.json", "b.trace.json"]
+    found = Findings.of(EVENTS)
+    assert {t: [r.file for r in rows] for t, rows in found.rows.items()} == {
+        "t::a": ["a.trace.json"], "t::b": ["b.trace.json"]}
+    assert found.notes[OUTSIDE] == ["w2: rpc.init_rpc failed: port taken"]
+    assert found.notes["t::a"] == ["w0: backward was not recorded"]
