@@ -13,11 +13,11 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from distviz.tracing.config import TraceConfig
+from distviz.tracing.hooks.after_import import AfterImport
 
 if TYPE_CHECKING:  # pragma: no cover
     import importlib.abc
@@ -31,46 +31,15 @@ PRELOAD = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", 
            "distviz.tracing.shared.slots")
 
 
-class _AfterTorch:
-    """A meta path finder that wraps torch's loader so ``on_torch`` runs after it (the import
-    system asks only for ``find_spec``: no ``importlib.abc`` base, whose import loads
-    ``importlib.resources`` and ``tempfile`` in every traced process before the program)."""
+class _AfterTorch(AfterImport):
+    """``on_torch`` right after torch's own ``__init__`` ran."""
 
     def __init__(self, config: TraceConfig) -> None:
+        super().__init__(_WATCHED)
         self.config = config
-        self.done = False
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _WATCHED or self.done:
-            return None
-        self.done = True
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module: Any = getattr(loader, "exec_module", None)
-        if exec_module is None:
-            return spec
-        config = self.config
-
-        class _Loader:
-            def create_module(self, s: Any) -> ModuleType | None:
-                return loader.create_module(s)
-
-            def exec_module(self, module: ModuleType) -> None:
-                module.__loader__ = loader          # torch sees its own loader
-                if module.__spec__ is not None:
-                    module.__spec__.loader = loader
-                exec_module(module)
-                on_torch(config)
-
-        spec.loader = cast("importlib.abc.Loader", _Loader())
-        return spec
+    def then(self, module: ModuleType) -> None:
+        on_torch(self.config)
 
 
 def on_torch(config: TraceConfig) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import os
 import sys
 import threading
@@ -48,11 +47,12 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc.api as rpc_api
 
 from distviz import limits
+from distviz.tracing.hooks.after_import import AfterImport
 from distviz.tracing.shared import journal, live, naming, process
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
-    import importlib.machinery
+    pass
 
 #: PyTorch's module that defines ``DistributedOptimizer``.
 MODULE = "torch.distributed.optim.optimizer"
@@ -289,45 +289,18 @@ def patch(module: ModuleType) -> None:
     cls.step = _step(cls.step)
 
 
-class _AfterOptimizer:
-    """A meta path finder that wraps the loader of ``MODULE`` so that ``patch`` runs after it
-    (as ``distviz.tracing.hooks.inject`` does for torch)."""
+class _AfterOptimizer(AfterImport):
+    """``patch`` right after ``MODULE`` is loaded."""
 
     def __init__(self) -> None:
-        self.done = False
+        super().__init__(MODULE)
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != MODULE or self.done:
-            return None
-        self.done = True
+    def then(self, module: ModuleType) -> None:
         try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = importlib.util.find_spec(fullname)
-        exec_module: Any = getattr(spec.loader, "exec_module", None) if spec else None
-        if spec is None or exec_module is None:
-            return spec
-        loader = spec.loader
-
-        class _Loader:
-            def create_module(self, s: Any) -> ModuleType | None:
-                return cast(Any, loader).create_module(s)
-
-            def exec_module(self, module: ModuleType) -> None:
-                module.__loader__ = loader
-                if module.__spec__ is not None:
-                    module.__spec__.loader = loader
-                exec_module(module)
-                try:
-                    patch(module)
-                except Exception as exc:  # noqa: BLE001 - never break the program
-                    print(f"distviz: DistributedOptimizer not watched: {exc}",
-                          file=sys.stderr, flush=True)
-
-        spec.loader = cast(Any, _Loader())
-        return spec
+            patch(module)
+        except Exception as exc:  # noqa: BLE001 - never break the program
+            print(f"distviz: DistributedOptimizer not watched: {exc}", file=sys.stderr,
+                  flush=True)
 
 
 def arm() -> None:
