@@ -1,4 +1,4 @@
-"""One judge: every reader of a trace reports the verdict of ``distviz.replay.verdict.judge``:
+"""One judge: every reader of a trace reports the verdict of ``distviz.judge.verdict.judge``:
 ``replay`` (text and ``--json``), ``export`` (the HTML viewer's data), ``graph`` (no claim at
 all), ``run``'s report, ``trace``'s summary row, ``index.json`` and exit code, the pytest
 plugin's category, the training table, the fuzz (plain and training programs), and the
@@ -24,11 +24,11 @@ from distviz.cli.options import View
 from distviz.cli.running import show_run
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
+from distviz.judge.verdict import Verdict, Watched, judge
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
 from distviz.render.training import iteration_table
 from distviz.replay import replay
 from distviz.replay.model import AGREEMENT_JSON_WORDS
-from distviz.replay.verdict import Verdict, Watched, judge
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing.parent import summary
