@@ -207,7 +207,7 @@ def test_a_watched_context_goes_through_the_one_judge(name: str) -> None:
 
 
 def test_only_the_judge_words_a_watched_context() -> None:
-    """The agreement sentences of a watched context are written under ``distviz/replay/``
+    """The agreement sentences of a watched context are written under ``distviz/judge/``
     alone (the judge and the pure texts it reads), nowhere else in the library."""
     fragments = ("(watched: no per-node order to compare)", "(watched: nothing",
                  "watched: PyTorch's backward raised; nothing else compared",
@@ -220,4 +220,4 @@ def test_only_the_judge_words_a_watched_context() -> None:
         for f in fragments:
             if f in text:
                 found[f].add(path.relative_to(package).parts[0])
-    assert found == {f: {"replay"} for f in fragments}
+    assert found == {f: {"judge"} for f in fragments}
