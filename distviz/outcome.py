@@ -58,14 +58,14 @@ HANG_NOT_RUN: Final = "the replay predicts a FAST-mode hang (use --confirm-hang 
 def hang_not_run(predicted: Outcome, confirm_hang: bool) -> str | None:
     """The one rule for skipping PyTorch's real backward: why it is not run (``HANG_NOT_RUN``)
     when the FAST replay's ``predicted`` outcome is a hang and ``confirm_hang`` is not set;
-    ``None`` when it runs. A plain run's policy (``distviz.judging.backward_policy``) and a
+    ``None`` when it runs. A plain run's policy (``distviz.judge.policy.backward_policy``) and a
     training's worker (``TrainingSession.predict``) both read it."""
     return HANG_NOT_RUN if predicted == "hang" and not confirm_hang else None
 
 
 class Category(StrEnum):
     """What a context did, as the pytest plugin counts it, in the order its summary counts them
-    (``distviz.replay.verdict.pytest_category`` picks one; the journal's JSON holds the word)."""
+    (``distviz.judge.verdict.pytest_category`` picks one; the journal's JSON holds the word)."""
 
     AGREES = "agrees"
     HANG_SEEN = "hang predicted and seen"

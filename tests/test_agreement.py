@@ -1,5 +1,5 @@
 """The replay against PyTorch's real run (``trace.real``), with fake real runs: each check of
-``compare``, and the sentence the one judge (``distviz.replay.verdict.judge``) words from it."""
+``compare``, and the sentence the one judge (``distviz.judge.verdict.judge``) words from it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 
 import replay_fixtures as F
 
-from distviz.replay import compare, replay
-from distviz.replay.verdict import judge
+from distviz.judge.agreement import compare
+from distviz.judge.verdict import judge
+from distviz.replay import replay
 from distviz.trace import Trace
 
 
@@ -159,7 +160,7 @@ def test_a_real_model_difference_is_not_excused_by_arrival_order() -> None:
 
 
 def test_smart_report_says_what_each_leaf_would_receive() -> None:
-    from distviz.replay.agreement import smart_report
+    from distviz.judge.agreement import smart_report
 
     t = F.unused_rpc_result()
     t.reference = {"comparable": False, "ok": None, "gradients": {

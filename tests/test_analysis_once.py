@@ -1,4 +1,4 @@
-"""Each command makes one analysis (``distviz.replay.analysis``) and hands it to every renderer:
+"""Each command makes one analysis (``distviz.judge.analysis``) and hands it to every renderer:
 one indexed graph, one timing analysis of the real run, whatever it writes, and the replay
 (twice for this trace: the verdict replays again with the observed arrival order of gradient
 messages when FIFO order guessed it wrong, on the same graph).
@@ -18,10 +18,10 @@ import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
+from distviz.analyses import timing as timing_mod
 from distviz.cli import app
 from distviz.replay import graph as graph_mod
 from distviz.replay import result as result_mod
-from distviz.replay import timing as timing_mod
 
 PIPELINE = ROOT / "tests" / "traces" / "pipeline.json"
 DOT = shutil.which("dot")
@@ -57,7 +57,7 @@ def _once(made: Counter[str]) -> None:
 
 def test_the_recorded_trace_is_replayed_again_in_its_arrival_order() -> None:
     """Why the counts say two replays: the verdict on this trace needs the second one."""
-    from distviz.replay.analysis import analysis
+    from distviz.judge.analysis import analysis
     from distviz.trace import load
     assert analysis(load(PIPELINE)).agreement.arrival_differs
 
@@ -112,7 +112,7 @@ def test_every_picture_of_one_analysis_reuses_its_timing(tmp_path: Path,
     """The worker summary shows each worker's busy time: from the analysis, not analysed
     again, alongside the HTML viewer and the Perfetto export."""
     from distviz.cli.output import write_pictures
-    from distviz.replay.analysis import analysis
+    from distviz.judge.analysis import analysis
     from distviz.trace import load
     from distviz.views import ViewSpec
     found = analysis(load(PIPELINE))
@@ -129,8 +129,8 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
     arrival order is the second)."""
     from distviz.cli.options import View
     from distviz.cli.running import show_run
-    from distviz.judging import Decided
-    from distviz.judging import backward_policy as decider
+    from distviz.judge.policy import Decided
+    from distviz.judge.policy import backward_policy as decider
     from distviz.trace import load
     from distviz.trace.recording import Recording
     trace = load(PIPELINE)
@@ -151,8 +151,8 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
 def test_a_predicted_hang_skips_the_real_backward_with_its_replay_kept() -> None:
     from replay_fixtures import unused_rpc_result
 
-    from distviz.judging import Decided
-    from distviz.judging import backward_policy as decider
+    from distviz.judge.policy import Decided
+    from distviz.judge.policy import backward_policy as decider
     decided = Decided()
     run, reason = decider(False, decided)(unused_rpc_result())
     assert not run and reason is not None and "--confirm-hang" in reason

@@ -137,7 +137,7 @@ def test_the_pure_side_never_imports_torch(tmp_path: Path) -> None:
         f"             ['export', {str(path)!r}, '--format', 'perfetto', '-o', {str(tmp_path / 'p.json')!r}]):\n"
         "    res = r.invoke(app, args)\n"
         "    assert res.exit_code == 0, (args, res.output)\n"
-        "import distviz.render.html, distviz.render.stepper, distviz.replay.agreement\n"
+        "import distviz.render.html, distviz.render.stepper, distviz.judge.agreement\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=HANG_GUARD_S)
@@ -202,7 +202,8 @@ def test_trace_parent_loads_no_replay_when_nothing_happened(tmp_path: Path) -> N
         "end = os._exit\n"
         "def report(code):\n"
         "    print('LOADED', sorted(m for m in sys.modules\n"
-        "          if m.startswith(('distviz.replay', 'torch'))), flush=True)\n"
+        "          if m.startswith(('distviz.replay', 'distviz.judge', 'distviz.analyses',\n"
+        "                           'torch'))), flush=True)\n"
         "    end(code)\n"
         "os._exit = report\n"
         "from distviz.cli import main\n"

@@ -24,9 +24,9 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import ScenarioError
+from distviz.judge.agreement import compare, smart_report
 from distviz.limits import EXIT_CODES
 from distviz.replay import replay
-from distviz.replay.agreement import compare, smart_report
 from distviz.replay.model import ACTIONS
 from distviz.scenario import load_scenario
 from distviz.scenario.shipped import resolve_scenario

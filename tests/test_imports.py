@@ -367,3 +367,44 @@ def test_the_package_graph_groups_modules_by_package() -> None:
     assert graph == {"distviz.a": ["distviz.b"], "distviz.b": ["distviz.a"],
                      "distviz.c": ["distviz.a"]}
     assert _cycles(graph) == [["distviz.a", "distviz.b", "distviz.a"]]
+
+
+#: The modules every side reads (values, words, errors, limits), which import no room below.
+SHARED_LEAVES = ("distviz.trace", "distviz.outcome", "distviz.words", "distviz.errors",
+                 "distviz.limits", "distviz.frames")
+#: The replay side's rooms and the distviz packages each may import: data flows one way, from
+#: the engine and its model (``replay``) to the analyses built on it (``analyses``) to the judge
+#: (``judge``), whose values the renderers and commands read.
+ONE_WAY = {
+    "distviz.replay": SHARED_LEAVES,
+    "distviz.analyses": (*SHARED_LEAVES, "distviz.replay"),
+    "distviz.judge": (*SHARED_LEAVES, "distviz.replay", "distviz.analyses",
+                      # the run-and-judge policy: the version, the parent's run, the scenario
+                      "distviz", "distviz.runner.parent", "distviz.scenario"),
+}
+
+
+def _within(module: str, rooms: tuple[str, ...]) -> bool:
+    return any(module == r or module.startswith(f"{r}.") for r in rooms)
+
+
+def test_the_engine_the_analyses_and_the_judge_import_one_way() -> None:
+    edges = _all_edges()
+    wrong = [f"{m} imports {t}" for room, allowed in ONE_WAY.items() for m, ts in edges.items()
+             if _within(m, (room,)) for t in ts
+             if not _within(t, (room,)) and t not in allowed
+             and not _within(t, tuple(a for a in allowed if a != "distviz"))]
+    assert wrong == [], "imports against the replay side's direction:\n" + "\n".join(wrong)
+    # only the policy runs workers; the rest of the judge reads traces and replays
+    runs = sorted(m for m, ts in edges.items() if _within(m, ("distviz.judge",))
+                  and any(_within(t, ("distviz.runner", "distviz.scenario")) for t in ts))
+    assert runs == ["distviz.judge.policy"]
+    # renderers read results: no picture or view runs a scenario
+    drawn = [f"{m} imports {t}" for m, ts in edges.items()
+             if _within(m, ("distviz.render", "distviz.views")) for t in ts
+             if _within(t, ("distviz.judge.policy", "distviz.runner"))]
+    assert drawn == []
+    # the rule sees the imports that do exist in the allowed direction
+    assert "distviz.replay.result" in edges["distviz.judge.verdict"]
+    assert "distviz.analyses.timing" in edges["distviz.judge.analysis"]
+    assert "distviz.replay.engine" in edges["distviz.analyses.whatif"]

@@ -17,11 +17,11 @@ from guards import WAIT_GUARD_S
 from test_render_dot import HOSTILE, design_trace
 
 import distviz
+from distviz.judge.analysis import analysis
 from distviz.render import graphviz_backend
 from distviz.render.html import to_html
 from distviz.render.notebook import CELL_HEIGHT_PX, cell_title, trace_html
 from distviz.replay import replay
-from distviz.replay.analysis import analysis
 from distviz.trace.recording import Recording
 
 TRACES = Path(__file__).resolve().parent / "traces"

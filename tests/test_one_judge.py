@@ -1,4 +1,4 @@
-"""One judge: every reader of a trace reports the verdict of ``distviz.replay.verdict.judge``:
+"""One judge: every reader of a trace reports the verdict of ``distviz.judge.verdict.judge``:
 ``replay`` (text and ``--json``), ``export`` (the HTML viewer's data), ``graph`` (no claim at
 all), ``run``'s report, ``trace``'s summary row, ``index.json`` and exit code, the pytest
 plugin's category, the training table, the fuzz (plain and training programs), and the
@@ -24,11 +24,11 @@ from distviz.cli.options import View
 from distviz.cli.running import show_run
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
+from distviz.judge.verdict import Verdict, Watched, judge
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
 from distviz.render.training import iteration_table
 from distviz.replay import replay
 from distviz.replay.model import AGREEMENT_JSON_WORDS
-from distviz.replay.verdict import Verdict, Watched, judge
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing.parent import summary
@@ -207,7 +207,7 @@ def test_a_watched_context_goes_through_the_one_judge(name: str) -> None:
 
 
 def test_only_the_judge_words_a_watched_context() -> None:
-    """The agreement sentences of a watched context are written under ``distviz/replay/``
+    """The agreement sentences of a watched context are written under ``distviz/judge/``
     alone (the judge and the pure texts it reads), nowhere else in the library."""
     fragments = ("(watched: no per-node order to compare)", "(watched: nothing",
                  "watched: PyTorch's backward raised; nothing else compared",
@@ -220,4 +220,4 @@ def test_only_the_judge_words_a_watched_context() -> None:
         for f in fragments:
             if f in text:
                 found[f].add(path.relative_to(package).parts[0])
-    assert found == {f: {"replay"} for f in fragments}
+    assert found == {f: {"judge"} for f in fragments}

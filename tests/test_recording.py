@@ -13,9 +13,9 @@ import replay_fixtures as F
 from guards import HANG_GUARD_S
 from typer.testing import CliRunner
 
+from distviz.analyses.contexts import shared_workers
 from distviz.cli import app
 from distviz.errors import TraceError
-from distviz.replay.contexts import shared_workers
 from distviz.runner.parent.collate import (
     TrainingRun,
     collate,

@@ -80,10 +80,10 @@ def replay_of(trace: Trace) -> Any:
 
 
 def judged(trace: Trace, rp: Any) -> Any:
-    """The analysis renderers take (``distviz.replay.analysis``) of ``trace`` with the replay
+    """The analysis renderers take (``distviz.judge.analysis``) of ``trace`` with the replay
     ``rp``: its verdict and timing made as every command makes them."""
-    from distviz.replay.analysis import analysis_from
-    from distviz.replay.verdict import judge
+    from distviz.judge.analysis import analysis_from
+    from distviz.judge.verdict import judge
     return analysis_from(trace, rp, judge(trace, rp))
 
 

@@ -211,7 +211,7 @@ def _timed_page() -> tuple[str, Any, Any, Any]:
     """The design note with a real run and its timing analysis (critical path)."""
     from test_render_perfetto import _real
 
-    from distviz.replay.timing import analyze
+    from distviz.analyses.timing import analyze
     tr = design_trace()
     tr.real = _real(tr)
     tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})

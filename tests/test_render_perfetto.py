@@ -127,8 +127,8 @@ def test_critical_path_track_and_marks() -> None:
     """With the timing analysis the export gets a critical-path track; the real slices and the
     message flows on the path are marked. The design note's path: worker0 sends 1:0 to worker1,
     whose answer 0:0 starts worker0's last call."""
+    from distviz.analyses.timing import analyze
     from distviz.render.timing_tracks import CRITICAL_PID
-    from distviz.replay.timing import analyze
     tr = design_trace()
     tr.real = _real(tr)
     tr.real.update({"passes_run": 1, "pass_seconds": [140e-6], "pass_start_us": [0.0]})

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SCENARIOS, run_cached
 
+from distviz.judge.verdict import judge
 from distviz.replay import replay
-from distviz.replay.verdict import judge
 
 pytestmark = pytest.mark.rpc
 

@@ -23,9 +23,9 @@ from distviz.cli import app
 from distviz.cli.options import View
 from distviz.cli.running import save_recording, show_run
 from distviz.errors import RunError
-from distviz.judging import recording_of
+from distviz.judge.policy import recording_of
+from distviz.judge.verdict import judge
 from distviz.replay import replay
-from distviz.replay.verdict import judge
 from distviz.runner.parent.run import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, Trace, load

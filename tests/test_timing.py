@@ -25,15 +25,15 @@ from pathlib import Path
 import pytest
 from replay_fixtures import fanout
 
-from distviz.errors import UsageError
-from distviz.replay.changes import (
+from distviz.analyses.changes import (
     WhatIf,
     parse_inject_delay,
     parse_what_if,
     what_if_for_injection,
 )
-from distviz.replay.timing import analyze, fmt_us
-from distviz.replay.whatif import predict
+from distviz.analyses.timing import analyze, fmt_us
+from distviz.analyses.whatif import predict
+from distviz.errors import UsageError
 from distviz.trace import Trace, load
 
 RECORDED = Path(__file__).resolve().parent / "traces" / "pipeline.json"
@@ -75,8 +75,8 @@ def timed_fanout(run: list[tuple[str, str, int, int]] = FANOUT_RUN) -> Trace:
 
 def test_fanout_fixture_matches_the_replay_order() -> None:
     """The hand-built times follow the order PyTorch's FAST mode gives this graph."""
+    from distviz.judge.agreement import compare
     from distviz.replay import replay
-    from distviz.replay.agreement import compare
     trace = timed_fanout()
     assert compare(trace, replay(trace)).order is True
 

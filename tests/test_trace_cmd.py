@@ -29,7 +29,8 @@ import pytest
 from guards import HANG_GUARD_S, WAIT_GUARD_S
 from side_by_side import marked, side_by_side
 
-from distviz.replay import legality, replay
+from distviz.judge import legality
+from distviz.replay import replay
 from distviz.trace import Trace, load
 
 pytestmark = pytest.mark.rpc
@@ -173,14 +174,14 @@ def test_rnn_tutorial_every_context_recorded_named_and_exact(traced: Any) -> Non
     assert all(c["agreement"] == "agrees" and c["outcome"] == "completed"
                for c in run.index["contexts"])
     rp = replay(t)
-    from distviz.replay.agreement import compare
+    from distviz.judge.agreement import compare
     agreement = compare(t, rp)
     assert agreement.exact and agreement.order and agreement.leaves
     # gradients by leaf: get_gradients on every worker has exactly the leaves the replay fills
     assert set(t.real["gradients"]) == set(rp.accumulated)
     assert run.row("trainer", 2)["change"] == "same shape"
     # where each real backward spent its time, as distviz replay says it from the trace file
-    from distviz.replay.timing import analyze
+    from distviz.analyses.timing import analyze
     timing = analyze(t)
     line = timing.summary()[0] if timing is not None else ""
     assert line.startswith("time: backward ") and run.row("trainer", 1)["time"] == line[6:]

@@ -15,8 +15,9 @@ import pytest
 from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
+from distviz.judge import legality
 from distviz.outcome import Category, RealOutcome
-from distviz.replay import legality, replay
+from distviz.replay import replay
 from distviz.replay.engine import FREED_MESSAGE
 from distviz.replay.model import Status
 from distviz.selection import ContextSelection

@@ -12,9 +12,9 @@ import pytest
 import replay_fixtures as F
 from replay_fixtures import M, TraceBuilder
 
+from distviz.judge.verdict import judge
 from distviz.replay import replay
 from distviz.replay.undefined import PYTHON_BACKWARDS, GradState, PythonBackward, Returns
-from distviz.replay.verdict import judge
 from distviz.scenario.lang import CUSTOM_FUNCTIONS
 from distviz.trace import Trace, loads
 from distviz.trace.compact import decode_nodes, encode_nodes
@@ -226,7 +226,7 @@ def test_the_custom_field_round_trips_in_both_layouts() -> None:
 # -- why ------------------------------------------------------------------------------------------
 
 def test_why_names_the_none_that_leaves_a_leaf_without_a_gradient() -> None:
-    from distviz.replay.why import why
+    from distviz.analyses.why import why
     w = why(local("none", between="MulBackward0"), "x")
     assert (w.kind, w.gets_gradient) == ("python", False)
     assert "DroppedBackward on worker0 returns None for it" in w.summary
@@ -234,7 +234,7 @@ def test_why_names_the_none_that_leaves_a_leaf_without_a_gradient() -> None:
 
 
 def test_why_says_where_an_all_zero_gradient_comes_from() -> None:
-    from distviz.replay.why import why
+    from distviz.analyses.why import why
     t = local("none", between="scale")
     t.real = _real(t, {"x": True, "w": False})
     w = why(t, "x")

@@ -1,4 +1,4 @@
-"""The one verdict (``distviz.replay.verdict``): each check, the sentence and the exit code, and
+"""The one verdict (``distviz.judge.verdict``): each check, the sentence and the exit code, and
 the same verdict from every command that reads a trace. Pure: recorded and hand-built traces,
 no workers."""
 
@@ -19,9 +19,9 @@ from distviz.cli.options import View
 from distviz.cli.recording import context_reports
 from distviz.cli.running import show_run
 from distviz.fuzz.runner import judge_trace
+from distviz.judge.verdict import judge, recording_exit_code
 from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.replay import replay
-from distviz.replay.verdict import judge, recording_exit_code
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing.parent import summary

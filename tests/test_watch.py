@@ -23,8 +23,8 @@ from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_tra
 
 from distviz import limits
 from distviz.errors import UsageError
+from distviz.judge.watched import answered_sends, slow_text
 from distviz.replay import replay
-from distviz.replay.watched import answered_sends, slow_text
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, load
 from distviz.tracing.config import check_options

@@ -13,10 +13,10 @@ import pytest
 from replay_fixtures import M, TraceBuilder, fail_backward
 from typer.testing import CliRunner
 
+from distviz.analyses.why import WHY_KINDS, Why, why
 from distviz.cli import app
 from distviz.errors import TraceError, UsageError
 from distviz.render.why import why_lines
-from distviz.replay.why import WHY_KINDS, Why, why
 from distviz.trace import Trace, load, loads
 from distviz.trace.absent import AbsentLeaf
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cached
 
-from distviz.replay.why import why
+from distviz.analyses.why import why
 from distviz.trace import load
 
 pytestmark = pytest.mark.rpc

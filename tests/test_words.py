@@ -11,9 +11,9 @@ from conftest import ROOT
 from rich.console import Console
 from test_agreement import _real_from_replay
 
+from distviz.judge.verdict import judge
 from distviz.render.tree import render_graph, render_summary
 from distviz.replay import replay
-from distviz.replay.verdict import judge
 from distviz.trace import Trace
 from distviz.words import duration, error_line, first_line, plural, word_for
 

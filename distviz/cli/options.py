@@ -146,7 +146,7 @@ class RunArgs:
 def check_run_args(args: RunArgs, sc: Any) -> Any:
     """The ``RunOptions`` of ``args`` for the scenario ``sc``, checked: ``UsageError`` for an
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
-    from distviz.replay.changes import parse_inject_delay
+    from distviz.analyses.changes import parse_inject_delay
     from distviz.runner.parent.run import RunOptions
     from distviz.selection import ContextSelection
     if args.mode not in ("fast", "smart"):

@@ -1,4 +1,4 @@
-"""What commands show and write: the replay and its verdict (``distviz.replay.verdict``: the
+"""What commands show and write: the replay and its verdict (``distviz.judge.verdict``: the
 agreement with PyTorch and the exit code it implies), the JSON report, the step log, pictures."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from distviz.trace.sections import RowStatus
 from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
-    from distviz.replay.analysis import Analysis
+    from distviz.judge.analysis import Analysis
+    from distviz.judge.verdict import Verdict
     from distviz.replay.model import Agreement
     from distviz.replay.result import Replay
-    from distviz.replay.verdict import Verdict
     from distviz.trace.sections import Real, Section
     from distviz.views import ViewSpec
 
@@ -49,8 +49,8 @@ def replay_of(trace: Trace, mode: str) -> Replay:
 def analysis_of(trace: Trace, mode: str, made: Replay | None = None) -> Analysis:
     """The one analysis of ``trace`` in ``mode`` (checked): its replay (``made`` when it is
     one of ``trace`` in ``mode``), verdict and timing, made once per command and handed to
-    every renderer (``distviz.replay.analysis``)."""
-    from distviz.replay.analysis import analysis
+    every renderer (``distviz.judge.analysis``)."""
+    from distviz.judge.analysis import analysis
     check_mode(mode)
     return analysis(trace, mode, made)
 
@@ -124,7 +124,7 @@ class Written:
 
 def write_pictures(found: Analysis, targets: dict[str, Path | None], step: int | None = None,
                    full: bool = False, spec: ViewSpec | None = None) -> Written:
-    """Write each wanted format of one run's analysis (``distviz.replay.analysis``: the trace,
+    """Write each wanted format of one run's analysis (``distviz.judge.analysis``: the trace,
     its replay and graph, the verdict's agreement, the timing; nothing is replayed or analysed
     again); pictures show the view ``spec`` asks for (a ``ViewSpec``; by default the most
     detailed readable one, chosen once for all of them)."""

@@ -1,7 +1,7 @@
 """What ``distviz run`` and ``replay`` show and write for a recording, and its exit code: one
 context without training (a plain scenario's run, a version 1 file) as a trace, several
 (training scenarios) as the table of contexts, with one context's log on ``--context N``. The
-exit code is the most severe of the contexts' verdicts (``distviz.replay.verdict``)."""
+exit code is the most severe of the contexts' verdicts (``distviz.judge.verdict``)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ from distviz.cli.output import (
     write_pictures,
 )
 from distviz.cli.output import report as trace_report
+from distviz.judge.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.limits import EXIT_RUN_FAILED
-from distviz.replay.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.judge.analysis import Analysis
     from distviz.outcome import Stop
-    from distviz.replay.analysis import Analysis
 
 __all__ = ["context_analyses", "context_reports", "finish_recording", "replay_file",
            "replay_recording", "replay_trace", "replay_unrecorded", "show_recording",
@@ -48,8 +48,8 @@ def context_reports(recording: Recording, mode: str) -> Reports:
 
 
 def _shared(recording: Recording) -> list[Any]:
-    """The workers where contexts of several trainers met (``replay.contexts``)."""
-    from distviz.replay.contexts import shared_workers
+    """The workers where contexts of several trainers met (``analyses.contexts``)."""
+    from distviz.analyses.contexts import shared_workers
     its = [it for it in recording.iterations if it is not None]
     if len(its) != len(recording.contexts):
         return []
@@ -160,9 +160,9 @@ def finish_recording(recording: Recording, reports: Reports, out_path: Path,
 
 def context_analyses(recording: Recording, reports: Reports, numbers: list[int] | None = None
                      ) -> dict[int, Analysis]:
-    """The analysis (``distviz.replay.analysis``) of each context ``numbers`` (from 1; default:
+    """The analysis (``distviz.judge.analysis``) of each context ``numbers`` (from 1; default:
     all) that has a replay, by number, from its replay and verdict in ``reports``."""
-    from distviz.replay.analysis import analysis_from
+    from distviz.judge.analysis import analysis_from
     out: dict[int, Analysis] = {}
     for number in numbers if numbers is not None else range(1, len(recording.contexts) + 1):
         cv = reports[number - 1]
@@ -222,8 +222,8 @@ def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
     """``distviz replay`` of one trace: the step log (``--graph``: each worker's graph first),
     then where the real backward spent its time (``--what-if``: how long it would take with
     the changes), or the JSON report; returns its replay and verdict."""
+    from distviz.analyses.whatif import time_report
     from distviz.render import terminal
-    from distviz.replay.whatif import time_report
     found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
     rp, verdict, agreement = found.replay, found.verdict, found.agreement
     time_lines, timing = time_report(trace, what_if, timing=found.timing)

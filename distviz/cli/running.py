@@ -1,5 +1,5 @@
 """``distviz run`` from start to report: the run and its verdicts with progress
-(``distviz.judging.run_and_judge``), the recording saved (even when the run failed), and the
+(``distviz.judge.policy.run_and_judge``), the recording saved (even when the run failed), and the
 report. A plain scenario's run is a recording of one
 context, reported as a trace; a training scenario's is reported as its table of contexts
 (``distviz.cli.recording``); both end in one function, ``finish_run``."""
@@ -30,11 +30,11 @@ from distviz.words import plural
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
-    from distviz.judging import JudgedRun
+    from distviz.judge.analysis import Analysis
+    from distviz.judge.policy import JudgedRun
+    from distviz.judge.verdict import ContextVerdict
     from distviz.outcome import Stop
-    from distviz.replay.analysis import Analysis
     from distviz.replay.result import Replay
-    from distviz.replay.verdict import ContextVerdict
     from distviz.runner.parent.run import RunOptions
     from distviz.scenario import Scenario
     from distviz.trace.recording import Recording
@@ -42,9 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def run_with_progress(sc: Scenario, opts: RunOptions, mode: str, *, quiet: bool,
                       verbose: bool) -> JudgedRun:
-    """Run and judge the scenario (``distviz.judging.run_and_judge``) with its phases on
+    """Run and judge the scenario (``distviz.judge.policy.run_and_judge``) with its phases on
     stderr: one line each (``--verbose``), a spinner on a terminal, or nothing."""
-    from distviz.judging import run_and_judge
+    from distviz.judge.policy import run_and_judge
     err = stderr_console()
     if verbose:
         def say(msg: str) -> None:
@@ -141,12 +141,12 @@ def show_run(recording: Recording, mode: str, out_path: Path, view: View,
              judged: tuple[list[ContextVerdict], int] | None = None) -> int:
     """Write the pictures and print the report of each context's replay and verdict
     (``judged``: the verdicts and the exit code they imply, else judged here,
-    ``distviz.judging.judge_recording``, with ``made``: the replay that decided whether to run
+    ``distviz.judge.policy.judge_recording``, with ``made``: the replay that decided whether to run
     the real backward): one context without training as a trace (its summary and step log),
     several as the table of contexts (``distviz.cli.recording``). Returns that exit code."""
     from distviz.cli.recording import finish_recording
-    from distviz.judging import judge_recording
-    from distviz.replay.analysis import analysis_from
+    from distviz.judge.analysis import analysis_from
+    from distviz.judge.policy import judge_recording
     recording.pick(context)
     verdicts, code = judged if judged is not None else judge_recording(recording, mode, stopped,
                                                                        made)
@@ -163,8 +163,8 @@ def show_run(recording: Recording, mode: str, out_path: Path, view: View,
 def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
     """Write the pictures of a run's one trace and print its report: the summary, the step
     log, what PyTorch did, the time report, the files written."""
+    from distviz.analyses.whatif import time_report
     from distviz.render import terminal
-    from distviz.replay.whatif import time_report
 
     trace, rp, verdict, agreement = found.trace, found.replay, found.verdict, found.agreement
     written = write_pictures(found, view.pictures)

@@ -1,5 +1,5 @@
 """``distviz why TRACE NAME``: why a leaf gets a gradient or not (the work is in
-``distviz.replay.why``; the lines in ``distviz.render.why``; this module prints)."""
+``distviz.analyses.why``; the lines in ``distviz.render.why``; this module prints)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def why(
 
       distviz why unused-result.trace.json t2
     """
+    from distviz.analyses.why import why as answer_for
     from distviz.render.why import why_lines
-    from distviz.replay.why import why as answer_for
 
     answer = answer_for(load_trace(trace_file, context), name)
     if as_json:

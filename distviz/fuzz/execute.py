@@ -1,7 +1,7 @@
 """One generated program's run on real workers, shared by the plain and the training fuzz.
 
 ``run_text(text, name, options)`` loads the scenario text, runs and judges it with the
-library's one "run and judge" (``distviz.judging.run_and_judge``: a hang is confirmed, the fork
+library's one "run and judge" (``distviz.judge.policy.run_and_judge``: a hang is confirmed, the fork
 server kept for the next program) and returns ``(judged, None)``, or ``(judged or None,
 error)`` when the text does not load or the run fails: a generator or runner problem, not a
 disagreement. Raises ``Interrupted`` on Ctrl-C, after every worker is gone.
@@ -15,7 +15,7 @@ from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.fuzz.options import FuzzOptions
-    from distviz.judging import JudgedRun
+    from distviz.judge.policy import JudgedRun
 
 __all__ = ["run_text"]
 
@@ -23,7 +23,7 @@ __all__ = ["run_text"]
 def run_text(text: str, name: str, options: FuzzOptions
              ) -> tuple[JudgedRun | None, str | None]:
     """Run scenario ``text`` (file name ``name``); see the module docstring."""
-    from distviz.judging import run_and_judge
+    from distviz.judge.policy import run_and_judge
     from distviz.runner.parent.run import RunOptions
     from distviz.scenario import load_scenario_text
 

@@ -1,6 +1,6 @@
 """Run a generated training program on real workers and judge it as ``distviz run`` does.
 
-The judgement is the product's one verdict: ``distviz.replay.verdict.context_verdicts``
+The judgement is the product's one verdict: ``distviz.judge.verdict.context_verdicts``
 replays and judges every recorded context, and ``recording_exit_code`` is the code ``distviz
 run`` would exit with (a final parameter that differs from the reference training counts as a
 disagreement). ``judge_training_run`` folds them into one ``Judged``: a check holds when it
@@ -21,7 +21,7 @@ OutcomeT = TypeVar("OutcomeT", bound=str)
 if TYPE_CHECKING:
     from distviz.fuzz.options import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
-    from distviz.replay.verdict import ContextVerdict, Verdict
+    from distviz.judge.verdict import ContextVerdict, Verdict
     from distviz.trace.recording import Recording
 
 __all__ = ["judge_training_run", "run_training_program"]
@@ -48,7 +48,7 @@ def judge_training_run(recording: Recording, stopped: Stop | None,
     """What the fuzz counts of a training run: the agreement of every recorded context (as
     ``distviz run`` judges it; ``reports``: the contexts' replays and verdicts already made)
     and the final parameters against the reference."""
-    from distviz.replay.verdict import context_verdicts, recording_exit_code, recording_text
+    from distviz.judge.verdict import context_verdicts, recording_exit_code, recording_text
     if reports is None:
         reports = context_verdicts(recording, "fast")
     code = recording_exit_code(recording, reports, stopped)

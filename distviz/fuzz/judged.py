@@ -1,6 +1,6 @@
 """What the fuzz keeps of one run's verdict (pure).
 
-The judgement itself is the product's one judge (``distviz.replay.verdict.judge``); ``of``
+The judgement itself is the product's one judge (``distviz.judge.verdict.judge``); ``of``
 keeps what the fuzz counts of its ``Verdict``: the outcomes and each check as
 ``True``/``False``/``None``. Every check the verdict makes is here, ``legality`` included: a
 broken FAST-mode rule is a finding.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from distviz.outcome import Outcome
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.replay.verdict import Verdict
+    from distviz.judge.verdict import Verdict
 
 __all__ = ["CHECKS", "Judged", "of"]
 

@@ -10,7 +10,7 @@ text) is shrunk as text instead (``distviz.fuzz.shrink_text``). One fork server 
 torch once) serves every run.
 
 The judge is a parameter: ``judge(trace, replay) -> Judged``. ``judge_trace`` is the product's
-rule (``distviz.replay.verdict``); tests pass a double with a planted wrong rule to
+rule (``distviz.judge.verdict``); tests pass a double with a planted wrong rule to
 check that the shrinker finds the smallest program that shows it.
 
 This module never imports torch (the runner's parent side does not either) and writes no
@@ -51,10 +51,10 @@ P = TypeVar("P")
 
 
 def judge_trace(trace: Trace, replay: Replay) -> Judged:
-    """The product's judgement: the one judge (``distviz.replay.verdict.judge``) on
+    """The product's judgement: the one judge (``distviz.judge.verdict.judge``) on
     ``replay`` against the real run in ``trace``, as the fuzz counts it."""
     from distviz.fuzz.judged import of
-    from distviz.replay.verdict import judge
+    from distviz.judge.verdict import judge
     real = trace.real.outcome if trace.real is not None else "None"
     return of(judge(trace, replay), replay.outcome, real)
 

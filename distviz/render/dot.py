@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from distviz.analyses.timing import Timing
 from distviz.render.dot_collapse import Box, plan_boxes
 from distviz.render.dot_style import (
     BLOCKED_COLOR,
@@ -28,7 +29,6 @@ from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sani
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.model import Event, ReplayLike
 from distviz.replay.rpc_calls import recv_names
-from distviz.replay.timing import Timing
 from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers

@@ -16,11 +16,11 @@ Legend (this docstring is the picture's legend; the picture repeats it as a tabl
 
 from __future__ import annotations
 
+from distviz.analyses.timing import Timing, fmt_us
 from distviz.render.dot_style import BLOCKED_COLOR, CURRENT_COLOR, MESSAGE_COLOR, STATE_FILL
 from distviz.render.dot_text import DotGraph, attrs, dot_quote, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import ReplayLike, ReplayState
-from distviz.replay.timing import Timing, fmt_us
 from distviz.trace import Trace
 from distviz.views.model import WorkerStats, WorkerSummary
 from distviz.views.summary import worker_summary
@@ -66,7 +66,7 @@ def summary_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None
                 timing: Timing | None | bool = True) -> DotGraph:
     """Return the summary picture as a ``DotGraph`` (every trace node maps to its worker's box).
     See the module docstring for the legend. ``timing``: the real run's timing analysis when
-    it is already made (``distviz.replay.analysis``), ``True`` to make it here."""
+    it is already made (``distviz.judge.analysis``), ``True`` to make it here."""
     g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)
     summary = summary if summary is not None else worker_summary(g, timing)
     state = replay.state_at(step) if replay is not None and step is not None else None

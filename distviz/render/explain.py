@@ -121,7 +121,7 @@ def _error_lines(err: PassError, width: int | None) -> list[Text]:
 
 
 def agreement_lines(agreement: Agreement, width: int | None) -> Iterator[Text]:
-    """Yield the verdict's sentence (``distviz.replay.verdict``; green: agrees, red: differs,
+    """Yield the verdict's sentence (``distviz.judge.verdict``; green: agrees, red: differs,
     yellow: nothing compared or a SMART prediction, which has no PyTorch to check against)."""
     if agreement.smart is not None:
         yield from wrapped_lines("SMART prediction (no PyTorch to check against): ", "  ",

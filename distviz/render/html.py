@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from distviz.analyses.timing import Timing
+from distviz.judge.analysis import Analysis
 from distviz.render.html_data import agreement_words, event_texts, viewer_data
-from distviz.replay.analysis import Analysis
 from distviz.replay.model import Agreement
-from distviz.replay.timing import Timing
 from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 
@@ -188,7 +188,7 @@ def page(name: str, what: str, header_extra: str, extra: str, after: str,
 
 
 def to_html(found: Analysis, title: str | None = None, spec: ViewSpec | None = None) -> str:
-    """Return the step viewer of one run's analysis (``distviz.replay.analysis``: the trace,
+    """Return the step viewer of one run's analysis (``distviz.judge.analysis``: the trace,
     its replay, the verdict's agreement and the timing) as one self-contained HTML page (see
     the module docstring).
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distviz.judge.analysis import Analysis
 from distviz.render.html import json_for_script, page, page_parts
 from distviz.render.training import iteration_events
-from distviz.replay.analysis import Analysis
 from distviz.trace.iteration import Iteration
 
 __all__ = ["ContextPage", "to_html_contexts"]
@@ -49,7 +49,7 @@ _PICK = r"""
 @dataclass(frozen=True)
 class ContextPage:
     """One context of the page: its label (``context 3 (trainer 3)``), its analysis (the
-    trace, replay, verdict and timing, ``distviz.replay.analysis``) and its iteration."""
+    trace, replay, verdict and timing, ``distviz.judge.analysis``) and its iteration."""
 
     label: str
     analysis: Analysis

@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from distviz.analyses.timing import Timing
+from distviz.judge.analysis import Analysis
 from distviz.render.dot_text import shape_text
-from distviz.replay.analysis import Analysis
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
 from distviz.replay.model import ACTIONS, AGREEMENT_JSON_WORDS, Agreement, Message, ReplayLike
 from distviz.replay.rpc_calls import recv_names
-from distviz.replay.timing import Timing
 from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.views.groups import call_groups
 from distviz.views.model import ViewSpec

@@ -51,7 +51,7 @@ def trace_html(trace: Trace, height_px: int = CELL_HEIGHT_PX) -> str:
     """The step viewer of ``trace`` inline (see the module docstring): its FAST-mode replay,
     the agreement with the real run and where the real backward spent its time. A trace
     without a backward pass shows its graph. Raises what ``to_html`` raises."""
-    from distviz.replay.analysis import analysis
+    from distviz.judge.analysis import analysis
     title = cell_title(trace)
     page = to_html(analysis(trace, "fast"), title=title)
     return inline_page(page, f"distviz: {title}", height_px)

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from distviz.judge.analysis import Analysis
 from distviz.render.timing_tracks import critical_path_events
-from distviz.replay.analysis import Analysis
 from distviz.replay.model import ReplayLike
 from distviz.trace import Node, NodeKind, Trace, has_seq, message_label, short_name
 from distviz.trace.sections import Real
@@ -80,7 +80,7 @@ def _round(x: float) -> float | int:
 
 def to_perfetto(found: Analysis) -> dict[str, Any]:
     """Return the Chrome trace-event JSON object ``{"traceEvents", "displayTimeUnit", "metadata"}``
-    of one run's analysis (``distviz.replay.analysis``: the trace, its replay, the timing).
+    of one run's analysis (``distviz.judge.analysis``: the trace, its replay, the timing).
 
     See the module docstring for the process/track layout. When ``trace.real`` is ``None`` only
     the replay tracks are written. Timestamps are microseconds; pids and tids are integers. The

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distviz.analyses.timing import Timing
 from distviz.limits import BITMAP_MAX_PX, PICTURE_MAX_BOXES, PICTURE_MAX_PX
 from distviz.render import graphviz_backend
 from distviz.render.dot import DETAIL_WORDS, DotGraph, build_dot
 from distviz.render.dot_collapse import plan_boxes
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import ReplayLike
-from distviz.replay.timing import Timing
 from distviz.trace import Trace
 from distviz.views.groups import rpc_call_title
 from distviz.views.model import DETAILS, Scope, ViewSpec
@@ -86,7 +86,7 @@ def choose_view(trace: Trace, replay: ReplayLike | None, spec: ViewSpec,
                 measure: bool = True, timing: Timing | None | bool = True) -> Choice:
     """Return the view to draw (see the module docstring). ``measure=False`` decides by the
     number of boxes alone (no Graphviz is run). ``graph`` and ``timing``: the run's analysis's
-    (``distviz.replay.analysis``) when it is made; else the graph is the replay's (or built
+    (``distviz.judge.analysis``) when it is made; else the graph is the replay's (or built
     here, without a replay) and the timing is analysed here. Raises ``UsageError`` for a bad
     scope and ``RenderError`` when Graphviz fails while measuring."""
     g = graph if graph is not None else getattr(replay, "graph", None) or IndexedGraph(trace)

@@ -378,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     except DistvizError as exc:
         print(f"error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
+    from distviz.judge.verdict import judge
     from distviz.replay import replay as run_replay
-    from distviz.replay.verdict import judge
 
     result = run_replay(trace, mode="fast")
     agreement = judge(trace, result).agreement if trace.real is not None else None

@@ -120,7 +120,7 @@ def render_log(trace: Trace, replay: ReplayLike, *, worker: str | None = None,
 
     Each event line is ``<step> <worker> <tag> <sentence>`` (step right-aligned); a blank line and
     a heading mark each pass; the outcome lines follow (the hang or error explanation), then the
-    agreement sentence when ``agreement`` (``distviz.replay.agreement.compare``) is given.
+    agreement sentence when ``agreement`` (``distviz.judge.agreement.compare``) is given.
     ``worker`` keeps only that worker's events; ``start``/``end`` keep steps ``start..end``
     inclusive. With ``width``, long sentences wrap under the sentence column (print the lines
     with ``soft_wrap=True`` so rich does not wrap them again); without it, one event is one line.

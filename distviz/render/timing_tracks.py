@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distviz.replay.timing import Segment, Timing
+from distviz.analyses.timing import Segment, Timing
 
 CRITICAL_PID = 2000
 _NAMES = {"startup": "start-up (dependencies)", "engine": "engine",

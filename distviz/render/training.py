@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.table import Table
 from rich.text import Text
 
-from distviz.replay.verdict import AGREE, NOT_COMPARED, Verdict
+from distviz.judge.verdict import AGREE, NOT_COMPARED, Verdict
 from distviz.trace.iteration import Iteration, TrainingSummary
 from distviz.trace.recording import Recording
 from distviz.trace.sections import RowStatus
@@ -56,7 +56,7 @@ def iteration_table(recording: Recording, verdicts: Sequence[Verdict | None]) ->
     """One row per recorded context: its number (``ctx``), trainer and context number, nodes,
     loss (and the reference's), how many tensors ``get_gradients`` held per worker, the norm
     of the largest parameter update (``update``), whether the replay agrees with PyTorch's real
-    backward (``replay``: the context's verdict, ``distviz.replay.verdict``) and whether the gradients equal the reference (``grads``): ``yes``, ``NO``
+    backward (``replay``: the context's verdict, ``distviz.judge.verdict``) and whether the gradients equal the reference (``grads``): ``yes``, ``NO``
     or ``-`` (not compared)."""
     table = Table(box=None, pad_edge=False, title_justify="left")
     labels = [it.label for it in recording.iterations if it is not None] or ["-"]

@@ -1,4 +1,4 @@
-"""``distviz why``'s answer as terminal lines (``distviz.replay.why.Why``; nothing printed here).
+"""``distviz why``'s answer as terminal lines (``distviz.analyses.why.Why``; nothing printed here).
 
 The first line names the leaf and says whether it gets a gradient (green) or not (red); then
 why, the path (each node with the replay step it ran, ``-`` for never, and each gradient
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from distviz.analyses.why import Hop, Why
 from distviz.render.text import wrapped_lines
-from distviz.replay.why import Hop, Why
 
 __all__ = ["why_lines"]
 

@@ -7,18 +7,19 @@ Entry points, in data-flow order:
 * ``Replay.state_at(step) -> ReplayState``: the whole simulation after any step.
 * ``initial_dependencies(trace, pass_index, mode)``: FAST mode's initial dependency counts, the
   one computation the engine and every view use (``graph.py``).
-* ``compare(trace, replay) -> Agreement``: the replay against the real run in ``trace.real``
-  (``agreement.py``).
+* ``observed_arrival(trace)``: the order PyTorch ran each worker's sends in (``trace.real``), an
+  order the replay can be asked to receive gradient messages in (``result.py``).
 * ``StdPriorityQueue``: libstdc++'s ``std::priority_queue`` tie order (``heap.py``).
 * ``synthetic_trace(n_nodes, n_workers=8, seed=0) -> Trace``: pipeline-like benchmark traces.
 
 The values a replay hands to renderers (events, states, messages, hangs, errors, agreement) and
-the ``ReplayLike`` protocol renderers accept are in ``model.py``.
+the ``ReplayLike`` protocol renderers accept are in ``model.py``. This package is the engine and
+its model: it imports no analysis (``distviz.analyses``) and nothing of the judge
+(``distviz.judge``, where the replay is compared with PyTorch's run: ``compare``, ``judge``).
 """
 
 from __future__ import annotations
 
-from distviz.replay.agreement import compare, observed_arrival, smart_report
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.heap import StdPriorityQueue
@@ -35,12 +36,12 @@ from distviz.replay.model import (
     ReplayState,
     WorkerState,
 )
-from distviz.replay.result import Replay, replay
+from distviz.replay.result import Replay, observed_arrival, replay
 from distviz.replay.synthetic import synthetic_trace
 
 __all__ = [
     "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "Agreement", "Event", "Hang", "IndexedGraph",
     "Message", "PassError", "Replay", "ReplayLike", "ReplayState", "StdPriorityQueue",
-    "WorkerState", "compare", "diagnose", "initial_dependencies",
-    "observed_arrival", "replay", "smart_report", "synthetic_trace",
+    "WorkerState", "diagnose", "initial_dependencies",
+    "observed_arrival", "replay", "synthetic_trace",
 ]

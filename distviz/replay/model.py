@@ -372,7 +372,7 @@ class Agreement:
     """How a replay agrees with the real run, check by check (``agreement.compare``).
 
     Each check is ``True``/``False``, or ``None`` when there is nothing to compare. ``status``
-    and ``text`` are the verdict's (``distviz.replay.verdict.judge`` sets them; ``compare``
+    and ``text`` are the verdict's (``distviz.judge.verdict.judge`` sets them; ``compare``
     leaves them empty): nothing else decides them. ``smart`` is set for a SMART replay
     (compared with FAST and the reference instead; ``text`` is then its sentence).
     """

@@ -18,10 +18,10 @@ from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.model import Accumulation, Event, Hang, PassError, ReplayState
-from distviz.trace import Trace
+from distviz.trace import NodeKind, Trace
 from distviz.words import plural
 
-__all__ = ["Replay", "replay"]
+__all__ = ["Replay", "observed_arrival", "replay"]
 
 _SNAPSHOT_CELLS = 10_000_000  # snapshot budget: (#snapshots * #nodes) stays about this size
 
@@ -159,7 +159,7 @@ def replay(trace: Trace, mode: str = "fast",
     sends takes part). A hang or an error ends the replay; later passes do not run; a hang is
     diagnosed once the engine has stopped. ``arrival`` optionally fixes, per ``(pass, worker)``,
     the order in which that worker's sends start their calls (the observed arrival order of
-    gradient messages; see ``agreement.observed_arrival``); by default messages are received
+    gradient messages; ``observed_arrival`` below); by default messages are received
     in global FIFO order. ``graph``: ``trace``'s indexed graph when another replay of it has
     built it already (the engine only reads it). Raises ``ValueError`` for an unknown mode and
     ``TraceError`` when a root is not on the initiator.
@@ -199,3 +199,14 @@ def _diagnose_hang(trace: Trace, g: IndexedGraph, mode: str, engine: Engine,
     hang = diagnose(trace, state, graph=g, mode=mode, pass_index=engine.s.pass_index)
     events.amend(hang_event.step, (hang_event.detail["waiting_sends"], hang.summary))
     return hang
+
+
+def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
+    """Per ``(pass, worker)``, the sends in the order PyTorch ran them (from ``trace.real``):
+    with one inter-op thread per worker this is the order their gradient messages arrived."""
+    kinds = {n.id: n.kind for n in trace.nodes}
+    out: dict[tuple[int, str], list[str]] = {}
+    for ev in trace.real.observed() if trace.real is not None else []:
+        if kinds.get(ev.node) == NodeKind.SEND:
+            out.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
+    return out

@@ -23,7 +23,7 @@ What a Python backward returns is known only for the scenario language's custom 
 ``PYTHON_BACKWARDS`` says, per shape, whether it materializes and what it returns. A custom
 Function of a traced program is not known: the replay passes its gradient on as a C++ backward
 would, and the verdict compares nothing behind it that only its values decide
-(``distviz.replay.opaque``).
+(``distviz.judge.opaque``).
 """
 
 from __future__ import annotations

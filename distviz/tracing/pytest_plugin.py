@@ -76,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def category(row: ContextRow) -> str:
     """What one context did, as the summary counts it (one of ``CATEGORIES``): the verdict's
-    (``distviz.replay.verdict.Verdict.category``), carried by the row."""
+    (``distviz.judge.verdict.Verdict.category``), carried by the row."""
     return row.category
 
 

@@ -9,8 +9,8 @@ Linear in the trace's size; the initiator comes first.
 
 from __future__ import annotations
 
+from distviz.analyses.timing import Timing, analyze, gradient_dtype_bytes, message_bytes
 from distviz.replay.graph import ACC, OP, RECV, SEND, IndexedGraph
-from distviz.replay.timing import Timing, analyze, gradient_dtype_bytes, message_bytes
 from distviz.trace import Trace
 from distviz.views.model import Link, WorkerStats, WorkerSummary
 

@@ -1,7 +1,7 @@
 """The verdict on one recorded context, in words (pure, torch-free).
 
 ``row`` makes the ``ContextRow`` the summary and ``index.json`` show from the one verdict on
-the replay against what PyTorch did (``distviz.replay.verdict``, which every command uses). ``hang_text`` and ``error_text`` explain a hang and a backward error in
+the replay against what PyTorch did (``distviz.judge.verdict``, which every command uses). ``hang_text`` and ``error_text`` explain a hang and a backward error in
 the program's own file names, lines and variable names (from the trace's call sites).
 """
 
@@ -12,9 +12,9 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from distviz.analyses.timing import Timing, analyze
 from distviz.frames import display, is_own
-from distviz.replay.timing import Timing, analyze
-from distviz.replay.verdict import judge
+from distviz.judge.verdict import judge
 from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
 from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus

@@ -61,7 +61,7 @@ class RealState(StrEnum):
 
 
 class VerdictStatus(StrEnum):
-    """The verdict in a word (``distviz.replay.verdict.Verdict.status``), as a row carries it
+    """The verdict in a word (``distviz.judge.verdict.Verdict.status``), as a row carries it
     (the value is ``index.json``'s word)."""
 
     AGREES = "agrees"
@@ -77,7 +77,7 @@ class ContextRow:
     when the process ended during the real backward); ``predicted`` the replay's outcome;
     ``real`` what PyTorch's backward did (``skipped`` when a predicted hang stopped it,
     ``running`` while it runs), both for the context's last recorded pass; ``agreement`` is ``agrees``, ``differs`` or ``not compared``, ``agreement_text``,
-    ``exit_code`` and ``category`` the verdict's (``distviz.replay.verdict``), never decided
+    ``exit_code`` and ``category`` the verdict's (``distviz.judge.verdict``), never decided
     here; ``shape`` counts
     nodes by ``worker/name`` (for the difference with the previous context of the initiator);
     ``test`` the pytest node id of the test that made the context (the pytest plugin);

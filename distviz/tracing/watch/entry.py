@@ -19,8 +19,8 @@ from distviz import limits
 from distviz.tracing.shared import inflight
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.judge.watched import WatchedState
     from distviz.replay.result import Replay
-    from distviz.replay.watched import WatchedState
     from distviz.trace import Trace
     from distviz.tracing.shared.journal import ContextRow
 

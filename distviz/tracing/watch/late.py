@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import torch.distributed.rpc as rpc
 
 from distviz import limits
+from distviz.judge.watched import Watched, WatchedState
 from distviz.recorder import contexts
 from distviz.recorder.gather import NoAnswer
-from distviz.replay.watched import Watched, WatchedState
 from distviz.trace import Trace
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.recording import assemble, capture

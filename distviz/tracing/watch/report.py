@@ -1,7 +1,7 @@
 """What the watch says about a watched backward (pure, torch-free).
 
 A watched context (``distviz.tracing.watch.watcher``) is recorded only when something happened in it
-(``distviz.replay.watched``). Its verdict is the one judge's (``distviz.replay.verdict.judge``
+(``distviz.judge.watched``). Its verdict is the one judge's (``distviz.judge.verdict.judge``
 with ``watched=``, which compares only the outcome); ``watched_row`` makes its row from that
 verdict, as ``distviz.tracing.recording.report.row`` does for a recorded context, and ``deadline_lines``,
 ``returned_text`` and ``raised_text`` say what happened live and in the row's explanation.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from distviz.replay.verdict import judge
-from distviz.replay.watched import (
+from distviz.judge.verdict import judge
+from distviz.judge.watched import (
     Watched,
     answered_sends,
     returned_sentence,

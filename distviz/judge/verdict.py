@@ -3,11 +3,11 @@
 One function, ``judge(trace, replay)``, decides it for every command (``run``, ``replay``,
 ``trace``'s summary and ``index.json``, ``fuzz`` and training recordings), so the same trace
 gets the same sentence and the same exit code from each. It reads the replay's comparison with
-the real run (``distviz.replay.agreement.compare``) and what was observed (``trace.real``,
+the real run (``distviz.judge.agreement.compare``) and what was observed (``trace.real``,
 ``trace.reference``) and returns a ``Verdict``: each check with its status and sentence, the
 overall sentence, the exit code it implies (``distviz.limits``) and the category the pytest
 plugin counts it in. Nothing else writes an agreement sentence or an exit code of a context:
-``distviz.replay.agreement`` only compares, and every reader (the CLI, ``trace``'s summary and
+``distviz.judge.agreement`` only compares, and every reader (the CLI, ``trace``'s summary and
 ``index.json``, the pytest plugin, the fuzz, every renderer) reads a ``Verdict``.
 
 The checks, in the order a difference is named:
@@ -29,7 +29,7 @@ The checks, in the order a difference is named:
                what their backward returns (``distviz.replay.undefined``: a ``None`` leaves
                a leaf on its worker without a gradient, an RPC sends it on as zeros), so
                their zeros and missing gradients are compared. Behind any other custom
-               Function (``distviz.replay.opaque``) nothing the replay predicts of zeros, or
+               Function (``distviz.judge.opaque``) nothing the replay predicts of zeros, or
                of a leaf getting a gradient at all, is proven: its Python backward may
                return zeros, a constant or ``None``; not compared. A leaf behind one whose
                reference gradient is missing (a ``None``) while PyTorch's is all zeros is not
@@ -39,7 +39,7 @@ The checks, in the order a difference is named:
 PyTorch's backward not returning within the hang timeout while the replay completes is not
 compared at all: a time-out cannot tell a hang from a slow backward.
 
-A watched context (``watched=``, a ``distviz.replay.watched.Watched``: a backward that outlived
+A watched context (``watched=``, a ``distviz.judge.watched.Watched``: a backward that outlived
 ``--hang-timeout``, whose graph was recorded late, without hooks) has no per-node order: only
 its outcome is compared. A hang both sides have agrees (and stays a hang when PyTorch raises
 afterwards); a backward still running whose graph completes in the replay, one that returned
@@ -57,6 +57,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from distviz.judge.agreement import (
+    compare,
+    matched_sentence,
+    mismatch_parts,
+    real_interop,
+    smart_report,
+)
+from distviz.judge.legality import Violation
+from distviz.judge.legality import check as check_legality
+from distviz.judge.opaque import python_behind
+from distviz.judge.watched import Watched, returned_sentence, slow_text
 from distviz.limits import (
     EXIT_BACKWARD_ERROR,
     EXIT_DISAGREE,
@@ -66,20 +77,9 @@ from distviz.limits import (
     most_severe,
 )
 from distviz.outcome import Category, ContextOutcome, Outcome, RealOutcome, Stop
-from distviz.replay.agreement import (
-    compare,
-    matched_sentence,
-    mismatch_parts,
-    real_interop,
-    smart_report,
-)
-from distviz.replay.legality import Violation
-from distviz.replay.legality import check as check_legality
 from distviz.replay.model import CHECK_JSON_WORDS, Agreement, Status
-from distviz.replay.opaque import python_behind
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
-from distviz.replay.watched import Watched, returned_sentence, slow_text
 from distviz.trace import Trace
 from distviz.trace.sections import Real, RowStatus
 from distviz.words import plural, word_for

@@ -1,6 +1,6 @@
 """Compare a replay with what PyTorch really did (``trace.real``), check by check.
 
-These are the comparisons the one judge (``distviz.replay.verdict.judge``) calls: it alone
+These are the comparisons the one judge (``distviz.judge.verdict.judge``) calls: it alone
 decides the status and writes the sentence (``matched_sentence`` and ``mismatch_parts`` are the
 pieces it words them with).
 
@@ -19,29 +19,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from distviz.judge.opaque import python_behind
 from distviz.outcome import RealOutcome
 from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
-from distviz.replay.opaque import python_behind
-from distviz.replay.result import Replay
+from distviz.replay.result import Replay, observed_arrival
 from distviz.replay.result import replay as run_replay
-from distviz.trace import NodeKind, Trace
+from distviz.trace import Trace
 from distviz.words import plural, word_for
 
-__all__ = ["compare", "matched_sentence", "mismatch_parts", "observed_arrival", "real_interop",
+__all__ = ["compare", "matched_sentence", "mismatch_parts", "real_interop",
            "smart_report"]
 
 _WINDOW = 50   # mismatch lists longer than this are cut to a window around the difference
-
-
-def observed_arrival(trace: Trace) -> dict[tuple[int, str], list[str]]:
-    """Per ``(pass, worker)``, the sends in the order PyTorch ran them (from ``trace.real``):
-    with one inter-op thread per worker this is the order their gradient messages arrived."""
-    kinds = {n.id: n.kind for n in trace.nodes}
-    out: dict[tuple[int, str], list[str]] = {}
-    for ev in trace.real.observed() if trace.real is not None else []:
-        if kinds.get(ev.node) == NodeKind.SEND:
-            out.setdefault((ev.pass_index, ev.worker), []).append(ev.node)
-    return out
 
 
 def _first_difference(a: list[str], b: list[str]) -> int:

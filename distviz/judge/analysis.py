@@ -1,8 +1,8 @@
 """One run's analysis, computed once and handed to every renderer (pure).
 
 ``analysis(trace, mode)`` replays the trace, judges the replay against PyTorch (the one verdict,
-``distviz.replay.verdict``) and analyses where the real backward spent its time
-(``distviz.replay.timing``). The terminal report, the JSON report, the pictures, the HTML
+``distviz.judge.verdict``) and analyses where the real backward spent its time
+(``distviz.analyses.timing``). The terminal report, the JSON report, the pictures, the HTML
 viewer and the Perfetto export all read this one value, so nothing is replayed or analysed
 twice for one command.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distviz.analyses.timing import Timing, analyze
+from distviz.judge.verdict import Verdict, judge
 from distviz.replay.model import Agreement
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
-from distviz.replay.timing import Timing, analyze
-from distviz.replay.verdict import Verdict, judge
 from distviz.trace import Trace
 
 __all__ = ["Analysis", "analysis", "analysis_from", "replay_for"]
@@ -57,5 +57,5 @@ def replay_for(trace: Trace, mode: str, made: Replay | None = None) -> Replay:
 
 def analysis_from(trace: Trace, rp: Replay, judged: Verdict) -> Analysis:
     """The analysis of ``trace`` from its replay and verdict already made (a recording's
-    contexts, ``distviz.replay.verdict.context_verdicts``): only the timing is made here."""
+    contexts, ``distviz.judge.verdict.context_verdicts``): only the timing is made here."""
     return Analysis(trace=trace, replay=rp, verdict=judged, timing=analyze(trace))

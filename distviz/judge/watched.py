@@ -5,7 +5,7 @@ its backward passed ``--hang-timeout`` (``hang``), returned after that (``return
 raised (``raised``). Its graph was recorded while (or after) PyTorch's backward ran, with no
 hooks on it: the trace has no per-node order, only the graph, the gradients accumulated when
 it was recorded (``meta.traced.watched.gradients``) and how PyTorch's backward ended
-(``Watched``). The judge (``distviz.replay.verdict.judge`` with ``watched=``) compares only the
+(``Watched``). The judge (``distviz.judge.verdict.judge`` with ``watched=``) compares only the
 outcome; the sentences it needs from the trace and the replay are here.
 """
 

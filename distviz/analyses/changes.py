@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distviz.analyses.timing import fmt_us
 from distviz.errors import UsageError
-from distviz.replay.timing import fmt_us
 
 __all__ = ["WhatIf", "parse_what_if", "parse_inject_delay", "what_if_for_injection"]
 

@@ -6,7 +6,7 @@ gradient message) on the worker's inter-op thread pool: with one inter-op thread
 one at a time, first come first served, whichever context they belong to. So when several
 trainers' contexts meet on a parameter server, each context's calls run there in the order
 its messages arrived, interleaved with the other contexts' calls, and each context's own order
-is exactly what its replay predicts with that arrival order (``distviz.replay.agreement``).
+is exactly what its replay predicts with that arrival order (``distviz.judge.agreement``).
 
 ``shared_workers`` reads the real events of every recorded context and lays each worker's
 calls out on one time line: which context each call belonged to, when it started and ended,

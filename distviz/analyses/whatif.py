@@ -37,10 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from distviz.errors import UsageError
-from distviz.replay.changes import WhatIf
-from distviz.replay.model import Message
-from distviz.replay.timing import (
+from distviz.analyses.changes import WhatIf
+from distviz.analyses.timing import (
     Execution,
     PassTimeline,
     PassTiming,
@@ -54,6 +52,8 @@ from distviz.replay.timing import (
     message_bytes,
     typical_latency,
 )
+from distviz.errors import UsageError
+from distviz.replay.model import Message
 from distviz.trace import NodeKind, Trace
 
 __all__ = ["PassPrediction", "Prediction", "predict", "time_report"]
@@ -419,7 +419,7 @@ def predict(trace: Trace, what_if: WhatIf | None = None) -> Prediction:
     Raises ``UsageError`` when the trace has no completed real run with events to measure, or
     when the replay does not complete.
     """
-    from distviz.replay.agreement import observed_arrival
+    from distviz.replay.result import observed_arrival
 
     wi = what_if or WhatIf()
     tls = measured_timelines(trace)
@@ -458,10 +458,10 @@ def time_report(trace: Trace, what_if: str | None = None, *,
     """Where the real backward spent its time, or with ``what_if`` (``--what-if`` text) the
     prediction: lines for people and the ``--json`` report's ``timing`` (and ``what_if``)
     keys (``timing`` is ``None`` without a measured real run). ``timing``: the analysis when
-    it is already made (``distviz.replay.analysis``). Raises ``UsageError`` for a bad
+    it is already made (``distviz.judge.analysis``). Raises ``UsageError`` for a bad
     ``what_if`` or a trace without a completed real run."""
-    from distviz.replay.changes import parse_what_if
-    from distviz.replay.timing import analyze
+    from distviz.analyses.changes import parse_what_if
+    from distviz.analyses.timing import analyze
     if isinstance(timing, str):
         timing = analyze(trace)
     lines = timing.summary() if timing else []

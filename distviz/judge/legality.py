@@ -1,7 +1,7 @@
 """Is an observed backward one that FAST mode's rules allow? (pure, torch-free)
 
 With one inter-op thread per worker the replay predicts each worker's order exactly (given the
-observed arrival order of gradient messages), and ``distviz.replay.agreement`` compares the two.
+observed arrival order of gradient messages), and ``distviz.judge.agreement`` compares the two.
 Real programs usually run with several inter-op threads: calls on one worker then overlap on
 different threads and many orders are possible. This module checks the observed order against
 the rules every FAST-mode schedule obeys, without choosing one:

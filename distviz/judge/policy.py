@@ -5,7 +5,7 @@
 backward (``backward_policy``: not when the FAST replay predicts a hang, unless
 ``options.confirm_hang``), makes the run's recording even when the run failed
 (``recording_of``: for a plain scenario that failed before its graph was recorded, a trace of
-what is known) and judges every context with the one judge (``distviz.replay.verdict``). It
+what is known) and judges every context with the one judge (``distviz.judge.verdict``). It
 returns a ``JudgedRun``: the run's result, the recording, each context's replay and verdict, and
 the exit code they imply. ``distviz run``, the fuzz (plain and training programs) and scripts
 call it; the CLI only shows and saves what it returns.
@@ -28,9 +28,9 @@ from distviz.trace.recording import Recording
 from distviz.trace.sections import Meta, Real
 
 if TYPE_CHECKING:  # pragma: no cover
+    from distviz.judge.verdict import ContextVerdict
     from distviz.outcome import Stop
     from distviz.replay.result import Replay
-    from distviz.replay.verdict import ContextVerdict
     from distviz.runner.parent.run import RunOptions, RunResult
     from distviz.scenario import Scenario
 
@@ -114,8 +114,8 @@ def judge_recording(recording: Recording, mode: str, stopped: Stop | None = None
     """Every context's replay (in ``mode``) and verdict, and the exit code they imply
     (``recording_exit_code``). ``made``: a replay of the one trace of ``recording``, used when
     it is one in ``mode``."""
-    from distviz.replay.analysis import replay_for
-    from distviz.replay.verdict import (
+    from distviz.judge.analysis import replay_for
+    from distviz.judge.verdict import (
         ContextVerdict,
         context_verdicts,
         judge,
