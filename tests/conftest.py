@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
+from builders.traced import traced  # noqa: F401 (the fixture, for every module)
 from guards import WAIT_GUARD_S
 
 # A suite started in the background by a non-interactive shell (``cmd &``) inherits SIGINT

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import replay_fixtures as F
+from builders.pane import Pane
 from conftest import ROOT
 from guards import HANG_GUARD_S
-from test_stepper import Pane
 from typer.testing import CliRunner
 
 from distviz.cli import app

@@ -4,7 +4,7 @@ makes, so a broken FAST-mode rule is a finding, not an agreement. Pure: hand-bui
 from __future__ import annotations
 
 import replay_fixtures as F
-from test_verdict import _real
+from builders.verdicts import _real
 
 from distviz.fuzz import runner as fuzz_runner
 from distviz.fuzz.judge_training import judge_training_run

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.traced import ROOT, Traced, _environment, run_traced
 from guards import HANG_GUARD_S
 from side_by_side import marked, side_by_side
-from test_trace_cmd import ROOT, Traced, _environment, run_traced
 
 PROGRAM = str(Path("tests") / "programs" / "local_backward.py")
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import replay_fixtures as fx
+from builders.graphs import HOSTILE, design_trace
 from chromium import Chromium, browser_fixture
 from guards import WAIT_GUARD_S
-from test_render_dot import HOSTILE, design_trace
 
 import distviz
 from distviz.render import graphviz_backend

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import replay_fixtures as F
+from builders.verdicts import _real, _traced
 from rich.console import Console
-from test_verdict import _real, _traced
 from typer.testing import CliRunner
 
 from distviz.cli import app

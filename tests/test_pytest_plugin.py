@@ -60,7 +60,7 @@ def _row(file: str, test: str | None, outcome: str = "completed", predicted: str
 def _judged_rows() -> dict[str, ContextRow]:
     """A row per category, each made from a trace by the one verdict (``report.row``)."""
     import replay_fixtures as F
-    from test_verdict import _real, _traced
+    from builders.verdicts import _real, _traced
 
     from distviz.replay import replay
     from distviz.tracing.recording import report

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import replay_fixtures as F
+from builders.graphs import judged
 from conftest import run_cached
 from rich.console import Console
-from test_render_dot import judged
 
 from distviz.render.dot import to_dot
 from distviz.render.html import to_html

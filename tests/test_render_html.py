@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.graphs import HOSTILE, _png_pixels_vary, design_trace, hang_trace, judged, replay_of
 from chromium import Chromium, browser_fixture, needs_chromium
-from test_render_dot import HOSTILE, _png_pixels_vary, design_trace, hang_trace, judged, replay_of
 
 from distviz.render.html import json_for_script, to_html
 from distviz.render.html_data import viewer_data
@@ -209,7 +209,7 @@ def test_100k_nodes_search_finds_a_variable_and_shows_it(browser: Chromium,
 
 def _timed_page() -> tuple[str, Any, Any, Any]:
     """The design note with a real run and its timing analysis (critical path)."""
-    from test_render_perfetto import _real
+    from builders.perfetto import _real
 
     from distviz.replay.timing import analyze
     tr = design_trace()

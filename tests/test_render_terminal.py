@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import replay_fixtures as F
+from builders.terminal import design_note_trace, replay_of
 from rich.console import Console, Group, RenderableType
 from rich.tree import Tree
 
@@ -101,18 +101,6 @@ def local_unused_send() -> Trace:
                                     func="torch.add", builtin=True, grad_enabled=True, line=4,
                                     result_var="t3", msg_ids=[0, M | 0])],
                  known_workers={"worker0": ["worker1"], "worker1": ["worker0"]})
-
-
-def design_note_trace() -> Trace:
-    """The shared design-note fixture (tests/replay_fixtures.py); ``local_design_note`` above
-    keeps the exact sequence numbers and shapes a few tests here assert on."""
-    trace: Trace = F.design_note()
-    return trace
-
-
-def replay_of(trace: Trace) -> Any:
-    from distviz.replay import replay
-    return replay(trace, mode="fast")
 
 
 def text_of(renderable: RenderableType, width: int = 100) -> str:
@@ -292,7 +280,6 @@ def test_state_after_worker1_computes_dependencies() -> None:
     assert "AddBackward0#1 (1)" in out
     assert "RecvRpcBackward#0 (2)" in out
     assert "messages in flight" in out
-
 
 
 def test_a_message_in_flight_to_a_worker_not_started_is_incoming_not_a_call() -> None:

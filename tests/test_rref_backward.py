@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.traced import ROOT, Traced, _environment, finish, run_traced, trace_command
 from guards import HANG_GUARD_S
 from side_by_side import marked, side_by_side
-from test_trace_cmd import ROOT, Traced, _environment, finish, run_traced, trace_command
 
 PROGRAM = str(Path("tests") / "programs" / "rref_backward.py")
 

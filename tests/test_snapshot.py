@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+from builders.traced import ROOT, _environment, programs_running, trace_command
 from guards import HANG_GUARD_S, WAIT_GUARD_S
-from test_trace_cmd import ROOT, _environment, programs_running, trace_command
 
 from distviz.limits import EXIT_HANG
 from distviz.replay import replay

@@ -8,23 +8,19 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from guards import HANG_GUARD_S, WAIT_GUARD_S
+from builders.pane import REPO, Pane, keys
+from builders.terminal import design_note_trace, replay_of
+from guards import HANG_GUARD_S
 from rich.console import Console
-from test_render_terminal import design_note_trace, replay_of
 
 from distviz.render.stepper import Stepper, decode_key, split_keys, step_through
 from distviz.replay.model import Event, ReplayState, WorkerState
 from distviz.trace import Trace
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -55,11 +51,6 @@ def scripted() -> tuple[Trace, ScriptedReplay]:
     events = [Event(step=i, pass_index=0, action=a, worker=w, text=f"event {i}: {w} {a}")
               for i, (a, w) in enumerate(actions)]
     return design_note_trace(), ScriptedReplay(events)
-
-
-def keys(*names: str) -> Callable[[], str]:
-    it: Iterator[str] = iter(names)
-    return lambda: next(it, "q")
 
 
 # -- key handling ---------------------------------------------------------------------------
@@ -211,47 +202,6 @@ def test_stepping_back_asks_the_replay_for_that_state() -> None:
 
 
 # -- a real terminal: tmux ------------------------------------------------------------------
-
-class Pane:
-    """A tmux session running one command in a fixed-size pane, on a tmux server of its own.
-
-    A private server (``tmux -L``) matters: a session added to an already running server takes
-    that server's environment, so the command could import another checkout's distviz.
-    """
-
-    def __init__(self, command: str, width: int = 120, height: int = 50) -> None:
-        self.name = f"distviz-test-{uuid.uuid4().hex[:8]}"
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        env.pop("NO_COLOR", None)
-        subprocess.run([*self._tmux, "new-session", "-d", "-s", self.name, "-x", str(width),
-                        "-y", str(height), command], check=True, env=env, cwd=REPO)
-
-    @property
-    def _tmux(self) -> list[str]:
-        return ["tmux", "-L", self.name]
-
-    def send(self, *keys: str) -> None:
-        subprocess.run([*self._tmux, "send-keys", "-t", self.name, *keys], check=True)
-
-    def screen(self) -> str:
-        return subprocess.run([*self._tmux, "capture-pane", "-p", "-t", self.name],
-                              capture_output=True, text=True, check=True).stdout
-
-    def wait_for(self, pattern: str, timeout: float = WAIT_GUARD_S) -> str:
-        """The screen once ``pattern`` is on it and two captures in a row are the same: the
-        line that matches may be drawn before the rest of the screen is."""
-        deadline = time.monotonic() + timeout
-        text, before = "", None
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if text == before and re.search(pattern, text):
-                return text
-            before = text
-            time.sleep(0.05)
-        raise AssertionError(f"{pattern!r} never appeared; screen:\n{text}")
-
-    def close(self) -> None:
-        subprocess.run([*self._tmux, "kill-server"], capture_output=True)
 
 
 def _body(screen: str) -> str:

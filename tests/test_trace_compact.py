@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_render_dot import design_trace, hang_trace
+from builders.graphs import design_trace, hang_trace
 
 from distviz.errors import TraceError
 from distviz.replay import replay

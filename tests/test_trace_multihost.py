@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_trace_cmd import PROGRAMS, ROOT, finish, trace_command, traced  # noqa: F401
+from builders.traced import PROGRAMS, ROOT, finish, trace_command
 
 from distviz.trace import Trace
 

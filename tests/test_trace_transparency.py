@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from test_trace_cmd import PROGRAMS, ROOT, Traced, _environment, finish, trace_command
+from builders.traced import PROGRAMS, ROOT, Traced, _environment, finish, trace_command
 
 pytestmark = pytest.mark.rpc
 

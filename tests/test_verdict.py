@@ -8,10 +8,10 @@ import contextlib
 import io
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import replay_fixtures as F
+from builders.verdicts import _real, _traced
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -28,26 +28,6 @@ from distviz.tracing.parent import summary
 from distviz.tracing.recording import report
 
 TRACES = Path(__file__).parent / "traces"
-
-
-def _real(t: Trace, outcome: str | None = None, interop: int = 1) -> dict[str, Any]:
-    """A real run that did what the replay does (every event, every leaf's gradient)."""
-    r = replay(t)
-    events = []
-    for p, per in enumerate(r.order):
-        for w, ids in per.items():
-            events.extend({"pass": p, "worker": w, "node": nid, "t_us": float(len(events)),
-                           "dur_us": 0.5, "thread": "PTThreadPool", "grad_shapes": []}
-                          for nid in ids)
-    grads = {nid: {"shape": [2, 2], "zero": acc.zero} for nid, acc in r.accumulated.items()}
-    return {"outcome": outcome or r.outcome, "error": None, "events": events,
-            "gradients": grads, "interop_threads": interop}
-
-
-def _traced(t: Trace) -> Trace:
-    """``t`` as ``distviz trace`` writes it: no single-process reference, ``meta.traced``."""
-    t.meta = {"traced": {"pid": 1, "argv": ["prog.py"], "context": 1, "seconds": {}}}
-    return t
 
 
 def _zero_by_value() -> Trace:

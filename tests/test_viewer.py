@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders.graphs import _node, design_trace, hang_trace, judged, replay_of
 from chromium import Chromium, browser_fixture, needs_chromium
 from guards import HANG_GUARD_S
 from rich.console import Console
-from test_render_dot import _node, design_trace, hang_trace, judged, replay_of
 
 from distviz.render.dot import to_dot
 from distviz.render.html import VIEWER_MODULES, to_html, viewer_script

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_render_dot import _node, design_trace
+from builders.graphs import _node, design_trace
 from typer.testing import CliRunner
 
 from distviz.cli import app

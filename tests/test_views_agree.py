@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 import replay_fixtures as F
+from builders.graphs import judged
 from guards import HANG_GUARD_S
 from rich.console import Console, RenderableType
-from test_render_dot import judged
 
 from distviz.render.dot import build_dot
 from distviz.render.html import to_html

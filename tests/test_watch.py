@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import replay_fixtures as F
-from test_trace_cmd import ROOT, Traced, _environment, programs_running, run_traced
+from builders.traced import ROOT, Traced, _environment, programs_running, run_traced
 
 from distviz import limits
 from distviz.errors import UsageError

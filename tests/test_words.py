@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import replay_fixtures as F
+from builders.agreement import _real_from_replay
 from conftest import ROOT
 from rich.console import Console
-from test_agreement import _real_from_replay
 
 from distviz.render.tree import render_graph, render_summary
 from distviz.replay import replay
