@@ -9,51 +9,28 @@ has always used. The pure tests build the run's result from a trace recorded by 
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import io
 import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SCENARIOS, run_cached
+from builders.run_end import _json_of_show_run, save_run
+from conftest import ROOT, SCENARIOS
 from typer.testing import CliRunner
 
 from distviz.cli import app
-from distviz.cli.options import View
-from distviz.cli.running import save_recording, show_run
 from distviz.errors import RunError
-from distviz.judging import recording_of
 from distviz.replay import replay
 from distviz.replay.verdict import judge
 from distviz.runner.parent.run import RunResult
 from distviz.scenario import Scenario, load_scenario
-from distviz.trace import SCHEMA_VERSION, Trace, load
+from distviz.trace import SCHEMA_VERSION, load
 from distviz.trace.recording import RECORDING_VERSION, Recording, load_recording
 
 PIPELINE = ROOT / "tests" / "traces" / "pipeline.json"
 
 
-def _view(as_json: bool) -> View:
-    return View(as_json=as_json, step=False, log=None, worker=None, start=None, end=None,
-                pictures={})
-
-
-def save_run(sc: Scenario, result: RunResult, mode: str, out: Path) -> Recording:
-    """What ``distviz run`` saves of ``result``: the library's recording of the run
-    (``recording_of``), saved by the CLI (``save_recording``)."""
-    return save_recording(recording_of(sc, result, mode), result.error, out, sc.path)
-
-
 def _plain() -> Scenario:
     return load_scenario(str(SCENARIOS / "pipeline.yaml"))
-
-
-def _json_of_show_run(recording: Recording, path: Path) -> tuple[dict[str, object], int]:
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = show_run(recording, "fast", path, _view(as_json=True))
-    return json.loads(buffer.getvalue()), code
 
 
 def test_a_plain_run_is_saved_as_the_version_1_trace_it_records(tmp_path: Path) -> None:
@@ -129,23 +106,6 @@ def test_a_recording_of_one_context_is_one_trace_only_without_training() -> None
                     workers=list(trace.workers))
     assert two.single_trace is None
     assert Recording(contexts=[], iterations=[], workers=[]).single_trace is None
-
-
-@pytest.mark.rpc
-def test_a_plain_scenarios_run_is_a_recording_of_one_context(tmp_path: Path) -> None:
-    result = copy.deepcopy(run_cached("design_note"))   # save_run stamps the run's meta
-    rec = result.recording
-    assert result.error is None and rec is not None
-    assert len(rec.contexts) == 1 and rec.iterations == [None] and rec.training is None
-    assert rec.version == SCHEMA_VERSION and rec.single_trace is result.trace
-    assert isinstance(result.trace, Trace) and result.trace.real is not None
-    assert result.trace.scenario is not None and result.trace.scenario.name == "design-note"
-    out = tmp_path / "design-note.trace.json"
-    sc = load_scenario(str(SCENARIOS / "design_note.yaml"))
-    recording = save_run(sc, result, "fast", out)
-    from_run, code = _json_of_show_run(recording, out)
-    replayed = CliRunner().invoke(app, ["replay", str(out), "--json"])
-    assert json.loads(replayed.stdout) == from_run and code == replayed.exit_code == 0
 
 
 def test_run_of_a_plain_scenario_refuses_another_context_before_starting_workers() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import replay_fixtures as F
+from builders.write_atomic import _in_private_dev
 from conftest import ROOT
 from guards import HANG_GUARD_S
 from typer.testing import CliRunner
@@ -244,30 +245,6 @@ def test_two_outputs_to_stdout_are_refused(tmp_path: Path) -> None:
 
 # -- the real /dev/null, in a private mount namespace ----------------------------------------
 
-_SCRATCH_DEV = """
-set -e
-mount -t tmpfs tmpfs /dev
-mknod -m 666 /dev/null c 1 3
-mknod -m 666 /dev/zero c 1 5
-mknod -m 666 /dev/random c 1 8
-mknod -m 666 /dev/urandom c 1 9
-mkdir -m 1777 /dev/shm
-ln -s /proc/self/fd /dev/fd
-"""
-
-
-def _in_private_dev(script: str) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` (sh) in a private mount namespace whose /dev is a scratch tmpfs."""
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        pytest.skip("needs root and unshare for a private mount namespace")
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           capture_output=True, timeout=30)
-    if probe.returncode != 0:
-        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                           _SCRATCH_DEV + script], capture_output=True, text=True, cwd=ROOT,
-                          timeout=HANG_GUARD_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
 
 def test_export_to_dev_null_keeps_dev_null(tmp_path: Path) -> None:
     trace = _trace(tmp_path)
@@ -280,15 +257,3 @@ def test_export_to_dev_null_keeps_dev_null(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert "character special file 1:3" in lines, out.stdout
     assert not [ln for ln in lines if ln.startswith(("null.", ".null"))], out.stdout
-
-
-@pytest.mark.rpc
-def test_run_with_every_output_to_dev_null_keeps_dev_null() -> None:
-    outputs = "-o /dev/null --dot /dev/null --html /dev/null --perfetto /dev/null"
-    if shutil.which("dot"):
-        outputs += " --svg /dev/null --png /dev/null"
-    out = _in_private_dev(f"{sys.executable} -m distviz run scenarios/design_note.yaml "
-                          f"--no-log {outputs}\nstat -c '%F %t:%T' /dev/null\n")
-    assert out.returncode == 0, out.stderr + out.stdout
-    assert "trace written to /dev/null" in out.stdout
-    assert out.stdout.splitlines()[-1] == "character special file 1:3"

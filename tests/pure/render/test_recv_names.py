@@ -4,11 +4,9 @@ graph tree, the step log, the DOT labels and the HTML viewer."""
 
 from __future__ import annotations
 
-import pytest
 import replay_fixtures as F
 from builders.graphs import judged
-from conftest import run_cached
-from rich.console import Console
+from builders.recv_names import _text
 
 from distviz.render.dot import to_dot
 from distviz.render.html import to_html
@@ -25,12 +23,6 @@ def named_design_note() -> Trace:
     recv = next(n for n in trace.nodes if n.kind == "recv" and n.worker == "worker0")
     recv.vars = ["t3"]
     return trace
-
-
-def _text(renderable: object) -> str:
-    console = Console(width=200, record=True, color_system=None)
-    console.print(renderable)
-    return console.export_text()
 
 
 def test_graph_tree_shows_the_recv_name() -> None:
@@ -56,11 +48,3 @@ def test_dot_label_and_html_show_the_recv_name() -> None:
     notes = dict(zip(data["notes"][::2], data["notes"][1::2], strict=True))
     recv = data["ids"].index("worker0/RecvRpcBackward#0")
     assert "= t3" in notes[recv] and "RecvRpcBackward" in to_html(judged(trace, rp))
-
-
-@pytest.mark.rpc
-def test_recorded_recv_names_reach_the_graph() -> None:
-    trace = run_cached("design_note").trace
-    recv = next(n for n in trace.nodes if n.kind == "recv" and n.worker == "worker0")
-    assert recv.vars == ["t3"]
-    assert "RecvRpcBackward#0 = t3 1:0" in _text(render_graph(trace))

@@ -11,20 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 import replay_fixtures as F
-from conftest import run_cached
+from builders.hang import _check_no_grad, _check_overwritten, _hang
 
-from distviz.replay import Hang, replay
-from distviz.trace import Trace, load
+from distviz.trace import load
 
 TRACES = Path(__file__).parents[2] / "traces"
-
-
-def _hang(trace: Trace) -> Hang:
-    r = replay(trace)
-    assert r.outcome == "hang" and r.hang is not None
-    return r.hang
 
 
 # -- an RPC under torch.no_grad() -------------------------------------------------------------------
@@ -34,18 +26,6 @@ def test_recorded_no_grad_rpc_has_no_message_ids() -> None:
     call = trace.rpc_calls[0]
     assert (call.grad_enabled, call.line, call.result_var, call.msg_ids) == (False, 12, "side", [])
     assert trace.real is not None and trace.real["outcome"] == "hang"
-
-
-def _check_no_grad(hang: Hang) -> None:
-    (b,) = hang.blocked_sends
-    assert (b.worker, b.label, b.kind, b.call, b.line, b.var) == (
-        "worker1", "1:0", "no_grad", 0, 12, "side")
-    assert b.reason == (
-        "the RPC rpc_sync(my_add) at line 12 from worker0, assigned to `side`, was made under "
-        "torch.no_grad(), so worker0 attached no RecvRpcBackward for its result and nothing "
-        "will ever send a gradient for message 1:0")
-    assert "rank 1" not in hang.summary and "worker1 attached" not in hang.summary
-    assert any("torch.no_grad()" in f for f in hang.fixes)
 
 
 def test_no_grad_hang_names_the_caller_the_line_and_the_variable() -> None:
@@ -69,22 +49,6 @@ def test_no_grad_rpcs_in_a_loop_each_find_their_own_call() -> None:
 
 
 # -- a result overwritten in a loop -------------------------------------------------------------
-
-def _check_overwritten(hang: Hang) -> None:
-    reasons = {(b.worker, b.label): b.reason for b in hang.blocked_sends}
-    assert set(reasons) == {("worker0", "0:0"), ("worker0", "0:1"),
-                            ("worker1", "1:0"), ("worker1", "1:1")}
-    assert reasons[("worker0", "0:0")] == (
-        "the 1st of 3 results of rpc_sync(my_add) at line 12, assigned to `t3`, was overwritten "
-        "by the 2nd, so the loss (`loss`) never uses it")
-    assert reasons[("worker1", "1:1")] == (
-        "the 2nd of 3 results of rpc_sync(my_add) at line 12, assigned to `t3`, was overwritten "
-        "by the 3rd, so the loss (`loss`) never uses it")
-    assert all("is not used" not in r for r in reasons.values())
-    assert not any("use `t3` in the loss" in f or "t3.sum()" in f for f in hang.fixes)
-    assert hang.fixes[0].startswith("keep every result of the RPC at line 12 instead of "
-                                    "overwriting `t3`")
-    assert all("overwritten by the" in r.reason for r in hang.unreachable_recvs)
 
 
 def test_result_overwritten_in_a_loop_says_which_iteration() -> None:
@@ -120,16 +84,3 @@ def test_a_result_still_held_by_its_variable_is_unused_not_overwritten() -> None
 
 
 # -- the same scenarios on real workers ---------------------------------------------------------
-
-@pytest.mark.rpc
-def test_no_grad_scenario_on_real_workers() -> None:
-    result = run_cached("no_grad_rpc", hang_timeout=3.0)
-    assert result.error is None, result.error
-    _check_no_grad(_hang(result.trace))
-
-
-@pytest.mark.rpc
-def test_overwritten_result_scenario_on_real_workers() -> None:
-    result = run_cached("overwritten_result", hang_timeout=3.0)
-    assert result.error is None, result.error
-    _check_overwritten(_hang(result.trace))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import replay_fixtures as F
-from guards import HANG_GUARD_S
+from builders.recording import _html, _invoke, _recording
 from typer.testing import CliRunner
 
 from distviz.cli import app
@@ -24,26 +24,8 @@ from distviz.runner.parent.collate import (
     shared_updates,
 )
 from distviz.trace import Trace, load
-from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
-from distviz.trace.recording import Recording, load_recording
+from distviz.trace.recording import load_recording
 from distviz.trace.sections import RowStatus
-
-
-def _iteration(trainer: str, index: int) -> Iteration:
-    return Iteration(trainer=trainer, index=index, context_id=index, loss=(1.5 / index,),
-                     steps=(OptimizerStep("SGD", (ParamUpdate("worker1", "w", 0.25),)),),
-                     enter_us=10.0 * index, exit_us=10.0 * index + 5)
-
-
-def _recording() -> Recording:
-    traces = [F.design_note(), F.nested()]
-    traces[0].workers = list(traces[1].workers)   # a run's contexts share its workers
-    return Recording(contexts=traces, iterations=[_iteration("worker0", 1),
-                                                  _iteration("worker0", 2)],
-                     workers=list(traces[0].workers),
-                     training=TrainingSummary(trainers=("worker0",),
-                                              schedule=(("worker0", 1), ("worker0", 2)),
-                                              contexts_total=2))
 
 
 def test_a_recording_round_trips_and_keeps_one_node_per_line(tmp_path: Path) -> None:
@@ -209,11 +191,6 @@ def test_calls_of_several_trainers_share_a_workers_engine_thread() -> None:
     assert shared_workers([a, b], ["t1 1", "t1 2"], ["t1", "t1"]) == []   # one trainer
 
 
-def _invoke(*args: Any) -> Any:
-    return CliRunner().invoke(app, [str(a) for a in args], env={"NO_COLOR": "1",
-                                                                "COLUMNS": "120"})
-
-
 def test_replay_shows_every_context_and_one_with_context(tmp_path: Path) -> None:
     path = _recording().save(tmp_path / "r.json")
     table = _invoke("replay", path)
@@ -242,45 +219,12 @@ def test_graph_and_export_take_a_context(tmp_path: Path) -> None:
 
 # -- the HTML viewer of a recording --------------------------------------------------------------
 
-def _chromium_dom(tmp_path: Path, url: str) -> str:
-    import shutil
-    import subprocess
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("chromium not installed")
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False).stdout
-
-
-def _html(tmp_path: Path) -> tuple[Path, Recording]:
-    rec = _recording()
-    path = rec.save(tmp_path / "r.json")
-    out = tmp_path / "r.html"
-    result = _invoke("export", path, "--format", "html", "-o", out)
-    assert result.exit_code == 0 and "2 contexts" in result.output, result.output
-    return out, rec
-
 
 def test_the_html_viewer_of_a_recording_holds_every_context(tmp_path: Path) -> None:
     out, rec = _html(tmp_path)
     text = out.read_text()
     assert 'id="context"' in text and "context 2 (worker0 2, id 0)" in text
     assert "SGD.step(context) through DistributedOptimizer" in text
-
-
-@pytest.mark.browser
-def test_the_context_picker_shows_the_chosen_context_to_its_last_event(tmp_path: Path) -> None:
-    import html as html_mod
-    import re
-    out, rec = _html(tmp_path)
-    dom = _chromium_dom(tmp_path, out.as_uri() + "?ctx=2#keys=G")
-    body = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r"<body([^>]*)>", dom)[1]))
-    assert body["context"] == "2"
-    assert body["action"] == "optimizer"   # the iteration's events end the log
-    assert "updates 1 parameter on worker1" in html_mod.unescape(body["text"])
-    assert 'id="workers"' in dom and "worker2" in dom   # context 2 is nested(): 3 workers
 
 
 @pytest.mark.parametrize("args, message", [

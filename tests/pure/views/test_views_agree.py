@@ -13,43 +13,22 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
-import subprocess
 from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-import replay_fixtures as F
 from builders.graphs import judged
-from guards import HANG_GUARD_S
+from builders.views_agree import CASES, _pending, _replayed
 from rich.console import Console, RenderableType
 
 from distviz.render.dot import build_dot
-from distviz.render.html import to_html
 from distviz.render.html_data import viewer_data
 from distviz.render.perfetto import to_perfetto
 from distviz.render.terminal import node_label, render_graph, render_log, render_state
-from distviz.replay import Replay, initial_dependencies, replay
-from distviz.trace import Trace, load
+from distviz.replay import Replay, initial_dependencies
+from distviz.trace import Trace
 
-TRACES = Path(__file__).parents[2] / "traces"
-
-CASES: dict[str, Callable[[], Trace]] = {
-    "design_note": F.design_note, "g1": F.g1, "nested": F.nested, "callback": F.callback,
-    "multi_root": F.multi_root, "fanout": F.fanout, "two_passes": lambda: F.two_passes(True),
-    "multi_output_unused": F.multi_output_unused, "unused_rpc_result": F.unused_rpc_result,
-    "leftover_sends": F.leftover_sends, "fail_backward": F.fail_backward,
-    "recorded_no_grad_rpc": lambda: load(TRACES / "no_grad_rpc.json"),
-    "recorded_overwritten_result": lambda: load(TRACES / "overwritten_result.json"),
-}
 PARAMS = [(name, mode) for name in CASES for mode in ("fast", "smart")]
-
-
-def _replayed(name: str, mode: str) -> tuple[Trace, Replay]:
-    trace = CASES[name]()
-    return trace, replay(trace, mode)
 
 
 def _text(renderable: RenderableType) -> str:
@@ -60,10 +39,6 @@ def _text(renderable: RenderableType) -> str:
 
 def _passes(r: Replay) -> list[int]:
     return sorted({ev.pass_index for ev in r.events})
-
-
-def _pending(r: Replay, step: int) -> dict[str, int]:
-    return {n: c for ws in r.state_at(step).workers.values() for n, c in ws.deps.items()}
 
 
 # -- the engine and the step log --------------------------------------------------------------
@@ -219,30 +194,3 @@ def test_perfetto_slices_carry_the_initial_dependencies(name: str, mode: str) ->
 
 
 # -- the viewer's script in a real browser ------------------------------------------------------
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.browser
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed")
-@pytest.mark.parametrize(("name", "pick"), [("design_note", 2), ("two_passes", -3)])
-def test_html_viewer_script_shows_the_same_counts(tmp_path: Path, name: str, pick: int) -> None:
-    assert CHROMIUM is not None
-    trace, r = _replayed(name, "fast")
-    step = pick % len(r.events)
-    page = tmp_path / "view.html"
-    page.write_text(to_html(judged(trace, r)), encoding="utf-8")
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri() + f"#step={step}"]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False).stdout
-    body = re.search(r"<body([^>]*)>", dom)
-    assert body, dom[:300]
-    got = {k: v.replace("&quot;", '"') for k, v in re.findall(r'data-([a-z]+)="([^"]*)"',
-                                                               body.group(1))}
-    assert got["step"] == str(step)
-    assert json.loads(got["pending"]) == _pending(r, step)
-    truth = initial_dependencies(trace, r.events[step].pass_index)
-    assert json.loads(got["initial"]) == {n: c for n, c in truth.items()
-                                          if n in json.loads(got["initial"])}
-    assert json.loads(got["initial"])
