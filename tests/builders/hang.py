@@ -1,4 +1,4 @@
-"""What tests/pure/replay/test_hang.py and e2e/test_hang_rpc.py share."""
+"""What tests/pure/replay/test_hang.py and tests/e2e/test_hang_rpc.py share."""
 
 from __future__ import annotations
 

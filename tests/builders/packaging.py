@@ -1,4 +1,4 @@
-"""What tests/pure/project/test_packaging.py and e2e/test_packaging_build.py share."""
+"""What tests/pure/project/test_packaging.py and tests/e2e/test_packaging_build.py share."""
 
 from __future__ import annotations
 

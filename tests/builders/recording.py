@@ -1,4 +1,4 @@
-"""What tests/pure/trace/test_recording.py and e2e/test_recording_browser.py share."""
+"""What tests/pure/trace/test_recording.py and tests/e2e/test_recording_browser.py share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What tests/pure/render/test_recv_names.py and e2e/test_recv_names_rpc.py share."""
+"""What tests/pure/render/test_recv_names.py and tests/e2e/test_recv_names_rpc.py share."""
 
 from __future__ import annotations
 

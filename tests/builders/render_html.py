@@ -1,4 +1,4 @@
-"""What tests/pure/render/test_render_html.py and e2e/test_render_html_browser.py share."""
+"""What tests/pure/render/test_render_html.py and tests/e2e/test_render_html_browser.py share."""
 
 from __future__ import annotations
 

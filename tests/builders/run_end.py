@@ -1,4 +1,4 @@
-"""What tests/pure/cli/test_run_end.py and e2e/test_run_end_rpc.py share."""
+"""What tests/pure/cli/test_run_end.py and tests/e2e/test_run_end_rpc.py share."""
 
 from __future__ import annotations
 

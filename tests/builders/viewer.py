@@ -1,4 +1,4 @@
-"""What tests/pure/render/test_viewer.py and e2e/test_viewer_browser.py share."""
+"""What tests/pure/render/test_viewer.py and tests/e2e/test_viewer_browser.py share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What tests/pure/views/test_views_agree.py and e2e/test_views_agree_browser.py share."""
+"""What tests/pure/views/test_views_agree.py and tests/e2e/test_views_agree_browser.py share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What tests/pure/cli/test_write_atomic.py and e2e/test_write_atomic_rpc.py share."""
+"""What tests/pure/cli/test_write_atomic.py and tests/e2e/test_write_atomic_rpc.py share."""
 
 from __future__ import annotations
 
