@@ -1,5 +1,5 @@
-"""The command-line shell: the JSON report, the step-through through the real CLI in a terminal,:
-the tests that need real RPC workers (the rest is tests/pure/cli/test_cli.py)."""
+"""The command-line shell on real RPC workers: ``distviz run --json`` and ``--inject-delay``
+(the rest is tests/pure/cli/test_cli.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Hang diagnosis (``distviz.replay.hang`` and ``rpc_calls``), on traces the recorder wrote: the
-tests that need real RPC workers (the rest is tests/pure/replay/test_hang.py)."""
+"""Hang diagnosis on traces of real RPC workers: the no-grad and overwritten-result
+scenarios (the rest is tests/pure/replay/test_hang.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Traces and recordings in Jupyter: ``_repr_html_`` (the step viewer inline), ``_repr_svg_``,: the
-tests that need a real browser (the rest is tests/pure/render/test_notebook.py)."""
+"""Traces in Jupyter, in a real Chromium: two inline viewers on one page (the rest is
+tests/pure/render/test_notebook.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Installable like any Python CLI: shipped scenarios by name from any folder, one copy of each:
-the tests that need real RPC workers and the real build (the rest is
-tests/pure/project/test_packaging.py)."""
+"""Installable like any Python CLI, with the real build and real RPC workers: the sdist and
+the wheel, a shipped scenario run by name (the rest is tests/pure/project/test_packaging.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Recordings of several contexts (trace schema_version 2) and what reads them: the file format:
-the tests that need a real browser (the rest is tests/pure/trace/test_recording.py)."""
+"""Recordings of several contexts in a real Chromium: the context picker (the rest is
+tests/pure/trace/test_recording.py)."""
 
 from __future__ import annotations
 

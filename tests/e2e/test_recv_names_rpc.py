@@ -1,5 +1,5 @@
-"""A RecvRpcBackward carries the variables its RPC result was assigned to (``t3`` in: the tests
-that need real RPC workers (the rest is tests/pure/render/test_recv_names.py)."""
+"""A RecvRpcBackward's variable names, recorded from real RPC workers (the rest is
+tests/pure/render/test_recv_names.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The offline HTML viewer: its data checked against the trace and the replay, and the page: the
-tests that need a real browser (the rest is tests/pure/render/test_render_html.py)."""
+"""The offline HTML viewer in a real Chromium: keys, hangs, search, the critical path (the
+rest is tests/pure/render/test_render_html.py)."""
 
 from __future__ import annotations
 

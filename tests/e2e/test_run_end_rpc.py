@@ -1,5 +1,5 @@
-"""One kind of recording: every run's result is a ``Recording``, and ``distviz run`` and: the tests
-that need real RPC workers (the rest is tests/pure/cli/test_run_end.py)."""
+"""One kind of recording: a plain ``distviz run`` of a scenario on real RPC workers (the rest
+is tests/pure/cli/test_run_end.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The HTML viewer against the other views: the side panel lists the replay state the terminal: the
-tests that need a real browser (the rest is tests/pure/render/test_viewer.py)."""
+"""The HTML viewer against the other views, in a real Chromium: the side panel, hangs, nodes
+alike (the rest is tests/pure/render/test_viewer.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every view shows the same dependency counts for the same step: the tests that need a real
-browser (the rest is tests/pure/views/test_views_agree.py)."""
+"""Every view shows the same dependency counts for the same step: the HTML viewer's script
+in a real Chromium (the rest is tests/pure/views/test_views_agree.py)."""
 
 from __future__ import annotations
 

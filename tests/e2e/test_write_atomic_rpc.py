@@ -1,5 +1,5 @@
-"""Writing output files (``distviz.trace.write_atomic``, used by ``Trace.save`` and every CLI: the
-tests that need real RPC workers (the rest is tests/pure/cli/test_write_atomic.py)."""
+"""Writing output files: a real ``distviz run`` with every output to /dev/null (the rest is
+tests/pure/cli/test_write_atomic.py)."""
 
 from __future__ import annotations
 
