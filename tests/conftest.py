@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 import pytest
+from builders.traced import traced  # noqa: F401 (the fixture, for every module)
 from guards import WAIT_GUARD_S
 
 # A suite started in the background by a non-interactive shell (``cmd &``) inherits SIGINT
@@ -74,3 +75,15 @@ def _stop_fork_server() -> Iterator[None]:
     except Exception:  # pragma: no cover - import problems show up in the tests themselves
         return
     stop_server()
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+SLOW_MARKS = ("rpc", "browser", "build")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``e2e`` every test under tests/e2e/ and every test that starts real RPC workers,
+    drives a browser or builds the package, so ``-m "not e2e"`` runs the fast suite."""
+    for item in items:
+        if E2E in item.path.parents or any(item.get_closest_marker(m) for m in SLOW_MARKS):
+            item.add_marker(pytest.mark.e2e)

@@ -19,9 +19,9 @@ cd "$(dirname "$0")/.."
 
 # fuzz (fixed seed), the found programs and the shipped scenarios; the planted disagreement
 # test checks the shrinker, not PyTorch, and stays with the main suite
-TESTS=(tests/test_torch_internals.py tests/test_rpc_agreement.py tests/test_trace_cmd.py
-       "tests/test_fuzz_runner.py::test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch"
-       "tests/test_fuzz_runner.py::test_programs_found_by_fuzzing_agree")
+TESTS=(tests/pure/runner/test_torch_internals.py tests/e2e/test_rpc_agreement.py tests/e2e/test_trace_cmd.py
+       "tests/e2e/test_fuzz_runner.py::test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch"
+       "tests/e2e/test_fuzz_runner.py::test_programs_found_by_fuzzing_agree")
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT

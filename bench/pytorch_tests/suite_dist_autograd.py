@@ -7,7 +7,7 @@ generate them (``rpc_utils.generate_tests``, spawned workers, CPU only):
 * ``FaultyFaultyAgentDistAutogradTest`` on the faulty agent.
 
 ``bench/bench_pytorch_tests.py`` runs them plain and under ``pytest --distviz``;
-``tests/test_pytest_plugin_pytorch.py`` runs a handful of them in CI.
+``tests/e2e/test_pytest_plugin_pytorch.py`` runs a handful of them in CI.
 """
 
 from torch.testing._internal.distributed.rpc.dist_autograd_test import (

@@ -7,7 +7,7 @@
 * ``FAULTY_AGENT_TESTS`` on the faulty agent (``FaultyFaultyAgentRpcTest``, ...).
 
 ``bench/bench_pytorch_tests.py --suite rpc`` runs them plain and under ``pytest --distviz``;
-``tests/test_pytest_plugin_pytorch.py`` runs a handful of them in CI.
+``tests/e2e/test_pytest_plugin_pytorch.py`` runs a handful of them in CI.
 """
 
 from torch.testing._internal.distributed.rpc.faulty_rpc_agent_test_fixture import (

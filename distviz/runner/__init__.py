@@ -20,12 +20,12 @@ By role, in the order a run goes:
   ``reference.training``).
 
 Imports go one way: ``parent`` -> ``worker`` -> ``reference`` -> ``sandbox``, each using the
-shared modules; ``tests/test_imports.py`` checks that no two packages import each other.
+shared modules; ``tests/pure/project/test_imports.py`` checks that no two packages import each other.
 """
 
 #: The modules that never import torch (a package here stands for every module in it): the
 #: parent forks the workers from a fork server that imports torch once, and the CLI checks the
-#: torch release before anything imports it. ``tests/test_imports.py`` holds them to it.
+#: torch release before anything imports it. ``tests/pure/project/test_imports.py`` holds them to it.
 TORCH_FREE: tuple[str, ...] = ("distviz.runner.parent", "distviz.runner.procs",
                                "distviz.runner.protocol")
 

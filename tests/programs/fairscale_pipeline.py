@@ -1,5 +1,5 @@
 """fairscale's ``DistributedPipeline`` with and without activation checkpointing: where each
-parameter's gradient goes (``tests/test_local_backward.py``).
+parameter's gradient goes (``tests/e2e/test_local_backward.py``).
 
 Usage: python fairscale_pipeline.py [STAGES] [CHUNKS]   (defaults 2 and 4)
 

@@ -1,5 +1,5 @@
 """A small training loop whose backward goes wrong only late, at a data-dependent step: the
-case of a long job that hangs at step 40,000 (distviz's watch, ``tests/test_watch.py``).
+case of a long job that hangs at step 40,000 (distviz's watch, ``tests/e2e/test_watch.py``).
 
 Usage: python late_hang.py MODE [STEPS]   (or torchrun --nproc-per-node 2 late_hang.py MODE)
 

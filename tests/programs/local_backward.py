@@ -1,5 +1,5 @@
 """Local backwards inside distributed autograd contexts: the mistakes a newcomer makes after
-reading how ``get_gradients`` is used (``tests/test_local_backward.py``).
+reading how ``get_gradients`` is used (``tests/e2e/test_local_backward.py``).
 
 Usage: python local_backward.py MODE   (MODE: rpc, grad, local or nested)
 

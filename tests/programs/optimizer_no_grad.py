@@ -1,5 +1,5 @@
 """A parameter server whose ``DistributedOptimizer`` holds a parameter that may get no gradient
-(``tests/test_optimizer_no_grad.py``).
+(``tests/e2e/test_optimizer_no_grad.py``).
 
 worker1 (``ps``) holds ``Net``: ``encoder`` and ``extra``, two ``nn.Linear(4, 4)``; worker0
 (``trainer``) runs STEPS steps: in a context, ``ps.forward`` over RPC, ``dist_autograd.backward``

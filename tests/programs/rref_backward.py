@@ -1,4 +1,4 @@
-"""Backwards started by ``RRef.backward(context_id)`` (``tests/test_rref_backward.py``): a
+"""Backwards started by ``RRef.backward(context_id)`` (``tests/e2e/test_rref_backward.py``): a
 trainer, a ``body`` worker and a ``head`` worker that computes the loss.
 
 Usage: python rref_backward.py MODE [ARG...]

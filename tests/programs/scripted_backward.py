@@ -1,4 +1,4 @@
-"""A distributed backward called from TorchScript (``tests/test_rref_backward.py``).
+"""A distributed backward called from TorchScript (``tests/e2e/test_rref_backward.py``).
 
 Usage: python scripted_backward.py MODE
 

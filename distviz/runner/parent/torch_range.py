@@ -6,7 +6,7 @@ and refuses, in one line, a torch outside ``limits.TORCH_OLDEST`` .. ``limits.TO
 or none at all. The pure commands (``replay``, ``export``, ``graph``, ``check``) never call it and
 run without torch. ``DISTVIZ_ANY_TORCH=1`` lets a run try an unsupported release anyway. Where
 releases differ in what distviz reaches inside torch, ``distviz.recorder.torch_compat`` handles it
-(``tests/test_torch_internals.py`` checks the installed one). Never imports torch.
+(``tests/pure/runner/test_torch_internals.py`` checks the installed one). Never imports torch.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def install() -> None:
     swaps it for a while, puts back what it found)."""
     original = getattr(autograd_graph, "_engine_run_backward", None)
     if original is None or getattr(original, "_distviz_local", False):
-        return      # a torch without it (tests/test_torch_internals.py pins it) or done
+        return      # a torch without it (tests/pure/runner/test_torch_internals.py pins it) or done
     wrapped = wrap(original)
     autograd_graph._engine_run_backward = wrapped
     torch.autograd._engine_run_backward = wrapped

@@ -1,4 +1,4 @@
-"""Local backwards inside dist autograd contexts, as tests (``tests/test_local_backward.py``
+"""Local backwards inside dist autograd contexts, as tests (``tests/e2e/test_local_backward.py``
 runs them with ``pytest --distviz``): each test passes, and distviz's section of each says what
 the local backward did.
 

@@ -1,6 +1,6 @@
 """A small test suite of RPC programs, written the way PyTorch's own dist autograd tests are
 (each test starts its workers, rank 0 drives, the others serve), for distviz's pytest plugin
-(``tests/test_pytest_plugin.py`` runs it plain, with ``pytest --distviz`` and under
+(``tests/e2e/test_pytest_plugin.py`` runs it plain, with ``pytest --distviz`` and under
 ``distviz trace``). Not collected by distviz's own test run: its name does not start with
 ``test_``.
 

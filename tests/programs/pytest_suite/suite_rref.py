@@ -1,4 +1,4 @@
-"""``RRef.backward`` as tests (``tests/test_rref_backward.py`` runs them with
+"""``RRef.backward`` as tests (``tests/e2e/test_rref_backward.py`` runs them with
 ``pytest --distviz``): a trainer asks ``head`` for the loss with ``rpc.remote`` and calls
 ``loss_rref.backward(context_id)`` from the trainer (not the RRef's owner), or owns the RRef
 itself; each test checks the gradient PyTorch leaves in the context.

@@ -1,5 +1,5 @@
 """A test whose 3rd backward hangs, for distviz's watch under the pytest plugin
-(``tests/test_watch.py`` runs it with ``pytest --distviz``): the first two contexts of the
+(``tests/e2e/test_watch.py`` runs it with ``pytest --distviz``): the first two contexts of the
 loop use the remote result, the third leaves it out of the loss, and the test expects the hang
 (the backward, in a thread, still runs after a while), as PyTorch's own test of it does.
 """

@@ -14,7 +14,7 @@ Testing MultiProcessPipe Module
 # TensorPipe device maps are set only where CUDA is (CPU tensors need none, and TensorPipe
 # refuses a map to a device it has not got). `create_multiple_workers` keeps fairscale's
 # `skip_due_to_flakyness`; the other 12 run on CPU. distviz runs them plain and under
-# `pytest --distviz` (tests/test_fairscale_pipe.py).
+# `pytest --distviz` (tests/e2e/test_fairscale_pipe.py).
 # ruff: noqa
 
 import functools

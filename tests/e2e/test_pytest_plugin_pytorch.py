@@ -1,0 +1,113 @@
+"""A few of PyTorch's own RPC and distributed autograd tests, from the torch wheel, under
+distviz's pytest plugin (the whole classes run in ``bench/bench_pytorch_tests.py``).
+
+``test_backward_unused_send_function`` expects FAST mode's hang (its backward is still running
+after 10 s), ``test_backward_invalid_args`` expects PyTorch's errors for bad arguments, and
+``test_backward_unused_tensors`` records three contexts per worker. From the RPC classes
+(``suite_rpc.py``): the JIT dist autograd tests (a scripted ``dist_autograd.backward``,
+``get_gradients`` from scripted code, a scripted fork inside a context). Each gives the same
+result plain and traced with default options, no context differs, and every context is named
+by its test. All six run in one pytest process plain and one traced, side by side (each of
+PyTorch's tests starts its own workers: about 17 s apiece on two cores). DDP under dist
+autograd (``DdpComparisonTest``) is in the benchmark's table, not here: its teardown can
+deadlock inside PyTorch, plain as well as traced (bench/README.md, P1).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_pytorch_tests import SUITE, outcomes, table  # noqa: E402
+
+pytestmark = [
+    pytest.mark.rpc,
+    pytest.mark.skipif(importlib.util.find_spec("expecttest") is None,
+                       reason="PyTorch's test classes need expecttest (the test extra)"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASS = "suite_dist_autograd.py::TensorPipeDistAutogradTest"
+DIST_AUTOGRAD_TESTS = [f"{CLASS}::{t}" for t in (
+    "test_backward_invalid_args", "test_backward_unused_send_function",
+    "test_backward_unused_tensors")]
+RPC_TESTS = [f"suite_rpc.py::TensorPipeJitDistAutogradTest::{t}" for t in (
+    "test_dist_backward", "test_get_gradients", "test_jit_fork_within_context")]
+TESTS = DIST_AUTOGRAD_TESTS + RPC_TESTS
+
+
+def _pytest(tmp: Path, how: str) -> tuple[int, str]:
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TESTS,
+            f"--junitxml={tmp / (how + '.xml')}"]
+    if how == "traced":
+        argv.append(f"--distviz={tmp / 'traces'}")
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
+               PYTHONPATH=os.pathsep.join(path))
+    proc = subprocess.run(argv, cwd=SUITE, env=env, capture_output=True, text=True, timeout=900)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _compare(tmp: Path) -> tuple[dict[str, Any], str]:
+    # the two runs are independent (own junit files, own rendezvous files): side by side, the
+    # workers of one import torch while the other's wait (PyTorch's 10 s join, RPC shutdown)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(_pytest, tmp, "plain")
+        traced = pool.submit(_pytest, tmp, "traced")
+        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
+    index = json.loads((tmp / "traces" / "index.json").read_text())
+    result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
+                   (code_plain, code_traced))
+    return result, out_plain + out_traced
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    return _compare(tmp_path_factory.mktemp("pytorch"))
+
+
+def test_pytorchs_tests_give_the_same_results_traced(compared: tuple[dict[str, Any], str]
+                                                     ) -> None:
+    result, out = compared
+    assert result["tests"] == len(TESTS) and result["passed_plain"] == len(TESTS), out
+    assert result["results_changed"] == 0, (result["changed"], out)
+    assert result["exit_plain"] == result["exit_traced"] == 0, out
+
+
+def test_every_context_is_named_by_its_test_and_the_expected_hang_reported(
+        compared: tuple[dict[str, Any], str]) -> None:
+    result, out = compared
+    assert result["contexts"] > 0 and result["contexts_without_test"] == 0, out
+    assert result["hang_predicted"] + result["hang_predicted_and_seen"] == 4, out  # 1 per worker
+    assert f"{CLASS}::test_backward_unused_send_function: 4 contexts: 4 hang predicted" in out
+    assert f"{CLASS}::test_backward_unused_tensors: 4 contexts:" in out
+
+
+def test_no_context_of_pytorchs_tests_differs(compared: tuple[dict[str, Any], str]) -> None:
+    """``test_backward_unused_tensors`` leaves one tensor with an all-zero gradient, which the
+    replay and ``get_gradients`` must agree on."""
+    result, out = compared
+    assert result["differs"] == 0, (result["differs_tests"], out)
+
+
+def test_pytorchs_torchscript_tests_keep_their_results_and_the_scripted_backward_is_counted(
+        compared: tuple[dict[str, Any], str]) -> None:
+    """TorchScript compiles distviz's ``dist_autograd.backward`` to PyTorch's op (before, the
+    scripted test failed traced: TorchScript tried to compile the wrapper's source); the
+    scripted backward is counted, not recorded."""
+    result, out = compared
+    assert not [t for t in result["changed"] if t.startswith("suite_rpc")], out
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"{RPC_TESTS[1]}: ")]
+    assert lines and not lines[0].startswith(f"{RPC_TESTS[1]}: 0 contexts"), out  # recorded
+    test = RPC_TESTS[0]
+    assert f"{test}: 0 contexts: nothing recorded\n  note: worker0: 1 backward call from " \
+           "TorchScript, not recorded" in out, out
