@@ -199,7 +199,7 @@ def test_under_the_python_api_a_routed_predicted_hang_raises_what_dist_autograd_
     assert said["hang dist_autograd.backward"].startswith(kind), said
     assert said["hang RRef.backward"].startswith(kind), said
     line = _line("extra = rpc.rpc_sync(to=")
-    assert f"the result of rpc_sync(get_extra) at {ROOT / PROGRAM}:{line} in armed_loss, " \
+    assert f"the result of rpc_sync(get_extra) at {PROGRAM}:{line} in armed_loss, " \
         "assigned to `extra`, is not used by the loss (`loss`)" in said["hang RRef.backward"]
 
 
