@@ -164,7 +164,7 @@ def armed_loss(h):
     in the context the trainer's RPC runs in."""
     import distviz
 
-    extra = rpc.rpc_sync(to="body", func=get_extra, args=(h,))
+    extra = rpc.rpc_sync(to="body", func=get_extra, args=(h,))  # noqa: F841 - left out of the loss
     loss = h.sum()
     context_id = dist_autograd._current_context()._context_id()
     distviz.record(context_id, [loss], observe=True)
@@ -182,7 +182,7 @@ def api_hang():
         distviz.backward(context_id, [hidden.sum()], path=os.devnull)
     with dist_autograd.context() as context_id:
         hidden = rpc.rpc_sync("body", through_body, args=(weight,))
-        extra = rpc.rpc_sync("body", get_extra, args=(hidden,))
+        extra = rpc.rpc_sync("body", get_extra, args=(hidden,))  # noqa: F841 - left out
         loss = hidden.sum()
         distviz.record(context_id, [loss], observe=True)
         outcome("hang dist_autograd.backward", dist_autograd.backward, (context_id, [loss]))
