@@ -5,9 +5,12 @@ distviz's pytest plugin (the whole classes run in ``bench/bench_pytorch_tests.py
 after 10 s), ``test_backward_invalid_args`` expects PyTorch's errors for bad arguments, and
 ``test_backward_unused_tensors`` records three contexts per worker. From the RPC classes
 (``suite_rpc.py``): the JIT dist autograd tests (a scripted ``dist_autograd.backward``,
-``get_gradients`` from scripted code, a scripted fork inside a context). Each gives the same
+``get_gradients`` from scripted code, a scripted fork inside a context) and
+``test_user_rref_backward`` (``rref.backward(context_id)`` from a worker that does not own the
+RRef, twice with ``retain_graph``, then refused: each worker's first context is recorded on
+the RRef's owner). Each gives the same
 result plain and traced with default options, no context differs, and every context is named
-by its test. All six run in one pytest process plain and one traced, side by side (each of
+by its test. All seven run in one pytest process plain and one traced, side by side (each of
 PyTorch's tests starts its own workers: about 17 s apiece on two cores). DDP under dist
 autograd (``DdpComparisonTest``) is in the benchmark's table, not here: its teardown can
 deadlock inside PyTorch, plain as well as traced (bench/README.md, P1).
@@ -41,7 +44,8 @@ DIST_AUTOGRAD_TESTS = [f"{CLASS}::{t}" for t in (
     "test_backward_invalid_args", "test_backward_unused_send_function",
     "test_backward_unused_tensors")]
 RPC_TESTS = [f"suite_rpc.py::TensorPipeJitDistAutogradTest::{t}" for t in (
-    "test_dist_backward", "test_get_gradients", "test_jit_fork_within_context")]
+    "test_dist_backward", "test_get_gradients", "test_jit_fork_within_context")] + [
+    "suite_rpc.py::TensorPipeRpcTest::test_user_rref_backward"]
 TESTS = DIST_AUTOGRAD_TESTS + RPC_TESTS
 
 
@@ -90,6 +94,12 @@ def test_every_context_is_named_by_its_test_and_the_expected_hang_reported(
     assert result["hang_predicted"] + result["hang_predicted_and_seen"] == 4, out  # 1 per worker
     assert f"{CLASS}::test_backward_unused_send_function: 4 contexts: 4 hang predicted" in out
     assert f"{CLASS}::test_backward_unused_tensors: 4 contexts:" in out
+
+
+def test_pytorchs_rref_backward_test_is_recorded_on_each_owner_and_agrees(
+        compared: tuple[dict[str, Any], str]) -> None:
+    result, out = compared
+    assert f"{RPC_TESTS[3]}: 4 contexts: 4 agree" in out, out
 
 
 def test_no_context_of_pytorchs_tests_differs(compared: tuple[dict[str, Any], str]) -> None:

@@ -64,7 +64,9 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         jobs[name] = {"errors-plain": partial(_plain, tmp, "errors"),
                       "errors": partial(run_traced, tmp, [PROGRAM, "errors"]),
                       "late": partial(_timed, tmp, "late", "3", "--hang-timeout", "3"),
-                      "api": partial(_api, tmp)}[name]
+                      "api": partial(_api, tmp),
+                      "owner": partial(run_traced, tmp, [PROGRAM, "owner"]),
+                      "api-hang": partial(_plain, tmp, "api-hang", str(tmp))}[name]
     with side_by_side(jobs) as result:
         yield result
 
@@ -128,6 +130,77 @@ def test_the_program_sees_what_pytorch_gives_it_from_a_non_owner_and_the_owner(
     assert "User RRefs require 'dist_autograd_ctx_id' to be specified" in \
         said["non-owner no context id"]
     assert said["non-owner ok"] == said["owner ok"] == "returned None; gradients [[8.0, 8.0]]"
+
+
+def _frames(stdout: str) -> dict[str, list[str]]:
+    """Each raised exception's traceback as the program printed it: ``file:line in name``."""
+    return {label: frames.split(" < ") for label, frames in
+            (ln[len("frames "):].split(": ", 1) for ln in stdout.splitlines()
+             if ln.startswith("frames "))}
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("errors-plain", "errors")
+def test_a_routed_error_s_traceback_holds_one_frame_of_distviz_s_and_none_below_it(
+        runs: Any) -> None:
+    """Plain, PyTorch's C++ method raises: the traceback ends at the program's line (or
+    ``rpc.RRef``'s Python method in torch that calls it). Traced,
+    the routed method's own frame is the one left (a Python function always adds its own),
+    then nothing: not the owner's recording, the watch or PyTorch's backward under them."""
+    plain, traced = _frames(runs("errors-plain").stdout), _frames(runs("errors").stdout)
+    line = _line("result = fn(*args)")
+    errors = [label for label in plain if label.startswith(("non-owner", "owner"))]
+    assert {"non-owner refuse", "non-owner no-grad", "owner refuse", "owner no-grad",
+            "owner other context"} <= set(errors), plain
+    for label in errors:
+        # the program's line, then (for ``rpc.RRef``, a Python class) torch's ``method``
+        assert plain[label][0] == f"rref_backward.py:{line} in outcome", (label, plain)
+        assert all(f.startswith("api.py:") for f in plain[label][1:]), (label, plain)
+        assert traced[label][:-1] == plain[label], (label, traced)
+        assert traced[label][-1].startswith("rref.py:") and \
+            traced[label][-1].endswith(" in backward"), (label, traced)
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("errors")
+def test_a_refused_rref_backward_is_named_as_such_in_the_notes(runs: Any) -> None:
+    notes = runs("errors").index["notes"]
+    assert any(n.startswith("head: RRef.backward(") and "was called outside a dist_autograd "
+               "context (PyTorch: Could not find autograd context with id: " in n
+               for n in notes), notes
+    assert "trainer: an RRef.backward call was not recorded: PyTorch rejected its value " \
+        "(RuntimeError: Could not find autograd context with id: " in "\n".join(notes), notes
+    assert any("an RRef.backward call was not recorded: PyTorch rejected its value "
+               "(RuntimeError: requires_grad not set on root" in n for n in notes), notes
+    assert not [n for n in notes if "dist_autograd.backward" in n], notes
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("owner")
+def test_a_process_whose_backwards_were_all_recorded_is_named_by_its_worker(
+        runs: Any) -> None:
+    run = runs("owner")
+    assert run.code == 0, run.stdout + run.stderr[-3000:]
+    assert run.row("trainer", 1)["agreement"] == "agrees"     # recorded in full, not watched
+    assert list(run.index["backwards"]) == ["trainer"], run.index["backwards"]
+    assert any(ln.startswith("trainer: 1 backward call: median") for ln in
+               run.stdout.splitlines()), run.stdout
+    assert " pid " not in run.stdout.replace("(pid", "")
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("api-hang")
+def test_under_the_python_api_a_routed_predicted_hang_raises_what_dist_autograd_does(
+        runs: Any) -> None:
+    proc = runs("api-hang")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = dict(ln.split(": ", 1) for ln in proc.stdout.splitlines() if ln.startswith("hang "))
+    kind = "raised distviz.tracing.shared.stop.HangPredicted: "
+    assert said["hang dist_autograd.backward"].startswith(kind), said
+    assert said["hang RRef.backward"].startswith(kind), said
+    line = _line("extra = rpc.rpc_sync(to=")
+    assert f"the result of rpc_sync(get_extra) at {PROGRAM}:{line} in armed_loss, " \
+        "assigned to `extra`, is not used by the loss (`loss`)" in said["hang RRef.backward"]
 
 
 @pytest.mark.rpc

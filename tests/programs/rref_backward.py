@@ -19,12 +19,20 @@ Usage: python rref_backward.py MODE [ARG...]
 * ``api FOLDER``: ``distviz.backward(context_id, loss_rref, path=...)`` in place of
   ``loss_rref.backward(context_id)``, from a non-owner and from the owner (the Python API, not
   under ``distviz trace``); prints what each returned trace says.
+* ``api-hang FOLDER``: under the Python API, the same FAST-mode hang (an RPC result left out
+  of the loss, armed with ``distviz.record(..., observe=True)``) through
+  ``dist_autograd.backward`` and through ``RRef.backward`` from another worker; prints what
+  each raised.
+
+``errors`` and ``api-hang`` also print each raised exception's traceback (file, line,
+function per frame).
 
 Each step or case prints one line; the program exits 0 when every one ran.
 """
 
 import os
 import sys
+import traceback
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -99,6 +107,10 @@ def outcome(label, fn, args, context_id=None):
     except Exception as exc:  # noqa: BLE001 - the outcome is what is printed
         message = str(exc).split("\nException raised from")[0]
         said = f"raised {type(exc).__module__}.{type(exc).__name__}: {message!r}"
+        frames = traceback.extract_tb(exc.__traceback__)
+        print(f"frames {label}: " + " < ".join(
+            f"{os.path.basename(f.filename)}:{f.lineno} in {f.name}" for f in frames),
+            flush=True)
     grads = ""
     if context_id is not None:
         got = dist_autograd.get_gradients(context_id)
@@ -147,6 +159,40 @@ def api(folder):
               flush=True)
 
 
+def armed_loss(h):
+    """``head``'s loss leaving ``extra`` out, armed for ``distviz.record(..., observe=True)``
+    in the context the trainer's RPC runs in."""
+    import distviz
+
+    extra = rpc.rpc_sync(to="body", func=get_extra, args=(h,))  # noqa: F841 - left out of the loss
+    loss = h.sum()
+    context_id = dist_autograd._current_context()._context_id()
+    distviz.record(context_id, [loss], observe=True)
+    return loss
+
+
+def api_hang():
+    """The same FAST-mode hang (an RPC result left out of the loss) under the Python API,
+    through ``dist_autograd.backward`` and through ``RRef.backward`` from another worker."""
+    import distviz
+
+    weight = torch.ones(2, requires_grad=True)
+    with dist_autograd.context() as context_id:   # distviz's hooks in the trainer too
+        hidden = rpc.rpc_sync("body", through_body, args=(weight,))
+        distviz.backward(context_id, [hidden.sum()], path=os.devnull)
+    with dist_autograd.context() as context_id:
+        hidden = rpc.rpc_sync("body", through_body, args=(weight,))
+        extra = rpc.rpc_sync("body", get_extra, args=(hidden,))  # noqa: F841 - left out
+        loss = hidden.sum()
+        distviz.record(context_id, [loss], observe=True)
+        outcome("hang dist_autograd.backward", dist_autograd.backward, (context_id, [loss]))
+    with dist_autograd.context() as context_id:
+        hidden = rpc.rpc_sync("body", through_body, args=(weight,))
+        loss_rref = rpc.remote("head", armed_loss, args=(hidden,))
+        loss_rref.to_here()
+        outcome("hang RRef.backward", loss_rref.backward, (context_id,))
+
+
 def run_worker(rank, mode, args):
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"),
@@ -161,6 +207,9 @@ def run_worker(rank, mode, args):
             owner()
         elif mode == "api":
             api(args[0])
+        elif mode == "api-hang":
+            os.chdir(args[0])     # the traces distviz.record writes
+            api_hang()
         else:
             errors()
     rpc.shutdown()

@@ -48,11 +48,11 @@ def traced_backward(*args: Any, **kwargs: Any) -> None:
 
 
 def backward_at(frame: types.FrameType | None, args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> None:
+                kwargs: dict[str, Any], entry: str = observe_args.DIST_BACKWARD) -> None:
     """``traced_backward(*args, **kwargs)`` called from ``frame`` (the program's line, whose
     variables name the roots): ``distviz.tracing.hooks.rref`` gives the caller's frame of an
     ``RRef.backward``, or on the owner a stand-in for the frame of a caller on another
-    worker."""
+    worker, and ``entry`` ``observe_args.RREF_BACKWARD`` (the summary's notes name it)."""
     proc = process.PROCESS
     if proc is None:
         return BACKWARD(*args, **kwargs)
@@ -60,17 +60,17 @@ def backward_at(frame: types.FrameType | None, args: tuple[Any, ...],
         cid = args[0] if args else kwargs.get("contextId")
         if type(cid) is int:
             proc.number(cid)    # a backward of the context came through Python
-        _log_unrecorded(proc, "a dist_autograd.backward call inside torch.jit.trace was not "
+        _log_unrecorded(proc, f"{observe_args.a_call(entry)} inside torch.jit.trace was not "
                               "recorded")
         return BACKWARD(*args, **kwargs)
     call = observe_args.recordable(args, kwargs)
     if call is None:
         return observe_args.unrecorded(args, kwargs, None,
-                                       functools.partial(_log_unrecorded, proc))
+                                       functools.partial(_log_unrecorded, proc), entry)
     context_id, roots, retain_graph = call
     if not context_here(context_id):   # no context of the program's
         return observe_args.unrecorded(args, kwargs, context_id,
-                                       functools.partial(_log_unrecorded, proc))
+                                       functools.partial(_log_unrecorded, proc), entry)
     k, first = proc.number(context_id)
     if not first and context_id in proc.runs:
         from distviz.tracing.recording import observe

@@ -19,6 +19,9 @@ from distviz.recorder.contexts import BACKWARD
 from distviz.words import error_line
 
 _NAMES = ("contextId", "roots", "retain_graph")   # PyTorch's names for the arguments
+#: The entries into a distributed backward, as the summary's notes name them.
+DIST_BACKWARD = "dist_autograd.backward"
+RREF_BACKWARD = "RRef.backward"
 
 
 class BackwardArgs(NamedTuple):
@@ -56,20 +59,32 @@ def _scalar_root(r: Any) -> bool:
 
 
 def unrecorded(args: tuple[Any, ...], kwargs: dict[str, Any], context_id: int | None,
-               log: Callable[[str], None]) -> None:
+               log: Callable[[str], None], entry: str = DIST_BACKWARD) -> None:
     """PyTorch's backward for a call distviz does not record (bad arguments, or with
-    ``context_id`` a context that does not exist), and ``log(why)`` for the summary. Returns
-    or raises what PyTorch does."""
+    ``context_id`` a context that does not exist), and ``log(why)`` for the summary, naming
+    the ``entry`` the program called (``RREF_BACKWARD``: ``args`` are the owner's
+    ``dist_autograd.backward(context_id, [value], retain_graph)``). Returns or raises what
+    PyTorch does."""
     try:
         BACKWARD(*args, **kwargs)
     except Exception as exc:
         if context_id is not None:
             from distviz.tracing.recording import report
-            log(report.not_recorded(context_id, exc))
+            log(report.not_recorded(context_id, exc, entry))
         else:
             text = error_line(exc)
-            log("a dist_autograd.backward call was not recorded: PyTorch rejected its "
-                f"arguments ({type(exc).__name__}: {text})")
+            log(f"{a_call(entry)} was not recorded: PyTorch rejected its "
+                f"{'arguments' if entry == DIST_BACKWARD else 'value'} "
+                f"({type(exc).__name__}: {text})")
         raise
-    log("a dist_autograd.backward call was not recorded: distviz records roots given as a "
-        "list or tuple of scalar tensors")
+    if entry == DIST_BACKWARD:
+        log("a dist_autograd.backward call was not recorded: distviz records roots given as a "
+            "list or tuple of scalar tensors")
+    else:
+        log(f"{a_call(entry)} was not recorded: distviz records an RRef whose value is a "
+            "scalar tensor with a grad_fn")
+
+
+def a_call(entry: str) -> str:
+    """``a dist_autograd.backward call``, ``an RRef.backward call``."""
+    return f"{'an' if entry == RREF_BACKWARD else 'a'} {entry} call"

@@ -29,6 +29,7 @@ pybind class ``rpc.remote`` returns; ``rpc.RRef`` subclasses it and calls it thr
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -42,19 +43,23 @@ import torch.distributed.rpc.api as rpc_api
 
 from distviz.recorder.contexts import context_here
 from distviz.tracing import callsites
-from distviz.tracing.hooks import dispatch
-from distviz.tracing.shared import naming, process
+from distviz.tracing.hooks import dispatch, observe_args
+from distviz.tracing.shared import naming, process, stop
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _ORIGINAL: list[Callable[..., Any]] = []    # PyTorch's ``PyRRef.backward``, once installed
 
 
 class Reply(NamedTuple):
     """What ``on_owner`` answers: whether the backward ran there (``False``: the value is not a
     tensor, or the RRef's remote call failed, and the caller calls PyTorch's method, which
-    raises what it raises, before any backward ran), and the text of what it raised."""
+    raises what it raises, before any backward ran), the text of what it raised, and whether
+    that was distviz's ``HangPredicted`` (the Python API's predicted hang: the caller raises
+    it as a ``dist_autograd.backward`` of its own would)."""
 
     ran: bool
     error: str | None = None
+    hang: bool = False
 
 
 class Args(NamedTuple):
@@ -165,7 +170,8 @@ def _backward(frame: types.FrameType | None, call: Args, root: torch.Tensor) -> 
     module holds now (the Python API's observed backward, or PyTorch's)."""
     current = dist_autograd.backward
     if current is dispatch.traced_backward:
-        dispatch.backward_at(frame, (call.context_id, [root], call.retain_graph), {})
+        dispatch.backward_at(frame, (call.context_id, [root], call.retain_graph), {},
+                             observe_args.RREF_BACKWARD)
     else:
         current(call.context_id, [root], retain_graph=call.retain_graph)
 
@@ -180,7 +186,7 @@ def on_owner(rref: Any, context_id: int, retain_graph: bool, site: CallerSite) -
     try:
         _backward(stand_in(site, root), Args(context_id, retain_graph), root)
     except Exception as exc:  # noqa: BLE001 - the caller raises it as PyTorch would
-        return Reply(ran=True, error=str(exc))
+        return Reply(ran=True, error=str(exc), hang=isinstance(exc, stop.HangPredicted))
     return Reply(ran=True)
 
 
@@ -195,26 +201,52 @@ def _sweep() -> None:
         dispatch.context_ended(cid)
 
 
+def without_own_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without distviz's frames (PyTorch raises from C++: the program's traceback
+    holds none of them), the others linked as they were."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            kept.append(tb)
+        tb = tb.tb_next
+    for k, entry in enumerate(kept):
+        entry.tb_next = kept[k + 1] if k + 1 < len(kept) else None
+    return kept[0] if kept else None
+
+
+def routed_error(reply: Reply) -> RuntimeError:
+    """What the caller raises for the owner's error: PyTorch's ``RRefBackwardReq`` raises
+    its text as a ``RuntimeError``; a predicted hang is the ``HangPredicted`` that
+    ``dist_autograd.backward`` raises under the Python API."""
+    kind = stop.HangPredicted if reply.hang else RuntimeError
+    return kind(reply.error)
+
+
 def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
     def backward(self: Any, *args: Any, **kwargs: Any) -> None:
         call = parse(args, kwargs)
         if call is None or process.PROCESS is None:
             return original(self, *args, **kwargs)
         frame = sys._getframe(1)
-        if self.is_owner():
-            root = _local_tensor(self)
-            if root is None:
+        try:
+            if self.is_owner():
+                root = _local_tensor(self)
+                if root is None:
+                    return original(self, *args, **kwargs)
+                _backward(with_variable(frame, self, root), call, root)
+                return None
+            site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
+            reply = pytorch_rpc_sync()(self.owner(), on_owner,
+                                       args=(self, call.context_id, call.retain_graph, site))
+            if not reply.ran:
                 return original(self, *args, **kwargs)
-            _backward(with_variable(frame, self, root), call, root)
+            if reply.error is not None:
+                raise routed_error(reply)
             return None
-        site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
-        reply = pytorch_rpc_sync()(self.owner(), on_owner,
-                                   args=(self, call.context_id, call.retain_graph, site))
-        if not reply.ran:
-            return original(self, *args, **kwargs)
-        if reply.error is not None:    # PyTorch's RRefBackwardReq raises the owner's error so
-            raise RuntimeError(reply.error)
-        return None
+        except Exception as exc:
+            # the one frame left is this line's: an exception leaving a Python function
+            # always names it (only a C++ method such as PyTorch's raises without one)
+            raise exc.with_traceback(without_own_frames(exc.__traceback__))  # noqa: B904
     backward.__wrapped__ = original    # type: ignore[attr-defined]
     backward.__name__ = "backward"
     backward.__doc__ = getattr(original, "__doc__", None)

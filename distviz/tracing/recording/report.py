@@ -28,15 +28,17 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _NODE = re.compile(r"Error on Node (\d+)")
 
 
-def not_recorded(context_id: int, exc: BaseException) -> str:
-    """Why a ``dist_autograd.backward`` call was not recorded, in one line."""
+def not_recorded(context_id: int, exc: BaseException,
+                 entry: str = "dist_autograd.backward") -> str:
+    """Why a ``dist_autograd.backward`` call (or another ``entry``: ``RRef.backward``) was not
+    recorded, in one line."""
     text = first_line(str(exc))
     if "Could not find autograd context" in text or "context" in text.lower() and \
             "valid" in text.lower():
-        return (f"dist_autograd.backward({context_id}, ...) was called outside a dist_autograd "
+        return (f"{entry}({context_id}, ...) was called outside a dist_autograd "
                 f"context (PyTorch: {text}); call it inside `with dist_autograd.context() as "
                 "context_id:`")
-    return f"dist_autograd.backward({context_id}, ...) was not recorded: {text}"
+    return f"{entry}({context_id}, ...) was not recorded: {text}"
 
 
 def hang_text(trace: Trace, replay: Replay) -> str:

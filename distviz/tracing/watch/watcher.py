@@ -178,9 +178,26 @@ class Watch:
                 return
             self.handed = True
             stats = self.stats.to_json()
+        # a process whose backwards were all recorded in full (none watched) named no worker
+        stats["worker"] = stats["worker"] or _worker_name()
         journal.append(self.config.session_dir, journal.Event(
-            kind=journal.EventKind.BACKWARDS, pid=os.getpid(), worker=self.stats.worker,
+            kind=journal.EventKind.BACKWARDS, pid=os.getpid(), worker=stats["worker"],
             stats=stats))
+
+
+def _worker_name() -> str | None:
+    """This process's worker name (noted at ``rpc.init_rpc``, else asked of the agent while
+    it runs); ``None`` when neither knows it."""
+    from distviz.tracing.shared import process
+
+    if process.PROCESS is not None and process.PROCESS.worker is not None:
+        return process.PROCESS.worker
+    try:
+        import torch.distributed.rpc as rpc
+
+        return str(rpc.get_worker_info().name)
+    except Exception:  # noqa: BLE001 - no agent: the summary names the process by its pid
+        return None
 
 
 _WATCHES: dict[int, Watch] = {}
