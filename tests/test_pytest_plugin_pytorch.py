@@ -7,9 +7,8 @@ after 10 s), ``test_backward_invalid_args`` expects PyTorch's errors for bad arg
 (``suite_rpc.py``): the JIT dist autograd tests (a scripted ``dist_autograd.backward``,
 ``get_gradients`` from scripted code, a scripted fork inside a context). Each gives the same
 result plain and traced with default options, no context differs, and every context is named
-by its test. The six run in two pytest processes plain and two traced, all four side by side
-(each of PyTorch's tests starts its own workers and mostly waits: its 10 s join, RPC
-shutdown); their junit results and trace indexes are merged before the comparison. DDP under dist
+by its test. All six run in one pytest process plain and one traced, side by side (each of
+PyTorch's tests starts its own workers: about 17 s apiece on two cores). DDP under dist
 autograd (``DdpComparisonTest``) is in the benchmark's table, not here: its teardown can
 deadlock inside PyTorch, plain as well as traced (bench/README.md, P1).
 """
@@ -46,19 +45,11 @@ RPC_TESTS = [f"suite_rpc.py::TensorPipeJitDistAutogradTest::{t}" for t in (
 TESTS = DIST_AUTOGRAD_TESTS + RPC_TESTS
 
 
-#: The six tests in two halves, each half its own pytest process per mode (four at once): each
-#: of PyTorch's tests mostly waits (its 10 s join, RPC shutdown), so two cores keep up.
-HALVES = (
-    [DIST_AUTOGRAD_TESTS[1], RPC_TESTS[0], RPC_TESTS[2]],
-    [DIST_AUTOGRAD_TESTS[0], DIST_AUTOGRAD_TESTS[2], RPC_TESTS[1]],
-)
-
-
-def _pytest(tmp: Path, how: str, half: int) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *HALVES[half],
-            f"--junitxml={tmp / f'{how}{half}.xml'}"]
+def _pytest(tmp: Path, how: str) -> tuple[int, str]:
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TESTS,
+            f"--junitxml={tmp / (how + '.xml')}"]
     if how == "traced":
-        argv.append(f"--distviz={tmp / f'traces{half}'}")
+        argv.append(f"--distviz={tmp / 'traces'}")
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
                PYTHONPATH=os.pathsep.join(path))
@@ -67,25 +58,16 @@ def _pytest(tmp: Path, how: str, half: int) -> tuple[int, str]:
 
 
 def _compare(tmp: Path) -> tuple[dict[str, Any], str]:
-    # the four runs are independent (own junit files, own trace folders, own rendezvous files):
-    # side by side, the workers of one import torch while the others wait
-    runs = [(how, half) for half in range(len(HALVES)) for how in ("plain", "traced")]
-    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-        done = dict(zip(runs, pool.map(lambda run: _pytest(tmp, *run), runs), strict=True))
-    index: dict[str, Any] = {"contexts": []}
-    for half in range(len(HALVES)):
-        part = json.loads((tmp / f"traces{half}" / "index.json").read_text())
-        index["contexts"] += part.get("contexts", [])
-    plain: dict[str, str] = {}
-    traced: dict[str, str] = {}
-    for half in range(len(HALVES)):
-        plain.update(outcomes(tmp / f"plain{half}.xml"))
-        traced.update(outcomes(tmp / f"traced{half}.xml"))
-    codes = tuple(max(done[how, half][0] for half in range(len(HALVES)))
-                  for how in ("plain", "traced"))
-    result = table(plain, traced, index, (1.0, 1.0), (codes[0], codes[1]))
-    return result, "".join(done[how, half][1] for how in ("plain", "traced")
-                           for half in range(len(HALVES)))
+    # the two runs are independent (own junit files, own rendezvous files): side by side, the
+    # workers of one import torch while the other's wait (PyTorch's 10 s join, RPC shutdown)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        plain = pool.submit(_pytest, tmp, "plain")
+        traced = pool.submit(_pytest, tmp, "traced")
+        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
+    index = json.loads((tmp / "traces" / "index.json").read_text())
+    result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
+                   (code_plain, code_traced))
+    return result, out_plain + out_traced
 
 
 @pytest.fixture(scope="module")
