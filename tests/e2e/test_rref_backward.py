@@ -29,6 +29,7 @@ from guards import HANG_GUARD_S
 from side_by_side import marked, side_by_side
 
 PROGRAM = str(Path("tests") / "programs" / "rref_backward.py")
+SCRIPTED = Path("tests") / "programs" / "scripted_backward.py"
 
 
 def _line(text: str, program: str = PROGRAM) -> int:
@@ -66,7 +67,9 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                       "late": partial(_timed, tmp, "late", "3", "--hang-timeout", "3"),
                       "api": partial(_api, tmp),
                       "owner": partial(run_traced, tmp, [PROGRAM, "owner"]),
-                      "api-hang": partial(_plain, tmp, "api-hang", str(tmp))}[name]
+                      "api-hang": partial(_plain, tmp, "api-hang", str(tmp)),
+                      "plugin": partial(_plugin, tmp),
+                      "scripted": partial(_scripted_hang, tmp)}[name]
     with side_by_side(jobs) as result:
         yield result
 
@@ -246,14 +249,20 @@ def test_a_late_hang_through_rref_backward_is_explained_live_and_stopped(runs: A
 SUITE = ROOT / "tests" / "programs" / "pytest_suite"
 
 
-@pytest.mark.rpc
-def test_under_the_pytest_plugin_each_rref_backward_is_recorded_on_its_owner(
-        tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def _plugin(tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp / "out"
     proc = subprocess.run([sys.executable, "-m", "pytest", "suite_rref.py", "-p",
                            "no:cacheprovider", f"--distviz={out}"], cwd=SUITE,
-                          env=_environment(tmp_path), capture_output=True, text=True,
+                          env=_environment(tmp), capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
+    return proc, out
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("plugin")
+def test_under_the_pytest_plugin_each_rref_backward_is_recorded_on_its_owner(
+        runs: Any) -> None:
+    proc, out = runs("plugin")
     assert proc.returncode == 0, proc.stdout + proc.stderr     # pytest's own status
     assert "2 passed" in proc.stdout
     index = json.loads((out / "index.json").read_text(encoding="utf-8"))
@@ -309,13 +318,12 @@ def test_a_scripted_function_is_watched_when_its_graph_runs_a_distributed_backwa
         "record a backward called from TorchScript")
 
 
-@pytest.mark.rpc
-def test_a_hang_in_a_scripted_backward_is_said_at_its_deadline(tmp_path: Path) -> None:
-    program = [str(Path("tests") / "programs" / "scripted_backward.py"), "hang"]
-    err = tmp_path / "stderr.txt"
+def _scripted_hang(tmp: Path) -> Traced:
+    program = [str(SCRIPTED), "hang"]
+    err = tmp / "stderr.txt"
     with err.open("w") as sink:
-        proc = subprocess.Popen(trace_command(tmp_path, program, "--hang-timeout", "1"),
-                                cwd=ROOT, env=_environment(tmp_path), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(trace_command(tmp, program, "--hang-timeout", "1"),
+                                cwd=ROOT, env=_environment(tmp), stdout=subprocess.PIPE,
                                 stderr=sink, text=True)
         deadline = time.monotonic() + HANG_GUARD_S
         while time.monotonic() < deadline and proc.poll() is None and \
@@ -323,9 +331,15 @@ def test_a_hang_in_a_scripted_backward_is_said_at_its_deadline(tmp_path: Path) -
             time.sleep(0.3)
         proc.send_signal(signal.SIGINT)     # PyTorch's backward never returns: stop it
         stdout, _ = proc.communicate(timeout=HANG_GUARD_S)
-    run = finish(tmp_path, proc, stdout, err.read_text())
-    assert run.code == 130, stdout + run.stderr[-3000:]
-    line = _line("scripted_backward(context_id, loss)", program[0])
+    return finish(tmp, proc, stdout, err.read_text())
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("scripted")
+def test_a_hang_in_a_scripted_backward_is_said_at_its_deadline(runs: Any) -> None:
+    run = runs("scripted")
+    assert run.code == 130, run.stdout + run.stderr[-3000:]
+    line = _line("scripted_backward(context_id, loss)", str(SCRIPTED))
     said = (f"worker0: the scripted function __torch__.__mp_main__.scripted_backward called at "
             f"tests/programs/scripted_backward.py:{line} in run_worker, which runs "
             "dist_autograd.backward in TorchScript, has not returned after 1 s")

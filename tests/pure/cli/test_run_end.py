@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import RunError
-from distviz.replay import replay
 from distviz.judge.verdict import judge
+from distviz.replay import replay
 from distviz.runner.parent.run import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, load

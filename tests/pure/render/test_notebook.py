@@ -12,10 +12,10 @@ import replay_fixtures as fx
 from builders.graphs import HOSTILE, design_trace
 
 import distviz
+from distviz.judge.analysis import analysis
 from distviz.render import graphviz_backend
 from distviz.render.html import to_html
 from distviz.render.notebook import CELL_HEIGHT_PX, cell_title, trace_html
-from distviz.judge.analysis import analysis
 from distviz.trace.recording import Recording
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"

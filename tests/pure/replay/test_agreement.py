@@ -7,8 +7,8 @@ import replay_fixtures as F
 from builders.agreement import _real_from_replay
 
 from distviz.judge.agreement import compare
-from distviz.replay import replay
 from distviz.judge.verdict import judge
+from distviz.replay import replay
 
 
 def test_no_real_run_is_skipped() -> None:
