@@ -13,18 +13,11 @@ runs a local backward inside the distributed one. One pytest process plain and o
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_pytorch_tests import outcomes, table  # noqa: E402
+from builders.plain_and_traced import compare_plain_and_traced, outcomes
 
 pytestmark = [
     pytest.mark.rpc,
@@ -40,29 +33,13 @@ RUN = 12
 SKIPPED = [f"{MODULE.removesuffix('.py')}::test_create_multiple_workers[devices0]"]
 
 
-def _pytest(tmp: Path, how: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "ignore", MODULE,
-            f"--junitxml={tmp / (how + '.xml')}"]
-    if how == "traced":
-        argv.append(f"--distviz={tmp / 'traces'}")
-    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
-               PYTHONPATH=os.pathsep.join(path), TMPDIR=str(tmp))  # fairscale's mkstemp files
-    proc = subprocess.run(argv, cwd=SUITE, env=env, capture_output=True, text=True, timeout=600)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
     tmp = tmp_path_factory.mktemp("fairscale")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        plain = pool.submit(_pytest, tmp, "plain")
-        traced = pool.submit(_pytest, tmp, "traced")
-        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
-    index = json.loads((tmp / "traces" / "index.json").read_text())
-    result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
-                   (code_plain, code_traced))
-    return result, out_plain + out_traced, tmp
+    result, out = compare_plain_and_traced(SUITE, ["-W", "ignore", MODULE], tmp,
+                                           env={"TMPDIR": str(tmp)},  # fairscale's mkstemp files
+                                           timeout=600)
+    return result, out, tmp
 
 
 def test_fairscales_tests_pass_plain_and_traced_with_the_same_results(

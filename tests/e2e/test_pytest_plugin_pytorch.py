@@ -19,18 +19,10 @@ deadlock inside PyTorch, plain as well as traced (bench/README.md, P1).
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_pytorch_tests import SUITE, outcomes, table  # noqa: E402
+from builders.plain_and_traced import PYTORCH_SUITE, compare_plain_and_traced
 
 pytestmark = [
     pytest.mark.rpc,
@@ -38,7 +30,6 @@ pytestmark = [
                        reason="PyTorch's test classes need expecttest (the test extra)"),
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
 CLASS = "suite_dist_autograd.py::TensorPipeDistAutogradTest"
 DIST_AUTOGRAD_TESTS = [f"{CLASS}::{t}" for t in (
     "test_backward_invalid_args", "test_backward_unused_send_function",
@@ -49,34 +40,9 @@ RPC_TESTS = [f"suite_rpc.py::TensorPipeJitDistAutogradTest::{t}" for t in (
 TESTS = DIST_AUTOGRAD_TESTS + RPC_TESTS
 
 
-def _pytest(tmp: Path, how: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TESTS,
-            f"--junitxml={tmp / (how + '.xml')}"]
-    if how == "traced":
-        argv.append(f"--distviz={tmp / 'traces'}")
-    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, TP_SOCKET_IFNAME="lo", GLOO_SOCKET_IFNAME="lo", NO_COLOR="1",
-               PYTHONPATH=os.pathsep.join(path))
-    proc = subprocess.run(argv, cwd=SUITE, env=env, capture_output=True, text=True, timeout=900)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def _compare(tmp: Path) -> tuple[dict[str, Any], str]:
-    # the two runs are independent (own junit files, own rendezvous files): side by side, the
-    # workers of one import torch while the other's wait (PyTorch's 10 s join, RPC shutdown)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        plain = pool.submit(_pytest, tmp, "plain")
-        traced = pool.submit(_pytest, tmp, "traced")
-        (code_plain, out_plain), (code_traced, out_traced) = plain.result(), traced.result()
-    index = json.loads((tmp / "traces" / "index.json").read_text())
-    result = table(outcomes(tmp / "plain.xml"), outcomes(tmp / "traced.xml"), index, (1.0, 1.0),
-                   (code_plain, code_traced))
-    return result, out_plain + out_traced
-
-
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    return _compare(tmp_path_factory.mktemp("pytorch"))
+    return compare_plain_and_traced(PYTORCH_SUITE, TESTS, tmp_path_factory.mktemp("pytorch"))
 
 
 def test_pytorchs_tests_give_the_same_results_traced(compared: tuple[dict[str, Any], str]
