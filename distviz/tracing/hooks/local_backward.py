@@ -34,6 +34,7 @@ import functools
 import linecache
 import os
 import sys
+import sysconfig
 import types
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,10 @@ from distviz.words import context_label, plural
 NAMED = 3
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: torch's own tests (``torch/testing``) call a local backward as a program does
+_TORCH_TESTS = _TORCH + "testing" + os.sep
+#: Python's standard library (``multiprocessing``'s ``run`` is no line of the program's)
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
 _APPLY = autograd_function.BackwardCFunction.apply.__code__
 _SAID: set[tuple[Any, ...]] = set()
 os.register_at_fork(after_in_child=_SAID.clear)
@@ -191,12 +196,17 @@ Frame = tuple[str, int, str]
 
 
 def call_frame(frame: types.FrameType | None) -> Frame | None:
-    """The innermost frame outside torch and distviz: the line that made the call (the
-    program's, or a library's such as fairscale's)."""
+    """The innermost frame outside torch (but its tests), distviz and Python's standard
+    library: the line that made the call (the program's, or a library's such as fairscale's)."""
     for f in outwards(frame):
         path = os.path.abspath(f.f_code.co_filename)
-        if not path.startswith((_TORCH, _HERE)) and not f.f_code.co_filename.startswith("<"):
-            return path, f.f_lineno or 0, f.f_code.co_name
+        if f.f_code.co_filename.startswith("<") or path.startswith(_HERE):
+            continue
+        if path.startswith(_TORCH) and not path.startswith(_TORCH_TESTS):
+            continue
+        if path.startswith(_STDLIB) and not ("site-packages" in path or "dist-packages" in path):
+            continue
+        return path, f.f_lineno or 0, f.f_code.co_name
     return None
 
 
