@@ -19,9 +19,10 @@ __all__ = ["STDOUT", "is_stream", "replace_file", "write_atomic"]
 STDOUT = "-"  # the output path that means standard output
 
 
-def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
+def write_atomic(path: str | os.PathLike[str], text: str | bytes, *, sync: bool = True) -> Path:
     """Write ``text`` (or bytes) to ``path`` so that a reader never sees half a file, without
-    ever replacing anything but a regular file; returns ``path``.
+    ever replacing anything but a regular file; returns ``path``. ``sync=False`` skips the
+    ``fsync`` (``replace_file``).
 
     * ``-``: standard output.
     * a regular file, or a path that does not exist yet (missing folders are made): a temporary
@@ -52,7 +53,7 @@ def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> Path:
         raise OutputError(f"{kind}; give the name of a file to write (or - for standard "
                           "output)", path=os.fspath(path))
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    replace_file(target, data, None if st is None else stat.S_IMODE(st.st_mode))
+    replace_file(target, data, None if st is None else stat.S_IMODE(st.st_mode), sync=sync)
     return path
 
 

@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from distviz.files import replace_file
+from distviz.files import write_atomic
 from distviz.limits import EXIT_OK
 from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
@@ -224,11 +224,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def write_trace(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (a temporary file beside it, then
-    ``os.replace``): a reader, or a process killed half-way, never leaves half a trace. No
-    ``fsync``: a traced program writes one or two traces per recorded context and must not wait
-    for the disk each time; the kernel keeps what a killed process wrote."""
-    replace_file(path, text.encode("utf-8"), 0o644, sync=False)
+    """Write ``text`` to ``path`` as every output file is written (``files.write_atomic``): a
+    regular file is replaced atomically, so a reader, or a process killed half-way, never sees
+    half a trace; ``/dev/null``, a FIFO or ``-`` are written into, never replaced (a program's
+    ``distviz.backward(..., path=os.devnull)`` once replaced the machine's ``/dev/null`` with a
+    file). No ``fsync``: a traced program writes one or two traces per recorded context and must
+    not wait for the disk each time; the kernel keeps what a killed process wrote."""
+    write_atomic(path, text, sync=False)
 
 
 def trace_stem(initiator: str, index: int, test: str | None = None) -> str:

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.errors import OutputError
 from distviz.trace import is_stream, write_atomic
+from distviz.tracing.shared.journal import write_trace
 
 FORMATS = ("svg", "png", "dot", "html", "perfetto")
 
@@ -124,6 +125,15 @@ def test_character_device_is_written_into_not_replaced(tmp_path: Path) -> None:
     F.design_note().save(dev)
     assert stat.S_ISCHR(dev.stat().st_mode)
     assert dev.stat().st_rdev == os.makedev(1, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+def test_a_traced_programs_trace_into_a_device_keeps_the_device(tmp_path: Path) -> None:
+    """``distviz.backward(..., path=os.devnull)`` writes through ``journal.write_trace``, which
+    once replaced the device with a regular file (the machine's ``/dev/null``, as root)."""
+    dev = _scratch_null(tmp_path)
+    write_trace(dev, F.design_note().dumps())
+    assert stat.S_ISCHR(dev.stat().st_mode) and dev.stat().st_rdev == os.makedev(1, 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
 
 
@@ -252,6 +262,10 @@ def test_export_to_dev_null_keeps_dev_null(tmp_path: Path) -> None:
                         for fmt in FORMATS if fmt not in ("svg", "png") or shutil.which("dot"))
     save = (f"{sys.executable} -c \"from distviz.trace import load; "
             f"load('{trace}').save('/dev/null')\"")
+    # a traced program's own trace (``distviz.backward(..., path=os.devnull)``)
+    save += (f"\n{sys.executable} -c \"from pathlib import Path; "
+             "from distviz.tracing.shared.journal import write_trace; "
+             f"write_trace(Path('/dev/null'), open('{trace}').read())\"")
     out = _in_private_dev(f"{exports}\n{save}\nstat -c '%F %t:%T' /dev/null\nls -A /dev\n")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
