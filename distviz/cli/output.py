@@ -19,8 +19,8 @@ from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.judge.analysis import Analysis
+    from distviz.judge.model import Agreement
     from distviz.judge.verdict import Verdict
-    from distviz.replay.model import Agreement
     from distviz.replay.result import Replay
     from distviz.trace.sections import Real, Section
     from distviz.views import ViewSpec

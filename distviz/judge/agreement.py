@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from distviz.judge.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
 from distviz.judge.opaque import python_behind
 from distviz.outcome import RealOutcome
-from distviz.replay.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
 from distviz.replay.result import Replay, observed_arrival
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace

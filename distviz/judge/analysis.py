@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distviz.analyses.timing import Timing, analyze
+from distviz.judge.model import Agreement
 from distviz.judge.verdict import Verdict, judge
-from distviz.replay.model import Agreement
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace

@@ -66,6 +66,7 @@ from distviz.judge.agreement import (
 )
 from distviz.judge.legality import Violation
 from distviz.judge.legality import check as check_legality
+from distviz.judge.model import CHECK_JSON_WORDS, Agreement, Status
 from distviz.judge.opaque import python_behind
 from distviz.judge.watched import Watched, returned_sentence, slow_text
 from distviz.limits import (
@@ -77,7 +78,6 @@ from distviz.limits import (
     most_severe,
 )
 from distviz.outcome import Category, ContextOutcome, Outcome, RealOutcome, Stop
-from distviz.replay.model import CHECK_JSON_WORDS, Agreement, Status
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace

@@ -39,8 +39,8 @@ from typing import Any
 
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
+from distviz.judge.model import Agreement
 from distviz.render.html_data import agreement_words, event_texts, viewer_data
-from distviz.replay.model import Agreement
 from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 

@@ -25,11 +25,12 @@ from typing import Any
 
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
+from distviz.judge.model import AGREEMENT_JSON_WORDS, Agreement
 from distviz.render.dot_text import shape_text
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
-from distviz.replay.model import ACTIONS, AGREEMENT_JSON_WORDS, Agreement, Message, ReplayLike
+from distviz.replay.model import ACTIONS, Message, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.views.groups import call_groups

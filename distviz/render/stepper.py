@@ -40,8 +40,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from distviz.judge.model import Agreement
 from distviz.render.terminal import render_log, render_state
-from distviz.replay.model import Agreement, ReplayLike
+from distviz.replay.model import ReplayLike
 from distviz.trace import Trace
 from distviz.words import NOTATION
 

@@ -13,13 +13,14 @@ from builders.terminal import design_note_trace, replay_of
 from rich.console import Console, Group, RenderableType
 from rich.tree import Tree
 
+from distviz.judge.model import Agreement
 from distviz.render.terminal import (
     render_graph,
     render_log,
     render_state,
     render_summary,
 )
-from distviz.replay import Agreement, initial_dependencies
+from distviz.replay import initial_dependencies
 from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, RpcCall, Trace, message_label
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "design_note_log.txt"

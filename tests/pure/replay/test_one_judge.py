@@ -24,11 +24,11 @@ from distviz.cli.options import View
 from distviz.cli.running import show_run
 from distviz.fuzz.judge_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
+from distviz.judge.model import AGREEMENT_JSON_WORDS
 from distviz.judge.verdict import Verdict, Watched, judge
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
 from distviz.render.training import iteration_table
 from distviz.replay import replay
-from distviz.replay.model import AGREEMENT_JSON_WORDS
 from distviz.trace import Trace, load
 from distviz.trace.recording import Recording
 from distviz.tracing.parent import summary

@@ -16,10 +16,10 @@ from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
 from distviz.judge import legality
+from distviz.judge.model import Status
 from distviz.outcome import Category, RealOutcome
 from distviz.replay import replay
 from distviz.replay.engine import FREED_MESSAGE
-from distviz.replay.model import Status
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, loads
 from distviz.tracing.config import TraceConfig, check_options
