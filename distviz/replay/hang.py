@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, IndexedGraph, reachable_nodes
-from distviz.replay.model import BlockedSend, BlockedWorker, Hang, ReplayState, UnreachableRecv
+from distviz.replay.model import (
+    BlockedKind,
+    BlockedSend,
+    BlockedWorker,
+    Hang,
+    ReplayState,
+    UnreachableRecv,
+)
 from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
 from distviz.words import plural, word_for
@@ -120,6 +127,7 @@ def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
         c = h.calls.call_of(r)
     recv_worker = g.workers[g.worker[r]] if r >= 0 else None
     var: str | None = None
+    kind: BlockedKind
     if r < 0:
         if c is None:
             c = h.calls.infer_call(s)
@@ -138,7 +146,8 @@ def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
                        reason=reason, var=var, line=rc.line if rc is not None else None, call=c)
 
 
-def _no_recv(h: _Hung, s: int, c: int | None, label: str) -> tuple[str, str, str | None]:
+def _no_recv(h: _Hung, s: int, c: int | None, label: str
+             ) -> tuple[BlockedKind, str, str | None]:
     """A send without a recv: ``(kind, reason, var)``."""
     rc = h.rpc(c)
     if rc is not None and c is not None and not rc.grad_enabled:

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from distviz.outcome import OUTCOMES
 
 __all__ = [
-    "ACTIONS", "OUTCOMES", "Accumulation", "BlockedSend", "BlockedWorker", "Event", "Hang",
+    "ACTIONS", "OUTCOMES", "Accumulation", "BlockedKind", "BlockedSend", "BlockedWorker", "Event", "Hang",
     "Message", "PassError", "ReplayLike", "ReplayState", "UnreachableRecv", "WorkerState",
 ]
 
@@ -208,6 +208,10 @@ class PassError:
         return out
 
 
+#: why a send's gradient never comes (``BlockedSend.kind``)
+BlockedKind = Literal["unused", "no_grad", "no_recv", "blocked"]
+
+
 @dataclass(frozen=True, slots=True)
 class BlockedSend:
     """A send that never ran on a worker that started the pass, and why its gradient never comes.
@@ -223,7 +227,7 @@ class BlockedSend:
     label: str
     recv: str | None
     recv_worker: str | None
-    kind: str
+    kind: BlockedKind
     reason: str
     var: str | None = None
     line: int | None = None
