@@ -122,7 +122,7 @@ TRACE_WATCHED_WRITES: Final = 5
 #: the most recent ones, so that a job of a million steps holds no more than this many.
 TRACE_RECENT_CONTEXTS: Final = 1024
 #: Autograd nodes a traced process walks to explain a local backward inside a distributed
-#: context (``distviz.tracing.hooks.local_backward``): the walk stops there and says so.
+#: context (``distviz.tracing.hooks.local_explain``): the walk stops there and says so.
 TRACE_LOCAL_WALK: Final = 50_000
 
 # -- distviz snapshot (a running traced job) ---------------------------------------------------------

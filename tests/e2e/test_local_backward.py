@@ -64,15 +64,15 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def test_the_walk_is_iterative_bounded_and_finds_leaves() -> None:
     import torch
 
-    from distviz.tracing.hooks import local_backward
+    from distviz.tracing.hooks import local_explain
 
     w = torch.ones(2, requires_grad=True)
     x = w
     for _ in range(20_000):      # deeper than any recursion limit
         x = x * 1.0
-    walked = local_backward.walk(local_backward.starts((x.sum(),)))
+    walked = local_explain.walk(local_explain.starts((x.sum(),)))
     assert walked.complete and walked.recvs == [] and walked.leaves == [w]
-    cut = local_backward.walk(local_backward.starts((x.sum(),)), limit=100)
+    cut = local_explain.walk(local_explain.starts((x.sum(),)), limit=100)
     assert not cut.complete and cut.leaves == []
 
 
@@ -115,7 +115,7 @@ def test_a_backward_nested_in_a_local_one_without_rpc_is_pytorch_s_alone() -> No
     import torch
     import torch.autograd.graph as autograd_graph
 
-    from distviz.tracing.hooks import local_backward
+    from distviz.tracing.hooks import local_backward, local_explain
 
     class Nested(torch.autograd.Function):
         @staticmethod
@@ -139,7 +139,7 @@ def test_a_backward_nested_in_a_local_one_without_rpc_is_pytorch_s_alone() -> No
         Nested.apply(x).sum().backward()     # no RPC started: PyTorch counts no dist backward
     finally:
         autograd_graph._engine_run_backward = torch.autograd._engine_run_backward = original
-    assert not local_backward.distributed_running()
+    assert not local_explain.distributed_running()
     assert x.grad is not None and x.grad.tolist() == [2.0, 2.0]
     assert seen[0].tolist() == [3.0, 3.0]
 

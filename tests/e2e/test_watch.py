@@ -379,7 +379,9 @@ def test_a_worker_that_stops_answering_is_named_well_before_pytorchs_time_out(
 #: the recorder's gather and hooks, the observer, the recording, the replay.
 RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recorder.gather",
              "distviz.recorder.hooks", "distviz.tracing.recording.observe", "distviz.tracing.recording.assemble",
-             "distviz.tracing.watch.late", "distviz.tracing.snapshot.take")
+             "distviz.tracing.watch.late", "distviz.tracing.snapshot.take",
+             # what explains a local backward in a context (the program runs none)
+             "distviz.tracing.hooks.local_explain")
 
 
 @pytest.mark.rpc

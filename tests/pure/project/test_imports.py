@@ -23,7 +23,7 @@ KNOWN_CYCLES: set[str] = set()
 #: ``distviz trace`` injects into the traced program's processes.
 TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.recording.assemble", "distviz.tracing.watch.busy", "distviz.tracing.callsites", "distviz.tracing.hooks.jit",
-              "distviz.tracing.hooks.dispatch", "distviz.tracing.hooks.local_backward", "distviz.tracing.shared.naming",
+              "distviz.tracing.hooks.dispatch", "distviz.tracing.hooks.local_backward", "distviz.tracing.hooks.local_explain", "distviz.tracing.shared.naming",
               "distviz.tracing.recording.observe", "distviz.tracing.shared.process",
               "distviz.tracing.hooks.patches", "distviz.tracing.snapshot.take",
               "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
