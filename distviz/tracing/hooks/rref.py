@@ -33,7 +33,6 @@ import os
 import sys
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
 import torch
@@ -69,12 +68,13 @@ class Args(NamedTuple):
     retain_graph: bool
 
 
-@dataclass(frozen=True)
-class CallerSite:
+class CallerSite(NamedTuple):
     """Where a worker called ``RRef.backward`` on an RRef another worker owns: its program's
-    own frames, innermost first (file, line, function), and its variable for the RRef."""
+    own frames, innermost first (file, line, function), and its variable for the RRef. (Tuples
+    and plain classes here: every traced process loads this module, and a dataclass costs a
+    millisecond to make.)"""
 
-    frames: list[callsites.Frame] = field(default_factory=list)
+    frames: list[callsites.Frame]
     variable: str | None = None
 
 
@@ -88,15 +88,16 @@ class _Code(NamedTuple):
     co_firstlineno: int
 
 
-@dataclass
 class _Frame:
     """A stand-in for the caller's frame on the owner: what ``callsites.own_frames`` and
-    ``naming.own_variables`` read of a frame (the RRef's variable names the owner's value)."""
+    ``naming.own_variables`` read of a frame (the RRef's variable names the owner's value):
+    ``f_code`` (a ``_Code``, or the program's own code object), ``f_lineno``, ``f_locals`` and
+    ``f_back`` (a stand-in, the program's real frame, or None)."""
 
-    f_code: Any     # a ``_Code``, or the program's own code object
-    f_lineno: int
-    f_locals: dict[str, Any]
-    f_back: Any     # a stand-in, the program's real frame, or None
+    __slots__ = ("f_code", "f_lineno", "f_locals", "f_back")
+
+    def __init__(self, f_code: Any, f_lineno: int, f_locals: dict[str, Any], f_back: Any) -> None:
+        self.f_code, self.f_lineno, self.f_locals, self.f_back = f_code, f_lineno, f_locals, f_back
 
 
 def is_rref(value: Any) -> bool:
