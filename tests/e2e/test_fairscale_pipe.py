@@ -2,24 +2,17 @@
 
 ``tests/thirdparty/fairscale_pipe/suite_multiprocess_pipe.py`` is fairscale 0.4.13's
 ``tests/experimental/nn/test_multiprocess_pipe.py``, changed only for CPU (its header lists the
-changes): 12 tests run on CPU, one stays skipped by fairscale as flaky. Each spawns its own workers
+changes): 12 tests run, one stays skipped by fairscale as flaky. Each spawns its own workers
 with ``torch.multiprocessing`` and a file rendezvous; the backward is ``loss_rref.backward(cid)``
 (``RRef.backward`` on the last stage's owner), and the default ``checkpoint="except_last"``
 runs a local backward inside the distributed one. One pytest process plain and one under
 ``--distviz`` run side by side; the tests compare them test by test
 (``bench/bench_pytorch_tests.table``, the same comparison as for PyTorch's own tests).
-
-The suite runs the four tests that run a backward (and step an optimizer): each of fairscale's
-tests spawns workers that import torch, 3 s apiece on two cores, and the eight others make no
-context (what they show, that the pipeline is built and runs forward the same traced, is
-shown by these four too). ``DISTVIZ_THIRDPARTY=all`` runs the whole module (13 tests, 12 run):
-``DISTVIZ_THIRDPARTY=all python -m pytest tests/e2e/test_fairscale_pipe.py``.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +28,15 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "thirdparty" / "fairscale_pipe"
 MODULE = "suite_multiprocess_pipe.py"
-#: the whole module (``DISTVIZ_THIRDPARTY=all``), or fairscale's four tests that run a backward
-WHOLE = os.environ.get("DISTVIZ_THIRDPARTY") == "all"
-BACKWARD_TESTS = "backward or update or multi_input_multi_output_layers or auto_graph_extract"
-SELECT = [] if WHOLE else ["-k", BACKWARD_TESTS]
-#: fairscale's tests that run on CPU (``create_multiple_workers`` is skipped by fairscale).
-RUN = 12 if WHOLE else 4
-SKIPPED = [f"{MODULE.removesuffix('.py')}::test_create_multiple_workers[devices0]"] if WHOLE else []
+#: fairscale's 12 tests that run on CPU (``create_multiple_workers`` is skipped by fairscale).
+RUN = 12
+SKIPPED = [f"{MODULE.removesuffix('.py')}::test_create_multiple_workers[devices0]"]
 
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
     tmp = tmp_path_factory.mktemp("fairscale")
-    result, out = compare_plain_and_traced(SUITE, ["-W", "ignore", *SELECT, MODULE], tmp,
+    result, out = compare_plain_and_traced(SUITE, ["-W", "ignore", MODULE], tmp,
                                            env={"TMPDIR": str(tmp)},  # fairscale's mkstemp files
                                            timeout=600)
     return result, out, tmp
