@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from distviz.trace import Trace, load
+    from distviz.tracing.shared.stop import HangPredicted
 
 
 def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = False,
