@@ -2,12 +2,14 @@
 
 - ```` ```console ```` blocks: each ``$ distviz ...`` line runs in-process against the real
   CLI, in a folder holding copies of ``tests/traces/`` under the names the pages use, and its
-  output is compared with the lines under it (``...`` alone on a line stands for any lines).
+  output is compared with the lines under it, which must show some (``...`` alone on a line
+  stands for any lines).
   Only commands that need no torch and no workers may appear there; a run on real workers is
   shown as a ```` ```text ```` transcript, whose command lines ``test_docs.py`` checks.
 - ```` ```python ```` blocks: run with Sybil's Python parser, one namespace per page, in that
   folder (``>>>`` blocks are doctests).
-- ```` ```yaml ```` blocks that are whole scenarios (a ``name:`` and a ``main:``) load.
+- ```` ```yaml ```` blocks that are whole scenarios (a ``name:`` and a ``main:``, or an include of
+  a scenario file) load.
 - ```` ```py ```` blocks only include a file the tests run (``--8<-- "tests/..."``).
 
 Pure and fast: no torch, no workers, no network.
@@ -16,6 +18,7 @@ Pure and fast: no torch, no workers, no network.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import shlex
 import shutil
@@ -27,7 +30,7 @@ from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
 from typer.testing import CliRunner
 
 from distviz.cli import app
-from distviz.scenario.loader import load_scenario_text
+from distviz.scenario.loader import load_scenario, load_scenario_text
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
@@ -40,6 +43,7 @@ EXAMPLE_FILES = {
     "unused.json": "unused_result.json",
     "no_grad.json": "no_grad_rpc.json",
     "pipeline.trace.json": "pipeline.json",
+    "why-broken.trace.json": "why_broken.json",
 }
 
 #: The commands a console block may run: they read a file and need no torch or workers.
@@ -98,7 +102,10 @@ def evaluate_console(example: Example) -> str | None:
             return f"`{command}` exited {code}:\n" + "\n".join(actual)
         while expected and not expected[-1]:
             expected.pop()
-        if expected and not _matches(expected, actual):
+        if not [line for line in expected if line.strip() != "..."]:
+            return (f"`{command}` shows no output: show what it prints (its output is "
+                    f"deterministic: the command reads a recorded trace)")
+        if not _matches(expected, actual):
             diff = difflib.unified_diff(expected, actual, "the page", "the command", lineterm="")
             return f"`{command}` printed something else:\n" + "\n".join(diff)
     return None
@@ -106,14 +113,26 @@ def evaluate_console(example: Example) -> str | None:
 
 # -- yaml and py blocks --------------------------------------------------------------------------
 
+_INCLUDE = re.compile(r'--8<-- "([^"]+)"')
+
+
 def evaluate_yaml(example: Example) -> str | None:
     text = example.parsed
-    if re.search(r"(?m)^name:", text) and re.search(r"(?m)^main:", text):
-        load_scenario_text(text, f"{example.path}:{example.line}")
+    include = _INCLUDE.fullmatch(text.strip())
+    if include:                                  # a scenario file of the repository, shown whole
+        load_scenario(ROOT / include.group(1))
+    elif re.search(r"(?m)^name:", text) and re.search(r"(?m)^main:", text):
+        scenario = load_scenario_text(text, f"{example.path}:{example.line}")
+        shipped = _shipped_by_name().get(scenario.name)
+        if shipped is not None and shipped.read_text(encoding="utf-8").strip() != text.strip():
+            return f"the page's copy of {shipped.relative_to(ROOT)} differs from the file"
     return None
 
 
-_INCLUDE = re.compile(r'--8<-- "([^"]+)"')
+@functools.cache
+def _shipped_by_name() -> dict[str, Path]:
+    """The shipped scenarios by their ``name:`` (a page may show one whole)."""
+    return {load_scenario(p).name: p for p in sorted((ROOT / "scenarios").glob("*.yaml"))}
 
 
 def evaluate_include(example: Example) -> str | None:
