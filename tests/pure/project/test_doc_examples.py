@@ -17,7 +17,6 @@ Pure and fast: no torch, no workers, no network.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 import shlex
@@ -25,6 +24,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+from builders.doc_examples import (
+    ENV,
+    EXAMPLE_FILES,
+    PAGES,
+    TRACES,
+    matches,
+    mismatch,
+    page_id,
+    transcript,
+)
 from sybil import Document, Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser
 from typer.testing import CliRunner
@@ -33,54 +42,12 @@ from distviz.cli import app
 from distviz.scenario.loader import load_scenario, load_scenario_text
 
 ROOT = Path(__file__).resolve().parents[3]
-DOCS = ROOT / "docs"
-TRACES = ROOT / "tests" / "traces"
-PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
-
-#: The trace files the pages name, each a copy of a trace recorded from a real run.
-EXAMPLE_FILES = {
-    "design-note.trace.json": "design_note.json",
-    "unused.json": "unused_result.json",
-    "no_grad.json": "no_grad_rpc.json",
-    "pipeline.trace.json": "pipeline.json",
-    "why-broken.trace.json": "why_broken.json",
-}
 
 #: The commands a console block may run: they read a file and need no torch or workers.
 FAST_COMMANDS = {"replay", "graph", "why", "export", "check", "scenarios"}
 
-#: The terminal the examples are shown for (as docs/hooks/reference.py renders ``--help``).
-ENV = {"NO_COLOR": "1", "COLUMNS": "100", "TERM": "dumb"}
-
 #: Exit codes that say the example itself is wrong: bad input, a bug in distviz.
 BROKEN = {2, 70}
-
-
-def _page_id(path: Path) -> str:
-    return path.relative_to(ROOT).as_posix()
-
-
-# -- console blocks ------------------------------------------------------------------------------
-
-def _transcript(source: str) -> list[tuple[str, list[str]]]:
-    """``(command line, expected output lines)`` for each ``$ `` line of a console block."""
-    runs: list[tuple[str, list[str]]] = []
-    for line in source.splitlines():
-        if line.startswith("$ "):
-            runs.append((line[2:].strip(), []))
-        elif runs:
-            runs[-1][1].append(line.rstrip())
-        elif line.strip():
-            raise AssertionError(f"console block text before its first `$ ` line: {line!r}")
-    assert runs, "a console block without a `$ ` command line"
-    return runs
-
-
-def _matches(expected: list[str], actual: list[str]) -> bool:
-    """Whether ``actual`` is ``expected``, where ``...`` alone on a line stands for any lines."""
-    pattern = "".join(r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line) + r"\n"
-                      for line in expected)
-    return re.fullmatch(pattern, "".join(line + "\n" for line in actual)) is not None
 
 
 def run_console_line(command: str) -> tuple[int, list[str]]:
@@ -96,18 +63,13 @@ def run_console_line(command: str) -> tuple[int, list[str]]:
 
 
 def evaluate_console(example: Example) -> str | None:
-    for command, expected in _transcript(example.parsed):
+    for command, expected in transcript(example.parsed):
         code, actual = run_console_line(command)
         if code in BROKEN:
             return f"`{command}` exited {code}:\n" + "\n".join(actual)
-        while expected and not expected[-1]:
-            expected.pop()
-        if not [line for line in expected if line.strip() != "..."]:
-            return (f"`{command}` shows no output: show what it prints (its output is "
-                    f"deterministic: the command reads a recorded trace)")
-        if not _matches(expected, actual):
-            diff = difflib.unified_diff(expected, actual, "the page", "the command", lineterm="")
-            return f"`{command}` printed something else:\n" + "\n".join(diff)
+        problem = mismatch(command, expected, actual)
+        if problem:
+            return problem
     return None
 
 
@@ -171,7 +133,7 @@ def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_page_id)
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_example_of_the_page_runs(page: Path, example_dir: Path) -> None:
     _, examples = _examples(page)
     for example in examples:
@@ -199,7 +161,7 @@ def test_every_fenced_block_has_a_language_the_tests_know() -> None:
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             m = re.match(r"\s*```+\s*(\S*)", line)
             if m and m.group(1) and m.group(1) not in known:
-                bad.append(f"{_page_id(page)}:{n}: ```{m.group(1)}")
+                bad.append(f"{page_id(page)}:{n}: ```{m.group(1)}")
     assert not bad, bad
 
 
@@ -211,12 +173,12 @@ def test_every_fenced_block_has_a_language_the_tests_know() -> None:
     (["a"], ["a", "b"], False),
 ])
 def test_ellipsis_matching(expected: list[str], actual: list[str], ok: bool) -> None:
-    assert _matches(expected, actual) is ok
+    assert matches(expected, actual) is ok
 
 
 def test_a_console_block_with_a_wrong_output_fails(example_dir: Path) -> None:
     code, actual = run_console_line("distviz graph design-note.trace.json")
     assert code == 0 and actual
-    assert not _matches([actual[0] + " (changed)", "..."], actual)
+    assert not matches([actual[0] + " (changed)", "..."], actual)
     with pytest.raises(AssertionError, match="needs torch or real workers"):
         run_console_line("distviz run design_note")
