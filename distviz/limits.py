@@ -172,8 +172,9 @@ PARENT_GONE_EXIT: Final = 70
 class ExitCode(IntEnum):
     """The distviz command's exit codes, each with its meaning (the table of
     docs/reference/exit-codes.md is generated from them) and, for a verdict's code, its
-    ``severity`` (higher is more severe; ``None``: not a verdict's code). A recording's, ``distviz trace``'s and a training run's code is the most severe of its
-    contexts' (``most_severe``)."""
+    ``severity`` (higher is more severe; ``None``: not a verdict's code). A recording's,
+    ``distviz trace``'s and a training run's code is the most severe of its contexts'
+    (``most_severe``)."""
 
     meaning: str
     severity: int | None
