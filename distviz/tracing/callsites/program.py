@@ -1,0 +1,78 @@
+"""The program's own line of an RPC (torch side, at record time): the frame of its call site in
+the function that called the backward, and where that backward's loss was built.
+
+An RPC made inside a module's ``forward`` keeps its caller chain (``forward <- train``); the
+backward keeps its own (``train``). The innermost frame of the call's chain whose function is
+also on the backward's chain is where the program holds the call's result next to its loss:
+``outputs = model(inputs)`` or ``val = model(val_x)`` in ``train``. The replay side reads these
+lines (``distviz.replay.dropped``) to say where a result the loss does not use was dropped.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from distviz.frames import (
+    Frame,
+    display,
+    outwards,
+    own_frames,
+    own_path,
+    shown_path,
+    site_frames,
+    site_text,
+)
+from distviz.tracing.callsites.source import assigned_before, statement_text
+
+#: the program's frames the backward's own chain keeps
+BACKWARD_FRAMES = 6
+
+
+def backward_site(frame: types.FrameType | None) -> tuple[list[Frame], str | None]:
+    """The program's frames at its backward call (innermost first) and their ``site_text``."""
+    frames = own_frames(frame, BACKWARD_FRAMES)
+    return frames, site_text(frames)
+
+
+def loss_line(frame: types.FrameType | None, root: Any) -> tuple[str | None, str | None]:
+    """``(site, statement)`` of the line that built ``root``: the last assignment of the
+    variable holding it in the innermost of the program's frames where it is a local variable
+    and no parameter (``loss = sum(...)``); the backward's own line when no frame holds it
+    (``dist_autograd.backward(cid, [out.sum()])``)."""
+    first: tuple[str | None, str | None] = (None, None)
+    frames = 0
+    for f in outwards(frame):
+        path = own_path(f.f_code.co_filename)
+        if not path:
+            continue
+        frames += 1
+        if frames > BACKWARD_FRAMES:
+            break
+        now, fn = f.f_lineno or 0, f.f_code.co_name
+        if first[0] is None:
+            first = (f"{display(path)}:{now} in {fn}", statement_text(path, now))
+        name = _local_name(f, root)
+        line = assigned_before(f.f_code, name, now) if name is not None else None
+        if line is not None:
+            return f"{display(path)}:{line} in {fn}", statement_text(path, line)
+    return first
+
+
+def _local_name(f: types.FrameType, value: Any) -> str | None:
+    """The name of a local variable of ``f`` that holds ``value`` and is not a parameter."""
+    code = f.f_code
+    params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    return next((name for name, v in list(f.f_locals.items())
+                 if v is value and name not in params), None)
+
+
+def level_statement(site: str | None, backward: list[Frame]) -> str | None:
+    """The source of the statement, in a function on the backward's chain ``backward``, through
+    which a call made at ``site`` was made (``val = model(val_x)``); ``None`` when the call's
+    chain never passes through such a function."""
+    functions = {(display(path), fn) for path, _line, fn in backward}
+    for shown, line, fn in site_frames(site):
+        if (shown, fn) in functions:
+            return statement_text(shown_path(shown), line)
+    return None
