@@ -43,3 +43,35 @@ def test_a_model_of_submodules_keeps_its_parameter_paths() -> None:
     model = Body()   # like the RNN tutorial's RNNModel: trainer.rnn.weight_ih_l0 stays
     names = _names("trainer")
     assert names["trainer.fc.weight"] is model.fc.weight
+
+
+def _from_elsewhere(worker: str) -> dict[str, object]:
+    """What a note asks for from a frame that does not hold the module (an optimizer's step
+    on an RPC thread, a helper of distviz's): no program frame names it there."""
+    import threading
+
+    naming.ensure()
+    out: dict[str, object] = {}
+
+    def ask() -> None:
+        out.update({name: p for p, name in naming.parameter_names(worker, None)})
+    thread = threading.Thread(target=ask)
+    thread.start()
+    thread.join()
+    return out
+
+
+def test_a_module_keeps_the_name_its_variable_gave_it_in_every_later_note() -> None:
+    head = torch.nn.Linear(2, 1)
+    first = _names("trainer")
+    assert first["trainer.head.weight"] is head.weight
+    later = _from_elsewhere("trainer")     # another thread, while this frame holds `head`
+    assert later["trainer.head.weight"] is head.weight
+    assert [n for n, p in later.items() if p is head.weight] == ["trainer.head.weight"]
+
+
+def test_a_note_from_another_thread_first_finds_the_programs_variable() -> None:
+    tail = torch.nn.Linear(2, 1)     # never named from this frame before the other thread asks
+    names = _from_elsewhere("trainer")
+    assert names["trainer.tail.weight"] is tail.weight
+    assert "trainer.weight" not in names
