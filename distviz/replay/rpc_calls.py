@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, IndexedGraph
-from distviz.trace import Trace
+from distviz.trace import RpcCall, Trace
 from distviz.trace.compact import NodeColumns
 
 __all__ = ["CallIndex", "recv_names"]
@@ -125,8 +125,8 @@ class CallIndex:
         program (a loop makes several)."""
         rc = self.trace.rpc_calls[c]
         same = [k for k, o in enumerate(self.trace.rpc_calls)
-                if (o.caller, o.line, o.api, o.func) == (rc.caller, rc.line, rc.api, rc.func)]
-        if rc.line is None or c not in same:
+                if (o.caller, _where(o), o.api, o.func) == (rc.caller, _where(rc), rc.api, rc.func)]
+        if _where(rc) is None or c not in same:
             return 1, 1
         return same.index(c) + 1, len(same)
 
@@ -145,10 +145,16 @@ class CallIndex:
         if later is None:
             return None
         lc = calls[later]
-        if (lc.line, lc.api, lc.func) == (rc.line, rc.api, rc.func) and rc.line is not None:
+        if (_where(lc), lc.api, lc.func) == (_where(rc), rc.api, rc.func) and \
+                _where(rc) is not None:
             return f"the {ordinal(self.iteration(later)[0])}"
         where = f" at line {lc.line}" if lc.line is not None else ""
         return f"the result of {lc.api}({lc.func}){where}"
+
+
+def _where(rc: RpcCall) -> int | str | None:
+    """Where the program made a call: its scenario line, else its traced site."""
+    return rc.line if rc.line is not None else rc.site
 
 
 def recv_names(trace: Trace, g: IndexedGraph) -> dict[int, list[str]]:
