@@ -236,9 +236,17 @@ def _no_recv(h: _Hung, s: int, c: int | None, label: str
         held = f", assigned to `{rc.result_var}`," if rc.result_var else ""
         k, n = h.calls.iteration(c)
         which = f"the {ordinal(k)} of {n} RPCs" if n > 1 else "the RPC"
-        reason = (f"{which} {_call_phrase(rc)} from {rc.caller}{held} was made under "
-                  f"torch.no_grad(), so {rc.caller} attached no RecvRpcBackward for its result "
-                  f"and nothing will ever send a gradient for message {label}")
+        drop = h.lines.drop_of(c)
+        if drop is not None:
+            h.drops[h.g.ids[s]] = drop
+            which = drop.which(rc).replace("results of", "RPCs").replace("the result of",
+                                                                         "the RPC")
+            held = f", made through {drop.line()},"
+        message = "" if h.sited else f" for message {label}"
+        reason = (f"{which} {_call_phrase(rc) if drop is None else ''}".rstrip()
+                  + f" from {rc.caller}{held} was made under torch.no_grad(), so "
+                  f"{rc.caller} attached no RecvRpcBackward for its result and nothing will "
+                  f"ever send a gradient{message}")
         return "no_grad", reason, rc.result_var
     caller = rc.caller if rc is not None else h.calls.caller_of(s)
     by = f" (the caller {caller} attached none)" if caller is not None else ""
@@ -411,7 +419,15 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
                      "context, if its result needs no gradient")
         fixes.append("use a new dist_autograd.context() for every forward/backward iteration, "
                      "so sends left over from an earlier forward do not join this pass")
-    if any(b.kind in ("no_grad", "no_recv") for b in blocked):
+    for b in blocked:
+        if b.kind == "no_grad" and b.node in h.drops:
+            fix = (f"run `{h.drops[b.node].statement}` outside the `with dist_autograd.context()` "
+                   "block (after the backward): torch.no_grad() inside the context does not "
+                   "help, since the callee's forward runs with grad enabled and leaves a send "
+                   "that FAST mode waits for")
+            if fix not in fixes:
+                fixes.append(fix)
+    if any(b.kind in ("no_grad", "no_recv") and b.node not in h.drops for b in blocked):
         fixes.append("don't make Python-UDF or TorchScript RPCs under torch.no_grad() inside a "
                      "dist_autograd context: make the call outside the context, or detach the "
                      "tensors in the callee so no response send is created")

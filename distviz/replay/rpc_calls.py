@@ -21,7 +21,7 @@ need more:
 from __future__ import annotations
 
 from distviz.replay.events import ordinal
-from distviz.replay.graph import RECV, IndexedGraph
+from distviz.replay.graph import RECV, SEND, IndexedGraph
 from distviz.trace import RpcCall, Trace
 from distviz.trace.compact import NodeColumns
 
@@ -98,7 +98,22 @@ class CallIndex:
             c = self._call_by_request(g.workers[w], rank, callee, g.msg[r] & _COUNTER)
             if c is not None:
                 return c
-        return None
+        return self._no_grad_by_order(s)
+
+    def _no_grad_by_order(self, s: int) -> int | None:
+        """When no request names the caller (the request carried no tensor that requires grad,
+        an RRef): the calls to ``s``'s worker made under ``torch.no_grad()``, whose results
+        got no recv, matched in order with that worker's sends that have none."""
+        g, calls = self.g, self.trace.rpc_calls
+        callee = g.workers[g.worker[s]]
+        orphans = sorted((i for i, k in enumerate(g.kind) if k == SEND and
+                          g.worker[i] == g.worker[s] and g.msg[i] not in g.recv_by_msg),
+                         key=lambda i: g.msg[i])
+        unseen = [k for k, c in enumerate(calls) if c.callee == callee and not c.grad_enabled
+                  and not c.msg_ids and c.api in ("rpc_sync", "rpc_async")]
+        if not unseen or s not in orphans:
+            return None
+        return unseen[min(orphans.index(s), len(unseen) - 1)]
 
     def _call_by_request(self, caller: str, rank: int, callee: str, counter: int) -> int | None:
         calls = self.trace.rpc_calls

@@ -2,7 +2,9 @@
 ``distviz.replay.hang``), on traces ``distviz trace`` wrote of ``tests/programs/hangs/pipeline.py``
 (a pipeline of two shards behind RRefs; ``hang_skip_first.json``: micro-batch 0 left out of the
 loss; ``hang_validate.json``: a validation forward inside the training context;
-``hang_item.json``: a second forward turned into a number with ``.item()``), and on traces built
+``hang_item.json``: a second forward turned into a number with ``.item()``;
+``hang_validate_no_grad.json``: the validation forward under ``torch.no_grad()``, still inside
+the context, which PyTorch's own backward hangs on too), and on traces built
 by hand for a result really overwritten at the program's level."""
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import replay_fixtures as F
 import pytest
+import replay_fixtures as F
 from builders.hang import _hang
 
 from distviz.replay import IndexedGraph
@@ -82,6 +84,21 @@ def test_a_result_turned_into_a_number_is_named_at_that_line() -> None:
     _no_inner_blame(hang)
 
 
+def test_a_validation_forward_under_no_grad_in_the_context_names_its_caller_and_line() -> None:
+    hang = _hang(load(TRACES / "hang_validate_no_grad.json"))
+    assert hang.summary == (
+        "worker2's SendRpcBackward never gets a gradient: the 1st of 2 RPCs "
+        f"{FORWARD.replace(' at ', ' at ', 1)} from master, made through "
+        f"`val_outputs = model(val_inputs)` at {PROGRAM}:135 in train, was made under "
+        "torch.no_grad(), so master attached no RecvRpcBackward for its result and nothing "
+        "will ever send a gradient (1 more such send)")
+    assert hang.fixes[0] == (
+        "run `val_outputs = model(val_inputs)` outside the `with dist_autograd.context()` block "
+        "(after the backward): torch.no_grad() inside the context does not help, since the "
+        "callee's forward runs with grad enabled and leaves a send that FAST mode waits for")
+    _no_inner_blame(hang)
+
+
 @pytest.mark.parametrize("name, kind", [("hang_skip_first", DropKind.LEFT_OUT),
                                         ("hang_validate", DropKind.SECOND_FORWARD),
                                         ("hang_item", DropKind.TO_NUMBER)])
@@ -100,17 +117,18 @@ def test_each_unused_call_of_the_initiator_has_its_kind(name: str, kind: DropKin
 
 def _reversed_callee_calls(trace: Trace) -> Trace:
     """The same run as if the callees' threads had served the micro-batches in the opposite
-    order: their calls listed the other way round, and their message ids swapped."""
+    order: their calls listed the other way round."""
     order = list(range(len(trace.rpc_calls)))
     mine = [k for k, c in enumerate(trace.rpc_calls) if c.caller != trace.initiator]
-    for k, j in zip(mine, reversed(mine)):
+    for k, j in zip(mine, reversed(mine), strict=True):
         order[k] = j
     new_of = {old: new for new, old in enumerate(order)}
     nodes = [replace(n, call=new_of[n.call]) if n.call is not None else n for n in trace.nodes]
     return replace(trace, nodes=nodes, rpc_calls=[trace.rpc_calls[k] for k in order])
 
 
-@pytest.mark.parametrize("name", ["hang_skip_first", "hang_validate", "hang_item"])
+@pytest.mark.parametrize("name", ["hang_skip_first", "hang_validate", "hang_item",
+                                  "hang_validate_no_grad"])
 def test_the_words_do_not_depend_on_the_order_threads_ran_in(name: str) -> None:
     trace = load(TRACES / f"{name}.json")
     assert _words(_hang(_reversed_callee_calls(trace))) == _words(_hang(trace))
