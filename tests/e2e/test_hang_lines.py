@@ -65,7 +65,8 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def _words(run: Traced) -> list[str]:
     """The live explanation, without the lines that name the run's own files."""
     return [ln for ln in run.stderr.splitlines() if ln.startswith("distviz: ")
-            and not ln.startswith(("distviz: tracing ", "distviz: trace: "))
+            and not ln.startswith(("distviz: tracing ", "distviz: trace: ",
+                                   "distviz: --on-hang "))
             and "PyTorch's backward has not returned" not in ln
             and "the program keeps running" not in ln and "stopping the program" not in ln]
 
