@@ -172,6 +172,8 @@ class Lines:
         else:
             kind = DropKind.UNUSED_LINE
         var = rc.result_var
+        if not inner and kind in (DropKind.UNUSED_LINE, DropKind.SECOND_FORWARD):
+            return None     # made right in that function: its own site and variable say it
         assigns = bool(var) and not inner and re.match(rf"{re.escape(var or '')}\s*(:[^=]*)?=[^=]",
                                                        statement) is not None
         return Drop(kind=kind, call=c, site=f"{frame[0]}:{frame[1]} in {frame[2]}",

@@ -23,7 +23,7 @@ from distviz.frames import (
     site_frames,
     site_text,
 )
-from distviz.tracing.callsites.source import assigned_before, statement_text
+from distviz.tracing.callsites.source import assigned_before, is_read, statement_text
 
 #: the program's frames the backward's own chain keeps
 BACKWARD_FRAMES = 6
@@ -67,12 +67,19 @@ def _local_name(f: types.FrameType, value: Any) -> str | None:
                  if v is value and name not in params), None)
 
 
-def level_statement(site: str | None, backward: list[Frame]) -> str | None:
+def level_statement(site: str | None, backward: list[Frame], result_var: str | None = None
+                    ) -> str | None:
     """The source of the statement, in a function on the backward's chain ``backward``, through
     which a call made at ``site`` was made (``val = model(val_x)``); ``None`` when the call's
-    chain never passes through such a function."""
+    chain never passes through such a function, or when the function that made the call
+    assigns its result to ``result_var`` and never reads it (the result is dropped there, at
+    the call's own site)."""
     functions = {(display(path), fn) for path, _line, fn in backward}
-    for shown, line, fn in site_frames(site):
+    frames = site_frames(site)
+    if result_var and frames and \
+            not is_read(shown_path(frames[0][0]), frames[0][1], result_var.split(".")[0]):
+        return None
+    for shown, line, fn in frames:
         if (shown, fn) in functions:
             return statement_text(shown_path(shown), line)
     return None

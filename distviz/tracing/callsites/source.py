@@ -189,6 +189,23 @@ def statement_text(path: str, line: int) -> str | None:
     return text if len(text) <= MAX_STATEMENT else text[:MAX_STATEMENT - 3] + "..."
 
 
+def is_read(path: str, line: int, name: str) -> bool:
+    """Whether the function (or module) that holds ``path:line`` reads the variable ``name``
+    anywhere (``True`` when the source cannot be read): a result assigned to a variable that
+    is never read is dropped right there."""
+    tree = _module_tree(path)
+    if tree is None:
+        return True
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(scope, "lineno", 0):
+            scope = node
+    return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+               for node in ast.walk(scope))
+
+
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
