@@ -15,6 +15,11 @@ did tells what the program did with the result:
 * ``TO_NUMBER``: the line turns the result into a Python number (``.item()``, ``float(...)``);
 * ``UNUSED_LINE``: no result of the line reaches the loss.
 
+A call made right in that function (no frame inside it) whose line is unused or a second
+forward gets no ``Drop``: its own site and variable say it. So does a call whose own function
+assigns its result to a variable it never reads (the recorder then keeps no statement): the
+result is dropped right there, not at the program's line.
+
 ``None`` where the trace has no such lines (a scenario; a call made on another worker, inside
 the function it serves, has no line in the backward's function): the explanation then names the
 call's own site and variable (``distviz.replay.hang``).
@@ -34,8 +39,8 @@ from distviz.trace import RpcCall, Trace
 
 __all__ = ["Drop", "DropKind", "Lines"]
 
-#: a statement that turns a tensor into a Python number
-_NUMBER = re.compile(r"\.(item|tolist|numpy)\(\)|\b(float|int|bool)\(")
+#: a statement that turns a tensor into a Python number (not a tensor method: `.float()`)
+NUMBER = re.compile(r"\.(item|tolist|numpy)\(\)|(?<![\w.])(float|int|bool)\(")
 
 
 class DropKind(StrEnum):
@@ -162,7 +167,7 @@ class Lines:
         statement = rc.statement or ""
         line = [k for k, (f, _i) in self.level.items() if f == frame]
         twins = [k for k in line if self.level[k][1] == inner and self._same(c, k)]
-        if _NUMBER.search(statement):
+        if NUMBER.search(statement):
             kind = DropKind.TO_NUMBER
         elif any(k in self.used for k in line):
             kind = DropKind.LEFT_OUT

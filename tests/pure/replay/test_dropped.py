@@ -171,3 +171,24 @@ def test_a_variable_inside_a_function_called_in_a_loop_is_not_blamed() -> None:
     assert "overwrit" not in " ".join(_words(hang))
     assert "made through `outs = model(x)` at main.py:9 in train" in hang.summary, hang.summary
     assert "left out of the loss built at main.py:11 in train (`loss = t3.sum()`)" in hang.summary
+
+
+def test_an_rpc_made_right_in_the_backwards_function_keeps_its_own_site_and_variable() -> None:
+    trace = _loop_trace("main.py:9 in train", "t3 = rpc.rpc_sync('worker1', f, args=(t1,))")
+    trace.rpc_calls = trace.rpc_calls[:1] + [replace(trace.rpc_calls[1], site="main.py:10 in "
+                                                     "train", statement="t4 = rpc.rpc_sync()")]
+    trace.rpc_calls[0].result_var = "t2"     # not overwritten: an unused result of its own
+    hang = _hang(trace)
+    assert "made through" not in hang.summary, hang.summary
+    assert "the result of rpc_sync(f) at main.py:9 in train, assigned to `t2`, is not used by " \
+        "the loss (`loss`)" in hang.summary, hang.summary
+
+
+@pytest.mark.parametrize("statement, number", [
+    ("acc = (model(x).argmax(1) == y).float().mean().item()", True),
+    ("print(float(model(x).sum()))", True), ("xs = model(x).tolist()", True),
+    ("h = model(x).float().relu()", False), ("n = model(x).int()", False)])
+def test_a_python_number_is_told_from_a_tensor_method(statement: str, number: bool) -> None:
+    from distviz.replay.dropped import NUMBER
+
+    assert bool(NUMBER.search(statement)) is number
