@@ -16,8 +16,9 @@ import pytest
 import replay_fixtures as F
 from builders.hang import _hang
 
+from distviz.analyses.why import why
 from distviz.replay import IndexedGraph
-from distviz.replay.dropped import DropKind, Lines
+from distviz.replay.dropped import NUMBER, DropKind, Lines
 from distviz.replay.graph import reachable_nodes
 from distviz.replay.model import Hang
 from distviz.replay.rpc_calls import CallIndex
@@ -189,6 +190,13 @@ def test_an_rpc_made_right_in_the_backwards_function_keeps_its_own_site_and_vari
     ("print(float(model(x).sum()))", True), ("xs = model(x).tolist()", True),
     ("h = model(x).float().relu()", False), ("n = model(x).int()", False)])
 def test_a_python_number_is_told_from_a_tensor_method(statement: str, number: bool) -> None:
-    from distviz.replay.dropped import NUMBER
-
     assert bool(NUMBER.search(statement)) is number
+
+
+def test_why_a_shards_parameter_gets_no_gradient_names_the_programs_line() -> None:
+    answer = why(load(TRACES / "hang_skip_first.json"), "worker2.fc.weight")
+    text = " ".join([answer.summary, *answer.details, *answer.fixes])
+    assert f"made through `outputs = model(inputs)` at {PROGRAM}:128 in train, is left out of " \
+        f"{LOSS}" in text, text
+    assert answer.fixes[0].startswith("include every result of `outputs = model(inputs)`")
+    assert "overwrit" not in text and "`x`" not in text
