@@ -172,6 +172,7 @@ def _name_assignments(scope: ast.AST) -> list[tuple[ast.Assign, str]]:
 MAX_STATEMENT = 100
 
 
+@functools.lru_cache(maxsize=1024)
 def statement_text(path: str, line: int) -> str | None:
     """The source of the statement at ``path:line`` on one line (``loss = sum(...)``),
     shortened to ``MAX_STATEMENT`` characters; ``None`` when the source cannot be read."""
@@ -189,6 +190,7 @@ def statement_text(path: str, line: int) -> str | None:
     return text if len(text) <= MAX_STATEMENT else text[:MAX_STATEMENT - 3] + "..."
 
 
+@functools.lru_cache(maxsize=1024)
 def is_read(path: str, line: int, name: str) -> bool:
     """Whether the function (or module) that holds ``path:line`` reads the variable ``name``
     anywhere (``True`` when the source cannot be read): a result assigned to a variable that

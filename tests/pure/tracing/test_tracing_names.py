@@ -1,13 +1,17 @@
 """Leaf names of ``distviz trace`` and the Python API: a module held in a variable of the
 program and holding parameters itself is named after the variable, as roots are
-(``trainer.head.weight``), on the recording worker (needs torch, no RPC; milliseconds)."""
+(``trainer.head.weight``), on the recording worker, and keeps that name in every later note;
+the program's lines a hang's explanation quotes (needs torch, no RPC; milliseconds)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from distviz.tracing.callsites.source import is_read, statement_text  # noqa: E402
 from distviz.tracing.shared import naming  # noqa: E402
 
 
@@ -75,3 +79,16 @@ def test_a_note_from_another_thread_first_finds_the_programs_variable() -> None:
     names = _from_elsewhere("trainer")
     assert names["trainer.tail.weight"] is tail.weight
     assert "trainer.weight" not in names
+
+
+def test_the_statement_of_a_line_is_read_whole_and_short(tmp_path: Path) -> None:
+    path = str(tmp_path / "prog.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("def train(model, xs):\n"
+                "    loss = sum(model(x)\n"
+                "               for x in xs)\n"
+                "    unused = model(xs)\n"
+                "    return loss\n")
+    assert statement_text(path, 2) == "loss = sum((model(x) for x in xs))"
+    assert statement_text(path, 4) == "unused = model(xs)"
+    assert is_read(path, 4, "loss") and not is_read(path, 4, "unused")
