@@ -39,7 +39,8 @@ def loss_line(frame: types.FrameType | None, root: Any) -> tuple[str | None, str
     """``(site, statement)`` of the line that built ``root``: the last assignment of the
     variable holding it in the innermost of the program's frames where it is a local variable
     and no parameter (``loss = sum(...)``); the backward's own line when no frame holds it
-    (``dist_autograd.backward(cid, [out.sum()])``)."""
+    (``dist_autograd.backward(cid, [out.sum()])``). ``frame`` may be a stand-in for a caller's
+    frame (an RRef's owner, ``distviz.tracing.hooks.rref``), whose locals are not read."""
     first: tuple[str | None, str | None] = (None, None)
     frames = 0
     for f in outwards(frame):
@@ -52,7 +53,8 @@ def loss_line(frame: types.FrameType | None, root: Any) -> tuple[str | None, str
         now, fn = f.f_lineno or 0, f.f_code.co_name
         if first[0] is None:
             first = (f"{display(path)}:{now} in {fn}", statement_text(path, now))
-        name = _local_name(f, root)
+        # a stand-in for a caller's frame on an RRef's owner has no code of its own to read
+        name = _local_name(f, root) if isinstance(f, types.FrameType) else None
         line = assigned_before(f.f_code, name, now) if name is not None else None
         if line is not None:
             return f"{display(path)}:{line} in {fn}", statement_text(path, line)
