@@ -11,7 +11,7 @@ lines (``distviz.replay.dropped``) to say where a result the loss does not use w
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 from distviz.frames import (
     Frame,
@@ -27,6 +27,35 @@ from distviz.tracing.callsites.source import assigned_before, is_read, statement
 
 #: the program's frames the backward's own chain keeps
 BACKWARD_FRAMES = 6
+
+
+class PassLines(NamedTuple):
+    """A backward's own lines: its caller chain and where its loss was built."""
+
+    frames: list[Frame]
+    site: str | None
+    loss_site: str | None
+    loss_statement: str | None
+
+
+def pass_lines(frame: types.FrameType | None, roots: list[Any]) -> PassLines:
+    """The lines of the backward called from ``frame`` with ``roots`` (none when its source
+    cannot be read: they are words only, never a reason not to record)."""
+    try:
+        frames, site = backward_site(frame)
+        loss = loss_line(frame, roots[0]) if roots else (None, None)
+    except Exception:  # noqa: BLE001 - a frame or a source distviz cannot read
+        return PassLines([], None, None, None)
+    return PassLines(frames, site, *loss)
+
+
+def call_statement(site: str | None, backward: list[Frame], result_var: str | None
+                   ) -> str | None:
+    """``level_statement``, ``None`` when the source cannot be read."""
+    try:
+        return level_statement(site, backward, result_var)
+    except Exception:  # noqa: BLE001 - a source distviz cannot read: words only
+        return None
 
 
 def backward_site(frame: types.FrameType | None) -> tuple[list[Frame], str | None]:

@@ -82,16 +82,15 @@ def record_trace(context_id: int, roots: list[Any], retain: bool, frame: types.F
                            root_vars=list(p.root_vars), root_nrs=list(p.root_nrs),
                            site=p.site, loss_site=p.loss_site, loss_statement=p.loss_statement)
               for p in earlier or []]
-    backward, site = program.backward_site(frame)
-    loss_site, loss_statement = program.loss_line(frame, roots[0]) if roots else (None, None)
+    lines = program.pass_lines(frame, roots)
     passes.append(BackwardPass(roots=root_ids(context_id, roots), retain_graph=retain,
                                root_vars=naming.root_names(roots, named),
-                               root_nrs=root_nrs(roots), site=site, loss_site=loss_site,
-                               loss_statement=loss_statement))
+                               root_nrs=root_nrs(roots), site=lines.site,
+                               loss_site=lines.loss_site, loss_statement=lines.loss_statement))
     trace = build_trace(workers, me, context_id, pieces, passes)
     for call in trace.rpc_calls:
         if call.caller == me and call.site is not None:
-            call.statement = program.level_statement(call.site, backward, call.result_var)
+            call.statement = program.call_statement(call.site, lines.frames, call.result_var)
     code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
     if code:
         trace.meta["functions"] = dict(sorted(code.items()))
