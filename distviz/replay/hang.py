@@ -214,10 +214,10 @@ def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
             c = h.calls.call_of(cause)
             sent = g.send_by_msg.get(g.msg[cause], -1)
             sender = g.workers[g.worker[sent]] if sent >= 0 else w
-        reason, var, over = _unused(h, sender, cause, c, g.workers[g.worker[cause]])
+        reason, var, over, drop = _unused(h, sender, cause, c, g.workers[g.worker[cause]])
         if over:
             h.overwritten.add(g.ids[s])
-        elif (drop := h.lines.drop_of(c) if c is not None else None) is not None:
+        elif drop is not None:
             h.drops[g.ids[s]] = drop
     else:
         kind = "blocked"
@@ -255,8 +255,9 @@ def _no_recv(h: _Hung, s: int, c: int | None, label: str
 
 
 def _unused(h: _Hung, w: str, r: int, c: int | None,
-            recv_worker: str | None) -> tuple[str, str | None, bool]:
-    """A recv the roots never reach: ``(reason, var, overwritten)``."""
+            recv_worker: str | None) -> tuple[str, str | None, bool, Drop | None]:
+    """A recv the roots never reach: ``(reason, var, overwritten, the program's line that
+    dropped it)``."""
     rc = h.rpc(c)
     what, names, over = h.result(c, r)
     var = names[0] if names else None
@@ -264,17 +265,18 @@ def _unused(h: _Hung, w: str, r: int, c: int | None,
         holder = f" (the RRef `{rc.result_var}`)" if rc.result_var else ""
         return (f"the arguments sent by {_call_phrase(rc)}{holder} never get a gradient: the "
                 f"remote value is not fetched with to_here() into {h.loss}, so {recv_worker}'s "
-                "RecvRpcBackward for them is never reached"), var, False
+                "RecvRpcBackward for them is never reached"), var, False, None
     drop = h.lines.drop_of(c) if c is not None and over is None else None
     if drop is not None and rc is not None:
-        return drop.reason(rc), var, False
+        return drop.reason(rc), var, False, drop
     assigned = f", assigned to {_vars_phrase(names)}," if names else ""
     if rc is None:
         what = (f"the RPC result behind {h.g.disp(r)} on {recv_worker} (message "
                 f"{message_label(h.g.msg[r])})")
     if over is not None:
-        return f"{what}{assigned} was overwritten by {over}, so {h.loss} never uses it", var, True
-    return f"{what}{assigned} is not used by {h.loss}", var, False
+        return (f"{what}{assigned} was overwritten by {over}, so {h.loss} never uses it", var,
+                True, None)
+    return f"{what}{assigned} is not used by {h.loss}", var, False, None
 
 
 def _feeds_blocked(h: _Hung, r: int, c: int | None, recv_worker: str | None) -> str:
