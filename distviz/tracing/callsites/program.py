@@ -10,6 +10,7 @@ lines (``distviz.replay.dropped``) to say where a result the loss does not use w
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, NamedTuple
 
@@ -32,7 +33,8 @@ BACKWARD_FRAMES = 6
 class PassLines(NamedTuple):
     """A backward's own lines: its caller chain and where its loss was built."""
 
-    frames: list[Frame]
+    #: the functions of the backward's chain, as ``(shown file, function)``
+    functions: tuple[tuple[str, str], ...]
     site: str | None
     loss_site: str | None
     loss_statement: str | None
@@ -45,15 +47,16 @@ def pass_lines(frame: types.FrameType | None, roots: list[Any]) -> PassLines:
         frames, site = backward_site(frame)
         loss = loss_line(frame, roots[0]) if roots else (None, None)
     except Exception:  # noqa: BLE001 - a frame or a source distviz cannot read
-        return PassLines([], None, None, None)
-    return PassLines(frames, site, *loss)
+        return PassLines((), None, None, None)
+    return PassLines(functions_of(frames), site, *loss)
 
 
-def call_statement(site: str | None, backward: list[Frame], result_var: str | None
-                   ) -> str | None:
-    """``level_statement``, ``None`` when the source cannot be read."""
+def call_statement(site: str | None, functions: tuple[tuple[str, str], ...],
+                   result_var: str | None) -> str | None:
+    """``level_statement`` for the backward whose ``PassLines.functions`` are ``functions``,
+    ``None`` when the source cannot be read (cached: a loop's calls share a site)."""
     try:
-        return level_statement(site, backward, result_var)
+        return _level_statement(site, functions, result_var)
     except Exception:  # noqa: BLE001 - a source distviz cannot read: words only
         return None
 
@@ -105,11 +108,26 @@ def level_statement(site: str | None, backward: list[Frame], result_var: str | N
     chain never passes through such a function, or when the function that made the call
     assigns its result to ``result_var`` and never reads it (the result is dropped there, at
     the call's own site)."""
-    functions = {(display(path), fn) for path, _line, fn in backward}
+    return _level_statement(site, functions_of(backward), result_var)
+
+
+def functions_of(backward: list[Frame]) -> tuple[tuple[str, str], ...]:
+    """The functions of a chain of frames, as ``(shown file, function)``."""
+    return tuple(sorted({(display(path), fn) for path, _line, fn in backward}))
+
+
+@functools.lru_cache(maxsize=1024)
+def _level_statement(site: str | None, functions: tuple[tuple[str, str], ...],
+                     result_var: str | None) -> str | None:
+    """``level_statement`` (a loop's calls share a site: read once)."""
     frames = site_frames(site)
     if result_var and frames and \
             not is_read(shown_path(frames[0][0]), frames[0][1], result_var.split(".")[0]):
         return None
+    for shown, line, fn in frames:
+        if (shown, fn) in functions:
+            return statement_text(shown_path(shown), line)
+    return None
     for shown, line, fn in frames:
         if (shown, fn) in functions:
             return statement_text(shown_path(shown), line)

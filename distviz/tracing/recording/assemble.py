@@ -90,7 +90,8 @@ def record_trace(context_id: int, roots: list[Any], retain: bool, frame: types.F
     trace = build_trace(workers, me, context_id, pieces, passes)
     for call in trace.rpc_calls:
         if call.caller == me and call.site is not None:
-            call.statement = program.call_statement(call.site, lines.frames, call.result_var)
+            call.statement = program.call_statement(call.site, lines.functions,
+                                                    call.result_var)
     code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
     if code:
         trace.meta["functions"] = dict(sorted(code.items()))
