@@ -61,8 +61,9 @@ class Drop:
     #: the program's line the call was made through (``pipeline.py:128 in train``), its source
     site: str
     statement: str
-    #: whether that statement assigns the call's own result variable (``t = rpc.rpc_sync(...)``
-    #: in a loop of that function: a result the program really overwrote)
+    #: whether that statement assigns the call's own result variable (``t = rpc.rpc_sync(...)``,
+    #: or ``out = model(x)`` whose ``forward`` returns the RPC's result, in a loop of that
+    #: function: a result the program really overwrote)
     assigns_result: bool
     #: the call is the ``k``-th of ``n`` made with the same chain through that line
     k: int
@@ -179,8 +180,10 @@ class Lines:
         var = rc.result_var
         if not inner and kind in (DropKind.UNUSED_LINE, DropKind.SECOND_FORWARD):
             return None     # made right in that function: its own site and variable say it
-        assigns = bool(var) and not inner and re.match(rf"{re.escape(var or '')}\s*(:[^=]*)?=[^=]",
-                                                       statement) is not None
+        # the line assigns the variable the call's result went to (followed through returns):
+        # the program's own variable, overwritten when a later call of the line assigns it
+        assigns = bool(var) and re.match(rf"{re.escape(var or '')}\s*(:[^=]*)?=[^=]",
+                                         statement) is not None
         return Drop(kind=kind, call=c, site=f"{frame[0]}:{frame[1]} in {frame[2]}",
                     statement=statement, assigns_result=assigns, k=twins.index(c) + 1,
                     n=len(twins), loss_site=self.loss_site, loss_statement=self.loss_statement)

@@ -200,3 +200,9 @@ def test_why_a_shards_parameter_gets_no_gradient_names_the_programs_line() -> No
         f"{LOSS}" in text, text
     assert answer.fixes[0].startswith("include every result of `outputs = model(inputs)`")
     assert "overwrit" not in text and "`x`" not in text
+
+
+def test_a_result_returned_by_forward_and_overwritten_in_the_programs_loop_is_said_so() -> None:
+    trace = _loop_trace("model.py:4 in forward <- main.py:9 in train", "t3 = model(x)")
+    hang = _hang(trace)     # forward returns the RPC's result: `t3` is the program's variable
+    assert "was overwritten by the 2nd" in hang.summary, hang.summary
