@@ -6,6 +6,8 @@ Usage: python pipeline.py MODE [BATCHES]
 
 * ``correct``: every micro-batch's output is in the loss; prints each owner's gradients;
 * ``skip-first``: micro-batch 0 is left out of the loss (``range(1, len(outputs))``): hangs;
+* ``skip-first-late``: the same at the last of BATCHES steps only (a context ``--contexts first``
+  does not record: distviz's watch explains it live);
 * ``validate``: a validation forward runs inside the training context, its result not in the
   loss: hangs;
 * ``validate-no-grad``: the same validation forward under ``torch.no_grad()``, still inside the
@@ -120,8 +122,9 @@ def train(mode, batches):
     # an RPC thread, outside the context: the result then gets no RecvRpcBackward at all)
     params = model.parameter_rrefs()
     torch.manual_seed(0)
-    first = 1 if mode == "skip-first" else 0
     for step in range(batches):
+        late = mode == "skip-first-late" and step == batches - 1
+        first = 1 if mode == "skip-first" or late else 0
         inputs, labels = torch.randn(6, 8), torch.randn(6, 4)
         val_inputs = torch.randn(4, 8)
         with dist_autograd.context() as context_id:

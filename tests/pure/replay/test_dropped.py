@@ -26,8 +26,8 @@ from distviz.trace import Trace, load
 
 TRACES = Path(__file__).parents[2] / "traces"
 PROGRAM = "tests/programs/hangs/pipeline.py"
-FORWARD = f"rpc_async(forward on an RRef) at {PROGRAM}:83 in forward"
-LOSS = (f"the loss built at {PROGRAM}:130 in train (`loss = sum(loss_fn(outputs[i], targets[i]) "
+FORWARD = f"rpc_async(forward on an RRef) at {PROGRAM}:85 in forward"
+LOSS = (f"the loss built at {PROGRAM}:133 in train (`loss = sum(loss_fn(outputs[i], targets[i]) "
         "for i in range(first, len(outputs)))`)")
 
 
@@ -46,11 +46,11 @@ def test_a_micro_batch_left_out_of_the_loss_is_named_at_the_loss() -> None:
     hang = _hang(load(TRACES / "hang_skip_first.json"))
     assert hang.summary == (
         f"worker2's SendRpcBackward never gets a gradient: the 1st of 3 results of {FORWARD}, "
-        f"made through `outputs = model(inputs)` at {PROGRAM}:128 in train, is left out of "
+        f"made through `outputs = model(inputs)` at {PROGRAM}:131 in train, is left out of "
         f"{LOSS}, while the line's other results are in it (1 more such send)")
     assert hang.fixes[0] == (
         "include every result of `outputs = model(inputs)` (every micro-batch's output) in the "
-        f"loss at {PROGRAM}:130 in train, so each one's gradient flows back")
+        f"loss at {PROGRAM}:133 in train, so each one's gradient flows back")
     _no_inner_blame(hang)
 
 
@@ -67,7 +67,7 @@ def test_a_validation_forward_inside_the_context_is_named_at_its_line() -> None:
     hang = _hang(load(TRACES / "hang_validate.json"))
     assert hang.summary == (
         f"worker2's SendRpcBackward never gets a gradient: the 1st of 2 results of {FORWARD}, "
-        f"made through `val_outputs = model(val_inputs)` at {PROGRAM}:132 in train, a second "
+        f"made through `val_outputs = model(val_inputs)` at {PROGRAM}:135 in train, a second "
         f"forward inside the training context, is not used by {LOSS} (3 more such sends)")
     assert hang.fixes[0].startswith(
         "run `val_outputs = model(val_inputs)` outside the `with dist_autograd.context()` block "
@@ -80,7 +80,7 @@ def test_a_validation_forward_inside_the_context_is_named_at_its_line() -> None:
 def test_a_result_turned_into_a_number_is_named_at_that_line() -> None:
     hang = _hang(load(TRACES / "hang_item.json"))
     assert ("made through `print(f\"loss {loss_fn(torch.cat(model(inputs)), labels).item():.4f}\")` "
-            f"at {PROGRAM}:137 in train, is turned into a Python number there") in hang.summary
+            f"at {PROGRAM}:140 in train, is turned into a Python number there") in hang.summary
     assert hang.fixes[0].startswith("keep the tensor, not a Python number")
     _no_inner_blame(hang)
 
@@ -90,7 +90,7 @@ def test_a_validation_forward_under_no_grad_in_the_context_names_its_caller_and_
     assert hang.summary == (
         "worker2's SendRpcBackward never gets a gradient: the 1st of 2 RPCs "
         f"{FORWARD.replace(' at ', ' at ', 1)} from master, made through "
-        f"`val_outputs = model(val_inputs)` at {PROGRAM}:135 in train, was made under "
+        f"`val_outputs = model(val_inputs)` at {PROGRAM}:138 in train, was made under "
         "torch.no_grad(), so master attached no RecvRpcBackward for its result and nothing "
         "will ever send a gradient (1 more such send)")
     assert hang.fixes[0] == (
@@ -196,7 +196,7 @@ def test_a_python_number_is_told_from_a_tensor_method(statement: str, number: bo
 def test_why_a_shards_parameter_gets_no_gradient_names_the_programs_line() -> None:
     answer = why(load(TRACES / "hang_skip_first.json"), "worker2.fc.weight")
     text = " ".join([answer.summary, *answer.details, *answer.fixes])
-    assert f"made through `outputs = model(inputs)` at {PROGRAM}:128 in train, is left out of " \
+    assert f"made through `outputs = model(inputs)` at {PROGRAM}:131 in train, is left out of " \
         f"{LOSS}" in text, text
     assert answer.fixes[0].startswith("include every result of `outputs = model(inputs)`")
     assert "overwrit" not in text and "`x`" not in text
