@@ -70,10 +70,11 @@ def backward_site(frame: types.FrameType | None) -> tuple[list[Frame], str | Non
 def loss_line(frame: types.FrameType | None, root: Any) -> tuple[str | None, str | None]:
     """``(site, statement)`` of the line that built ``root``: the last assignment of the
     variable holding it in the innermost of the program's frames where it is a local variable
-    and no parameter (``loss = sum(...)``); the backward's own line when no frame holds it
-    (``dist_autograd.backward(cid, [out.sum()])``). ``frame`` may be a stand-in for a caller's
+    and no parameter (``loss = sum(...)``); else the line that passed it as an expression: the
+    backward's own (``dist_autograd.backward(cid, [out.sum()])``), or that of the caller of
+    the program's helper whose parameter holds it. ``frame`` may be a stand-in for a caller's
     frame (an RRef's owner, ``distviz.tracing.hooks.rref``), whose locals are not read."""
-    first: tuple[str | None, str | None] = (None, None)
+    passed: tuple[str | None, str | None] = (None, None)
     frames = 0
     for f in outwards(frame):
         path = own_path(f.f_code.co_filename)
@@ -83,22 +84,26 @@ def loss_line(frame: types.FrameType | None, root: Any) -> tuple[str | None, str
         if frames > BACKWARD_FRAMES:
             break
         now, fn = f.f_lineno or 0, f.f_code.co_name
-        if first[0] is None:
-            first = (f"{display(path)}:{now} in {fn}", statement_text(path, now))
-        # a stand-in for a caller's frame on an RRef's owner has no code of its own to read
-        name = _local_name(f, root) if isinstance(f, types.FrameType) else None
+        if passed[0] is None:
+            passed = (f"{display(path)}:{now} in {fn}", statement_text(path, now))
+        if not isinstance(f, types.FrameType):
+            continue    # a stand-in for a caller's frame on an RRef's owner: no code to read
+        name, parameter = _holder(f, root)
         line = assigned_before(f.f_code, name, now) if name is not None else None
         if line is not None:
             return f"{display(path)}:{line} in {fn}", statement_text(path, line)
-    return first
+        if parameter:
+            passed = (None, None)     # its caller passed it: that caller's line built it
+    return passed
 
 
-def _local_name(f: types.FrameType, value: Any) -> str | None:
-    """The name of a local variable of ``f`` that holds ``value`` and is not a parameter."""
+def _holder(f: types.FrameType, value: Any) -> tuple[str | None, bool]:
+    """``(name, parameter)``: the local variable of ``f`` that holds ``value`` and is not a
+    parameter, and whether a parameter holds it."""
     code = f.f_code
     params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-    return next((name for name, v in list(f.f_locals.items())
-                 if v is value and name not in params), None)
+    held = [name for name, v in list(f.f_locals.items()) if v is value]
+    return next((n for n in held if n not in params), None), any(n in params for n in held)
 
 
 def level_statement(site: str | None, backward: list[Frame], result_var: str | None = None

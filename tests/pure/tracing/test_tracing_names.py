@@ -5,12 +5,14 @@ the program's lines a hang's explanation quotes (needs torch, no RPC; millisecon
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from distviz.tracing.callsites import program  # noqa: E402
 from distviz.tracing.callsites.source import is_read, statement_text  # noqa: E402
 from distviz.tracing.shared import naming  # noqa: E402
 
@@ -92,3 +94,50 @@ def test_the_statement_of_a_line_is_read_whole_and_short(tmp_path: Path) -> None
     assert statement_text(path, 2) == "loss = sum((model(x) for x in xs))"
     assert statement_text(path, 4) == "unused = model(xs)"
     assert is_read(path, 4, "loss") and not is_read(path, 4, "unused")
+
+
+def _backward(roots: list[object]) -> program.PassLines:
+    """Where a program calls the backward: its lines, as the recording reads them."""
+    return program.pass_lines(sys._getframe(), roots)
+
+
+def _train() -> program.PassLines:
+    outputs = [torch.ones(2, requires_grad=True) for _ in range(3)]
+    first = 1
+    loss = sum(o.sum() for o in outputs[first:])
+    return _backward([loss])
+
+
+def test_the_loss_is_found_where_its_variable_was_assigned_not_where_it_was_passed() -> None:
+    lines = _train()
+    here = "tests/pure/tracing/test_tracing_names.py"
+    src = Path(__file__).read_text().splitlines()
+    built = next(k for k, ln in enumerate(src, 1) if ln.strip().startswith("loss = sum(o.sum()"))
+    assert lines.loss_site == f"{here}:{built} in _train"
+    assert lines.loss_statement == "loss = sum(o.sum() for o in outputs[first:])"
+    assert lines.site is not None and lines.site.startswith(f"{here}:")
+    assert (here, "_train") in lines.functions
+
+
+def _backward_of(loss: object) -> program.PassLines:
+    """A program's helper whose parameter holds the loss: its caller's line built it."""
+    return _backward([loss])
+
+
+def test_a_loss_given_as_an_expression_is_named_at_the_line_that_passed_it() -> None:
+    src = Path(__file__).read_text().splitlines()
+    here = "tests/pure/tracing/test_tracing_names.py"
+
+    def line_of(text: str) -> int:
+        return next(k for k, ln in enumerate(src, 1) if ln.strip().startswith(text))
+    # given to the backward itself: the backward's own line
+    lines = _backward([torch.ones(2, requires_grad=True).sum()])
+    backward = line_of("return program.pass_lines(")
+    assert lines.loss_site == f"{here}:{backward} in _backward"
+    # given to a helper whose parameter holds it: the line that called the helper
+    lines = _backward_of(torch.ones(2, requires_grad=True).sum() * 2)
+    passed = line_of("lines = _backward_of(")
+    assert lines.loss_site == (f"{here}:{passed} in test_a_loss_given_as_an_expression_is_named_"
+                               "at_the_line_that_passed_it")
+    assert lines.loss_statement == \
+        "lines = _backward_of(torch.ones(2, requires_grad=True).sum() * 2)"
