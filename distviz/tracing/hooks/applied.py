@@ -60,14 +60,31 @@ from distviz.words import context_label
 _RECENT: deque[int] = deque(maxlen=APPLIED_CONTEXTS)
 _HANDLES: list[Any] = []
 _LOCK = threading.Lock()
-#: per optimizer: each parameter's ``.grad`` key after its last step (``facts.GradKey``)
-_AFTER: weakref.WeakKeyDictionary[Any, dict[int, facts.GradKey]] = weakref.WeakKeyDictionary()
-#: parameters a context that ended held a gradient for: id -> (ref, .grad key then, context)
-_ENDED: dict[int, tuple[weakref.ref[torch.Tensor], facts.GradKey, int]] = {}
+#: A parameter's ``.grad`` as kept between steps: the tensor, weakly (a freed one's address
+#: may be reused by the next), and its version; ``None`` without one.
+Kept = tuple[weakref.ref[torch.Tensor], int] | None
+#: per optimizer: each parameter's ``.grad`` after its last step
+_AFTER: weakref.WeakKeyDictionary[Any, dict[int, Kept]] = weakref.WeakKeyDictionary()
+#: parameters a context that ended held a gradient for: id -> (ref, .grad then, context)
+_ENDED: dict[int, tuple[weakref.ref[torch.Tensor], Kept, int]] = {}
 _SAID: set[tuple[Any, ...]] = set()
 _TALLY = facts.Tally()
 _STEPPED = [False]
 _DIST_OPTIM = os.path.join("distributed", "optim", "optimizer.py")
+
+
+def _kept(p: torch.Tensor) -> Kept:
+    g = p.grad
+    return None if g is None else (weakref.ref(g), int(g._version))
+
+
+def _key(kept: Kept) -> facts.GradKey:
+    """The ``GradKey`` of a kept ``.grad``: ``facts.GONE`` when that tensor was freed (it is
+    not the ``.grad`` now, whatever tensor took its address)."""
+    if kept is None:
+        return None
+    g = kept[0]()
+    return facts.GONE if g is None else (id(g), kept[1])
 
 
 def _forget() -> None:
@@ -139,7 +156,7 @@ def leaving(context_id: int) -> None:
         return
     with _LOCK:
         for t in grads:
-            _ENDED[id(t)] = (weakref.ref(t), facts.grad_key(t), int(context_id))
+            _ENDED[id(t)] = (weakref.ref(t), _kept(t), int(context_id))
 
 
 def _candidates() -> list[int]:
@@ -196,7 +213,7 @@ def pre_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 def post_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     """PyTorch's global step post-hook: each parameter's ``.grad`` after the step."""
     try:
-        _AFTER[optimizer] = {id(p): facts.grad_key(p) for p in _params(optimizer)}
+        _AFTER[optimizer] = {id(p): _kept(p) for p in _params(optimizer)}
     except Exception:  # noqa: BLE001, S110 - never break the program's step
         pass
 
@@ -208,7 +225,7 @@ def _ended(params: list[torch.Tensor]) -> dict[int, facts.Held]:
     with _LOCK:
         for p in params:
             entry = _ENDED.get(id(p))
-            if entry is not None and entry[0]() is p and entry[1] == facts.grad_key(p):
+            if entry is not None and entry[0]() is p and _key(entry[1]) == facts.grad_key(p):
                 out[id(p)] = facts.Held(entry[2], False)
     return out
 
@@ -224,8 +241,9 @@ def _check(optimizer: Any, frame: types.FrameType | None) -> None:
     bare = alive and all(p.grad is None for p in params)
     if not held and not bare:
         return
+    after = _AFTER.get(optimizer)
     step = facts.judge([(id(p), facts.grad_key(p)) for p in params], held,
-                       _AFTER.get(optimizer))
+                       None if after is None else {k: _key(v) for k, v in after.items()})
     proc = process.PROCESS
     if proc is None:
         return

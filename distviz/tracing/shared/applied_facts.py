@@ -3,7 +3,8 @@ context, and the notes it gives (torch-free; ``distviz.tracing.hooks.applied`` r
 tensors).
 
 A parameter's ``.grad`` is told by a ``GradKey``: the identity and version of the ``.grad``
-tensor (``None`` when there is none). A step whose context holds a gradient for a parameter
+tensor (``None`` when there is none; the hook keeps the tensor weakly between steps, so a
+freed one, whose address a new tensor may reuse, is ``GONE``). A step whose context holds a gradient for a parameter
 does not apply it when ``.grad`` is ``None``, or has the key it had after the optimizer's
 previous step (nothing wrote it since). ``Tally`` counts, per parameter, the steps that asked,
 whether a context ever held a gradient for it and whether every one was all zeros.
@@ -17,6 +18,8 @@ from typing import Any, NamedTuple
 from distviz.words import plural
 
 GradKey = tuple[int, int] | None
+#: The key of a ``.grad`` tensor freed since it was kept: equal to no tensor's.
+GONE: GradKey = (-1, -1)
 #: How many parameters a note names before it says how many more there are.
 NAMED = 8
 ZERO = "zero"
@@ -157,11 +160,13 @@ class Tally:
             out.append((NONE, (
                 f"{plural(len(missing), 'parameter')} of a local optimizer got no gradient in "
                 f"any distributed backward ({shown([r.name for r in missing])}): "
-                "dist_autograd.get_gradients(context_id) held gradients for other parameters "
-                f"of the optimizer, never for {'it' if one else 'them'}, in "
+                f"dist_autograd.get_gradients(context_id) on {'its' if one else 'their'} "
+                f"owner held none for {'it' if one else 'them'} in "
                 + ("the only step that asked" if steps == 1 else f"any of the {steps} steps "
-                   "that asked") + ". Their output does not reach the loss with grad enabled "
-                "(used through .detach() or under torch.no_grad(), or not used)")))
+                   "that asked") + ", so the optimizer never changes "
+                + ("it" if one else "them") + ": nothing the loss uses depends on "
+                + ("it" if one else "them") + " with grad enabled (an output used through "
+                ".detach() or under torch.no_grad(), or not used)")))
         if zeros:
             steps = max(r.zero for r in zeros)
             one = len(zeros) == 1
