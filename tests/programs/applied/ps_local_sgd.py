@@ -53,7 +53,7 @@ def forward(x):
 
 
 def ps_step(context_id, mode):
-    truth("ps.net", net(), context_id)
+    truth("ps", net(), context_id)
     if mode == "copy":
         copy_gradients(context_id)
     OPT.step()

@@ -48,7 +48,7 @@ def forward(x):
 
 
 def ps_step(context_id):
-    truth("ps.net", net(), context_id)
+    truth("ps", net(), context_id)
     copy_gradients(context_id)
     OPT.step()
     OPT.zero_grad()

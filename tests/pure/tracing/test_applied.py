@@ -1,0 +1,175 @@
+"""Gradients a distributed backward left in its context that a local optimizer never applies,
+the tallies of missing and all-zero gradients, and ``--strict`` (pure, milliseconds): what one
+step finds (``distviz.tracing.shared.applied_facts``), the notes' words, the kinds that fail a
+strict run (``journal.fails_strict``), ``distviz trace --strict``'s exit status and the pytest
+plugin's failed test. The hook itself runs in ``tests/e2e/test_applied.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_GRADIENT, EXIT_OK, ExitCode
+from distviz.tracing.parent import summary
+from distviz.tracing.parent.command import Finished
+from distviz.tracing.pytest_plugin import Findings, strict_failure
+from distviz.tracing.shared import applied_facts as facts
+from distviz.tracing.shared import journal
+from distviz.tracing.shared.applied_facts import GONE, Held, Tally, judge
+
+A, B, C = 1, 2, 3
+HELD = {A: Held(7, False), B: Held(7, False)}
+
+
+def test_a_step_over_parameters_without_grad_does_not_apply_the_contexts_gradients() -> None:
+    step = judge([(A, None), (B, None), (C, None)], HELD, None)
+    assert step == facts.Step([A, B], 2, 7)     # C: the context holds none for it
+
+
+def test_a_grad_written_since_the_last_step_is_applied() -> None:
+    # copied from get_gradients (a new tensor), or a local backward (a new version)
+    before = {A: (100, 0), B: (200, 3)}
+    assert judge([(A, (101, 0)), (B, (200, 4))], HELD, before).not_applied == []
+
+
+def test_a_grad_unchanged_since_the_last_step_is_stale() -> None:
+    before = {A: (100, 0), B: (200, 3)}
+    step = judge([(A, (100, 0)), (B, (201, 0))], HELD, before)
+    assert (step.not_applied, step.none_count) == ([A], 0)
+
+
+def test_the_first_step_cannot_tell_a_stale_grad_and_a_freed_one_is_not_stale() -> None:
+    assert judge([(A, (100, 0))], HELD, None).not_applied == []
+    assert judge([(A, (100, 0))], HELD, {A: GONE}).not_applied == []
+
+
+def test_the_note_names_the_line_the_call_the_parameters_and_both_fixes() -> None:
+    text = facts.not_applied_text("ps.py:59 in ps_step", "OPT.step()", "SGD",
+                                  ["ps.fc.weight", "ps.fc.bias"], 2, 2, "context id 0")
+    assert text.startswith("ps.py:59 in ps_step: `OPT.step()` steps a local SGD over 2 "
+                           "parameters whose gradient a distributed backward left in context "
+                           "id 0 (ps.fc.weight, ps.fc.bias), but they have no .grad")
+    assert "DistributedOptimizer" in text and "get_gradients(context_id)" in text
+    one = facts.not_applied_text(None, None, "Adam", ["w"], 0, 1, "context 2 (id 1)")
+    assert one.startswith("Adam.step() steps a local Adam over 1 parameter whose")
+    assert "its .grad is stale (unchanged since the previous step)" in one
+    mixed = facts.not_applied_text(None, None, "SGD", ["a", "b", "c"], 1, 3, "context 1")
+    assert "1 have no .grad and 2 a stale one" in mixed
+
+
+def test_many_parameters_are_shown_up_to_a_limit() -> None:
+    names = [f"p{k}" for k in range(11)]
+    assert facts.shown(names) == "p0, p1, p2, p3, p4, p5, p6, p7, 3 more"
+
+
+def _names(ids: list[int]) -> list[str]:
+    return [f"ps.p{i}" for i in ids]
+
+
+def test_the_tally_names_parameters_never_held_and_those_only_ever_zero() -> None:
+    t = Tally()
+    for _ in range(3):     # A: values; B: zeros every time; C: never held, no .grad
+        t.count({A: Held(1, False), B: Held(1, True)}, [A, B, C], False, _names)
+    found = dict(t.findings())
+    assert found[facts.NONE].startswith("1 parameter of a local optimizer got no gradient in "
+                                        "any distributed backward (ps.p3)")
+    assert "in any of the 3 steps that asked" in found[facts.NONE]
+    assert found[facts.ZERO].startswith("1 parameter got only all-zero gradients in the "
+                                        "context (ps.p2) in each of the 3 steps")
+    assert len(t.recs) == 3       # one record per parameter, whatever the steps
+
+
+def test_a_nonzero_gradient_once_clears_the_zero_tally_and_ends_reading_it() -> None:
+    t = Tally()
+    t.count({A: Held(1, True)}, [A], False, _names)
+    assert t.wants_zero(A)
+    t.count({A: Held(2, False)}, [A], False, _names)
+    assert not t.wants_zero(A) and t.findings() == []
+
+
+def test_a_local_training_is_not_counted() -> None:
+    """No context holds any of the optimizer's parameters, and they have a .grad (a local
+    backward wrote it): not a distributed training's step."""
+    t = Tally()
+    t.count({}, [A, B], False, _names)
+    assert t.recs == {} and t.findings() == []
+    t.count({}, [A, B], True, _names)       # a context lives, and nothing has a .grad
+    assert [k for k, _ in t.findings()] == [facts.NONE]
+
+
+KINDS_THAT_FAIL = {journal.NO_GRADIENT, journal.ZERO_GRADIENT, journal.GRADS_LEFT,
+                   journal.LOCAL_BACKWARD, journal.NOT_APPLIED}
+
+
+@pytest.mark.parametrize("kind", list(journal.EventKind))
+def test_strict_fails_on_a_gradient_gone_wrong_only(kind: journal.EventKind) -> None:
+    assert journal.fails_strict(kind) == (kind in KINDS_THAT_FAIL)
+
+
+def _note(kind: journal.EventKind, test: str | None = None) -> journal.Event:
+    return journal.Event(kind=kind, pid=1, worker="ps", message=f"a {kind} note", test=test)
+
+
+def _entry(code: ExitCode) -> summary.Entry:
+    row = journal.ContextRow(
+        file="t.ctx1.trace.json", initiator="trainer", index=1, context_id=1, pid=1,
+        workers=["trainer", "ps"], nodes=5, messages=1, outcome="completed",
+        predicted="completed", real=journal.RealState.COMPLETED,
+        agreement=journal.VerdictStatus.AGREES, exit_code=int(code))
+    return summary.Entry(row=row, change="first recorded")
+
+
+def _finished(returncode: int, *events: journal.Event) -> Finished:
+    return Finished(returncode, False, False, 0, list(events))
+
+
+def test_strict_turns_a_successful_run_with_a_gradient_note_into_status_9() -> None:
+    run = _finished(0, _note(journal.NOT_APPLIED))
+    found = [_entry(EXIT_OK)]
+    assert summary.exit_code(run, found) == EXIT_OK            # the default: PyTorch's
+    assert summary.exit_code(run, found, strict=True) == EXIT_GRADIENT == 9
+    notes = summary.notes(run, found, strict=True)
+    assert notes[0] == "ps: a not_applied note"
+    assert notes[-1].startswith("--strict: 1 note above says a gradient went wrong; distviz "
+                                "exits with status 9")
+    assert not any(n.startswith("--strict") for n in summary.notes(run, found))
+
+
+def test_strict_keeps_the_programs_failure_and_a_worse_verdict() -> None:
+    note = _note(journal.NO_GRADIENT)
+    assert summary.exit_code(_finished(3, note), [_entry(EXIT_OK)], strict=True) == 3
+    assert summary.exit_code(_finished(0, note), [_entry(EXIT_BACKWARD_ERROR)],
+                             strict=True) == EXIT_BACKWARD_ERROR
+
+
+def test_strict_ignores_notes_that_are_not_about_a_gradient() -> None:
+    run = _finished(0, _note(journal.EventKind.NOT_RECORDED), _note(journal.SCRIPTED))
+    assert summary.exit_code(run, [_entry(EXIT_OK)], strict=True) == EXIT_OK
+
+
+class _Report:
+    """What ``strict_failure`` reads and writes of pytest's ``TestReport``."""
+
+    def __init__(self, outcome: str) -> None:
+        self.outcome, self.longrepr = outcome, None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+def test_the_plugin_fails_a_passed_test_whose_run_logged_a_gradient_note() -> None:
+    findings = Findings.of([_note(journal.ZERO_GRADIENT, "t.py::a"),
+                            _note(journal.EventKind.NOT_RECORDED, "t.py::b")])
+    assert findings.failing == {"t.py::a": ["ps: a zero_gradient note"]}
+    passed: Any = _Report("passed")
+    strict_failure(passed, findings.failing["t.py::a"])
+    assert passed.outcome == "failed"
+    assert passed.longrepr == ("distviz --distviz-strict: 1 gradient note in this test's run:\n"
+                               "  ps: a zero_gradient note")
+    other: Any = _Report("passed")
+    strict_failure(other, findings.failing.get("t.py::b", []))
+    skipped: Any = _Report("skipped")
+    strict_failure(skipped, findings.failing["t.py::a"])
+    assert (other.outcome, skipped.outcome) == ("passed", "skipped")
