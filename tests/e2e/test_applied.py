@@ -209,15 +209,20 @@ def test_an_rpc_result_left_out_of_the_loss_has_its_zero_gradients_named(runs: A
     got = truth(plain.stdout)
     assert truth(run.stdout) == got
     zeros = list(dict.fromkeys(n for n, c, _ in got if c == "zero"))
-    steps = sum(1 for n, _, _ in got if n == zeros[0]) if zeros else 0
     assert zeros and all(".aux." in n for n in zeros), got     # the truth
-    lines = said(run, "ps", "")
-    assert lines == [f"ps: {len(zeros)} parameters got only all-zero gradients in the context "
-                     f"({_names(zeros)}) in each of the {steps} steps that read them: PyTorch "
-                     "sends zeros for an RPC result the loss does not use. Fix: use that "
-                     "result in the loss, or leave it out of the RPC's return value"], \
-        run.stderr[-3000:]
+    call = step_line("zero_unused.py", 'main, aux = rpc.rpc_sync("ps", forward, args=(x,))',
+                     "train")
+    lines = said(run, "trainer", "context 1: ")
+    assert len(lines) == 1, run.stderr[-3000:]
+    assert lines[0].startswith(
+        f"trainer: context 1: {_names(zeros)} got all-zero gradients in the context: output 1 "
+        f"(`aux`) of rpc_sync(forward) to ps at {call}"), lines
+    assert lines[0].endswith(" is not used by the loss (`loss`): FAST mode sends zeros for it. "
+                             "Fix: use that result in the loss, or leave it out of what the "
+                             "RPC returns if it needs no gradient"), lines
     noted(run, lines[0])
+    # the PS copies the context's gradients before each step: nothing else to say
+    assert not said(run, "ps", ""), run.stderr[-3000:]
 
 
 # -- the pytest plugin ---------------------------------------------------------------------------

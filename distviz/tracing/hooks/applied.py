@@ -22,12 +22,11 @@ earlier local backward left there, so the model never trains, with no error anyw
   the parameters (as distviz names leaves) and the fix, live and in the session's log
   (``journal.NOT_APPLIED``). A program that copies ``get_gradients`` into ``.grad``, or runs a
   local ``loss.backward()`` that writes it, changes ``.grad`` before each step: no note.
-* A parameter whose every context gradient was all zeros (PyTorch's answer for an RPC output
-  the loss does not use) is checked until it gets a nonzero one, and named at
-  ``report`` (``journal.ZERO_GRADIENT``); a parameter of an optimizer that stepped while a
-  context held gradients for some of its parameters but never for this one is named
-  (``journal.NO_GRADIENT``): both after ``rpc.shutdown`` and at exit, as
-  ``distviz.tracing.hooks.optimizer`` names a ``DistributedOptimizer``'s.
+* A parameter of an optimizer that stepped while a context lived, and that no context ever
+  held a gradient for, is named by ``report`` (``journal.NO_GRADIENT``) after ``rpc.shutdown``
+  and at exit, as ``distviz.tracing.hooks.optimizer`` names a ``DistributedOptimizer``'s.
+  (All-zero gradients are said from a recorded context's trace, with the RPC output that
+  caused them: ``distviz.tracing.recording.report.zero_notes``.)
 * ``leaving(context_id)``, when the program leaves a context after this process has stepped a
   local optimizer: the parameters the context held gradients for, and their ``.grad`` then, so
   a ``step()`` after the ``with`` block (the gradients gone with the context) is told too.
@@ -172,9 +171,8 @@ def _candidates() -> list[int]:
 
 
 def _held(candidates: list[int]) -> tuple[dict[int, facts.Held], bool]:
-    """What the live candidate contexts hold, by parameter id (the context and whether the
-    gradient is all zeros, read only for the parameters still checked for zeros), and whether
-    any of them is alive."""
+    """What the live candidate contexts hold gradients for, by parameter id, and whether any
+    of them is alive."""
     out: dict[int, facts.Held] = {}
     alive = False
     for cid in candidates:
@@ -187,11 +185,8 @@ def _held(candidates: list[int]) -> tuple[dict[int, facts.Held], bool]:
                 pass
             continue
         alive = True
-        for t, g in grads.items():
-            if id(t) in out:
-                continue
-            zero = _TALLY.wants_zero(id(t)) and not bool(g.any())
-            out[id(t)] = facts.Held(cid, zero)
+        for t in grads:
+            out.setdefault(id(t), facts.Held(cid))
     return out, alive
 
 
@@ -226,7 +221,7 @@ def _ended(params: list[torch.Tensor]) -> dict[int, facts.Held]:
         for p in params:
             entry = _ENDED.get(id(p))
             if entry is not None and entry[0]() is p and _key(entry[1]) == facts.grad_key(p):
-                out[id(p)] = facts.Held(entry[2], False)
+                out[id(p)] = facts.Held(entry[2])
     return out
 
 
@@ -307,14 +302,12 @@ def _tell(proc: process.Process, kind: journal.EventKind, text: str) -> None:
 
 
 def report() -> None:
-    """Name the parameters that got only all-zero gradients, or none while the context held
-    others', in the steps that asked; start over (after ``rpc.shutdown``, and at exit)."""
+    """Name the parameters that got no gradient in any step that asked; start over (after
+    ``rpc.shutdown``, and at exit)."""
     with _LOCK:
-        found = _TALLY.findings()
+        found = _TALLY.finding()
         _TALLY.clear()
         _ENDED.clear()
     proc = process.PROCESS
-    if proc is None:
-        return
-    for kind, text in found:
-        _tell(proc, journal.ZERO_GRADIENT if kind == facts.ZERO else journal.NO_GRADIENT, text)
+    if proc is not None and found is not None:
+        _tell(proc, journal.NO_GRADIENT, found)

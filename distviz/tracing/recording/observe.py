@@ -343,5 +343,25 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     if row.outcome == "error" or row.agreement == journal.VerdictStatus.DIFFERS:
         say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         say(f"trace: {run.path}")
+    if error is None:
+        _zero_gradients(run)
     if error is not None:
         raise error
+
+
+def _zero_gradients(run: Run) -> None:
+    """Name the leaves PyTorch's context holds all-zero gradients for, with why
+    (``report.zero_notes``), live and in the session's log (``journal.ZERO_GRADIENT``)."""
+    from distviz.tracing.recording import report
+
+    try:
+        found = report.zero_notes(run.trace, run.replay)
+    except Exception as exc:  # noqa: BLE001 - the program goes on regardless
+        say(f"{run.me} context {run.index}: could not explain its zero gradients: "
+            f"{type(exc).__name__}: {exc}")
+        return
+    for text in found:
+        said = f"context {run.index}: {text}"
+        say(f"{run.me}: {said}")
+        journal.append(run.config.session_dir, journal.Event(
+            kind=journal.ZERO_GRADIENT, pid=os.getpid(), worker=run.me, message=said))

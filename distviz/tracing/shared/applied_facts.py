@@ -6,8 +6,10 @@ A parameter's ``.grad`` is told by a ``GradKey``: the identity and version of th
 tensor (``None`` when there is none; the hook keeps the tensor weakly between steps, so a
 freed one, whose address a new tensor may reuse, is ``GONE``). A step whose context holds a gradient for a parameter
 does not apply it when ``.grad`` is ``None``, or has the key it had after the optimizer's
-previous step (nothing wrote it since). ``Tally`` counts, per parameter, the steps that asked,
-whether a context ever held a gradient for it and whether every one was all zeros.
+previous step (nothing wrote it since). ``Tally`` counts, per parameter, the steps that asked
+and whether a context ever held a gradient for it. (A gradient that is all zeros is said
+from the recorded context's trace, with the RPC output that caused it:
+``distviz.tracing.recording.report.zero_notes``, ``distviz why``'s fact.)
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ GradKey = tuple[int, int] | None
 GONE: GradKey = (-1, -1)
 #: How many parameters a note names before it says how many more there are.
 NAMED = 8
-ZERO = "zero"
-NONE = "none"
 
 
 def grad_key(t: Any) -> GradKey:
@@ -33,11 +33,9 @@ def grad_key(t: Any) -> GradKey:
 
 
 class Held(NamedTuple):
-    """A context holds a gradient for a parameter: the context's id, and whether the gradient
-    was read all zeros."""
+    """A context holds a gradient for a parameter: the context's id."""
 
     context: int
-    zero: bool
 
 
 class Step(NamedTuple):
@@ -103,12 +101,12 @@ def not_applied_text(site: str | None, written: str | None, optimizer: str,
 
 class _Rec:
     """One parameter's tally: its name, the steps that asked, whether a context held a
-    gradient for it, and whether every one read was all zeros."""
+    gradient for it."""
 
-    __slots__ = ("name", "asked", "seen", "zero", "nonzero")
+    __slots__ = ("name", "asked", "seen")
 
     def __init__(self, name: str) -> None:
-        self.name, self.asked, self.seen, self.zero, self.nonzero = name, 0, False, 0, False
+        self.name, self.asked, self.seen = name, 0, False
 
 
 class Tally:
@@ -119,11 +117,6 @@ class Tally:
 
     def clear(self) -> None:
         self.recs.clear()
-
-    def wants_zero(self, pid: int) -> bool:
-        """Whether a gradient of ``pid`` is still to be read for zeros (none nonzero yet)."""
-        rec = self.recs.get(pid)
-        return rec is None or not rec.nonzero
 
     def count(self, held: dict[int, Held], params: Iterable[int], bare: bool,
               namer: Callable[[list[int]], list[str]]) -> None:
@@ -140,41 +133,22 @@ class Tally:
         for pid in ids:
             rec = self.recs[pid]
             rec.asked += 1
-            h = held.get(pid)
-            if h is None:
-                continue
-            rec.seen = True
-            if h.zero and not rec.nonzero:
-                rec.zero += 1
-            else:
-                rec.nonzero = True
+            rec.seen = rec.seen or pid in held
 
-    def findings(self) -> list[tuple[str, str]]:
-        """``(NONE or ZERO, note)``: the parameters never held, those only ever all zeros."""
+    def finding(self) -> str | None:
+        """The note for the parameters that steps asked about and no context ever held a
+        gradient for, or ``None``."""
         missing = [r for r in self.recs.values() if r.asked and not r.seen]
-        zeros = [r for r in self.recs.values() if r.seen and r.zero and not r.nonzero]
-        out: list[tuple[str, str]] = []
-        if missing:
-            steps = max(r.asked for r in missing)
-            one = len(missing) == 1
-            out.append((NONE, (
-                f"{plural(len(missing), 'parameter')} of a local optimizer got no gradient in "
+        if not missing:
+            return None
+        steps = max(r.asked for r in missing)
+        one = len(missing) == 1
+        it = "it" if one else "them"
+        return (f"{plural(len(missing), 'parameter')} of a local optimizer got no gradient in "
                 f"any distributed backward ({shown([r.name for r in missing])}): "
                 f"dist_autograd.get_gradients(context_id) on {'its' if one else 'their'} "
-                f"owner held none for {'it' if one else 'them'} in "
+                f"owner held none for {it} in "
                 + ("the only step that asked" if steps == 1 else f"any of the {steps} steps "
-                   "that asked") + ", so the optimizer never changes "
-                + ("it" if one else "them") + ": nothing the loss uses depends on "
-                + ("it" if one else "them") + " with grad enabled (an output used through "
-                ".detach() or under torch.no_grad(), or not used)")))
-        if zeros:
-            steps = max(r.zero for r in zeros)
-            one = len(zeros) == 1
-            out.append((ZERO, (
-                f"{plural(len(zeros), 'parameter')} got only all-zero gradients in the context "
-                f"({shown([r.name for r in zeros])}) in "
-                + ("the only step that read " + ("it" if one else "them") if steps == 1 else
-                   f"each of the {steps} steps that read " + ("it" if one else "them"))
-                + ": PyTorch sends zeros for an RPC result the loss does not use. Fix: use "
-                "that result in the loss, or leave it out of the RPC's return value")))
-        return out
+                   "that asked") + f", so the optimizer never changes {it}: nothing the loss "
+                f"uses depends on {it} with grad enabled (an output used through .detach() or "
+                "under torch.no_grad(), or not used)")

@@ -19,7 +19,7 @@ from distviz.tracing.shared import journal
 from distviz.tracing.shared.applied_facts import GONE, Held, Tally, judge
 
 A, B, C = 1, 2, 3
-HELD = {A: Held(7, False), B: Held(7, False)}
+HELD = {A: Held(7), B: Held(7)}
 
 
 def test_a_step_over_parameters_without_grad_does_not_apply_the_contexts_gradients() -> None:
@@ -67,25 +67,18 @@ def _names(ids: list[int]) -> list[str]:
     return [f"ps.p{i}" for i in ids]
 
 
-def test_the_tally_names_parameters_never_held_and_those_only_ever_zero() -> None:
+def test_the_tally_names_the_parameters_no_context_ever_held() -> None:
     t = Tally()
-    for _ in range(3):     # A: values; B: zeros every time; C: never held, no .grad
-        t.count({A: Held(1, False), B: Held(1, True)}, [A, B, C], False, _names)
-    found = dict(t.findings())
-    assert found[facts.NONE].startswith("1 parameter of a local optimizer got no gradient in "
-                                        "any distributed backward (ps.p3)")
-    assert "in any of the 3 steps that asked" in found[facts.NONE]
-    assert found[facts.ZERO].startswith("1 parameter got only all-zero gradients in the "
-                                        "context (ps.p2) in each of the 3 steps")
+    for _ in range(3):     # A and B held every time, C never (and no .grad)
+        t.count({A: Held(1), B: Held(1)}, [A, B, C], False, _names)
+    found = t.finding()
+    assert found is not None and found.startswith(
+        "1 parameter of a local optimizer got no gradient in any distributed backward "
+        "(ps.p3): dist_autograd.get_gradients(context_id) on its owner held none for it in "
+        "any of the 3 steps that asked, so the optimizer never changes it")
     assert len(t.recs) == 3       # one record per parameter, whatever the steps
-
-
-def test_a_nonzero_gradient_once_clears_the_zero_tally_and_ends_reading_it() -> None:
-    t = Tally()
-    t.count({A: Held(1, True)}, [A], False, _names)
-    assert t.wants_zero(A)
-    t.count({A: Held(2, False)}, [A], False, _names)
-    assert not t.wants_zero(A) and t.findings() == []
+    t.count({C: Held(2)}, [A, B, C], False, _names)      # held once: never named
+    assert t.finding() is None
 
 
 def test_a_local_training_is_not_counted() -> None:
@@ -93,9 +86,9 @@ def test_a_local_training_is_not_counted() -> None:
     backward wrote it): not a distributed training's step."""
     t = Tally()
     t.count({}, [A, B], False, _names)
-    assert t.recs == {} and t.findings() == []
+    assert t.recs == {} and t.finding() is None
     t.count({}, [A, B], True, _names)       # a context lives, and nothing has a .grad
-    assert [k for k, _ in t.findings()] == [facts.NONE]
+    assert (t.finding() or "").startswith("2 parameters of a local optimizer got no gradient")
 
 
 KINDS_THAT_FAIL = {journal.NO_GRADIENT, journal.ZERO_GRADIENT, journal.GRADS_LEFT,
@@ -173,3 +166,45 @@ def test_the_plugin_fails_a_passed_test_whose_run_logged_a_gradient_note() -> No
     skipped: Any = _Report("skipped")
     strict_failure(skipped, findings.failing["t.py::a"])
     assert (other.outcome, skipped.outcome) == ("passed", "skipped")
+
+
+# -- all-zero gradients: distviz why's fact, said for a recorded context --------------------------
+
+def _zero_trace() -> Any:
+    """``a, b = rpc_sync(w1, two_mm, (x,))`` with only ``a`` in the loss, and PyTorch's context
+    as the replay predicts it: W2's gradient all zeros (``replay_fixtures``)."""
+    import replay_fixtures as F
+    from builders.verdicts import _real
+
+    from distviz.trace.sections import Real
+
+    trace = F.multi_output_unused()
+    trace.real = Real.from_json(_real(trace))
+    return trace
+
+
+def test_why_names_the_rpc_output_the_loss_does_not_use_for_a_zero_gradient() -> None:
+    from distviz.analyses.why import why
+
+    trace = _zero_trace()
+    answer = why(trace, "W2")
+    assert answer.gets_gradient
+    assert ("PyTorch's gradient is all zeros: output 1 (`b`) of rpc_sync(two_mm) to worker1 "
+            "(assigned to `a, b`) is not used by the loss (`loss`): FAST mode sends zeros for "
+            "it") in answer.details, answer.details
+    assert not [d for d in why(trace, "W1").details if "all zeros" in d]
+
+
+def test_a_recorded_contexts_zero_gradients_are_one_note_per_cause() -> None:
+    from distviz.replay import replay
+    from distviz.tracing.recording import report
+
+    trace = _zero_trace()
+    assert report.zero_notes(trace, replay(trace)) == [
+        "W2 got an all-zero gradient in the context: output 1 (`b`) of rpc_sync(two_mm) to "
+        "worker1 (assigned to `a, b`) is not used by the loss (`loss`): FAST mode sends zeros "
+        "for it. Fix: use that result in the loss, or leave it out of what the RPC returns if "
+        "it needs no gradient"]
+    assert trace.real is not None
+    trace.real.gradients = {k: {**v, "zero": False} for k, v in trace.real.gradients.items()}
+    assert report.zero_notes(trace, replay(trace)) == []      # PyTorch's fact, not the replay's
