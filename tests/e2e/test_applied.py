@@ -199,6 +199,16 @@ def test_a_shard_that_detaches_its_output_has_its_parameters_named(runs: Any) ->
                      "not used)"], run.stderr[-3000:]
     noted(run, lines[0])
     assert not said(run, "shard2", ""), run.stderr[-3000:]
+    # the recorded context (the first) says it too, with distviz why's answer, on its own
+    recorded = said(run, "master", "context 1: ")
+    assert recorded == [
+        f"master: context 1: {len(missing)} parameters on shard1 got no gradient "
+        f"({_names(missing)}): the parameter `{missing[0]}` on shard1 requires grad, but no "
+        "node of the context's graph accumulates into it: the forward did not use it with grad "
+        "enabled (it was not used, used through .detach(), or used under torch.no_grad()). "
+        "Fix: use it in the forward inside the dist_autograd context, with grad enabled and "
+        "without .detach()"], run.stderr[-3000:]
+    noted(run, recorded[0])
 
 
 @pytest.mark.rpc

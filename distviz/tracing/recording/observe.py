@@ -350,18 +350,23 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
 
 
 def _zero_gradients(run: Run) -> None:
-    """Name the leaves PyTorch's context holds all-zero gradients for, with why
-    (``report.zero_notes``), live and in the session's log (``journal.ZERO_GRADIENT``)."""
+    """After a completed backward: name the leaves PyTorch's context holds all-zero gradients
+    for (``report.zero_notes``, ``journal.ZERO_GRADIENT``) and the parameters on its workers
+    it holds none for (``report.absent_notes``, ``journal.NO_GRADIENT``), with ``distviz
+    why``'s answer, live and in the session's log."""
     from distviz.tracing.recording import report
 
+    if run.trace.real is None or run.trace.real.outcome != "completed":
+        return
     try:
-        found = report.zero_notes(run.trace, run.replay)
+        found = [(journal.ZERO_GRADIENT, t) for t in report.zero_notes(run.trace, run.replay)]
+        found += [(journal.NO_GRADIENT, t) for t in report.absent_notes(run.trace)]
     except Exception as exc:  # noqa: BLE001 - the program goes on regardless
-        say(f"{run.me} context {run.index}: could not explain its zero gradients: "
+        say(f"{run.me} context {run.index}: could not explain its gradients: "
             f"{type(exc).__name__}: {exc}")
         return
-    for text in found:
+    for kind, text in found:
         said = f"context {run.index}: {text}"
         say(f"{run.me}: {said}")
         journal.append(run.config.session_dir, journal.Event(
-            kind=journal.ZERO_GRADIENT, pid=os.getpid(), worker=run.me, message=said))
+            kind=kind, pid=os.getpid(), worker=run.me, message=said))

@@ -186,6 +186,30 @@ def zero_notes(trace: Trace, replay: Replay) -> list[str]:
     return out
 
 
+def absent_notes(trace: Trace) -> list[str]:
+    """The parameters on the context's workers that require grad and that no node of its
+    graph accumulates into (``trace.absent_leaves``: ``not_reached``), one sentence per
+    worker, with ``distviz why``'s answer for the first (the one fact): ``2 parameters on
+    shard1 got no gradient (shard1.fc.weight, shard1.fc.bias): the parameter ...``."""
+    from distviz.analyses.why import why
+
+    by_worker: dict[str, list[str]] = {}
+    for a in trace.absent_leaves:
+        if a.parameter and a.why == "not_reached":
+            by_worker.setdefault(a.worker, []).append(a.var)
+    out = []
+    for worker, names in by_worker.items():
+        shown = ", ".join(names[:NAMED]) + (f", {len(names) - NAMED} more"
+                                            if len(names) > NAMED else "")
+        answer = why(trace, names[0])
+        out.append(f"{plural(len(names), 'parameter')} on {worker} got no gradient "
+                   f"({shown}): {answer.summary}"
+                   + (f". Fix: {answer.fixes[0]}" if answer.fixes else ""))
+    return out
+
+
+#: How many parameters a note names before it says how many more there are.
+NAMED = 8
 #: How ``distviz why`` states that PyTorch's gradient of a leaf is all zeros.
 ZERO_FACT = "PyTorch's gradient is all zeros"
 

@@ -208,3 +208,26 @@ def test_a_recorded_contexts_zero_gradients_are_one_note_per_cause() -> None:
     assert trace.real is not None
     trace.real.gradients = {k: {**v, "zero": False} for k, v in trace.real.gradients.items()}
     assert report.zero_notes(trace, replay(trace)) == []      # PyTorch's fact, not the replay's
+
+
+def test_parameters_no_node_of_the_context_reaches_are_named_per_worker() -> None:
+    import replay_fixtures as F
+
+    from distviz.trace.absent import AbsentLeaf
+    from distviz.tracing.recording import report
+
+    trace = F.multi_output_unused()
+    trace.absent_leaves = [
+        AbsentLeaf(var="w1.fc.weight", worker="worker1", why="not_reached", shape=[2],
+                   dtype="float32", parameter=True, grad=False),
+        AbsentLeaf(var="w1.fc.bias", worker="worker1", why="not_reached", shape=[2],
+                   dtype="float32", parameter=True, grad=False),
+        AbsentLeaf(var="x2", worker="worker0", why="not_reached", shape=[2],
+                   dtype="float32", parameter=False, grad=False),      # not a parameter
+        AbsentLeaf(var="w0.frozen", worker="worker0", why="requires_grad_false", shape=[2],
+                   dtype="float32", parameter=True, grad=False)]       # frozen on purpose
+    notes = report.absent_notes(trace)
+    assert len(notes) == 1 and notes[0].startswith(
+        "2 parameters on worker1 got no gradient (w1.fc.weight, w1.fc.bias): the parameter "
+        "`w1.fc.weight` on worker1 requires grad, but no node of the context's graph "
+        "accumulates into it"), notes
