@@ -8,7 +8,8 @@ backward steps with ``.grad``: ``None`` (PyTorch's SGD skips the parameter) or w
 earlier local backward left there, so the model never trains, with no error anywhere.
 
 * ``seen(context_id)``: a context met in this process: one the program entered
-  (``patches._context_enter``), or one an RPC function runs in on its callee (``serve``:
+  (``patches._context_enter``), or, once the process has made a ``torch.optim`` optimizer
+  (``Optimizer.__init__``, wrapped), one an RPC function runs in on its callee (``serve``:
   PyTorch's ``_run_function``, through which every Python function an RPC calls runs, with
   the caller's context current when the call carries autograd). The context ids are kept in
   a short list (``limits.APPLIED_CONTEXTS``); the first one arms PyTorch's global optimizer
@@ -38,6 +39,7 @@ step runs as it was called: distviz's part never raises into it.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -69,6 +71,7 @@ _ENDED: dict[int, tuple[weakref.ref[torch.Tensor], Kept, int]] = {}
 _SAID: set[tuple[Any, ...]] = set()
 _TALLY = facts.Tally()
 _STEPPED = [False]
+_WATCHING = [False]     # a torch.optim optimizer was made in this process
 _DIST_OPTIM = os.path.join("distributed", "optim", "optimizer.py")
 
 
@@ -121,27 +124,44 @@ def _arm() -> None:
 
 def serve(original: Any) -> Any:
     """PyTorch's ``rpc.internal._run_function`` that notes the context an RPC function runs
-    in on its callee (``seen``)."""
+    in on its callee (``seen``), once this process has made a ``torch.optim`` optimizer
+    (before that a served call costs one list lookup: reading the current context of a call
+    that has none raises, which costs tens of microseconds)."""
     current = dist_autograd._current_context
 
     def _run_function(python_udf: Any) -> Any:
-        try:
-            cid = current()._context_id()
-        except RuntimeError:    # no context: a call without autograd
-            return original(python_udf)
-        seen(int(cid))
-        return original(python_udf)
+        result = original(python_udf)
+        if _WATCHING[0]:
+            try:
+                cid = current()._context_id()
+            except RuntimeError:    # no context: a call without autograd
+                return result
+            seen(int(cid))
+        return result
     _run_function.__wrapped__ = original    # type: ignore[attr-defined]
     _run_function.__doc__ = original.__doc__
     return _run_function
 
 
+def _watching(original: Any) -> Any:
+    """``torch.optim.Optimizer.__init__`` that starts the served calls' watch (``serve``)."""
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        _WATCHING[0] = True
+        original(self, *args, **kwargs)
+    return __init__
+
+
 def install() -> None:
-    """Wrap ``_run_function`` (once; PyTorch's RPC handler looks it up when RPC starts)."""
+    """Wrap ``_run_function`` (once; PyTorch's RPC handler looks it up when RPC starts) and
+    ``torch.optim.Optimizer.__init__`` (every subclass calls it)."""
     from torch.distributed.rpc import internal
 
     if not hasattr(internal._run_function, "__wrapped__"):
         internal._run_function = serve(internal._run_function)
+    cls = torch.optim.Optimizer
+    if not hasattr(cls.__init__, "__wrapped__"):
+        cls.__init__ = _watching(cls.__init__)  # type: ignore[method-assign]
 
 
 def leaving(context_id: int) -> None:
