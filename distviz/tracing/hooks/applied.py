@@ -106,7 +106,9 @@ os.register_at_fork(after_in_child=_forget)
 def seen(context_id: int) -> None:
     """Keep ``context_id`` among the recent contexts; the first one arms the step hooks."""
     if context_id not in _RECENT:
-        _RECENT.append(context_id)
+        with _LOCK:     # RPC threads of their own serve the calls
+            if context_id not in _RECENT:
+                _RECENT.append(context_id)
     if not _HANDLES:
         _arm()
 
@@ -179,7 +181,8 @@ def leaving(context_id: int) -> None:
 
 
 def _candidates() -> list[int]:
-    out = list(_RECENT)
+    with _LOCK:
+        out = list(_RECENT)
     out.extend(c for c in snapshot_listener.OPEN if c not in out)
     try:
         cid = int(dist_autograd._current_context()._context_id())
@@ -199,10 +202,9 @@ def _held(candidates: list[int]) -> tuple[dict[int, facts.Held], bool]:
         try:
             grads = dist_autograd.get_gradients(cid)
         except RuntimeError:        # released: forget it
-            try:
-                _RECENT.remove(cid)
-            except ValueError:
-                pass
+            with _LOCK:
+                if cid in _RECENT:
+                    _RECENT.remove(cid)
             continue
         alive = True
         for t in grads:
