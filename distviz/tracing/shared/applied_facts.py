@@ -4,9 +4,9 @@ tensors).
 
 A parameter's ``.grad`` is told by a ``GradKey``: the identity and version of the ``.grad``
 tensor (``None`` when there is none; the hook keeps the tensor weakly between steps, so a
-freed one, whose address a new tensor may reuse, is ``GONE``). A step whose context holds a gradient for a parameter
-does not apply it when ``.grad`` is ``None``, or has the key it had after the optimizer's
-previous step (nothing wrote it since). ``Tally`` counts, per parameter, the steps that asked
+freed one, whose address a new tensor may reuse, is ``GONE``). A step whose context holds a
+gradient for a parameter does not apply it when ``.grad`` is ``None``, or has the key it had
+after the optimizer's previous step (nothing wrote it since). ``Tally`` counts, per parameter, the steps that asked
 and whether a context ever held a gradient for it. (A gradient that is all zeros is said
 from the recorded context's trace, with the RPC output that caused it:
 ``distviz.tracing.recording.report.zero_notes``, ``distviz why``'s fact.)
