@@ -1,5 +1,5 @@
 """A trainer with a remote model and a local head that steps a local optimizer
-(``tests/e2e/test_applied.py``).
+(``tests/e2e/test_applied_rpc.py``).
 
 ``ps`` owns ``Body`` (``nn.Linear(4, 3)``) behind an RRef; ``trainer`` owns ``head``
 (``nn.Linear(3, 1)``) and a local ``torch.optim.SGD`` over it. Each of STEPS steps: in a

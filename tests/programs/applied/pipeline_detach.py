@@ -1,5 +1,5 @@
 """A two-shard pipeline without ``DistributedOptimizer`` whose first shard detaches its output
-(``tests/e2e/test_applied.py``).
+(``tests/e2e/test_applied_rpc.py``).
 
 ``shard1`` and ``shard2`` each own a ``nn.Linear(4, 4)`` behind an RRef and a local SGD over
 it; ``master`` runs STEPS steps: in a context, ``shard1`` then ``shard2`` over RPC,

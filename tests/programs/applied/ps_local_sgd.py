@@ -1,5 +1,5 @@
 """A parameter server that steps a local ``torch.optim.SGD`` after a distributed backward
-(``tests/e2e/test_applied.py``).
+(``tests/e2e/test_applied_rpc.py``).
 
 ``ps`` holds ``Net`` (``fc``, ``nn.Linear(4, 2)``) and a local SGD over it; ``trainer`` runs
 STEPS steps: in a context, ``forward`` over RPC, ``dist_autograd.backward``, then asks ``ps``

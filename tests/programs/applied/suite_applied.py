@@ -1,5 +1,5 @@
 """Two tests for distviz's pytest plugin under ``--distviz-strict``
-(``tests/e2e/test_applied.py``): each trains ``local_head.py`` in real RPC workers and passes
+(``tests/e2e/test_applied_rpc.py``): each trains ``local_head.py`` in real RPC workers and passes
 plainly; under ``--distviz-strict`` the one whose local optimizer steps after the context
 (never applying the context's gradients) fails, the one that copies them passes."""
 

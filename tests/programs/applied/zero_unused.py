@@ -1,5 +1,5 @@
 """An RPC result left out of the loss, which PyTorch answers with all-zero gradients
-(``tests/e2e/test_applied.py``).
+(``tests/e2e/test_applied_rpc.py``).
 
 ``ps`` owns ``Two`` (``main`` and ``aux``, two ``nn.Linear(4, 2)``) and a local SGD over it;
 its ``forward`` returns both outputs. ``trainer`` runs STEPS steps: in a context, the forward

@@ -2,7 +2,7 @@
 the tallies of missing and all-zero gradients, and ``--strict`` (pure, milliseconds): what one
 step finds (``distviz.tracing.shared.applied_facts``), the notes' words, the kinds that fail a
 strict run (``journal.fails_strict``), ``distviz trace --strict``'s exit status and the pytest
-plugin's failed test. The hook itself runs in ``tests/e2e/test_applied.py``."""
+plugin's failed test. The hook itself runs in ``tests/e2e/test_applied_rpc.py``."""
 
 from __future__ import annotations
 
