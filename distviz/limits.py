@@ -125,6 +125,9 @@ TRACE_RECENT_CONTEXTS: Final = 1024
 #: Autograd nodes a traced process walks to explain a local backward inside a distributed
 #: context (``distviz.tracing.hooks.local_explain``): the walk stops there and says so.
 TRACE_LOCAL_WALK: Final = 50_000
+#: How many recent dist autograd contexts of a traced process a local optimizer's step reads
+#: the gradients of (``distviz.tracing.hooks.applied``).
+APPLIED_CONTEXTS: Final = 8
 
 # -- distviz snapshot (a running traced job) ---------------------------------------------------------
 
@@ -199,6 +202,10 @@ class ExitCode(IntEnum):
     DISAGREE = (8, "the replay and PyTorch's real backward disagree (an order difference "
                    "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
                 1)
+    #: ``distviz trace --strict``: the program succeeded, but a gradient went wrong.
+    GRADIENT = (9, "distviz trace --strict: the program succeeded and the replay agrees, but a "
+                   "parameter got no gradient, an all-zero one, one left in .grad, or one a "
+                   "local optimizer never applied (the notes name it)")
     NOT_EXECUTABLE = 126, "distviz trace: the command exists but is not executable"
     NOT_FOUND = 127, "distviz trace: the command was not found"
     #: A bug in distviz (sysexits' EX_SOFTWARE): apart from 1, which under ``distviz trace`` is
@@ -219,6 +226,7 @@ EXIT_RENDER: Final = ExitCode.RENDER
 EXIT_HANG: Final = ExitCode.HANG
 EXIT_BACKWARD_ERROR: Final = ExitCode.BACKWARD_ERROR
 EXIT_DISAGREE: Final = ExitCode.DISAGREE
+EXIT_GRADIENT: Final = ExitCode.GRADIENT
 EXIT_NOT_EXECUTABLE: Final = ExitCode.NOT_EXECUTABLE
 EXIT_NOT_FOUND: Final = ExitCode.NOT_FOUND
 EXIT_INTERRUPTED: Final = ExitCode.INTERRUPTED

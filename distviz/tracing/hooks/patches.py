@@ -29,6 +29,10 @@
 * ``DistributedOptimizer.step``, once the program imports ``torch.distributed.optim``: the
   parameters that got no gradient in any backward of the run are named after ``rpc.shutdown``
   (``distviz.tracing.hooks.optimizer``).
+* ``torch.optim``'s optimizers, once the process meets a dist autograd context (it enters one,
+  or an RPC function runs in one: ``rpc.internal._run_function``): a local optimizer's step
+  over parameters whose gradients a distributed backward left in the context is named with
+  its line (``distviz.tracing.hooks.applied``).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot.listener``): entering and leaving a
   context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
   the table ``traced_backward`` and the watch keep, ``distviz.tracing.shared.inflight``).
@@ -51,7 +55,7 @@ import torch.distributed.rpc.api as rpc_api
 from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.hooks import dispatch, jit, local_backward, optimizer, rref, scripted
+from distviz.tracing.hooks import applied, dispatch, jit, local_backward, optimizer, rref, scripted
 from distviz.tracing.shared import fanout, journal, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
@@ -118,6 +122,7 @@ def _shutdown(original: Any) -> Any:
         watch.hand_over()
         result = original(*args, **kwargs)
         optimizer.report()      # every optimizer step of the session has been served
+        applied.report()
         return result
     return shutdown
 
@@ -134,6 +139,7 @@ def _context_exit(original: Any) -> Any:
                 journal.append(proc.config.session_dir, journal.Event(
                     kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
             dispatch.context_ended(cid)
+            applied.leaving(cid)
         return original(self, *exc)
     return __exit__
 
@@ -143,6 +149,7 @@ def _context_enter(original: Any) -> Any:
     def __enter__(self: Any) -> Any:
         context_id = original(self)
         snapshot_listener.entered(int(context_id))
+        applied.seen(int(context_id))
         return context_id
     return __enter__
 
@@ -197,6 +204,7 @@ def install(config: TraceConfig) -> None:
     scripted.install()
     local_backward.install()
     optimizer.arm()
+    applied.install()
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

@@ -343,5 +343,30 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     if row.outcome == "error" or row.agreement == journal.VerdictStatus.DIFFERS:
         say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         say(f"trace: {run.path}")
+    if error is None:
+        _zero_gradients(run)
     if error is not None:
         raise error
+
+
+def _zero_gradients(run: Run) -> None:
+    """After a completed backward: name the leaves PyTorch's context holds all-zero gradients
+    for (``report.zero_notes``, ``journal.ZERO_GRADIENT``) and the parameters on its workers
+    it holds none for (``report.absent_notes``, ``journal.NO_GRADIENT``), with ``distviz
+    why``'s answer, live and in the session's log."""
+    from distviz.tracing.recording import report
+
+    if run.trace.real is None or run.trace.real.outcome != "completed":
+        return
+    try:
+        found = [(journal.ZERO_GRADIENT, t) for t in report.zero_notes(run.trace, run.replay)]
+        found += [(journal.NO_GRADIENT, t) for t in report.absent_notes(run.trace)]
+    except Exception as exc:  # noqa: BLE001 - the program goes on regardless
+        say(f"{run.me} context {run.index}: could not explain its gradients: "
+            f"{type(exc).__name__}: {exc}")
+        return
+    for kind, text in found:
+        said = f"context {run.index}: {text}"
+        say(f"{run.me}: {said}")
+        journal.append(run.config.session_dir, journal.Event(
+            kind=kind, pid=os.getpid(), worker=run.me, message=said))
