@@ -17,6 +17,15 @@ from distviz.tracing.callsites.source import is_read, statement_text  # noqa: E4
 from distviz.tracing.shared import naming  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _no_names_of_earlier_tests() -> None:
+    """Each test is a program of its own: a module an earlier test named (still alive in this
+    process, held by some other test's object) keeps its name for the rest of the process, and
+    two live modules named ``head`` are told apart by class (``trainer.Linear.head.weight``)."""
+    naming._LABELS.clear()
+    naming._CACHE.clear()
+
+
 def _names(worker: str) -> dict[str, object]:
     """What ``record_piece`` asks for on the initiator: called from the program's frames."""
     naming.ensure()
