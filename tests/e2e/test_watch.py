@@ -457,7 +457,7 @@ with dist_autograd.context() as cid:
     kept = callsites.peek(cid)
     print("KEPT", [(c.func, c.site is not None, len(c.msg_ids)) for c in kept])
 callsites.drop(cid)                                  # as leaving the context does
-print("LEFT", callsites.has_calls(cid), cid in callsites.registry._QUIET)
+print("LEFT", callsites.has_calls(cid), cid in callsites.registry.QUIET)
 rpc.shutdown()
 """
 
