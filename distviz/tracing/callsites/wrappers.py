@@ -15,7 +15,7 @@ import torch.distributed.autograd as dist_autograd
 from distviz.frames import own_frames
 from distviz.tracing.callsites.labels import argument_hint
 from distviz.tracing.callsites.messages import current_context, result_functions
-from distviz.tracing.callsites.registry import Call, log, skipped
+from distviz.tracing.callsites.registry import QUIET, Call, log, skipped
 
 
 def wrap_call(api: str, orig: Callable[..., Any],
@@ -29,7 +29,7 @@ def wrap_call(api: str, orig: Callable[..., Any],
     context is recorded (``Call``).
     """
     grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
-    current = dist_autograd._current_context
+    current, quiet = dist_autograd._current_context, QUIET
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -37,7 +37,7 @@ def wrap_call(api: str, orig: Callable[..., Any],
         except RuntimeError:    # no context in this thread
             return orig(*args, **kwargs)
         cid = ctx._context_id()
-        if skipped(cid, gate):
+        if cid in quiet or (gate is not None and not gate(cid)):    # ``skipped``, inline
             return orig(*args, **kwargs)
         before = ctx._send_functions()
         frames = own_frames(frame_of(1))

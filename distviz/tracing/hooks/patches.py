@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -56,7 +55,7 @@ from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
 from distviz.tracing.hooks import applied, dispatch, jit, local_backward, optimizer, rref, scripted
-from distviz.tracing.shared import fanout, journal, naming, process
+from distviz.tracing.shared import fanout, journal, live, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
 from distviz.tracing.watch import hook as watch_hook
@@ -102,8 +101,7 @@ def _init_rpc(original: Any, proc: Process) -> Any:
         try:
             snapshot_listener.start(here.config.session_dir, here.worker, _take_snapshot)
         except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
-            print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
-                  file=sys.stderr, flush=True)
+            live.say(f"no snapshot listener in process {os.getpid()}: {exc}")
         return result
     return init_rpc
 
