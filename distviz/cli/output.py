@@ -160,7 +160,7 @@ def write_pictures(found: Analysis, targets: dict[str, Path | None], step: int |
             out.lines.append(f"{path}: {choice.sentence()}")
             out.warnings.extend(f"{path}: {w}" for w in pic.warnings)
         elif fmt == "html":
-            from distviz.render.html import to_html
+            from distviz.render.html.page import to_html
             write_atomic(path, to_html(found, spec=spec))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
@@ -175,7 +175,7 @@ def write_frames(found: Analysis, fmt: str, folder: Path, spec: ViewSpec) -> int
     """One picture per replay step of the analysis's replay into ``folder``, all in the view
     chosen for the last step (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
-    from distviz.render.dot import build_dot
+    from distviz.render.dot.graph import build_dot
     from distviz.render.pictures import choose_view
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "

@@ -173,9 +173,9 @@ def context_analyses(recording: Recording, reports: Reports, numbers: list[int] 
 
 def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> None:
     """The HTML step viewer of the contexts in ``found`` (their analyses by number, from
-    ``context_analyses``), with a context picker (``distviz.render.html_contexts``)."""
+    ``context_analyses``), with a context picker (``distviz.render.html.contexts``)."""
     from distviz.files import write_atomic
-    from distviz.render.html_contexts import ContextPage, to_html_contexts
+    from distviz.render.html.contexts import ContextPage, to_html_contexts
     pages = [ContextPage(label=recording.label(number - 1), analysis=one,
                          iteration=recording.iterations[number - 1])
              for number, one in found.items()]

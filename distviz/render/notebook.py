@@ -18,7 +18,7 @@ import html
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 from distviz.trace import Trace
 from distviz.words import plural
 
