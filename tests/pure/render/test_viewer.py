@@ -22,8 +22,8 @@ from guards import HANG_GUARD_S
 from rich.console import Console
 
 from distviz.render.dot.graph import to_dot
-from distviz.render.html.page import VIEWER_MODULES, viewer_script
 from distviz.render.html.data import viewer_data
+from distviz.render.html.page import VIEWER_MODULES, viewer_script
 from distviz.render.tree import render_graph
 from distviz.trace import Trace
 
