@@ -13,6 +13,7 @@ from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
 from distviz.limits import LOG_STEPS_SHOWN
+from distviz.outcome import Mode
 from distviz.trace import Trace, is_stream, write_atomic
 from distviz.trace.sections import RowStatus
 from distviz.words import plural, word_for
@@ -33,25 +34,24 @@ def load_trace(path: Path, context: int | None = None) -> Trace:
     return load_recording(path).pick(context)
 
 
-def check_mode(mode: str) -> None:
-    """``UsageError`` unless ``mode`` is ``fast`` or ``smart``."""
-    if mode not in ("fast", "smart"):
+def check_mode(mode: str) -> Mode:
+    """``--mode``'s word as a ``Mode``; ``UsageError`` unless it is ``fast`` or ``smart``."""
+    if mode not in tuple(Mode):
         raise UsageError(f"--mode {mode}: expected fast or smart")
+    return Mode(mode)
 
 
-def replay_of(trace: Trace, mode: str) -> Replay:
-    """The replay of ``trace`` in ``mode`` (checked)."""
+def replay_of(trace: Trace, mode: Mode) -> Replay:
+    """The replay of ``trace`` in ``mode``."""
     from distviz.replay import replay
-    check_mode(mode)
     return replay(trace, mode=mode)
 
 
-def analysis_of(trace: Trace, mode: str, made: Replay | None = None) -> Analysis:
-    """The one analysis of ``trace`` in ``mode`` (checked): its replay (``made`` when it is
+def analysis_of(trace: Trace, mode: Mode, made: Replay | None = None) -> Analysis:
+    """The one analysis of ``trace`` in ``mode``: its replay (``made`` when it is
     one of ``trace`` in ``mode``), verdict and timing, made once per command and handed to
     every renderer (``distviz.judge.analysis``)."""
     from distviz.judge.analysis import analysis
-    check_mode(mode)
     return analysis(trace, mode, made)
 
 

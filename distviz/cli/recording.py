@@ -15,7 +15,6 @@ from distviz.cli.app import stdout_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import (
     analysis_of,
-    check_mode,
     real_lines,
     real_report,
     show,
@@ -25,6 +24,7 @@ from distviz.cli.output import (
 from distviz.cli.output import report as trace_report
 from distviz.judge.verdict import ContextVerdict, context_verdicts, recording_exit_code
 from distviz.limits import EXIT_RUN_FAILED
+from distviz.outcome import Mode
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.words import plural
@@ -40,10 +40,9 @@ __all__ = ["context_analyses", "context_reports", "finish_recording", "replay_fi
 Reports = list[ContextVerdict]
 
 
-def context_reports(recording: Recording, mode: str) -> Reports:
+def context_reports(recording: Recording, mode: Mode) -> Reports:
     """The replay and the verdict of every context (``(None, None)`` for one without a
-    recorded pass); ``mode`` is checked first."""
-    check_mode(mode)
+    recorded pass)."""
     return context_verdicts(recording, mode)
 
 
@@ -183,7 +182,7 @@ def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> 
     write_atomic(path, to_html_contexts(pages, name))
 
 
-def replay_file(recording: Recording, path: str, mode: str, view: View, context: int | None,
+def replay_file(recording: Recording, path: str, mode: Mode, view: View, context: int | None,
                 graph: bool = False, what_if: str | None = None) -> int:
     """``distviz replay`` of a loaded file, the way ``distviz run`` shows a run: one context
     without training as a trace (``replay_trace``), several as the table of contexts
@@ -217,7 +216,7 @@ def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> int:
     return EXIT_RUN_FAILED
 
 
-def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
+def replay_trace(trace: Trace, path: str, mode: Mode, view: View, graph: bool,
                  what_if: str | None) -> Reports:
     """``distviz replay`` of one trace: the step log (``--graph``: each worker's graph first),
     then where the real backward spent its time (``--what-if``: how long it would take with
@@ -241,7 +240,7 @@ def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
     return [ContextVerdict(rp, verdict)]
 
 
-def replay_recording(recording: Recording, path: str, context: int | None, mode: str,
+def replay_recording(recording: Recording, path: str, context: int | None, mode: Mode,
                      view: View) -> Reports:
     """``distviz replay`` of a recording of several contexts: the table of every context, or
     with ``--context N`` that context's step log; returns every context's replay and verdict.

@@ -25,6 +25,7 @@ from distviz.cli.output import (
     write_pictures,
 )
 from distviz.errors import DistvizError, RunError
+from distviz.outcome import Mode
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.trace.recording import Recording
 
 
-def run_with_progress(sc: Scenario, opts: RunOptions, mode: str, *, quiet: bool,
+def run_with_progress(sc: Scenario, opts: RunOptions, mode: Mode, *, quiet: bool,
                       verbose: bool) -> JudgedRun:
     """Run and judge the scenario (``distviz.judge.policy.run_and_judge``) with its phases on
     stderr: one line each (``--verbose``), a spinner on a terminal, or nothing."""
@@ -125,7 +126,7 @@ def save_recording(recording: Recording, failure: BaseException | None, out_path
     return recording
 
 
-def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view: View,
+def finish_run(sc: Scenario, judged: JudgedRun, mode: Mode, out_path: Path, view: View,
                context: int | None = None) -> int:
     """The end of ``distviz run``: save the recording (``save_recording``: the run's failure
     is raised after saving what was recorded), then show it with its verdicts (``show_run``);
@@ -135,7 +136,7 @@ def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view:
                     judged=(judged.verdicts, judged.exit_code))
 
 
-def show_run(recording: Recording, mode: str, out_path: Path, view: View,
+def show_run(recording: Recording, mode: Mode, out_path: Path, view: View,
              context: int | None = None, stopped: Stop | None = None,
              made: Replay | None = None,
              judged: tuple[list[ContextVerdict], int] | None = None) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
-from distviz.outcome import hang_not_run
+from distviz.outcome import Mode, hang_not_run
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.trace.sections import Meta, Real
@@ -52,13 +52,13 @@ def backward_policy(confirm_hang: bool, decided: Decided
     a hang (and ``confirm_hang`` is not set); the replay is kept in ``decided``."""
     def decide(trace: Trace) -> tuple[bool, str | None]:
         from distviz.replay.result import replay
-        decided.replay = replay(trace, "fast")
+        decided.replay = replay(trace, Mode.FAST)
         why = hang_not_run(decided.replay.outcome, confirm_hang)
         return why is None, why
     return decide
 
 
-def run_meta(timings: dict[str, float], mode: str) -> Meta:
+def run_meta(timings: dict[str, float], mode: Mode) -> Meta:
     """The ``meta`` section a run writes: versions, phase times, the replay mode."""
     from distviz import __version__
     return Meta(distviz_version=__version__, python=sys.version.split()[0],
@@ -66,7 +66,7 @@ def run_meta(timings: dict[str, float], mode: str) -> Meta:
                 order=("distviz_version", "python", "timings_s", "mode"))
 
 
-def recording_of(sc: Scenario, result: RunResult, mode: str) -> Recording:
+def recording_of(sc: Scenario, result: RunResult, mode: Mode) -> Recording:
     """What the run recorded, with its ``meta`` (``run_meta``). When the run failed: what was
     recorded before; for a plain scenario that recorded nothing, a trace of what is known (the
     scenario, the workers); a plain scenario's one trace whose real backward did not run gets
@@ -109,7 +109,7 @@ def _stamp(recording: Recording, meta: Meta) -> None:
         trace.meta = meta
 
 
-def judge_recording(recording: Recording, mode: str, stopped: Stop | None = None,
+def judge_recording(recording: Recording, mode: Mode, stopped: Stop | None = None,
                     made: Replay | None = None) -> tuple[list[ContextVerdict], int]:
     """Every context's replay (in ``mode``) and verdict, and the exit code they imply
     (``recording_exit_code``). ``made``: a replay of the one trace of ``recording``, used when
@@ -146,7 +146,7 @@ class JudgedRun:
         return self.result.error
 
 
-def run_and_judge(sc: Scenario, options: RunOptions, mode: str = "fast",
+def run_and_judge(sc: Scenario, options: RunOptions, mode: Mode = Mode.FAST,
                   say: Callable[[str], None] | None = None) -> JudgedRun:
     """Run ``sc`` on real workers and judge it (see the module docstring). ``say`` hears the
     run's phases. Raises nothing for a failed run: its error is ``JudgedRun.error``."""

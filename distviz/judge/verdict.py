@@ -77,7 +77,7 @@ from distviz.limits import (
     SEVERITY,
     most_severe,
 )
-from distviz.outcome import Category, ContextOutcome, Outcome, RealOutcome, Stop
+from distviz.outcome import Category, ContextOutcome, Mode, Outcome, RealOutcome, Stop
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
@@ -248,8 +248,8 @@ def judge(trace: Trace, replay: Replay, watched: Watched | None = None) -> Verdi
     the backward of a watched context ended (only its outcome is compared)."""
     if watched is not None:
         return _judge_watched(trace, replay, watched)
-    if replay.mode == "smart":
-        fast_replay = run_replay(trace, "fast")
+    if replay.mode == Mode.SMART:
+        fast_replay = run_replay(trace, Mode.FAST)
         fast = judge(trace, fast_replay)
         report = smart_report(trace, replay, fast_replay)
         agreement = replace(fast.agreement, smart=report, text=report.text)
@@ -466,7 +466,7 @@ class ContextVerdict(NamedTuple):
         return self.verdict.agreement if self.verdict is not None else None
 
 
-def context_verdicts(recording: Recording, mode: str) -> list[ContextVerdict]:
+def context_verdicts(recording: Recording, mode: Mode) -> list[ContextVerdict]:
     """The replay (in ``mode``) and verdict of every context of ``recording``."""
     out: list[ContextVerdict] = []
     for trace in recording.contexts:

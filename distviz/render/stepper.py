@@ -41,6 +41,7 @@ from rich.table import Table
 from rich.text import Text
 
 from distviz.judge.model import Agreement
+from distviz.outcome import Mode
 from distviz.render.terminal import render_log, render_state
 from distviz.replay.model import ReplayLike
 from distviz.trace import Trace
@@ -382,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     from distviz.judge.verdict import judge
     from distviz.replay import replay as run_replay
 
-    result = run_replay(trace, mode="fast")
+    result = run_replay(trace, mode=Mode.FAST)
     agreement = judge(trace, result).agreement if trace.real is not None else None
     console = Console(markup=False)
     if not console.is_terminal:

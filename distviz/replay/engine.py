@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from distviz.outcome import Mode
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
@@ -113,7 +114,7 @@ class Engine:
     order in which that worker's sends start their calls (the observed arrival order).
     """
 
-    def __init__(self, g: IndexedGraph, mode: str, emit: bool,
+    def __init__(self, g: IndexedGraph, mode: Mode, emit: bool,
                  arrival: dict[tuple[int, int], list[int]] | None = None) -> None:
         self.g = g
         self.mode = mode
@@ -144,7 +145,7 @@ class Engine:
     def _reset_pass(self) -> None:
         g, s = self.g, self.s
         part = participating_sends(g, s.pass_index, self.mode)
-        if self.mode == "smart":
+        if self.mode == Mode.SMART:
             taking = {x for sends in part for x in sends}
             s.excluded.append([x for sends in g.sends_of for x in sends if x not in taking])
         else:
@@ -236,7 +237,7 @@ class Engine:
         s.agenda.append(RootCall())
         if not self.emit:
             return None
-        excluded = tuple(s.excluded[s.pass_index]) if self.mode == "smart" else None
+        excluded = tuple(s.excluded[s.pass_index]) if self.mode == Mode.SMART else None
         return self._event("pass_start", self.g.initiator, (self.mode, excluded))
 
     # -- 2. computeDependencies: BFS from the GraphRoot (initiator) and all local sends -----------
@@ -259,7 +260,7 @@ class Engine:
         roots = tuple(g.roots[pi]) if is_ini else ()
         part = set(sends)
         excluded = (tuple(x for x in g.sends_of[w] if x not in part)
-                    if self.mode == "smart" else None)
+                    if self.mode == Mode.SMART else None)
         return self._event("compute_dependencies", w, (roots, tuple(sends), order, counts,
                                                        p.w_out[w], p.w_keep[w], excluded))
 

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from distviz.outcome import OUTCOMES
+from distviz.outcome import OUTCOMES, Mode
 
 __all__ = [
     "ACTIONS", "OUTCOMES", "Accumulation", "BlockedKind", "BlockedSend", "BlockedWorker", "Event", "Hang",
@@ -278,7 +278,7 @@ class Hang:
     """
 
     pass_index: int
-    mode: str
+    mode: Mode
     blocked_sends: tuple[BlockedSend, ...]
     unreachable_recvs: tuple[UnreachableRecv, ...]
     blocked_workers: tuple[BlockedWorker, ...]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distviz.errors import TraceError
+from distviz.outcome import Mode
 from distviz.trace import (
     SCHEMA_VERSION,
     Trace,
@@ -108,7 +109,7 @@ class Recording:
 
     # -- as a networkx graph, and in Jupyter ----------------------------------------------------
     def to_networkx(self, context: int | None = None, pass_index: int | None = None,
-                    mode: str = "fast") -> nx.DiGraph:
+                    mode: Mode = Mode.FAST) -> nx.DiGraph:
         """``Trace.to_networkx`` of the context numbered ``context`` (from 1; default the
         first). Raises ``TraceError`` when there is no such context."""
         return self.pick(context).to_networkx(pass_index, mode)

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from distviz import limits
 from distviz.cli import app
 from distviz.limits import format_size, parse_size
-from distviz.runner.worker.main import out_of_memory, remote_origin
+from distviz.runner.worker.main import out_of_memory
+from distviz.torch_errors import classify
 
 ROOT = Path(__file__).resolve().parents[3]
 DESIGN_NOTE = str(ROOT / "scenarios" / "design_note.yaml")
@@ -64,22 +65,22 @@ def test_bad_limit_options_are_usage_errors_before_any_worker_starts(
 
 
 def test_an_allocator_failure_says_how_much_was_asked_and_the_limit() -> None:
-    msg = out_of_memory("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried "
-                        "to allocate 40000000000 bytes. Error code 12 (Cannot allocate memory)",
-                        2**30)
+    msg = out_of_memory(classify(RuntimeError(
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 40000000000 bytes. "
+        "Error code 12 (Cannot allocate memory)")), 2**30)
     assert msg == ("out of memory: an operation asked for 37.3 GiB; each worker may use 1 GiB "
                    "(raise the limit with --max-memory)")
 
 
 def test_a_python_memory_error_is_out_of_memory_even_when_torch_wraps_it() -> None:
-    for kind, message in (("MemoryError", ""), ("RuntimeError", "MemoryError()")):
-        msg = out_of_memory(kind, message, 4 * 2**30)
+    for error in (MemoryError(), RuntimeError("MemoryError()")):
+        msg = out_of_memory(classify(error), 4 * 2**30)
         assert msg is not None and "Python raised MemoryError" in msg and "4 GiB" in msg
 
 
 def test_other_errors_are_not_out_of_memory() -> None:
-    assert out_of_memory("RuntimeError", "mat1 and mat2 shapes cannot be multiplied", 2**30) \
-        is None
+    assert out_of_memory(classify(RuntimeError("mat1 and mat2 shapes cannot be multiplied")),
+                         2**30) is None
 
 
 def test_a_remote_error_names_the_innermost_worker() -> None:
@@ -87,5 +88,5 @@ def test_a_remote_error_names_the_innermost_worker() -> None:
     text = ("On WorkerInfo(id=1, name=worker1):\nRuntimeError('On WorkerInfo(id=2, "
             "name=worker2):\nRuntimeError(\"boom\")\nTraceback ...')\nTraceback ...\n"
             "RuntimeError: On WorkerInfo(id=2, name=worker2):\nRuntimeError('boom')\n")
-    assert remote_origin(RuntimeError(text)) == "worker2"
-    assert remote_origin(RuntimeError("plain")) is None
+    assert classify(RuntimeError(text)).worker == "worker2"
+    assert classify(RuntimeError("plain")).worker is None
