@@ -23,7 +23,7 @@ from distviz.cli.output import (
 )
 from distviz.cli.output import report as trace_report
 from distviz.judge.verdict import ContextVerdict, context_verdicts, recording_exit_code
-from distviz.limits import EXIT_RUN_FAILED
+from distviz.limits import EXIT_RUN_FAILED, ExitCode
 from distviz.outcome import Mode
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
@@ -183,7 +183,7 @@ def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> 
 
 
 def replay_file(recording: Recording, path: str, mode: Mode, view: View, context: int | None,
-                graph: bool = False, what_if: str | None = None) -> int:
+                graph: bool = False, what_if: str | None = None) -> ExitCode:
     """``distviz replay`` of a loaded file, the way ``distviz run`` shows a run: one context
     without training as a trace (``replay_trace``), several as the table of contexts
     (``replay_recording``); returns the exit code, the most severe of the contexts' verdicts
@@ -199,7 +199,7 @@ def replay_file(recording: Recording, path: str, mode: Mode, view: View, context
     return recording_exit_code(recording, reports)
 
 
-def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> int:
+def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> ExitCode:
     """A trace saved by a run that stopped before recording its graph: the run's error (or the
     JSON report without a replay); returns the exit code of a failed run."""
     error = (trace.real.error if trace.real is not None else None) or \

@@ -25,6 +25,7 @@ from distviz.cli.output import (
     write_pictures,
 )
 from distviz.errors import DistvizError, RunError
+from distviz.limits import ExitCode
 from distviz.outcome import Mode
 from distviz.words import plural
 
@@ -127,7 +128,7 @@ def save_recording(recording: Recording, failure: BaseException | None, out_path
 
 
 def finish_run(sc: Scenario, judged: JudgedRun, mode: Mode, out_path: Path, view: View,
-               context: int | None = None) -> int:
+               context: int | None = None) -> ExitCode:
     """The end of ``distviz run``: save the recording (``save_recording``: the run's failure
     is raised after saving what was recorded), then show it with its verdicts (``show_run``);
     return the exit code the verdicts imply."""
@@ -139,7 +140,7 @@ def finish_run(sc: Scenario, judged: JudgedRun, mode: Mode, out_path: Path, view
 def show_run(recording: Recording, mode: Mode, out_path: Path, view: View,
              context: int | None = None, stopped: Stop | None = None,
              made: Replay | None = None,
-             judged: tuple[list[ContextVerdict], int] | None = None) -> int:
+             judged: tuple[list[ContextVerdict], ExitCode] | None = None) -> ExitCode:
     """Write the pictures and print the report of each context's replay and verdict
     (``judged``: the verdicts and the exit code they imply, else judged here,
     ``distviz.judge.policy.judge_recording``, with ``made``: the replay that decided whether to run

@@ -37,7 +37,7 @@ from distviz.fuzz.training_program import (
     generate_training,
     is_training,
 )
-from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
+from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED, ExitCode
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
@@ -157,7 +157,7 @@ class FuzzReport:
         return {"summary": self.summary(), "programs": [r.to_json() for r in self.results]}
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         """``EXIT_DISAGREE`` when a program disagrees, else ``EXIT_RUN_FAILED`` when one failed
         to run, else ``EXIT_OK``."""
         if any(r.judged is not None and not r.judged.agrees for r in self.results):

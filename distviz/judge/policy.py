@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
+from distviz.limits import ExitCode
 from distviz.outcome import Mode, hang_not_run
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
@@ -110,7 +111,7 @@ def _stamp(recording: Recording, meta: Meta) -> None:
 
 
 def judge_recording(recording: Recording, mode: Mode, stopped: Stop | None = None,
-                    made: Replay | None = None) -> tuple[list[ContextVerdict], int]:
+                    made: Replay | None = None) -> tuple[list[ContextVerdict], ExitCode]:
     """Every context's replay (in ``mode``) and verdict, and the exit code they imply
     (``recording_exit_code``). ``made``: a replay of the one trace of ``recording``, used when
     it is one in ``mode``."""
@@ -139,7 +140,7 @@ class JudgedRun:
     result: RunResult
     recording: Recording
     verdicts: list[ContextVerdict] = field(default_factory=list)
-    exit_code: int = 0
+    exit_code: ExitCode = ExitCode.OK
 
     @property
     def error(self) -> BaseException | None:
@@ -155,8 +156,7 @@ def run_and_judge(sc: Scenario, options: RunOptions, mode: Mode = Mode.FAST,
     result = run_scenario(sc, options, backward_policy(options.confirm_hang, decided), say)
     recording = recording_of(sc, result, mode)
     if result.error is not None:
-        code = result.error.exit_code if isinstance(result.error, DistvizError) else 1
-        return JudgedRun(result, recording, exit_code=code)
+        return JudgedRun(result, recording, exit_code=result.error.exit_code)
     if not recording.contexts:
         return JudgedRun(result, recording)
     verdicts, code = judge_recording(recording, mode, result.stopped, decided.replay)

@@ -75,6 +75,7 @@ from distviz.limits import (
     EXIT_HANG,
     EXIT_OK,
     SEVERITY,
+    ExitCode,
     most_severe,
 )
 from distviz.outcome import Category, ContextOutcome, Mode, Outcome, RealOutcome, Stop
@@ -127,7 +128,7 @@ class Verdict:
     outcome: ContextOutcome
     status: Status
     text: str
-    exit_code: int
+    exit_code: ExitCode
     checks: tuple[Check, ...]
     agreement: Agreement
     predicted: Outcome
@@ -174,7 +175,7 @@ def pytest_category(status: str, outcome: str, predicted: str | None,
     return Category.AGREES if status == AGREE else Category.NOT_COMPARED
 
 
-def outcome_code(outcome: ContextOutcome) -> int:
+def outcome_code(outcome: ContextOutcome) -> ExitCode:
     """The exit code of a context's outcome alone (``completed``: 0)."""
     return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(outcome, EXIT_BACKWARD_ERROR)
 
@@ -498,7 +499,7 @@ def recording_text(recording: Recording, verdicts: list[ContextVerdict]) -> str:
 
 
 def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
-                        stopped: Stop | None = None) -> int:
+                        stopped: Stop | None = None) -> ExitCode:
     """The most severe code of any context; final parameters that differ from the reference
     training count as a disagreement, a stopped training as what stopped it."""
     codes = [cv.verdict.exit_code for cv in verdicts if cv.verdict is not None]

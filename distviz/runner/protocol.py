@@ -107,7 +107,7 @@ class Exited(PipeMessage):
 
 @dataclass(frozen=True)
 class WorkerFailed(PipeMessage):
-    """Something raised in the worker; it exits right after (``limits.WORKER_ERROR_EXIT``).
+    """Something raised in the worker; it exits right after (``limits.WorkerStatus.REPORTED_ERROR``).
 
     ``error`` is the exception type (``RootError`` and ``SandboxError`` are the scenario's
     fault), ``worker`` the worker where it was raised (the innermost of a chain of RPCs),

@@ -32,11 +32,11 @@ import torch
 
 from distviz.frames import outwards
 from distviz.limits import (
-    CRASH_EXIT_CODE,
     DEFAULT_MAX_NUMEL,
     DEFAULT_MAX_STEPS,
     MAX_INT_BITS,
     MAX_SEQUENCE_LEN,
+    WorkerStatus,
 )
 from distviz.runner.sandbox.custom_fns import custom_function
 from distviz.scenario import lang
@@ -321,7 +321,7 @@ class FailBackward(torch.autograd.Function):
 
 class CrashBackward(torch.autograd.Function):
     """Identity in forward; backward flushes output and ends the process with
-    ``limits.CRASH_EXIT_CODE`` (17).
+    ``limits.WorkerStatus.CRASHED`` (17).
 
     PyTorch names its node ``CrashBackwardBackward``; ``node.distviz_fault`` is
     ``{"kind": "crash"}``.
@@ -339,7 +339,7 @@ class CrashBackward(torch.autograd.Function):
                 stream.flush()
             except Exception:
                 pass
-        os._exit(CRASH_EXIT_CODE)
+        os._exit(WorkerStatus.CRASHED)
 
 
 def _needs_grad(x: Any, helper: str) -> None:

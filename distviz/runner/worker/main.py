@@ -37,7 +37,7 @@ def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     """Process target: run one worker of a scenario; always ends the process.
 
     Reports any exception as one ``WorkerFailed`` message and exits with
-    ``limits.WORKER_ERROR_EXIT``.
+    ``limits.WorkerStatus.REPORTED_ERROR``.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
     os.dup2(2, 1)  # print() in a scenario reaches the terminal, never the report on stdout
@@ -51,7 +51,7 @@ def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     except BaseException as exc:  # report everything to the parent as one line, then exit
         _report(conn, spec, state["phase"], exc)
         time.sleep(0.05)
-        os._exit(limits.WORKER_ERROR_EXIT)
+        os._exit(limits.WorkerStatus.REPORTED_ERROR)
 
 
 def limit_memory(max_bytes: int) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
+from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, ExitCode, most_severe
 from distviz.tracing.shared.fold import fold
 from distviz.tracing.shared.journal import ContextRow, Event, EventKind, VerdictStatus
 from distviz.words import duration, plural
@@ -173,7 +173,7 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
     return out
 
 
-def contexts_code(found: list[Entry]) -> int:
+def contexts_code(found: list[Entry]) -> ExitCode:
     """The exit code the recorded contexts give when the program itself succeeded: the most
     severe of their verdicts' (``distviz.limits.most_severe``, as for a recording's
     contexts)."""
@@ -221,7 +221,8 @@ def own_status(finished: Finished) -> bool:
 
 
 def exit_code(finished: Finished, found: list[Entry]) -> int:
-    """``distviz trace``'s exit status, from what ``status_from`` says it comes from."""
+    """``distviz trace``'s exit status, from what ``status_from`` says it comes from: an
+    ``ExitCode``, or the program's own status (any number), passed on."""
     source = status_from(finished)
     if source in (StatusFrom.PYTEST, StatusFrom.PROGRAM):
         return program_status(finished.returncode)

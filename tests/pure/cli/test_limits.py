@@ -3,6 +3,7 @@ options, and how a worker's out-of-memory error is told. Pure: no torch, no work
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,39 @@ def test_a_remote_error_names_the_innermost_worker() -> None:
             "RuntimeError: On WorkerInfo(id=2, name=worker2):\nRuntimeError('boom')\n")
     assert classify(RuntimeError(text)).worker == "worker2"
     assert classify(RuntimeError("plain")).worker is None
+
+
+def test_a_worker_status_is_never_mistaken_for_an_exit_code() -> None:
+    statuses = {int(s) for s in limits.WorkerStatus if s is not limits.WorkerStatus.DONE}
+    assert statuses and statuses.isdisjoint(int(c) for c in limits.ExitCode)
+    assert limits.WorkerStatus.DONE == 0 and limits.WorkerStatus.CRASHED == 17  # the trace's
+
+
+_EXITS = {"_exit", "exit", "Exit", "SystemExit"}
+
+
+def _literal_exits(tree: ast.AST) -> list[int]:
+    """Lines that end a process with a number written out, or give an ``exit_code`` field the
+    type ``int``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                getattr(node.func, "id", "")
+            args = [*node.args, *(k.value for k in node.keywords if k.arg == "code")]
+            if name in _EXITS and any(isinstance(a, ast.Constant) and isinstance(a.value, int)
+                                      for a in args):
+                found.append(node.lineno)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                node.target.id == "exit_code" and ast.unparse(node.annotation) == "int":
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_literal_exit_code_and_no_int_exit_code_field() -> None:
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted((ROOT / "distviz").rglob("*.py"))
+             for line in _literal_exits(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == []
+    # the check finds what it looks for
+    assert _literal_exits(ast.parse("os._exit(70)\nraise typer.Exit(code=1)\nexit_code: int = 0")) \
+        == [1, 2, 3]

@@ -15,7 +15,7 @@ import pytest
 import torch
 from guards import HANG_GUARD_S
 
-from distviz.limits import CRASH_EXIT_CODE
+from distviz.limits import WorkerStatus
 from distviz.runner.sandbox.base import (
     Budget,
     SandboxError,
@@ -168,7 +168,7 @@ def test_crash_backward_node_and_exit_status() -> None:
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
-    assert done.returncode == CRASH_EXIT_CODE
+    assert done.returncode == WorkerStatus.CRASHED
     assert done.stdout == "before\n"
 
 
