@@ -291,6 +291,6 @@ def graph(
 
       distviz graph design-note.trace.json
     """
-    from distviz.render import terminal
+    from distviz.render import tree
     trace = load_trace(trace_file, context)
-    unbounded_console().print(terminal.render_graph(trace, max_nodes=max_nodes))
+    unbounded_console().print(tree.render_graph(trace, max_nodes=max_nodes))

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
+from distviz.files import is_stream, write_atomic
 from distviz.limits import LOG_STEPS_SHOWN
 from distviz.outcome import Mode
-from distviz.trace import Trace, is_stream, write_atomic
+from distviz.trace import Trace
 from distviz.trace.sections import RowStatus
 from distviz.words import plural, word_for
 

@@ -106,13 +106,13 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
-    from distviz.render import terminal
     from distviz.render import training as render_training
+    from distviz.render import tree
     trace = recording.pick(number)
     rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()
     out.print(f"-- {recording.label(number - 1)}", markup=False)
-    out.print(terminal.render_summary(trace))
+    out.print(tree.render_summary(trace))
     if rp is not None:
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
              end=view.end, log=True)
@@ -222,7 +222,7 @@ def replay_trace(trace: Trace, path: str, mode: Mode, view: View, graph: bool,
     then where the real backward spent its time (``--what-if``: how long it would take with
     the changes), or the JSON report; returns its replay and verdict."""
     from distviz.analyses.whatif import time_report
-    from distviz.render import terminal
+    from distviz.render import tree
     found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
     rp, verdict, agreement = found.replay, found.verdict, found.agreement
     time_lines, timing = time_report(trace, what_if, timing=found.timing)
@@ -230,7 +230,7 @@ def replay_trace(trace: Trace, path: str, mode: Mode, view: View, graph: bool,
         print(json.dumps(trace_report(trace, rp, verdict, path, timing), indent=1))
         return [ContextVerdict(rp, verdict)]
     if graph:
-        unbounded_console().print(terminal.render_graph(trace))
+        unbounded_console().print(tree.render_graph(trace))
     show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
          end=view.end, log=view.log is not False)
     if view.log is False and not view.step:

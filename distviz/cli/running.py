@@ -166,7 +166,7 @@ def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
     """Write the pictures of a run's one trace and print its report: the summary, the step
     log, what PyTorch did, the time report, the files written."""
     from distviz.analyses.whatif import time_report
-    from distviz.render import terminal
+    from distviz.render import tree
 
     trace, rp, verdict, agreement = found.trace, found.replay, found.verdict, found.agreement
     written = write_pictures(found, view.pictures)
@@ -178,7 +178,7 @@ def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
         return
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = unbounded_console()
-        out.print(terminal.render_summary(trace))
+        out.print(tree.render_summary(trace))
         show_log = view.log if view.log is not None else len(rp.events) <= 400
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
              end=view.end, log=show_log or view.step)

@@ -90,7 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.trace.recording import Recording
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
-           "Status", "Verdict", "Watched", "context_verdicts", "judge", "most_severe", "outcome_code",
+           "Status", "Verdict", "Watched", "context_verdicts", "judge", "outcome_code",
            "pytest_category", "recording_exit_code", "recording_text"]
 
 AGREE: Final = "agrees"

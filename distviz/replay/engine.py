@@ -65,7 +65,7 @@ from distviz.replay.graph import (
     participating_sends,
 )
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Event, Message, PassError, ReplayState
+from distviz.replay.model import Message, PassError, ReplayEvent, ReplayState
 from distviz.replay.state import (
     QUEUE_CAP,
     Ack,
@@ -138,7 +138,7 @@ class Engine:
         c.s, c.p = self.s.copy(), self.p.copy()
         return c
 
-    def state(self, step: int, event: Event | None) -> ReplayState:
+    def state(self, step: int, event: ReplayEvent | None) -> ReplayState:
         """Build a fresh ``ReplayState`` from the current simulation state."""
         return replay_state(self.g, self.s, self.p, step, event)
 

@@ -17,7 +17,7 @@ from distviz.replay.engine import Engine
 from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
-from distviz.replay.model import Accumulation, Event, Hang, PassError, ReplayState
+from distviz.replay.model import Accumulation, Hang, PassError, ReplayEvent, ReplayState
 from distviz.trace import NodeKind, Trace
 from distviz.words import plural
 
@@ -37,7 +37,7 @@ class Replay:
     """
 
     def __init__(self, trace: Trace, mode: Mode, graph: IndexedGraph, engine: Engine,
-                 events: Sequence[Event], hang: Hang | None) -> None:
+                 events: Sequence[ReplayEvent], hang: Hang | None) -> None:
         self.trace = trace
         self.arrival = engine.arrival
         self.mode = mode

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distviz.errors import TraceError
+from distviz.files import write_atomic
 from distviz.outcome import Mode
 from distviz.trace import (
     SCHEMA_VERSION,
@@ -26,7 +27,6 @@ from distviz.trace import (
     parse_json,
     parse_trace,
     read_trace_text,
-    write_atomic,
 )
 from distviz.trace.iteration import Iteration, TrainingSummary
 from distviz.trace.sections import Meta, ScenarioInfo, SectionT

@@ -27,14 +27,14 @@ from distviz.render.dot.style import (
 )
 from distviz.render.dot.text import DotGraph, attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import IndexedGraph, initial_dependencies
-from distviz.replay.model import Event, ReplayLike
+from distviz.replay.model import ReplayEvent, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
 
-__all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "dot_quote", "frames",
-           "initial_deps", "node_states", "node_title", "to_dot"]
+__all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "frames",
+           "initial_deps", "node_states", "to_dot"]
 
 DEFAULT_NODE_BUDGET = 1500
 NSLIMIT_ABOVE = 1000  # drawn nodes above which the x-coordinate network simplex is capped
@@ -98,7 +98,7 @@ class _StepView:
     states: dict[str, str]
     remaining: dict[str, int]
     current: str | None
-    event: Event | None
+    event: ReplayEvent | None
 
     @classmethod
     def of(cls, trace: Trace, replay: ReplayLike | None, step: int | None) -> _StepView:

@@ -45,7 +45,7 @@ from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 
 __all__ = ["CSP", "VIEWER_MODULES", "PageParts", "json_for_script", "page", "page_parts", "to_html",
-           "viewer_data", "viewer_script"]
+           "viewer_script"]
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")

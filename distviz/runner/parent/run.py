@@ -40,8 +40,8 @@ from distviz.runner.protocol import (
     ForwardDone,
     PipeMessage,
     Ready,
-    Recorded,
     Result,
+    TraceRecorded,
     TrainerDone,
     WorkerFailed,
     WorkerOptions,
@@ -168,7 +168,7 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     """
     options = options or RunOptions()
     result = RunResult()
-    run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
+    run = _ScenarioRun(scenario, options, result, decide_backward, progress or (lambda _msg: None))
     aborted = interrupted = False
     ctx = _context()
     try:
@@ -205,7 +205,7 @@ _DURING = {"start-up": "start-up", "forward": "the forward pass", "backward": "t
            "done": "shutdown"}
 
 
-class _Run:
+class _ScenarioRun:
     """The parent's side of one run: the worker processes and their pipes, the phase
     (``start-up``, ``forward``, ``backward``, ``done``) and the deadline of that phase."""
 
@@ -348,7 +348,7 @@ class _Run:
         elif isinstance(msg, ForwardDone):
             self.result.timings["forward"] = msg.seconds
             self.say("recording the graph")
-        elif isinstance(msg, Recorded):
+        elif isinstance(msg, TraceRecorded):
             self.on_recorded(msg)
         elif isinstance(msg, Result):
             return self.on_result(msg)
@@ -401,7 +401,7 @@ class _Run:
             self.deadline = time.monotonic() + self.options.forward_timeout
             self.say("running the forward pass")
 
-    def on_recorded(self, msg: Recorded) -> None:
+    def on_recorded(self, msg: TraceRecorded) -> None:
         opts = self.options
         self.phase = "backward"
         self.deadline = time.monotonic() + opts.hang_timeout * max(

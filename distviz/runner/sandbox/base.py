@@ -9,7 +9,7 @@ the names a validated program runs with and enforces the limits a syntax check c
   the number of elements against ``max_numel`` before allocating; random functions draw from
   the worker's own ``torch.Generator``. Both kinds are ``TorchFunction`` objects that pickle by
   name, so they can also be sent over RPC (the receiving worker uses its own proxy).
-* ``Budget``: the step budget behind ``_dv_tick()`` (called at every loop step, function call
+* ``StepBudget``: the step budget behind ``_dv_tick()`` (called at every loop step, function call
   and list comprehension step by the instrumented program).
 * ``fail_backward`` / ``crash_backward``: identity functions whose backward raises / kills the
   worker process, marked with ``grad_fn.distviz_fault`` for the recorder.
@@ -42,7 +42,7 @@ from distviz.runner.sandbox.custom_fns import custom_function
 from distviz.scenario import lang
 
 __all__ = [
-    "Budget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
+    "StepBudget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
     "base_namespace", "crash_backward", "fail_backward", "make_generator",
 ]
 
@@ -81,7 +81,7 @@ def refuse(message: str) -> Any:
 # Step budget
 
 
-class Budget:
+class StepBudget:
     """Counts loop/function/comprehension steps; ``tick()`` raises after ``max_steps``."""
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
@@ -416,7 +416,7 @@ def _dv_ipow(a: Any, b: Any) -> Any:
 # Namespace
 
 
-def base_namespace(torch_proxy: TorchProxy, budget: Budget,
+def base_namespace(torch_proxy: TorchProxy, budget: StepBudget,
                    params: Mapping[str, Any]) -> dict[str, Any]:
     """Return the globals a scenario program runs with (the runner adds ``rpc``).
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from distviz import limits
+from distviz.frames import own_frames, site_text
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
@@ -202,7 +203,7 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
         path = capture.claim(config, trace.initiator, index)
     return Run(config=config, trace=trace, replay=rp, path=path, index=index,
                 me=trace.initiator, seconds=seconds,
-                sites=[callsites.site_text(callsites.own_frames(frame, 1))])
+                sites=[site_text(own_frames(frame, 1))])
 
 
 def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameType | None
@@ -234,7 +235,7 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
         BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
         return
     run.trace, run.replay = trace, capture.replayed(trace, run.seconds)
-    run.sites.append(callsites.site_text(callsites.own_frames(frame, 1)))
+    run.sites.append(site_text(own_frames(frame, 1)))
     run.finished = run.hung = False
     run_backward(run, roots, retain_graph)
 

@@ -35,7 +35,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.frames import outwards
+from distviz.frames import display, is_own, outwards, site_text
 from distviz.recorder import contexts
 from distviz.recorder.gather import gather
 from distviz.recorder.merge import build_trace
@@ -118,7 +118,7 @@ def _waiting(context_id: int, frames: dict[int, types.FrameType]) -> list[str]:
     """The context's RPCs that a thread here is inside now, as the program wrote them."""
     out = []
     for call in callsites.waiting(context_id, frames):
-        site = callsites.site_text(call.frames)
+        site = site_text(call.frames)
         out.append(f"{call.api}({call.label()[0]}) to {call.callee_name()}"
                    + (f" at {site}" if site else ""))
     return out
@@ -136,8 +136,8 @@ def _summary(frame: types.FrameType | None) -> list[str]:
         if len(out) == SUMMARY_FRAMES:
             break
         path = f.f_code.co_filename
-        if not out or callsites.is_own(path):
-            where = callsites.display(path) if callsites.is_own(path) else \
+        if not out or is_own(path):
+            where = display(path) if is_own(path) else \
                 os.path.basename(path)
             out.append(f"{where}:{f.f_lineno} in {f.f_code.co_name}")
     return out
