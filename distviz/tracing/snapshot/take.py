@@ -176,22 +176,27 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
         return
     assert ran.value is not None
     trace, root_vars = ran.value
-    path = _claim(stem.parent, stem.name, ".trace.json")
-    capture.write(path, trace)
-    state.trace, state.nodes = str(path), len(trace.nodes)
+    # the graph is written before it is replayed: kept even when the replay fails
+    kept = capture.capture(lambda: trace, file=_claim(stem.parent, stem.name, ".trace.json"),
+                           write_first=True, replay=lambda t: bool(t.passes), catch=True)
+    state.trace, state.nodes = str(kept.path), len(trace.nodes)
     state.workers = sorted({n.worker for n in trace.nodes}, key=trace.workers.index)
     try:
-        state.outcome, state.detail = _replayed(trace, root_vars, state.state)
+        state.outcome, state.detail = _replayed(kept, root_vars, state.state)
     except Exception as exc:  # noqa: BLE001 - the graph is saved; say why it did not replay
         state.outcome = f"not replayed: {type(exc).__name__}: {first_line(str(exc))}"
 
 
-def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str | None]:
-    """The replay's one line for a snapshot's trace, and a predicted hang's explanation."""
-    if not trace.passes:
+def _replayed(got: capture.Captured, root_vars: list[str], state: str
+              ) -> tuple[str, str | None]:
+    """The replay's one line for a snapshot's trace, and a predicted hang's explanation;
+    raises what the replay raised."""
+    trace, rp = got.trace, got.replay
+    if got.error is not None:
+        raise got.error
+    if rp is None:
         return ("not replayed: no variable of the program holds a tensor computed from this "
                 "context's RPCs yet", None)
-    rp = capture.replayed(trace)
     if state == "backward":
         head = "the running backward, replayed: "
     else:
