@@ -3,6 +3,9 @@ texts are torch 2.13's, as ``tests/e2e/test_torch_errors_rpc.py`` makes them hap
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from distviz import torch_errors
@@ -121,3 +124,33 @@ def test_the_program_s_own_error_is_other_with_its_first_line() -> None:
 def test_the_cpp_location_and_error_nodes() -> None:
     assert torch_errors.without_location("bad Exception raised from f at x.cpp:1") == "bad"
     assert torch_errors.error_nodes("Error on Node 3: Error on Node 0: boom") == [3, 0]
+
+
+#: Pieces of PyTorch's texts that only ``distviz.torch_errors`` may hold.
+TEXTS = (torch_errors.NO_CONTEXT_TEXT.strip(), torch_errors.NO_CURRENT_CONTEXT_TEXT,
+         torch_errors.RPC_TIMEOUT_TEXT, torch_errors.NO_SEND_FUNCTION_TEXT.strip(),
+         torch_errors.FREED_TEXT, torch_errors.CPP_LOCATION.strip(), torch_errors.REMOTE_HOP,
+         torch_errors.ERROR_ON_NODE.strip(), "can't allocate memory", "Connection reset",
+         "pipe closed")
+
+
+def _code_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """The string constants of a module that are not docstrings."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]
+
+
+def test_no_other_module_holds_pytorchs_texts() -> None:
+    root = Path(torch_errors.__file__).parent
+    found = [f"{path.relative_to(root)}:{line}: {text!r}"
+             for path in sorted(root.rglob("*.py")) if path.name != "torch_errors.py"
+             for line, value in _code_strings(ast.parse(path.read_text(encoding="utf-8")))
+             for text in TEXTS if text in value]
+    assert found == []
+    planted = ast.parse('"""Could not find autograd context."""\nx = "Error on Node 1: boom"')
+    assert [v for _, v in _code_strings(planted)] == ["Error on Node 1: boom"]
