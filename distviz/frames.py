@@ -128,3 +128,24 @@ def site_text(frames: list[Frame]) -> str | None:
     if not frames:
         return None
     return " <- ".join(f"{display(f)}:{line} in {fn}" for f, line, fn in frames)
+
+
+#: a frame as ``site_text`` shows it: ``(shown file, line, function)``
+ShownFrame = tuple[str, int, str]
+
+
+def site_frames(site: str | None) -> list[ShownFrame]:
+    """The frames of a ``site_text`` string, innermost first (``[]`` for ``None``; a part
+    that is not ``FILE:LINE in FUNCTION`` is left out)."""
+    out: list[ShownFrame] = []
+    for part in (site or "").split(" <- "):
+        where, sep, fn = part.rpartition(" in ")
+        path, colon, line = where.rpartition(":")
+        if sep and colon and line.isdigit():
+            out.append((path, int(line), fn))
+    return out
+
+
+def shown_path(shown: str) -> str:
+    """The absolute path of a file as ``display`` showed it in this process."""
+    return shown if os.path.isabs(shown) else os.path.join(_CWD, shown)

@@ -2,8 +2,9 @@
 
 Every side reads them from here: the scenario checker (file size, nesting, workers), the
 run-time guards in the workers (tensor size, step budget), the parent's time limits, the exit
-status of a worker, and the CLI's exit codes (``ExitCode``, the table README.md shows). The
-CLI's option defaults are these values, so ``--help`` shows them.
+status of a worker, and the CLI's exit codes (``ExitCode``, from which the table of
+docs/reference/exit-codes.md is generated). The CLI's option defaults are these values, so
+``--help`` shows them.
 """
 
 from __future__ import annotations
@@ -176,10 +177,11 @@ class WorkerStatus(IntEnum):
 # -- exit codes of the distviz command ---------------------------------------------------------------
 
 class ExitCode(IntEnum):
-    """The distviz command's exit codes, each with its meaning (README.md's table) and, for a
-    verdict's code, its ``severity`` (higher is more severe; ``None``: not a verdict's code).
-    A recording's, ``distviz trace``'s and a training run's code is the most severe of its
-    contexts' (``most_severe``)."""
+    """The distviz command's exit codes, each with its meaning (the table of
+    docs/reference/exit-codes.md is generated from them) and, for a verdict's code, its
+    ``severity`` (higher is more severe; ``None``: not a verdict's code). A recording's,
+    ``distviz trace``'s and a training run's code is the most severe of its contexts'
+    (``most_severe``)."""
 
     meaning: str
     severity: int | None
@@ -239,7 +241,7 @@ EXIT_TERMINATED: Final = ExitCode.TERMINATED
 #: distviz's: see ``ExitCode.INTERNAL``).
 PYTHON_EXIT_MESSAGE: Final = 1
 
-#: Every code's meaning, as README.md's table says it (``ExitCode.meaning``).
+#: Every code's meaning, as docs/reference/exit-codes.md's table says it (``ExitCode.meaning``).
 EXIT_CODES: Final[dict[int, str]] = {int(c): c.meaning for c in ExitCode}
 
 #: Verdicts' exit codes from the least to the most severe (``ExitCode.severity``).

@@ -12,7 +12,7 @@ with the sequential policy that PyTorch follows when every worker has one inter-
    children are pushed in next-edge order.
 3. ``AccumulateGrad`` is captured into the context (``accumulate``); ``RecvRpcBackward`` sends its
    gradients (zeros for unused slots) to worker ``msg_id >> 48``, to the send with the same id.
-   Each node's gradient is undefined, all zeros or values (``engine_grads``).
+   Each node's gradient is undefined, all zeros or values (section 8 below).
 4. A remote worker's *first* message computes its dependencies from all its sends only; that
    message is acknowledged when the worker is done and all gradients it sent were acknowledged.
    Later messages are acknowledged at once. A worker is done when every send ran and its queues

@@ -51,7 +51,7 @@ from distviz.words import plural
 DEFAULT_DIR = "distviz-traces"
 ON_HANG = "continue"    # a test may expect the hang: it is reported, never stopped
 OUTSIDE = "(outside any test)"
-# the options pytest gets from the plugin (README names them; tests/pure/project/test_docs.py checks)
+# the options pytest gets from the plugin (the docs name them; tests/pure/project/test_docs.py checks)
 OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout")
 # what a context did, in the order the summary counts them
 CATEGORIES: tuple[Category, ...] = tuple(Category)
