@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from distviz import lend
 from distviz.errors import RecordError
 from distviz.limits import TRACE_HANG_TIMEOUT
+from distviz.outcome import Mode
 
 __version__ = "0.1.0"
 __all__ = ["HangPredicted", "RecordError", "Trace", "backward", "load", "name", "record",
@@ -89,7 +90,7 @@ class _TraceViews:
     """``distviz.trace.TraceViews``: the networkx graph and Jupyter's display of a trace, from
     the replay and render side, each imported on first use (loading a trace stays fast)."""
 
-    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph:
+    def networkx(self, trace: Trace, pass_index: int | None, mode: Mode) -> nx.DiGraph:
         from distviz.views.graph_nx import to_networkx
         return to_networkx(trace, pass_index, mode)
 

@@ -163,12 +163,19 @@ TORCH_ANY_ENV: Final = "DISTVIZ_ANY_TORCH"
 
 # -- exit status of a worker process ----------------------------------------------------------------
 
-#: A worker reported an error to the parent and ended.
-WORKER_ERROR_EXIT: Final = 3
-#: ``crash_backward`` ended the worker in the backward pass.
-CRASH_EXIT_CODE: Final = 17
-#: The parent is gone (the worker's lifeline pipe closed).
-PARENT_GONE_EXIT: Final = 70
+class WorkerStatus(IntEnum):
+    """How a worker process of ``distviz run`` ends by itself: the status the parent reads from
+    it (never the command's: no value is an ``ExitCode``'s, ``tests/pure/cli/test_limits.py``
+    checks)."""
+
+    #: The process did its work and ended (success, as for any process).
+    DONE = 0
+    #: ``crash_backward`` ended the worker in the backward pass (the trace's ``real.deaths``).
+    CRASHED = 17
+    #: The worker reported an error to the parent and ended.
+    REPORTED_ERROR = 18
+    #: The parent is gone (the worker's lifeline pipe closed).
+    PARENT_GONE = 19
 
 # -- exit codes of the distviz command ---------------------------------------------------------------
 
@@ -188,6 +195,12 @@ class ExitCode(IntEnum):
         member.meaning = meaning
         member.severity = severity
         return member
+
+    @classmethod
+    def of(cls, value: int) -> ExitCode:
+        """The member whose value is ``value`` (``ValueError`` for none): Enum's lookup by
+        value, which mypy reads as a call of ``__new__``."""
+        return cls(value)  # type: ignore[call-arg]
 
     OK = (0, "the run (or replay) completed and, where PyTorch ran, the replay agrees with it",
           0)
@@ -232,6 +245,10 @@ EXIT_NOT_FOUND: Final = ExitCode.NOT_FOUND
 EXIT_INTERRUPTED: Final = ExitCode.INTERRUPTED
 EXIT_TERMINATED: Final = ExitCode.TERMINATED
 
+#: Python's own status for ``sys.exit("message")``: a traced program's, passed on (never one of
+#: distviz's: see ``ExitCode.INTERNAL``).
+PYTHON_EXIT_MESSAGE: Final = 1
+
 #: Every code's meaning, as docs/reference/exit-codes.md's table says it (``ExitCode.meaning``).
 EXIT_CODES: Final[dict[int, str]] = {int(c): c.meaning for c in ExitCode}
 
@@ -240,7 +257,7 @@ SEVERITY: Final = tuple(sorted((c for c in ExitCode if c.severity is not None),
                                key=lambda c: c.severity or 0))
 
 
-def most_severe(codes: Iterable[int]) -> int:
+def most_severe(codes: Iterable[ExitCode]) -> ExitCode:
     """The most severe of verdicts' exit codes (``ExitCode.severity``; ``EXIT_OK`` for none)."""
     return max(codes, key=SEVERITY.index, default=EXIT_OK)
 

@@ -6,6 +6,9 @@
 process ended during the real backward. The trace's JSON holds these words as they are
 (``docs/trace-format.md``); mypy checks every comparison with them (``strict_equality``).
 
+``Mode`` is how the distributed backward picks the sends that take part: PyTorch's FAST mode,
+or the SMART mode RFC #23110 proposed (replayed, never implemented by PyTorch).
+
 ``Stop`` is why distviz stopped a training early: its ``kind`` (a predicted hang, a backward
 that hung, a backward that raised) decides; its ``words`` are only shown.
 """
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Literal, get_args
 
-__all__ = ["CONTEXT_OUTCOMES", "HANG_NOT_RUN", "OUTCOMES", "Category", "ContextOutcome",
+__all__ = ["CONTEXT_OUTCOMES", "HANG_NOT_RUN", "OUTCOMES", "Category", "ContextOutcome", "Mode",
            "Outcome", "RealOutcome", "Stop", "StopKind", "hang_not_run"]
 
 Outcome = Literal["completed", "hang", "error"]
@@ -25,6 +28,14 @@ ContextOutcome = Literal["completed", "hang", "error", "unfinished"]
 
 OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
 CONTEXT_OUTCOMES: Final[tuple[ContextOutcome, ...]] = get_args(ContextOutcome)
+
+
+class Mode(StrEnum):
+    """How a distributed backward picks the sends that take part (``--mode``; the trace's
+    ``meta.mode`` holds the word)."""
+
+    FAST = "fast"      # PyTorch's algorithm: every send of the context
+    SMART = "smart"    # RFC #23110's proposal: only the sends in the roots' lineage
 
 
 class StopKind(StrEnum):

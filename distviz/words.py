@@ -13,6 +13,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from distviz.torch_errors import without_location
+
 __all__ = ["NOTATION", "context_label", "duration", "error_line", "first_line", "plural", "suggest",
            "word_for"]
 
@@ -29,7 +31,7 @@ def first_line(exc: BaseException | str) -> str:
 def error_line(exc: BaseException) -> str:
     """``first_line(exc)`` without the C++ source location PyTorch appends (`` Exception raised
     from ...``), or the exception's type name."""
-    return first_line(exc).split(" Exception raised from ")[0] or type(exc).__name__
+    return without_location(first_line(exc)) or type(exc).__name__
 
 
 def duration(seconds: float | None) -> str:

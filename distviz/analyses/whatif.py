@@ -53,6 +53,7 @@ from distviz.analyses.timing import (
     typical_latency,
 )
 from distviz.errors import UsageError
+from distviz.outcome import Mode
 from distviz.replay.model import Message
 from distviz.trace import NodeKind, Trace
 
@@ -302,7 +303,7 @@ def _simulate(trace: Trace, models: Mapping[int, _Model], wi: WhatIf,
     gc_was_enabled = gc.isenabled()
     gc.disable()     # millions of small acyclic objects (see result.replay)
     try:
-        engine = TimedEngine(IndexedGraph(trace), "fast", emit=True)
+        engine = TimedEngine(IndexedGraph(trace), Mode.FAST, emit=True)
         log = engine.log
         assert log is not None
         while not engine.s.finished:

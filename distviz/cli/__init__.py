@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from distviz import limits
+
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.cli.app import App
 
@@ -58,10 +60,10 @@ def main() -> None:
             raise
         code = done.code
         if code is None:
-            code = 0
+            code = limits.EXIT_OK
         elif not isinstance(code, int):     # sys.exit(message), as Python prints it
             print(code, file=sys.stderr)
-            code = 1
+            code = limits.PYTHON_EXIT_MESSAGE
         launch = sys.modules.get("distviz.tracing.parent.launch")
         if launch is not None:          # the program started early and never let run
             launch.abort_early()

@@ -29,7 +29,7 @@ from distviz.cli.options import (
     MaxNumel,
     MaxRpcDepth,
     MaxSteps,
-    Mode,
+    ModeOption,
     NoBackward,
     NoReference,
     Perfetto,
@@ -58,6 +58,7 @@ from distviz.cli.options import (
 )
 from distviz.cli.output import (
     analysis_of,
+    check_mode,
     load_trace,
     write_frames,
     write_pictures,
@@ -77,7 +78,7 @@ def run(
     output: TraceOut = None,
     as_json: Json = False,
     step: Step = False,
-    mode: Mode = "fast",
+    mode: ModeOption = "fast",
     interop_threads: InteropThreads = 1,
     hang_timeout: HangTimeout = limits.HANG_TIMEOUT,
     confirm_hang: ConfirmHang = False,
@@ -118,9 +119,9 @@ def run(
     args.data_on_stdout()     # a second output on standard output is refused before the run
     sc = load_scenario(str(resolve_scenario(str(scenario))), parse_sets(sets))
     opts = check_run_args(args, sc)
-    judged = run_with_progress(sc, opts, mode, quiet=as_json, verbose=verbose)
+    judged = run_with_progress(sc, opts, check_mode(mode), quiet=as_json, verbose=verbose)
     out_path = output or Path(f"{sc.name}.trace.json")
-    raise typer.Exit(finish_run(sc, judged, mode, out_path, args.view(), context))
+    raise typer.Exit(finish_run(sc, judged, check_mode(mode), out_path, args.view(), context))
 
 
 @app.command()
@@ -182,7 +183,7 @@ def replay(
     trace_file: Annotated[Path, typer.Argument(help=TRACE_HELP)],
     as_json: Json = False,
     step: Step = False,
-    mode: Mode = "fast",
+    mode: ModeOption = "fast",
     worker: WorkerOpt = None,
     start: FromOpt = None,
     end: ToOpt = None,
@@ -202,8 +203,8 @@ def replay(
     from distviz.trace.recording import load_recording
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                 pictures={})
-    raise typer.Exit(replay_file(load_recording(trace_file), str(trace_file), mode, view,
-                                 context, graph, what_if))
+    raise typer.Exit(replay_file(load_recording(trace_file), str(trace_file), check_mode(mode),
+                                 view, context, graph, what_if))
 
 
 @app.command()
@@ -220,7 +221,7 @@ def export(
     focus: FocusOpt = None,
     depth: DepthOpt = None,
     full: Annotated[bool, typer.Option("--full", help="Draw every node (--view full).")] = False,
-    mode: Mode = "fast",
+    mode: ModeOption = "fast",
     context: ContextOpt = None,
 ) -> None:
     """Export a trace as a picture, an HTML step viewer, a Perfetto trace or a graph file
@@ -242,13 +243,13 @@ def export(
         if len(recording.contexts) > 1:
             from distviz.cli.recording import context_analyses, context_reports, write_html
             target = output or trace_file.with_suffix("").with_suffix(".html")
-            write_html(recording, context_analyses(recording, context_reports(recording, mode)),
-                       target)
+            reports = context_reports(recording, check_mode(mode))
+            write_html(recording, context_analyses(recording, reports), target)
             stdout_console().print(f"wrote {target} ({len(recording.contexts)} contexts)",
                                    markup=False)
             return
     trace = load_trace(trace_file, context)
-    found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
+    found = analysis_of(trace, check_mode(mode))   # the replay, verdict and timing, made once
     rp = found.replay
     if step is not None and not (-1 <= step < len(rp.events)):
         raise UsageError(f"--step {step}: the replay has steps 0 to {len(rp.events) - 1}")
@@ -290,6 +291,6 @@ def graph(
 
       distviz graph design-note.trace.json
     """
-    from distviz.render import terminal
+    from distviz.render import tree
     trace = load_trace(trace_file, context)
-    unbounded_console().print(terminal.render_graph(trace, max_nodes=max_nodes))
+    unbounded_console().print(tree.render_graph(trace, max_nodes=max_nodes))

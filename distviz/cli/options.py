@@ -15,7 +15,7 @@ from distviz import limits
 from distviz.errors import UsageError
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override a param: NAME=VALUE.")]
-Mode = Annotated[str, typer.Option("--mode", help="fast (PyTorch's algorithm) or smart (the RFC's proposal).")]
+ModeOption = Annotated[str, typer.Option("--mode", help="fast (PyTorch's algorithm) or smart (the RFC's proposal).")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON report instead of text.")]
 Step = Annotated[bool, typer.Option("--step", help="Step through the replay interactively.")]
 WorkerOpt = Annotated[str | None, typer.Option("--worker", help="Only events of this worker.")]
@@ -148,9 +148,10 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     """The ``RunOptions`` of ``args`` for the scenario ``sc``, checked: ``UsageError`` for an
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.analyses.changes import parse_inject_delay
+    from distviz.outcome import Mode
     from distviz.runner.parent.run import RunOptions
     from distviz.selection import ContextSelection
-    if args.mode not in ("fast", "smart"):
+    if args.mode not in tuple(Mode):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")
     opts = RunOptions(interop_threads=args.interop_threads, hang_timeout=args.hang_timeout,
                       confirm_hang=args.confirm_hang, startup_timeout=args.startup_timeout,

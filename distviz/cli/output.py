@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from distviz.cli.app import stdout_console
 from distviz.cli.options import check_steps
 from distviz.errors import UsageError
+from distviz.files import is_stream, write_atomic
 from distviz.limits import LOG_STEPS_SHOWN
-from distviz.trace import Trace, is_stream, write_atomic
+from distviz.outcome import Mode
+from distviz.trace import Trace
 from distviz.trace.sections import RowStatus
 from distviz.words import plural, word_for
 
@@ -33,25 +35,24 @@ def load_trace(path: Path, context: int | None = None) -> Trace:
     return load_recording(path).pick(context)
 
 
-def check_mode(mode: str) -> None:
-    """``UsageError`` unless ``mode`` is ``fast`` or ``smart``."""
-    if mode not in ("fast", "smart"):
+def check_mode(mode: str) -> Mode:
+    """``--mode``'s word as a ``Mode``; ``UsageError`` unless it is ``fast`` or ``smart``."""
+    if mode not in tuple(Mode):
         raise UsageError(f"--mode {mode}: expected fast or smart")
+    return Mode(mode)
 
 
-def replay_of(trace: Trace, mode: str) -> Replay:
-    """The replay of ``trace`` in ``mode`` (checked)."""
+def replay_of(trace: Trace, mode: Mode) -> Replay:
+    """The replay of ``trace`` in ``mode``."""
     from distviz.replay import replay
-    check_mode(mode)
     return replay(trace, mode=mode)
 
 
-def analysis_of(trace: Trace, mode: str, made: Replay | None = None) -> Analysis:
-    """The one analysis of ``trace`` in ``mode`` (checked): its replay (``made`` when it is
+def analysis_of(trace: Trace, mode: Mode, made: Replay | None = None) -> Analysis:
+    """The one analysis of ``trace`` in ``mode``: its replay (``made`` when it is
     one of ``trace`` in ``mode``), verdict and timing, made once per command and handed to
     every renderer (``distviz.judge.analysis``)."""
     from distviz.judge.analysis import analysis
-    check_mode(mode)
     return analysis(trace, mode, made)
 
 
@@ -160,7 +161,7 @@ def write_pictures(found: Analysis, targets: dict[str, Path | None], step: int |
             out.lines.append(f"{path}: {choice.sentence()}")
             out.warnings.extend(f"{path}: {w}" for w in pic.warnings)
         elif fmt == "html":
-            from distviz.render.html import to_html
+            from distviz.render.html.page import to_html
             write_atomic(path, to_html(found, spec=spec))
         elif fmt == "perfetto":
             from distviz.render.perfetto import to_perfetto
@@ -175,7 +176,7 @@ def write_frames(found: Analysis, fmt: str, folder: Path, spec: ViewSpec) -> int
     """One picture per replay step of the analysis's replay into ``folder``, all in the view
     chosen for the last step (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
-    from distviz.render.dot import build_dot
+    from distviz.render.dot.graph import build_dot
     from distviz.render.pictures import choose_view
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "

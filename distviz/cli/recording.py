@@ -15,7 +15,6 @@ from distviz.cli.app import stdout_console, unbounded_console
 from distviz.cli.options import View
 from distviz.cli.output import (
     analysis_of,
-    check_mode,
     real_lines,
     real_report,
     show,
@@ -24,7 +23,8 @@ from distviz.cli.output import (
 )
 from distviz.cli.output import report as trace_report
 from distviz.judge.verdict import ContextVerdict, context_verdicts, recording_exit_code
-from distviz.limits import EXIT_RUN_FAILED
+from distviz.limits import EXIT_RUN_FAILED, ExitCode
+from distviz.outcome import Mode
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.words import plural
@@ -40,10 +40,9 @@ __all__ = ["context_analyses", "context_reports", "finish_recording", "replay_fi
 Reports = list[ContextVerdict]
 
 
-def context_reports(recording: Recording, mode: str) -> Reports:
+def context_reports(recording: Recording, mode: Mode) -> Reports:
     """The replay and the verdict of every context (``(None, None)`` for one without a
-    recorded pass); ``mode`` is checked first."""
-    check_mode(mode)
+    recorded pass)."""
     return context_verdicts(recording, mode)
 
 
@@ -107,13 +106,13 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
-    from distviz.render import terminal
     from distviz.render import training as render_training
+    from distviz.render import tree
     trace = recording.pick(number)
     rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()
     out.print(f"-- {recording.label(number - 1)}", markup=False)
-    out.print(terminal.render_summary(trace))
+    out.print(tree.render_summary(trace))
     if rp is not None:
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
              end=view.end, log=True)
@@ -173,9 +172,9 @@ def context_analyses(recording: Recording, reports: Reports, numbers: list[int] 
 
 def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> None:
     """The HTML step viewer of the contexts in ``found`` (their analyses by number, from
-    ``context_analyses``), with a context picker (``distviz.render.html_contexts``)."""
+    ``context_analyses``), with a context picker (``distviz.render.html.contexts``)."""
     from distviz.files import write_atomic
-    from distviz.render.html_contexts import ContextPage, to_html_contexts
+    from distviz.render.html.contexts import ContextPage, to_html_contexts
     pages = [ContextPage(label=recording.label(number - 1), analysis=one,
                          iteration=recording.iterations[number - 1])
              for number, one in found.items()]
@@ -183,8 +182,8 @@ def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> 
     write_atomic(path, to_html_contexts(pages, name))
 
 
-def replay_file(recording: Recording, path: str, mode: str, view: View, context: int | None,
-                graph: bool = False, what_if: str | None = None) -> int:
+def replay_file(recording: Recording, path: str, mode: Mode, view: View, context: int | None,
+                graph: bool = False, what_if: str | None = None) -> ExitCode:
     """``distviz replay`` of a loaded file, the way ``distviz run`` shows a run: one context
     without training as a trace (``replay_trace``), several as the table of contexts
     (``replay_recording``); returns the exit code, the most severe of the contexts' verdicts
@@ -200,7 +199,7 @@ def replay_file(recording: Recording, path: str, mode: str, view: View, context:
     return recording_exit_code(recording, reports)
 
 
-def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> int:
+def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> ExitCode:
     """A trace saved by a run that stopped before recording its graph: the run's error (or the
     JSON report without a replay); returns the exit code of a failed run."""
     error = (trace.real.error if trace.real is not None else None) or \
@@ -217,13 +216,13 @@ def replay_unrecorded(trace: Trace, path: str, as_json: bool) -> int:
     return EXIT_RUN_FAILED
 
 
-def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
+def replay_trace(trace: Trace, path: str, mode: Mode, view: View, graph: bool,
                  what_if: str | None) -> Reports:
     """``distviz replay`` of one trace: the step log (``--graph``: each worker's graph first),
     then where the real backward spent its time (``--what-if``: how long it would take with
     the changes), or the JSON report; returns its replay and verdict."""
     from distviz.analyses.whatif import time_report
-    from distviz.render import terminal
+    from distviz.render import tree
     found = analysis_of(trace, mode)   # the replay, the verdict and the timing, made once
     rp, verdict, agreement = found.replay, found.verdict, found.agreement
     time_lines, timing = time_report(trace, what_if, timing=found.timing)
@@ -231,7 +230,7 @@ def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
         print(json.dumps(trace_report(trace, rp, verdict, path, timing), indent=1))
         return [ContextVerdict(rp, verdict)]
     if graph:
-        unbounded_console().print(terminal.render_graph(trace))
+        unbounded_console().print(tree.render_graph(trace))
     show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
          end=view.end, log=view.log is not False)
     if view.log is False and not view.step:
@@ -241,7 +240,7 @@ def replay_trace(trace: Trace, path: str, mode: str, view: View, graph: bool,
     return [ContextVerdict(rp, verdict)]
 
 
-def replay_recording(recording: Recording, path: str, context: int | None, mode: str,
+def replay_recording(recording: Recording, path: str, context: int | None, mode: Mode,
                      view: View) -> Reports:
     """``distviz replay`` of a recording of several contexts: the table of every context, or
     with ``--context N`` that context's step log; returns every context's replay and verdict.

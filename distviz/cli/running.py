@@ -25,6 +25,8 @@ from distviz.cli.output import (
     write_pictures,
 )
 from distviz.errors import DistvizError, RunError
+from distviz.limits import ExitCode
+from distviz.outcome import Mode
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.trace.recording import Recording
 
 
-def run_with_progress(sc: Scenario, opts: RunOptions, mode: str, *, quiet: bool,
+def run_with_progress(sc: Scenario, opts: RunOptions, mode: Mode, *, quiet: bool,
                       verbose: bool) -> JudgedRun:
     """Run and judge the scenario (``distviz.judge.policy.run_and_judge``) with its phases on
     stderr: one line each (``--verbose``), a spinner on a terminal, or nothing."""
@@ -125,8 +127,8 @@ def save_recording(recording: Recording, failure: BaseException | None, out_path
     return recording
 
 
-def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view: View,
-               context: int | None = None) -> int:
+def finish_run(sc: Scenario, judged: JudgedRun, mode: Mode, out_path: Path, view: View,
+               context: int | None = None) -> ExitCode:
     """The end of ``distviz run``: save the recording (``save_recording``: the run's failure
     is raised after saving what was recorded), then show it with its verdicts (``show_run``);
     return the exit code the verdicts imply."""
@@ -135,10 +137,10 @@ def finish_run(sc: Scenario, judged: JudgedRun, mode: str, out_path: Path, view:
                     judged=(judged.verdicts, judged.exit_code))
 
 
-def show_run(recording: Recording, mode: str, out_path: Path, view: View,
+def show_run(recording: Recording, mode: Mode, out_path: Path, view: View,
              context: int | None = None, stopped: Stop | None = None,
              made: Replay | None = None,
-             judged: tuple[list[ContextVerdict], int] | None = None) -> int:
+             judged: tuple[list[ContextVerdict], ExitCode] | None = None) -> ExitCode:
     """Write the pictures and print the report of each context's replay and verdict
     (``judged``: the verdicts and the exit code they imply, else judged here,
     ``distviz.judge.policy.judge_recording``, with ``made``: the replay that decided whether to run
@@ -164,7 +166,7 @@ def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
     """Write the pictures of a run's one trace and print its report: the summary, the step
     log, what PyTorch did, the time report, the files written."""
     from distviz.analyses.whatif import time_report
-    from distviz.render import terminal
+    from distviz.render import tree
 
     trace, rp, verdict, agreement = found.trace, found.replay, found.verdict, found.agreement
     written = write_pictures(found, view.pictures)
@@ -176,7 +178,7 @@ def _report_trace(found: Analysis, out_path: Path, view: View) -> None:
         return
     with contextlib.redirect_stdout(sys.stderr if view.report_to_stderr else sys.stdout):
         out = unbounded_console()
-        out.print(terminal.render_summary(trace))
+        out.print(tree.render_summary(trace))
         show_log = view.log if view.log is not None else len(rp.events) <= 400
         show(trace, rp, agreement, step=view.step, worker=view.worker, start=view.start,
              end=view.end, log=show_log or view.step)

@@ -55,10 +55,10 @@ from distviz.fuzz.program import (
     SCALE,
     UNARY,
     Block,
+    FuzzProgram,
     Loss,
     Op,
     Pass,
-    Program,
     RpcStmt,
     Stmt,
     blocks,
@@ -282,7 +282,7 @@ SHAPE_WEIGHTS: dict[str, int] = {"none": 3, "zeros": 2, "scale": 1, "split": 1, 
                                  "square": 1}
 
 
-def _user_shapes(program: Program, rng: random.Random) -> Program:
+def _user_shapes(program: FuzzProgram, rng: random.Random) -> FuzzProgram:
     """``program`` with some unary ops and scaled copies (same argument, same result name)
     through a custom autograd Function of a random shape instead, and some losses summed on
     another worker (the backward's root is then an RPC's result)."""
@@ -299,7 +299,7 @@ def _user_shapes(program: Program, rng: random.Random) -> Program:
     return replace(program, losses=losses)
 
 
-def _partly_used(program: Program, rng: random.Random) -> Program:
+def _partly_used(program: FuzzProgram, rng: random.Random) -> FuzzProgram:
     """``program`` with, now and then, one output of an RPC result in ``main`` left out of the
     losses while another output of the same fetch stays used: PyTorch sends zeros for it (its
     slot of the recv gets no gradient), often into a custom Function's backward."""
@@ -322,7 +322,7 @@ def _partly_used(program: Program, rng: random.Random) -> Program:
 
 
 def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
-             max_workers: int = MAX_WORKERS) -> Program:
+             max_workers: int = MAX_WORKERS) -> FuzzProgram:
     """The ``index``-th program of the fuzz run ``seed``, with ``min_workers`` to
     ``max_workers`` workers. Deterministic: the same arguments give the same program.
 
@@ -349,7 +349,7 @@ def generate(seed: int, index: int, min_workers: int = MIN_WORKERS,
     pool.unused = [n for n in pool.values if n not in used]
     losses = _losses(rng, pool, gen)
     passes = _passes(rng, losses)
-    program = Program(name=f"fuzz-{seed}-{index}", description="", seed=rng.randrange(1 << 31),
+    program = FuzzProgram(name=f"fuzz-{seed}-{index}", description="", seed=rng.randrange(1 << 31),
                       workers=workers, ps=ps, ps_params=ps_params, main=main, losses=losses,
                       passes=passes)
     program = _user_shapes(program, random.Random(f"distviz-fuzz/{seed}/{index}/custom"))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from distviz.fuzz.judged import CHECKS, Judged
 from distviz.limits import EXIT_DISAGREE
-from distviz.outcome import Outcome, RealOutcome, Stop
+from distviz.outcome import Mode, Outcome, RealOutcome, Stop
 
 OutcomeT = TypeVar("OutcomeT", bound=str)
 
@@ -50,7 +50,7 @@ def judge_training_run(recording: Recording, stopped: Stop | None,
     and the final parameters against the reference."""
     from distviz.judge.verdict import context_verdicts, recording_exit_code, recording_text
     if reports is None:
-        reports = context_verdicts(recording, "fast")
+        reports = context_verdicts(recording, Mode.FAST)
     code = recording_exit_code(recording, reports, stopped)
     verdicts = [cv.verdict for cv in reports if cv.verdict is not None]
     checks: dict[str, Any] = {k: _every([_holds(v, k) for v in verdicts]) for k in _CHECKS}

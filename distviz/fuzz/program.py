@@ -1,6 +1,6 @@
 """Random distributed programs as values: what ``distviz fuzz`` generates, shrinks and writes.
 
-A ``Program`` is a small tree: the initiator's ``main`` block, whose statements are tensor ops
+A ``FuzzProgram`` is a small tree: the initiator's ``main`` block, whose statements are tensor ops
 and RPC calls; a call to a Python function carries that function's body as a ``Block`` that
 runs on the callee (and may call further, back into its caller too). ``to_yaml`` writes it as
 an ordinary scenario file (every body becomes a ``def f<N>`` in ``code``), so a generated
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 __all__ = ["BINARY", "BUILTINS", "CUSTOM", "Block", "DIM", "FEATURES", "Loss", "Op",
-           "Pass", "Program", "RpcStmt", "Stmt", "blocks", "calls", "features", "op_grad",
+           "Pass", "FuzzProgram", "RpcStmt", "Stmt", "blocks", "calls", "features", "op_grad",
            "problems", "scan", "size", "to_yaml", "with_block"]
 
 DIM = 2
@@ -117,7 +117,7 @@ class Pass:
 
 
 @dataclass(frozen=True)
-class Program:
+class FuzzProgram:
     """A whole scenario. ``ps`` holds the shared parameters ``ps_params`` (or is ``None``)."""
 
     name: str
@@ -136,7 +136,7 @@ class Program:
 Path = tuple[int, ...]   # statement indices from main down to a call's body
 
 
-def blocks(program: Program) -> Iterator[tuple[Path, Block, str | None]]:
+def blocks(program: FuzzProgram) -> Iterator[tuple[Path, Block, str | None]]:
     """Every block with its path and the worker that called it (``None`` for main), main first,
     then bodies in the order they appear (explicit stack, pre-order)."""
     stack: list[tuple[Path, Block, str | None]] = [((), program.main, None)]
@@ -148,12 +148,12 @@ def blocks(program: Program) -> Iterator[tuple[Path, Block, str | None]]:
         stack.extend(reversed(inner))
 
 
-def calls(program: Program) -> Iterator[RpcStmt]:
+def calls(program: FuzzProgram) -> Iterator[RpcStmt]:
     for _path, block, _caller in blocks(program):
         yield from (s for s in block.stmts if isinstance(s, RpcStmt))
 
 
-def with_block(program: Program, path: Path, new: Block) -> Program:
+def with_block(program: FuzzProgram, path: Path, new: Block) -> FuzzProgram:
     """``program`` with the block at ``path`` replaced by ``new``."""
     chain = [program.main]
     for i in path[:-1] if path else ():
@@ -170,7 +170,7 @@ def with_block(program: Program, path: Path, new: Block) -> Program:
     return replace(program, main=new)
 
 
-def size(program: Program) -> int:
+def size(program: FuzzProgram) -> int:
     """How big a program is, for the shrinker: every statement, value, pass, root and worker
     counts, and the harder call styles count more than ``rpc_sync``."""
     n = len(program.workers) + len(program.passes) + len(program.ps_params)
@@ -237,7 +237,7 @@ def scan(block: Block, ps: str | None, ps_params: tuple[str, ...],
     return grad, tuple(grad.get(r, False) for r in block.returns)
 
 
-def problems(program: Program) -> list[str]:
+def problems(program: FuzzProgram) -> list[str]:
     """What makes ``program`` unrunnable (empty when it is fine): undefined names, roots or
     ``fail_backward`` inputs that may not require grad, duplicate names, unknown workers."""
     out: list[str] = []
@@ -270,7 +270,7 @@ def problems(program: Program) -> list[str]:
     return out
 
 
-def features(program: Program) -> frozenset[str]:
+def features(program: FuzzProgram) -> frozenset[str]:
     """The program features (``FEATURES``) that ``program`` exercises."""
     found: set[str] = set()
     used: set[str] = {a for x in program.losses for a in x.args}
@@ -389,7 +389,7 @@ def _indent(lines: list[str], n: int) -> str:
     return "".join(" " * n + ln + "\n" for ln in lines)
 
 
-def to_yaml(program: Program) -> str:
+def to_yaml(program: FuzzProgram) -> str:
     """The scenario file text of ``program``."""
     out = [f"name: {program.name}", f"description: {_quote(program.description)}", "workers:"]
     for w in program.workers:

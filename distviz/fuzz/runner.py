@@ -29,7 +29,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from distviz.fuzz.generate import generate
 from distviz.fuzz.judged import CHECKS, Judged
 from distviz.fuzz.options import FuzzOptions
-from distviz.fuzz.program import FEATURES, Program, features, size, to_yaml
+from distviz.fuzz.program import FEATURES, FuzzProgram, features, size, to_yaml
 from distviz.fuzz.shrink import shrink
 from distviz.fuzz.training_program import (
     TRAINING_FEATURES,
@@ -37,7 +37,7 @@ from distviz.fuzz.training_program import (
     generate_training,
     is_training,
 )
-from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
+from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED, ExitCode
 from distviz.replay.result import Replay
 from distviz.trace import Trace
 from distviz.words import plural
@@ -157,7 +157,7 @@ class FuzzReport:
         return {"summary": self.summary(), "programs": [r.to_json() for r in self.results]}
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         """``EXIT_DISAGREE`` when a program disagrees, else ``EXIT_RUN_FAILED`` when one failed
         to run, else ``EXIT_OK``."""
         if any(r.judged is not None and not r.judged.agrees for r in self.results):
@@ -177,13 +177,13 @@ class _Runs:
         from distviz.runner.parent.run import stop_server
         stop_server()
 
-    def run(self, program: Program) -> tuple[Judged | None, str | None]:
+    def run(self, program: FuzzProgram) -> tuple[Judged | None, str | None]:
         judged, error, trace = run_program(program, self.options, self.judge)
         self.last_trace = trace
         return judged, error
 
 
-def run_program(program: Program, options: FuzzOptions, judge: Judge = judge_trace
+def run_program(program: FuzzProgram, options: FuzzOptions, judge: Judge = judge_trace
                 ) -> tuple[Judged | None, str | None, Trace | None]:
     """Run ``program`` on real workers and judge the replay.
 
@@ -214,7 +214,7 @@ def _same_problem(checks: set[str], error: str | None
 
 @dataclass(frozen=True)
 class _Subject(Generic[P]):
-    """One kind of program as the examination of a finding sees it: a plain ``Program`` (shrunk
+    """One kind of program as the examination of a finding sees it: a plain ``FuzzProgram`` (shrunk
     as a value) or a training program's text (shrunk as text). ``run`` runs a version and
     judges it; ``shrink(start, still_fails, max_tries, on_try)`` returns the smallest that
     still fails and the tries spent; ``size`` and ``sized`` measure a version and say it
@@ -272,13 +272,13 @@ def _examine(subject: _Subject[P], first: Judged | None, first_trace: Trace | No
                    minimal_size=subject.size(minimal), trace=best[1])
 
 
-def _plain_subject(runs: _Runs, program: Program) -> _Subject[Program]:
-    def run(candidate: Program) -> tuple[Judged | None, str | None, Trace | None]:
+def _plain_subject(runs: _Runs, program: FuzzProgram) -> _Subject[FuzzProgram]:
+    def run(candidate: FuzzProgram) -> tuple[Judged | None, str | None, Trace | None]:
         v, e = runs.run(candidate)
         return v, e, runs.last_trace
 
-    def shrunk(start: Program, still_fails: Callable[[Program], bool], tries: int,
-               on_try: Callable[[Program, bool], None]) -> tuple[Program, int]:
+    def shrunk(start: FuzzProgram, still_fails: Callable[[FuzzProgram], bool], tries: int,
+               on_try: Callable[[FuzzProgram, bool], None]) -> tuple[FuzzProgram, int]:
         res = shrink(start, still_fails, tries, on_try)
         return res.program, res.tries
 

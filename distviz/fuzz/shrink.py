@@ -21,10 +21,10 @@ from distviz.fuzz.program import (
     CUSTOM,
     SCALE,
     Block,
+    FuzzProgram,
     Op,
     Pass,
     Path,
-    Program,
     RpcStmt,
     Stmt,
     blocks,
@@ -41,7 +41,7 @@ __all__ = ["ShrinkResult", "candidates", "shrink", "tidy"]
 class ShrinkResult:
     """The smallest failing program found, how many were tried and how many were smaller."""
 
-    program: Program
+    program: FuzzProgram
     tries: int
     steps: int
 
@@ -54,8 +54,8 @@ def _rename_stmt(s: Stmt, mapping: dict[str, str]) -> Stmt:
     return replace(s, args=_rename(s.args, mapping))
 
 
-def _substituted(program: Program, path: Path, block: Block, stmts: list[Stmt], start: int,
-                 mapping: dict[str, str]) -> Program:
+def _substituted(program: FuzzProgram, path: Path, block: Block, stmts: list[Stmt], start: int,
+                 mapping: dict[str, str]) -> FuzzProgram:
     """``block`` with ``stmts``, where the statements from ``start`` on and the block's
     returns (and main's losses) read ``mapping[name]`` instead of ``name``."""
     stmts = stmts[:start] + [_rename_stmt(s, mapping) for s in stmts[start:]]
@@ -67,7 +67,7 @@ def _substituted(program: Program, path: Path, block: Block, stmts: list[Stmt], 
     return out
 
 
-def _stand_ins(program: Program, block: Block, i: int) -> list[str]:
+def _stand_ins(program: FuzzProgram, block: Block, i: int) -> list[str]:
     """Values to use instead of statement ``i``'s results: each of its own arguments, else the
     last value defined before it in ``block``."""
     own = [a for a in dict.fromkeys(block.stmts[i].args) if a not in program.ps_params]
@@ -78,7 +78,7 @@ def _stand_ins(program: Program, block: Block, i: int) -> list[str]:
     return list(block.params[:1])
 
 
-def _drop_stmt(program: Program, path: Path, block: Block, i: int) -> Iterator[Program]:
+def _drop_stmt(program: FuzzProgram, path: Path, block: Block, i: int) -> Iterator[FuzzProgram]:
     """``block`` without statement ``i``, once per stand-in for the values it defined."""
     s = block.stmts[i]
     later = {a for t in block.stmts[i + 1:] for a in t.args} | set(block.returns)
@@ -93,15 +93,15 @@ def _drop_stmt(program: Program, path: Path, block: Block, i: int) -> Iterator[P
         yield _substituted(program, path, block, stmts, i, {o: sub for o in s.outs})
 
 
-def _with_call(program: Program, path: Path, block: Block, i: int, call: RpcStmt,
-               mapping: dict[str, str]) -> Program:
+def _with_call(program: FuzzProgram, path: Path, block: Block, i: int, call: RpcStmt,
+               mapping: dict[str, str]) -> FuzzProgram:
     stmts = list(block.stmts)
     stmts[i] = call
     return _substituted(program, path, block, stmts, i + 1, mapping)
 
 
-def _simpler_calls(program: Program, path: Path, block: Block, i: int,
-                   caller: str | None) -> Iterator[Program]:
+def _simpler_calls(program: FuzzProgram, path: Path, block: Block, i: int,
+                   caller: str | None) -> Iterator[FuzzProgram]:
     """Statement ``i`` (a call) made simpler in each way that applies."""
     s = block.stmts[i]
     assert isinstance(s, RpcStmt)
@@ -133,7 +133,7 @@ def _simpler_calls(program: Program, path: Path, block: Block, i: int,
         yield _with_call(program, path, block, i, replace(s, to=w, body=moved), {})
 
 
-def _hoisted(program: Program, path: Path, block: Block, i: int) -> Iterator[Program]:
+def _hoisted(program: FuzzProgram, path: Path, block: Block, i: int) -> Iterator[FuzzProgram]:
     """Statement ``i`` (a call) replaced by one of the calls its function makes, at any depth,
     sent straight from ``block``: arguments that come from the call's own arguments keep
     them, others become its first argument; the values it returns are cut or repeated to the
@@ -161,7 +161,7 @@ def _hoisted(program: Program, path: Path, block: Block, i: int) -> Iterator[Pro
             yield _with_call(program, path, block, i, hoisted, mapping)
 
 
-def tidy(program: Program) -> Program:
+def tidy(program: FuzzProgram) -> FuzzProgram:
     """Drop losses no pass uses, workers nobody calls and shared parameters nobody reads."""
     roots = {r for p in program.passes for r in p.roots}
     losses = tuple(x for x in program.losses if x.out in roots)
@@ -175,7 +175,7 @@ def tidy(program: Program) -> Program:
                    ps=ps, ps_params=ps_params if ps else ())
 
 
-def candidates(program: Program) -> Iterator[Program]:
+def candidates(program: FuzzProgram) -> Iterator[FuzzProgram]:
     """Programs one step smaller than ``program`` (see the module docstring), biggest steps
     first; some may be invalid (``problems``), none is tidied yet."""
     if len(program.passes) > 1:
@@ -217,8 +217,8 @@ def candidates(program: Program) -> Iterator[Program]:
                 yield from _simpler_calls(program, path, block, i, caller)
 
 
-def shrink(program: Program, still_fails: Callable[[Program], bool], max_tries: int = 200,
-           on_try: Callable[[Program, bool], None] | None = None) -> ShrinkResult:
+def shrink(program: FuzzProgram, still_fails: Callable[[FuzzProgram], bool], max_tries: int = 200,
+           on_try: Callable[[FuzzProgram, bool], None] | None = None) -> ShrinkResult:
     """The smallest program found that ``still_fails``, starting from ``program`` (which is
     assumed to fail). ``on_try(candidate, failed)`` is told about every try."""
     current = program

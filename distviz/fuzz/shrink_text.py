@@ -1,7 +1,7 @@
 """Shrink a scenario's text line by line while it still shows a problem (pure).
 
 Generated training programs are written as text (``distviz.fuzz.training_program``), not as the
-``Program`` structure ``distviz.fuzz.shrink`` rewrites, so they are shrunk as text:
+``FuzzProgram`` structure ``distviz.fuzz.shrink`` rewrites, so they are shrunk as text:
 
 1. fewer iterations: ``iterations: 3`` becomes ``1``, then ``2`` (each loop of a training
    program is a context, a backward and an optimizer step);

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from distviz.analyses.timing import Timing, analyze
 from distviz.judge.model import Agreement
 from distviz.judge.verdict import Verdict, judge
+from distviz.outcome import Mode
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
@@ -37,7 +38,7 @@ class Analysis:
         return self.verdict.agreement
 
 
-def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> Analysis:
+def analysis(trace: Trace, mode: Mode = Mode.FAST, made: Replay | None = None) -> Analysis:
     """Replay ``trace`` in ``mode`` (``fast`` or ``smart``), judge it and time the real run.
 
     ``made``: a replay of this very trace already made (``distviz run`` replays the recorded
@@ -47,7 +48,7 @@ def analysis(trace: Trace, mode: str = "fast", made: Replay | None = None) -> An
     return Analysis(trace=trace, replay=rp, verdict=judge(trace, rp), timing=analyze(trace))
 
 
-def replay_for(trace: Trace, mode: str, made: Replay | None = None) -> Replay:
+def replay_for(trace: Trace, mode: Mode, made: Replay | None = None) -> Replay:
     """``made`` when it is a replay of this very ``trace`` in ``mode`` in FIFO order, else a
     new replay of ``trace`` in ``mode``."""
     if made is not None and made.trace is trace and made.mode == mode and not made.arrival:

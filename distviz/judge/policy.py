@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
-from distviz.outcome import hang_not_run
+from distviz.limits import ExitCode
+from distviz.outcome import Mode, hang_not_run
 from distviz.trace import Trace
 from distviz.trace.recording import Recording
 from distviz.trace.sections import Meta, Real
@@ -52,13 +53,13 @@ def backward_policy(confirm_hang: bool, decided: Decided
     a hang (and ``confirm_hang`` is not set); the replay is kept in ``decided``."""
     def decide(trace: Trace) -> tuple[bool, str | None]:
         from distviz.replay.result import replay
-        decided.replay = replay(trace, "fast")
+        decided.replay = replay(trace, Mode.FAST)
         why = hang_not_run(decided.replay.outcome, confirm_hang)
         return why is None, why
     return decide
 
 
-def run_meta(timings: dict[str, float], mode: str) -> Meta:
+def run_meta(timings: dict[str, float], mode: Mode) -> Meta:
     """The ``meta`` section a run writes: versions, phase times, the replay mode."""
     from distviz import __version__
     return Meta(distviz_version=__version__, python=sys.version.split()[0],
@@ -66,7 +67,7 @@ def run_meta(timings: dict[str, float], mode: str) -> Meta:
                 order=("distviz_version", "python", "timings_s", "mode"))
 
 
-def recording_of(sc: Scenario, result: RunResult, mode: str) -> Recording:
+def recording_of(sc: Scenario, result: RunResult, mode: Mode) -> Recording:
     """What the run recorded, with its ``meta`` (``run_meta``). When the run failed: what was
     recorded before; for a plain scenario that recorded nothing, a trace of what is known (the
     scenario, the workers); a plain scenario's one trace whose real backward did not run gets
@@ -109,8 +110,8 @@ def _stamp(recording: Recording, meta: Meta) -> None:
         trace.meta = meta
 
 
-def judge_recording(recording: Recording, mode: str, stopped: Stop | None = None,
-                    made: Replay | None = None) -> tuple[list[ContextVerdict], int]:
+def judge_recording(recording: Recording, mode: Mode, stopped: Stop | None = None,
+                    made: Replay | None = None) -> tuple[list[ContextVerdict], ExitCode]:
     """Every context's replay (in ``mode``) and verdict, and the exit code they imply
     (``recording_exit_code``). ``made``: a replay of the one trace of ``recording``, used when
     it is one in ``mode``."""
@@ -139,14 +140,14 @@ class JudgedRun:
     result: RunResult
     recording: Recording
     verdicts: list[ContextVerdict] = field(default_factory=list)
-    exit_code: int = 0
+    exit_code: ExitCode = ExitCode.OK
 
     @property
     def error(self) -> BaseException | None:
         return self.result.error
 
 
-def run_and_judge(sc: Scenario, options: RunOptions, mode: str = "fast",
+def run_and_judge(sc: Scenario, options: RunOptions, mode: Mode = Mode.FAST,
                   say: Callable[[str], None] | None = None) -> JudgedRun:
     """Run ``sc`` on real workers and judge it (see the module docstring). ``say`` hears the
     run's phases. Raises nothing for a failed run: its error is ``JudgedRun.error``."""
@@ -155,8 +156,7 @@ def run_and_judge(sc: Scenario, options: RunOptions, mode: str = "fast",
     result = run_scenario(sc, options, backward_policy(options.confirm_hang, decided), say)
     recording = recording_of(sc, result, mode)
     if result.error is not None:
-        code = result.error.exit_code if isinstance(result.error, DistvizError) else 1
-        return JudgedRun(result, recording, exit_code=code)
+        return JudgedRun(result, recording, exit_code=result.error.exit_code)
     if not recording.contexts:
         return JudgedRun(result, recording)
     verdicts, code = judge_recording(recording, mode, result.stopped, decided.replay)

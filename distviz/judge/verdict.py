@@ -75,9 +75,10 @@ from distviz.limits import (
     EXIT_HANG,
     EXIT_OK,
     SEVERITY,
+    ExitCode,
     most_severe,
 )
-from distviz.outcome import Category, ContextOutcome, Outcome, RealOutcome, Stop
+from distviz.outcome import Category, ContextOutcome, Mode, Outcome, RealOutcome, Stop
 from distviz.replay.result import Replay
 from distviz.replay.result import replay as run_replay
 from distviz.trace import Trace
@@ -89,7 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.trace.recording import Recording
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
-           "Status", "Verdict", "Watched", "context_verdicts", "judge", "most_severe", "outcome_code",
+           "Status", "Verdict", "Watched", "context_verdicts", "judge", "outcome_code",
            "pytest_category", "recording_exit_code", "recording_text"]
 
 AGREE: Final = "agrees"
@@ -127,7 +128,7 @@ class Verdict:
     outcome: ContextOutcome
     status: Status
     text: str
-    exit_code: int
+    exit_code: ExitCode
     checks: tuple[Check, ...]
     agreement: Agreement
     predicted: Outcome
@@ -174,7 +175,7 @@ def pytest_category(status: str, outcome: str, predicted: str | None,
     return Category.AGREES if status == AGREE else Category.NOT_COMPARED
 
 
-def outcome_code(outcome: ContextOutcome) -> int:
+def outcome_code(outcome: ContextOutcome) -> ExitCode:
     """The exit code of a context's outcome alone (``completed``: 0)."""
     return {"completed": EXIT_OK, "hang": EXIT_HANG}.get(outcome, EXIT_BACKWARD_ERROR)
 
@@ -248,8 +249,8 @@ def judge(trace: Trace, replay: Replay, watched: Watched | None = None) -> Verdi
     the backward of a watched context ended (only its outcome is compared)."""
     if watched is not None:
         return _judge_watched(trace, replay, watched)
-    if replay.mode == "smart":
-        fast_replay = run_replay(trace, "fast")
+    if replay.mode == Mode.SMART:
+        fast_replay = run_replay(trace, Mode.FAST)
         fast = judge(trace, fast_replay)
         report = smart_report(trace, replay, fast_replay)
         agreement = replace(fast.agreement, smart=report, text=report.text)
@@ -466,7 +467,7 @@ class ContextVerdict(NamedTuple):
         return self.verdict.agreement if self.verdict is not None else None
 
 
-def context_verdicts(recording: Recording, mode: str) -> list[ContextVerdict]:
+def context_verdicts(recording: Recording, mode: Mode) -> list[ContextVerdict]:
     """The replay (in ``mode``) and verdict of every context of ``recording``."""
     out: list[ContextVerdict] = []
     for trace in recording.contexts:
@@ -498,7 +499,7 @@ def recording_text(recording: Recording, verdicts: list[ContextVerdict]) -> str:
 
 
 def recording_exit_code(recording: Recording, verdicts: list[ContextVerdict],
-                        stopped: Stop | None = None) -> int:
+                        stopped: Stop | None = None) -> ExitCode:
     """The most severe code of any context; final parameters that differ from the reference
     training count as a disagreement, a stopped training as what stopped it."""
     codes = [cv.verdict.exit_code for cv in verdicts if cv.verdict is not None]

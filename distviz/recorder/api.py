@@ -17,12 +17,12 @@ from distviz.errors import RecordError
 from distviz.recorder.contexts import context_here, forget
 from distviz.recorder.gather import GATHER_THREAD, gather
 from distviz.recorder.merge import build_trace
-from distviz.recorder.names import name, names_list
+from distviz.recorder.names import names_list
 from distviz.recorder.piece import root_ids, root_nrs
 from distviz.trace import BackwardPass, NodeKind, Trace
 from distviz.words import plural
 
-__all__ = ["name", "record"]
+__all__ = ["record"]
 
 
 _WHEN = ("call distviz.record inside `with dist_autograd.context() as context_id:`, after "

@@ -19,15 +19,13 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.distributed.rpc.constants import UNSET_RPC_TIMEOUT
 
-from distviz import limits
+from distviz import limits, torch_errors
 from distviz.recorder.contexts import known_ids
 from distviz.recorder.names import names_list
 from distviz.recorder.piece import record_local
 from distviz.recorder.side_thread import SideThread, finished
+from distviz.torch_errors import ErrorKind
 from distviz.trace.node import NodeKind
-
-#: What PyTorch's error says when an RPC ran past its time-out (every release since 1.6).
-_TIMED_OUT = "ran for more than set timeout"
 
 
 class NoAnswer(RuntimeError):
@@ -120,9 +118,10 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
             return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved),
                                 timeout=wait)
         except RuntimeError as exc:
-            if timeout is not None and _TIMED_OUT in str(exc):
+            kind = torch_errors.classify(exc).kind
+            if timeout is not None and kind is ErrorKind.RPC_TIMEOUT:
                 raise NoAnswer(by_id[wid], timeout) from exc
-            if "Could not find autograd context" not in str(exc):
+            if kind is not ErrorKind.NO_CONTEXT:
                 raise
             return exc
 

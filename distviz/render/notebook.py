@@ -18,7 +18,8 @@ import html
 from typing import TYPE_CHECKING
 
 from distviz.errors import DistvizError
-from distviz.render.html import to_html
+from distviz.outcome import Mode
+from distviz.render.html.page import to_html
 from distviz.trace import Trace
 from distviz.words import plural
 
@@ -53,7 +54,7 @@ def trace_html(trace: Trace, height_px: int = CELL_HEIGHT_PX) -> str:
     without a backward pass shows its graph. Raises what ``to_html`` raises."""
     from distviz.judge.analysis import analysis
     title = cell_title(trace)
-    page = to_html(analysis(trace, "fast"), title=title)
+    page = to_html(analysis(trace, Mode.FAST), title=title)
     return inline_page(page, f"distviz: {title}", height_px)
 
 
@@ -68,7 +69,7 @@ def trace_svg(trace: Trace) -> str | None:
     if not graphviz_backend.available_backends():
         return None
     try:
-        rp = replay(trace, mode="fast")
+        rp = replay(trace, mode=Mode.FAST)
         pic = draw_picture(trace, rp, "svg", ViewSpec(), graph=rp.graph)
     except DistvizError:   # the HTML form says why
         return None

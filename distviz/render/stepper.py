@@ -41,6 +41,8 @@ from rich.table import Table
 from rich.text import Text
 
 from distviz.judge.model import Agreement
+from distviz.limits import ExitCode
+from distviz.outcome import Mode
 from distviz.render.terminal import render_log, render_state
 from distviz.replay.model import ReplayLike
 from distviz.trace import Trace
@@ -363,11 +365,11 @@ def step_through(trace: Trace, replay: ReplayLike, console: Console,
     console.print(end)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> ExitCode:
     """``python -m distviz.render.stepper TRACE.json``: replay a saved trace and step through it
     (or print the log when stdout is not a terminal). Returns the exit status."""
     from distviz.errors import DistvizError
-    from distviz.limits import EXIT_BAD_INPUT
+    from distviz.limits import EXIT_BAD_INPUT, EXIT_OK
     from distviz.trace import load
 
     args = sys.argv[1:] if argv is None else argv
@@ -382,15 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     from distviz.judge.verdict import judge
     from distviz.replay import replay as run_replay
 
-    result = run_replay(trace, mode="fast")
+    result = run_replay(trace, mode=Mode.FAST)
     agreement = judge(trace, result).agreement if trace.real is not None else None
     console = Console(markup=False)
     if not console.is_terminal:
         for line in render_log(trace, result, agreement=agreement):  # one line per event
             console.print(line, soft_wrap=True)
-        return 0
+        return EXIT_OK
     step_through(trace, result, console, agreement=agreement)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -9,11 +9,9 @@ Entry points:
 
 ``render_log(trace, replay, ...)``   the numbered event log, one line per event, streamed
 ``render_state(trace, replay, step)`` one screen of the step-through view (state after a step)
-``render_graph(trace)``              each worker's graph as a tree with FAST dependency counts
-                                     (``tree.py``)
-``render_summary(trace)``            per worker: nodes by kind, send/recv pairs, leaves
-                                     (``tree.py``)
-``explain_outcome(trace, replay)``   how the replay ended (``explain.py``)
+
+Each worker's graph as a tree and the per-worker summary are ``distviz.render.tree``'s
+(``render_graph``, ``render_summary``); how the replay ended is ``distviz.render.explain``'s.
 
 Legend (styles; all readable without colour):
 
@@ -38,21 +36,16 @@ from rich.text import Text
 from distviz.judge.model import Agreement
 from distviz.render.explain import agreement_lines, explain_outcome
 from distviz.render.text import leaf_name, more, node_label, wrap, wrapped_lines
-from distviz.render.tree import render_graph, render_summary
-from distviz.replay.model import Event, ReplayLike, ReplayState, WorkerState
+from distviz.replay.model import ReplayEvent, ReplayLike, ReplayState, WorkerState
 from distviz.trace import Node, Trace, message_label
 from distviz.words import plural
 
 __all__ = [
     "ACTION_TAGS",
     "event_sentence",
-    "explain_outcome",
-    "node_label",
-    "render_graph",
     "render_log",
     "render_state",
-    "render_summary",
-]
+    ]
 
 #: Short tag shown in the log's action column, per event action.
 ACTION_TAGS: dict[str, str] = {
@@ -91,7 +84,7 @@ _NODE_ACTIONS = ("execute", "accumulate", "error", "crash")  # events where ``no
 _TAG_WIDTH = max(len(t) for t in ACTION_TAGS.values())
 
 
-def event_sentence(event: Event) -> str:
+def event_sentence(event: ReplayEvent) -> str:
     """Return the one-sentence description of an event: the replay's own ``text`` when it has one,
     else a sentence made from the action, worker, node and message."""
     if event.text:
@@ -250,7 +243,7 @@ def render_state(trace: Trace, replay: ReplayLike, step: int, *, focus: str | No
     return Group(*parts)
 
 
-def _state_header(trace: Trace, step: int, last: int, event: Event | None) -> Text:
+def _state_header(trace: Trace, step: int, last: int, event: ReplayEvent | None) -> Text:
     header = Text()
     if event is None:
         header.append(f"step -/{last}", style="bold")
@@ -275,7 +268,7 @@ class _Explanation:
         yield from explain_outcome(self.trace, self.replay, width=options.max_width)
 
 
-def _worker_panel(nodes: dict[str, Node], worker: str, ws: WorkerState, event: Event | None,
+def _worker_panel(nodes: dict[str, Node], worker: str, ws: WorkerState, event: ReplayEvent | None,
                   focused: bool, max_items: int) -> Panel:
     current = event.node if (event is not None and event.worker == worker
                               and event.action in _NODE_ACTIONS) else None

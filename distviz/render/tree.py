@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from distviz.outcome import Mode
 from distviz.render.text import more, node_label
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.rpc_calls import recv_names
@@ -91,7 +92,7 @@ def _counts_by_kind(trace: Trace, max_nodes: int) -> RenderableType:
 
 
 def render_graph(trace: Trace, max_nodes: int = 200, *, pass_index: int = 0,
-                 mode: str = "fast") -> RenderableType:
+                 mode: Mode = Mode.FAST) -> RenderableType:
     """Return each worker's graph as a rich ``Tree`` (one per worker), or a summary when big.
 
     Tree roots are the pass roots (initiator) then the sends by message id, then nodes nothing

@@ -13,10 +13,10 @@ from distviz.replay.model import (
     ACTIONS,
     OUTCOMES,
     Accumulation,
-    Event,
     Hang,
     Message,
     PassError,
+    ReplayEvent,
     ReplayLike,
     ReplayState,
     WorkerState,
@@ -25,7 +25,7 @@ from distviz.replay.result import Replay, observed_arrival, replay
 from distviz.replay.synthetic import synthetic_trace
 
 __all__ = [
-    "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "Event", "Hang", "IndexedGraph",
+    "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "ReplayEvent", "Hang", "IndexedGraph",
     "Message", "PassError", "Replay", "ReplayLike", "ReplayState", "StdPriorityQueue",
     "WorkerState", "diagnose", "initial_dependencies",
     "observed_arrival", "replay", "synthetic_trace",

@@ -12,7 +12,7 @@ with the sequential policy that PyTorch follows when every worker has one inter-
    children are pushed in next-edge order.
 3. ``AccumulateGrad`` is captured into the context (``accumulate``); ``RecvRpcBackward`` sends its
    gradients (zeros for unused slots) to worker ``msg_id >> 48``, to the send with the same id.
-   Each node's gradient is undefined, all zeros or values (``engine_grads``).
+   Each node's gradient is undefined, all zeros or values (section 8 below).
 4. A remote worker's *first* message computes its dependencies from all its sends only; that
    message is acknowledged when the worker is done and all gradients it sent were acknowledged.
    Later messages are acknowledged at once. A worker is done when every send ran and its queues
@@ -28,6 +28,18 @@ roots' lineage (whose paired recv is reachable from the roots, across workers) t
 The engine's state is two dataclasses that copy themselves field by field (``state.py``);
 pending work is a queue of typed steps, each run by its handler from ``_STEPS``.
 
+Gradient states (section 8): where gradients pass on outside the plain C++ backwards of the hot
+loop, each node's gradient in a pass is undefined, all zeros or values (``PassState.grad``,
+``distviz.replay.undefined``): a send passes on its message's gradients, every one defined
+(zeros in the slots its recv had no gradient for: ``RecvRpcBackward::apply``); an
+AccumulateGrad accumulates into the context only a defined gradient
+(``DistAccumulateGradCaptureHook``). Errors (section 9, internals §2.7): the failing worker's
+graph task aborts (its current task stops) and the error travels back along the first-message
+chain. PyTorch's texts come from ``distviz.torch_errors``.
+
+One class, one file: the engine's steps share its state and its hot loop, and are read
+together (more than 600 lines for that reason).
+
 Scope and caveats: with more than one inter-op thread per worker, real calls on one worker
 overlap and this replay is one legal schedule among several.
 """
@@ -38,11 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from distviz.replay.engine_errors import FREED_MESSAGE, EngineErrors
-from distviz.replay.engine_grads import IN_EVENT as _IN
-from distviz.replay.engine_grads import VALUE as _VALUE
-from distviz.replay.engine_grads import ZERO as _ZERO
-from distviz.replay.engine_grads import EngineGrads
+from distviz.outcome import Mode
 from distviz.replay.event_log import CODE, PACK, EventLog, execute_payload, pack_event
 from distviz.replay.graph import (
     ACC,
@@ -57,8 +65,9 @@ from distviz.replay.graph import (
     participating_sends,
 )
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Event, Message, ReplayState
+from distviz.replay.model import Message, PassError, ReplayEvent, ReplayState
 from distviz.replay.state import (
+    QUEUE_CAP,
     Ack,
     ComputeDeps,
     ErrorHop,
@@ -76,9 +85,18 @@ from distviz.replay.state import (
     unnotified,
     waiting_sends,
 )
+from distviz.replay.undefined import GradState
+from distviz.torch_errors import FREED_MESSAGE, no_send_function, on_node
 from distviz.trace import message_label
 
-__all__ = ["FREED_MESSAGE", "Engine"]
+__all__ = ["IN_EVENT", "UNDEFINED", "VALUE", "ZERO", "Engine"]
+
+#: a node's gradient state in ``PassState.grad``, as ints (the hot loop compares them)
+UNDEFINED, ZERO, VALUE = (int(s) for s in GradState)
+#: what an execute or accumulate event says of its input, by state: 2 undefined, 1 all zeros,
+#: 0 values
+IN_EVENT = (2, 1, 0)
+_IN, _VALUE, _ZERO = IN_EVENT, VALUE, ZERO
 
 _EXECUTE, _ACCUMULATE, _CALL_START, _CALL_END, _ACK, _SEND_GRADIENT, _RECEIVE = (
     CODE[a] for a in ("execute", "accumulate", "call_start", "call_end", "ack", "send_gradient",
@@ -88,7 +106,7 @@ _step = tuple.__new__    # _step(Ack, (mi,)) == Ack(mi), minus NamedTuple's Pyth
 
 # -- the engine -----------------------------------------------------------------------------------
 
-class Engine(EngineErrors, EngineGrads):
+class Engine:
     """The step function over a ``RunState`` and a ``PassState``.
 
     ``emit=False`` skips event building (used to re-simulate for ``Replay.state_at``); the state
@@ -96,7 +114,7 @@ class Engine(EngineErrors, EngineGrads):
     order in which that worker's sends start their calls (the observed arrival order).
     """
 
-    def __init__(self, g: IndexedGraph, mode: str, emit: bool,
+    def __init__(self, g: IndexedGraph, mode: Mode, emit: bool,
                  arrival: dict[tuple[int, int], list[int]] | None = None) -> None:
         self.g = g
         self.mode = mode
@@ -120,14 +138,14 @@ class Engine(EngineErrors, EngineGrads):
         c.s, c.p = self.s.copy(), self.p.copy()
         return c
 
-    def state(self, step: int, event: Event | None) -> ReplayState:
+    def state(self, step: int, event: ReplayEvent | None) -> ReplayState:
         """Build a fresh ``ReplayState`` from the current simulation state."""
         return replay_state(self.g, self.s, self.p, step, event)
 
     def _reset_pass(self) -> None:
         g, s = self.g, self.s
         part = participating_sends(g, s.pass_index, self.mode)
-        if self.mode == "smart":
+        if self.mode == Mode.SMART:
             taking = {x for sends in part for x in sends}
             s.excluded.append([x for sends in g.sends_of for x in sends if x not in taking])
         else:
@@ -219,7 +237,7 @@ class Engine(EngineErrors, EngineGrads):
         s.agenda.append(RootCall())
         if not self.emit:
             return None
-        excluded = tuple(s.excluded[s.pass_index]) if self.mode == "smart" else None
+        excluded = tuple(s.excluded[s.pass_index]) if self.mode == Mode.SMART else None
         return self._event("pass_start", self.g.initiator, (self.mode, excluded))
 
     # -- 2. computeDependencies: BFS from the GraphRoot (initiator) and all local sends -----------
@@ -242,7 +260,7 @@ class Engine(EngineErrors, EngineGrads):
         roots = tuple(g.roots[pi]) if is_ini else ()
         part = set(sends)
         excluded = (tuple(x for x in g.sends_of[w] if x not in part)
-                    if self.mode == "smart" else None)
+                    if self.mode == Mode.SMART else None)
         return self._event("compute_dependencies", w, (roots, tuple(sends), order, counts,
                                                        p.w_out[w], p.w_keep[w], excluded))
 
@@ -462,8 +480,8 @@ class Engine(EngineErrors, EngineGrads):
         if snd < 0:
             # processBackwardAutogradReq: retrieveSendFunction raises on the receiver; the
             # sender's outstanding RPC fails and its graph task errors.
-            err = f"Could not find send function for autograd message id: {message.msg_id}"
-            self.s.agenda.append(RaiseError(frm, f"Error on Node {g.ranks[frm]}: {err}",
+            err = no_send_function(message.msg_id)
+            self.s.agenda.append(RaiseError(frm, on_node(g.ranks[frm], err),
                                             g.recv_by_msg.get(message.msg_id, -1)))
             if not self.emit:
                 return None
@@ -555,6 +573,151 @@ class Engine(EngineErrors, EngineGrads):
             s.agenda.append(PassStart())
         else:
             s.finished = True
+
+    # -- 8. gradient states: what a send and a captured AccumulateGrad do with a gradient --------
+    def _run_send(self, i: int, w: int, heap: StdPriorityQueue[int]) -> tuple[list[int], int]:
+        """A send's next edges get the message's gradients (zeros in unused slots: every one is
+        defined); the ready ones are pushed. Returns ``(each target's remaining count, all
+        zero)``."""
+        g, p = self.g, self.p
+        a = g.next_at[i]
+        deps, grad, kinds, nrs = self.s.deps, p.grad, g.kind, g.next_nr
+        p.w_left[w] -= 1
+        p.send_ran[i] = 1
+        mask = p.send_mask.get(i, 0)
+        counts: list[int] = []
+        for j, t in enumerate(g.next[a:g.next_at[i + 1]]):
+            if t >= 0:
+                d = deps[t] - 1
+                deps[t] = d
+                if (mask >> j) & 1:
+                    grad[t] = VALUE
+                    if kinds[t] == RECV:
+                        nr = nrs[a + j] if nrs is not None else 0
+                        p.recv_slots[t] = p.recv_slots.get(t, 0) | (1 << nr)
+                elif not grad[t]:
+                    grad[t] = ZERO
+                if d == 0:
+                    heap.push(t, g.key[t])
+                counts.append(d)
+        return counts, int(mask == 0)
+
+    def _accumulate(self, i: int, w: int, call: int | None) -> None:
+        """A captured AccumulateGrad: the gradient goes into the context, never into .grad; an
+        undefined one is not accumulated (``DistAccumulateGradCaptureHook``)."""
+        s = self.s
+        state = self.p.grad[i]
+        zero = IN_EVENT[state]       # 0 values, 1 all zeros, 2 undefined
+        if state == UNDEFINED:
+            count = s.acc_count.get(i, 0)
+        else:
+            count = s.acc_count.get(i, 0) + 1
+            s.acc_count[i] = count
+            s.acc_nonzero[i] = s.acc_nonzero.get(i, False) or state == VALUE
+        if not self.emit:
+            return None
+        q, qlen = queue_payload(self.p.heap)
+        log = self.log
+        assert log is not None
+        log.rec.frombytes(pack_event(_ACCUMULATE, s.pass_index, w, i,
+                                     -1 if call is None else call, -1, len(log.pool)))
+        log.pool.fromlist([zero, count, qlen, *q])
+
+    # -- 9. errors: a node raises, a worker dies, a gradient RPC fails ----------------------------
+    def _event(self, action: str, worker: int | None, payload: tuple[Any, ...], *,
+               node: int | None = None, call: int | None = None, msg: int = -1) -> None:
+        """Log an event that keeps its payload tuple (``msg``: the pass's message index)."""
+        assert self.log is not None
+        self.log.add(CODE[action], self.s.pass_index, -1 if worker is None else worker,
+                     -1 if node is None else node, -1 if call is None else call,
+                     self._msg_base + msg if msg >= 0 else -1, payload)
+
+    def _abort(self, w: int) -> list[int]:
+        """Abort ``w``'s graph task: its current call stops; returns the skipped nodes."""
+        p = self.p
+        p.w_failed[w] = True
+        skipped: list[int] = []
+        if p.cur_w == w and p.heap is not None:
+            skipped = p.heap.pop_order(QUEUE_CAP)
+            p.heap = None
+            p.cur_call, p.cur_w = None, -1
+        return skipped
+
+    def _fail(self, w: int, error: PassError, text: str) -> None:
+        """``w``'s graph task fails with ``text``: the error travels towards the initiator."""
+        s = self.s
+        s.err_text = text
+        s.err_chain = [w]
+        s.error = error
+        s.agenda.append(PassEnd("error") if w == self.g.initiator else ErrorHop(w))
+
+    def _fault(self, i: int, w: int) -> None:
+        """Node ``i`` has a recorded fault: it raises, or its worker crashes."""
+        fault = self.g.fault[i]
+        if fault.get("kind") == "crash":
+            return self._crash(i, w)
+        return self._node_error(i, w, str(fault.get("message", "error in backward")))
+
+    def _node_error(self, i: int, w: int, msg: str, freed: bool = False) -> None:
+        g = self.g
+        call = self.p.cur_call
+        skipped = self._abort(w)
+        text_err = on_node(g.ranks[w], msg)
+        self._fail(w, PassError(worker=g.workers[w], node=g.ids[i], message=text_err,
+                                pass_index=self.s.pass_index, origin=msg, freed=freed),
+                   text_err)
+        if not self.emit:
+            return None
+        return self._event("error", w, ("node", i, msg, text_err, tuple(skipped)), node=i,
+                           call=call)
+
+    def _crash(self, i: int, w: int) -> None:
+        g = self.g
+        call = self.p.cur_call
+        self._abort(w)
+        name = g.workers[w]
+        who = f"rank {w}, the initiator" if w == g.initiator else f"rank {w}"
+        msg = f"{name} ({who}) died during the backward pass"
+        text = msg if w == g.initiator else ""   # the sender's RPC fails: see _error_hop
+        self._fail(w, PassError(worker=name, node=g.ids[i], message=msg,
+                                pass_index=self.s.pass_index, origin=msg, crash=True), text)
+        if not self.emit:
+            return None
+        return self._event("crash", w, (i, msg), node=i, call=call)
+
+    def _raise(self, item: RaiseError) -> None:
+        """An outstanding RPC of ``w`` failed (missing send): ``w``'s graph task errors."""
+        g, w, text_err, node = self.g, item.worker, item.error, item.node
+        self._abort(w)
+        self._fail(w, PassError(worker=g.workers[w], node=g.ids[node] if node >= 0 else None,
+                                message=text_err, pass_index=self.s.pass_index,
+                                origin=text_err.split(": ", 1)[1]), text_err)
+        if not self.emit:
+            return None
+        return self._event("error", w, ("raise", text_err), node=node if node >= 0 else None)
+
+    def _error_hop(self, item: ErrorHop) -> None:
+        """The error reaches the sender of ``child``'s first message (its outstanding RPC)."""
+        g, p, s, child = self.g, self.p, self.s, item.child
+        mi = p.w_first[child]
+        parent = p.m_from[mi]
+        crashed = s.error is not None and s.error.crash and not s.err_text
+        if crashed:
+            inner = (f"RPC to {g.workers[child]} failed: {g.workers[child]} (rank {g.ranks[child]}) "
+                     "died during the backward pass")
+            s.err_text = on_node(g.ranks[parent], inner)
+        else:
+            s.err_text = on_node(g.ranks[parent], s.err_text)
+        s.err_chain.append(parent)
+        self._abort(parent)
+        if s.error is not None:
+            s.error = replace(s.error, message=s.err_text)
+        s.agenda.append(PassEnd("error") if parent == g.initiator else ErrorHop(parent))
+        if not self.emit:
+            return None
+        return self._event("error", parent, ("hop", crashed, g.workers[child], s.err_text),
+                           msg=mi)
+
 
 #: The handler of each scheduled step.
 _STEPS: dict[type, Callable[[Engine, Any], None]] = {

@@ -1,11 +1,11 @@
-"""A replay's events as columns: a few bytes per event, an ``Event`` built when one is read.
+"""A replay's events as columns: a few bytes per event, a ``ReplayEvent`` built when one is read.
 
 A million-node replay makes about 1.6 million events. Kept as objects (an event and its payload
 tuple each) they took about 400 bytes apiece; here each event is seven integers in one ``array``
 (action, pass, worker, node, task, message, payload offset) and its payload a few integers in a
-second one, about 50 bytes in all. ``EventLog`` is a read-only ``Sequence[Event]``: indexing
+second one, about 50 bytes in all. ``EventLog`` is a read-only ``Sequence[ReplayEvent]``: indexing
 builds a ``LazyEvent`` (``distviz.replay.events``) from the columns, so every view reads the
-same ``Event`` values as before, and the sentence is still built only when read.
+same ``ReplayEvent`` values as before, and the sentence is still built only when read.
 
 What is stored per action, beyond the columns (anything the graph already knows is not):
 
@@ -31,7 +31,7 @@ from typing import Any, overload
 from distviz.replay.events import LazyEvent, payload_changes
 from distviz.replay.graph import RECV, IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import ACTIONS, Event, Message
+from distviz.replay.model import ACTIONS, Message, ReplayEvent
 from distviz.replay.state import QUEUE_CAP
 
 __all__ = ["CODE", "PACK", "WIDTH", "EventLog", "execute_payload", "pack_event"]
@@ -72,7 +72,7 @@ _POOLED = {CODE[a]: n for a, n in (("send_gradient", 1), ("receive_gradient", 1)
                                    ("call_end", 2), ("ack", 0))}
 
 
-class EventLog(Sequence[Event]):
+class EventLog(Sequence[ReplayEvent]):
     """The events of one replay (see the module docstring). The engine appends; views read.
 
     ``rec`` holds ``WIDTH`` integers per event (``-1`` for no worker, node, task or message),
@@ -120,12 +120,12 @@ class EventLog(Sequence[Event]):
         return len(self.rec) // WIDTH
 
     @overload
-    def __getitem__(self, k: int) -> Event: ...
+    def __getitem__(self, k: int) -> ReplayEvent: ...
 
     @overload
-    def __getitem__(self, k: slice) -> list[Event]: ...
+    def __getitem__(self, k: slice) -> list[ReplayEvent]: ...
 
-    def __getitem__(self, k: int | slice) -> Event | list[Event]:
+    def __getitem__(self, k: int | slice) -> ReplayEvent | list[ReplayEvent]:
         if isinstance(k, slice):
             return [self._event(j) for j in range(*k.indices(len(self)))]
         n = len(self)
@@ -135,11 +135,11 @@ class EventLog(Sequence[Event]):
             raise IndexError(f"event {k} is outside 0..{n - 1}")
         return self._event(k)
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[ReplayEvent]:
         for k in range(len(self)):
             yield self._event(k)
 
-    def __reversed__(self) -> Iterator[Event]:
+    def __reversed__(self) -> Iterator[ReplayEvent]:
         for k in range(len(self) - 1, -1, -1):
             yield self._event(k)
 
@@ -177,7 +177,7 @@ class EventLog(Sequence[Event]):
             if deps or decs or pushed:
                 yield k, deps, decs, pushed
 
-    def _event(self, k: int) -> Event:
+    def _event(self, k: int) -> ReplayEvent:
         g = self.g
         code, pi, w, i, call, m, off = self.rec[k * WIDTH:(k + 1) * WIDTH]
         payload = self.extra.get(k)

@@ -14,20 +14,20 @@ from collections.abc import Callable
 from typing import Any
 
 from distviz.replay.graph import RECV, SEND, IndexedGraph
-from distviz.replay.model import Event, Message
+from distviz.replay.model import Message, ReplayEvent
 from distviz.trace import message_label, seq_text
 from distviz.words import context_label, plural, word_for
 
 __all__ = ["FORMAT", "LazyEvent", "clip", "index_changes", "ordinal", "payload_changes"]
 
-_EV_TEXT = Event.__dict__["text"]      # the dataclass slots of Event
-_EV_DETAIL = Event.__dict__["detail"]
+_EV_TEXT = ReplayEvent.__dict__["text"]      # the dataclass slots of ReplayEvent
+_EV_DETAIL = ReplayEvent.__dict__["detail"]
 
 Formatter = Callable[[IndexedGraph, "LazyEvent", tuple[Any, ...]], tuple[str, dict[str, Any]]]
 
 
-class LazyEvent(Event):
-    """An ``Event`` that keeps a compact payload and builds ``text`` and ``detail`` on access.
+class LazyEvent(ReplayEvent):
+    """An ``ReplayEvent`` that keeps a compact payload and builds ``text`` and ``detail`` on access.
 
     Reading ``text``/``detail`` (or ``to_json()``) builds them from the payload and the trace
     each time, with ``FORMAT[action]``. Assigning either one turns the event into a plain stored
@@ -63,7 +63,7 @@ class LazyEvent(Event):
     @property
     def text(self) -> str:
         if self._a is None:
-            return str(_EV_TEXT.__get__(self, Event))
+            return str(_EV_TEXT.__get__(self, ReplayEvent))
         return self._build()[0]
 
     @text.setter
@@ -74,7 +74,7 @@ class LazyEvent(Event):
     @property
     def detail(self) -> dict[str, Any]:
         if self._a is None:
-            d: dict[str, Any] = _EV_DETAIL.__get__(self, Event)
+            d: dict[str, Any] = _EV_DETAIL.__get__(self, ReplayEvent)
             return d
         return self._build()[1]
 
@@ -362,7 +362,7 @@ FORMAT: dict[str, Formatter] = {
 }
 
 
-def index_changes(g: IndexedGraph, ev: Event) -> tuple[list[int], list[int], list[int]]:
+def index_changes(g: IndexedGraph, ev: ReplayEvent) -> tuple[list[int], list[int], list[int]]:
     """What ``ev`` changes in the dependency counts, as node indices of ``g``: ``(deps,
     decrements, pushed)`` where ``deps`` is ``[node, count, ...]`` set by
     ``compute_dependencies``, ``decrements`` ``[node, remaining, ...]`` and ``pushed`` the nodes

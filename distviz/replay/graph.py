@@ -23,6 +23,7 @@ from itertools import accumulate, compress
 from typing import Any
 
 from distviz.errors import TraceError
+from distviz.outcome import Mode
 from distviz.replay.undefined import PYTHON_BACKWARDS, known_python, python_out
 from distviz.trace import ACCUMULATE_GRAD_SEQ, NodeKind, Trace, short_name
 from distviz.trace.compact import NodeColumns
@@ -31,7 +32,7 @@ __all__ = ["ACC", "FAULT", "MODES", "OP", "PYTHON", "RECV", "SAVED", "SEND", "In
            "count_dependencies",
            "initial_dependencies", "lineage_sends", "participating_sends", "reachable_nodes"]
 
-MODES = ("fast", "smart")
+MODES = tuple(m.value for m in Mode)
 OP, SEND, RECV, ACC = 0, 1, 2, 3
 #: the bits of ``IndexedGraph.flags[i]``: the node holds saved tensors; the node has a recorded
 #: fault (it raises, or its worker dies)
@@ -386,19 +387,19 @@ def lineage_sends(g: IndexedGraph, roots: list[int]) -> bytearray:
     return out
 
 
-def participating_sends(g: IndexedGraph, pass_index: int, mode: str) -> list[list[int]]:
+def participating_sends(g: IndexedGraph, pass_index: int, mode: Mode) -> list[list[int]]:
     """Per worker, the sends that take part in pass ``pass_index``: all of them in FAST mode,
     the roots' lineage in SMART mode. Raises ``ValueError`` for an unknown mode."""
-    if mode == "fast":
+    if mode == Mode.FAST:
         return g.sends_of
-    if mode != "smart":
+    if mode != Mode.SMART:
         raise ValueError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
     flags = lineage_sends(g, g.roots[pass_index])
     return [[s for s in sends if flags[s]] for sends in g.sends_of]
 
 
 def initial_dependencies(trace: Trace | IndexedGraph, pass_index: int = 0,
-                         mode: str = "fast") -> dict[str, int]:
+                         mode: Mode = Mode.FAST) -> dict[str, int]:
     """Return ``{node id: initial dependency count}`` for pass ``pass_index``.
 
     Per worker, what ``computeDependencies`` counts when that worker starts the pass: a BFS

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distviz.outcome import Mode
 from distviz.replay.dropped import Drop, Lines
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, SEND, IndexedGraph, reachable_nodes
@@ -96,7 +97,7 @@ class _Hung:
 
 
 def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = None,
-             mode: str = "fast", pass_index: int | None = None) -> Hang:
+             mode: Mode = Mode.FAST, pass_index: int | None = None) -> Hang:
     """Return why the pass hangs at ``state`` (the replay state once the engine stopped).
 
     ``Hang.blocked_sends`` says for each blocked send why its gradient never comes (``kind``:
@@ -396,7 +397,7 @@ def _first_message_hops(h: _Hung, w: str) -> list[str]:
 
 # -- 4. what to do --------------------------------------------------------------------------------
 
-def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
+def _fixes(h: _Hung, blocked: list[BlockedSend], mode: Mode) -> list[str]:
     fixes: list[str] = []
     unused = [b for b in blocked if b.kind == "unused"]
     over = [b for b in unused if b.node in h.overwritten]
@@ -433,7 +434,7 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
         fixes.append("don't make Python-UDF or TorchScript RPCs under torch.no_grad() inside a "
                      "dist_autograd context: make the call outside the context, or detach the "
                      "tensors in the callee so no response send is created")
-    if mode == "fast":
+    if mode == Mode.FAST:
         fixes.append("run the replay with --mode smart to see what SMART mode (RFC #23110, "
                      "never implemented in PyTorch) would do: only the sends in the roots' "
                      "lineage take part")

@@ -4,7 +4,7 @@ These are the only things renderers (terminal, DOT, HTML, Perfetto) read from th
 immutable by convention, JSON-serialisable with ``to_json()`` (the shapes ``--json`` and the
 trace files have always had), and never importing torch.
 
-Event actions, in the order they usually appear (``ACTIONS``):
+The events' actions, in the order they usually appear (``ACTIONS``):
 
 ``pass_start``            a backward pass begins on the initiator (``detail.roots``, ``detail.retain_graph``)
 ``compute_dependencies``  a worker counts dependencies by BFS from its roots and all its sends
@@ -40,10 +40,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from distviz.outcome import OUTCOMES
+from distviz.outcome import OUTCOMES, Mode
 
 __all__ = [
-    "ACTIONS", "OUTCOMES", "Accumulation", "BlockedKind", "BlockedSend", "BlockedWorker", "Event", "Hang",
+    "ACTIONS", "OUTCOMES", "Accumulation", "BlockedKind", "BlockedSend", "BlockedWorker", "ReplayEvent", "Hang",
     "Message", "PassError", "ReplayLike", "ReplayState", "UnreachableRecv", "WorkerState",
 ]
 
@@ -80,7 +80,7 @@ class Message(NamedTuple):
 
 
 @dataclass(slots=True)
-class Event:
+class ReplayEvent:
     """One replay step. ``step`` counts from 0 over the whole replay (all passes).
 
     ``detail`` is a plain dict whose keys depend on ``action`` (see the module docstring).
@@ -153,7 +153,7 @@ class ReplayState:
     pass_index: int
     workers: dict[str, WorkerState]
     in_flight: list[Message] = field(default_factory=list)  # messages sent, not received
-    event: Event | None = None
+    event: ReplayEvent | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "pass": self.pass_index,
@@ -278,7 +278,7 @@ class Hang:
     """
 
     pass_index: int
-    mode: str
+    mode: Mode
     blocked_sends: tuple[BlockedSend, ...]
     unreachable_recvs: tuple[UnreachableRecv, ...]
     blocked_workers: tuple[BlockedWorker, ...]
@@ -306,7 +306,7 @@ class ReplayLike(Protocol):
     def outcome(self) -> str: ...
 
     @property
-    def events(self) -> Sequence[Event]: ...
+    def events(self) -> Sequence[ReplayEvent]: ...
 
     @property
     def hang(self) -> Hang | None: ...

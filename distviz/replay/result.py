@@ -12,12 +12,12 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from distviz.outcome import Outcome
+from distviz.outcome import Mode, Outcome
 from distviz.replay.engine import Engine
 from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
-from distviz.replay.model import Accumulation, Event, Hang, PassError, ReplayState
+from distviz.replay.model import Accumulation, Hang, PassError, ReplayEvent, ReplayState
 from distviz.trace import NodeKind, Trace
 from distviz.words import plural
 
@@ -36,8 +36,8 @@ class Replay:
     passes). ``excluded`` lists, per pass, the send ids SMART mode left out (empty in FAST mode).
     """
 
-    def __init__(self, trace: Trace, mode: str, graph: IndexedGraph, engine: Engine,
-                 events: Sequence[Event], hang: Hang | None) -> None:
+    def __init__(self, trace: Trace, mode: Mode, graph: IndexedGraph, engine: Engine,
+                 events: Sequence[ReplayEvent], hang: Hang | None) -> None:
         self.trace = trace
         self.arrival = engine.arrival
         self.mode = mode
@@ -129,7 +129,7 @@ class Replay:
             "accumulated": {k: a.to_json() for k, a in self.accumulated.items()},
             "counts": self.counts(),
         }
-        if self.mode == "smart":
+        if self.mode == Mode.SMART:
             out["excluded_sends"] = self.excluded
         return out
 
@@ -150,7 +150,7 @@ class Replay:
         return f"{what} ends with outcome {self.outcome}."
 
 
-def replay(trace: Trace, mode: str = "fast",
+def replay(trace: Trace, mode: Mode = Mode.FAST,
            arrival: dict[tuple[int, str], list[str]] | None = None,
            graph: IndexedGraph | None = None) -> Replay:
     """Replay every backward pass of ``trace`` in order and return the ``Replay``.
@@ -166,6 +166,7 @@ def replay(trace: Trace, mode: str = "fast",
     """
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r} (expected one of {', '.join(MODES)})")
+    mode = Mode(mode)     # a caller's word (``"smart"``) as the enum the engine compares
     # The replay allocates millions of small acyclic objects; the cyclic GC would rescan them
     # all again and again (quadratic in practice), so it is paused while the replay runs.
     gc_was_enabled = gc.isenabled()
@@ -189,7 +190,7 @@ def replay(trace: Trace, mode: str = "fast",
             gc.enable()
 
 
-def _diagnose_hang(trace: Trace, g: IndexedGraph, mode: str, engine: Engine,
+def _diagnose_hang(trace: Trace, g: IndexedGraph, mode: Mode, engine: Engine,
                    events: EventLog) -> Hang | None:
     """Diagnose a hang on the state the engine stopped in; give the hang event its summary."""
     if engine.s.outcome != "hang":

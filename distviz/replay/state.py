@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from distviz.outcome import Outcome
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Event, Message, PassError, ReplayState, WorkerState
+from distviz.replay.model import Message, PassError, ReplayEvent, ReplayState, WorkerState
 
 __all__ = ["QUEUE_CAP", "Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart",
            "PassState", "PerWorker", "RaiseError", "RootCall", "RunState", "SendGradient", "Step",
@@ -179,7 +179,7 @@ Step = (PassStart | ComputeDeps | RootCall | MessageCall | SendGradient | Ack | 
 
 
 def replay_state(g: IndexedGraph, s: RunState, p: PassState, step: int,
-                 event: Event | None) -> ReplayState:
+                 event: ReplayEvent | None) -> ReplayState:
     """Build a fresh ``ReplayState`` (what renderers read) from the engine's state."""
     ids = g.ids
     workers: dict[str, WorkerState] = {}

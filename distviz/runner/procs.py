@@ -95,7 +95,7 @@ def watch_lifeline(lifeline: Any) -> None:
             why = f"lifeline closed: {exc!r}"
         print(f"distviz worker {os.getpid()}: {why}; the parent is gone, exiting", file=sys.stderr,
               flush=True)
-        os._exit(limits.PARENT_GONE_EXIT)
+        os._exit(limits.WorkerStatus.PARENT_GONE)
     threading.Thread(target=watch, name="distviz-lifeline", daemon=True).start()
 
 

@@ -6,7 +6,7 @@ arguments), so a worker never re-reads or re-checks the scenario file. After tha
 and worker talk only through JSON messages on a pipe (never pickle): one frozen dataclass per
 message type, tagged with its ``kind``.
 
-Worker -> parent: ``Ready`` (RPC is up), ``ForwardDone``, ``Recorded`` (the trace),
+Worker -> parent: ``Ready`` (RPC is up), ``ForwardDone``, ``TraceRecorded`` (the trace),
 ``Result`` (the real backward and the reference), ``Exited`` (clean end), ``WorkerFailed``.
 Parent -> initiator: ``Backward`` (whether to run the real backward).
 
@@ -28,7 +28,7 @@ from distviz.scenario import Scenario
 
 __all__ = [
     "Backward", "ContextDone", "Exited", "FinalState", "Finish", "ForwardDone", "PipeMessage",
-    "Ready", "Recorded", "ReferenceDone", "ReferenceSpec", "Result", "TrainerDone", "WorkerFailed",
+    "Ready", "TraceRecorded", "ReferenceDone", "ReferenceSpec", "Result", "TrainerDone", "WorkerFailed",
     "WorkerOptions", "WorkerSpec", "recv", "send",
 ]
 
@@ -107,7 +107,7 @@ class Exited(PipeMessage):
 
 @dataclass(frozen=True)
 class WorkerFailed(PipeMessage):
-    """Something raised in the worker; it exits right after (``limits.WORKER_ERROR_EXIT``).
+    """Something raised in the worker; it exits right after (``limits.WorkerStatus.REPORTED_ERROR``).
 
     ``error`` is the exception type (``RootError`` and ``SandboxError`` are the scenario's
     fault), ``worker`` the worker where it was raised (the innermost of a chain of RPCs),
@@ -133,7 +133,7 @@ class ForwardDone(PipeMessage):
 
 
 @dataclass(frozen=True)
-class Recorded(PipeMessage):
+class TraceRecorded(PipeMessage):
     """The recorded graph (``Trace.to_json()``); the initiator now waits for ``Backward``."""
 
     kind: ClassVar[str] = "recorded"
@@ -214,7 +214,7 @@ class ReferenceDone(PipeMessage):
 
 
 _TYPES: dict[str, type[PipeMessage]] = {
-    cls.kind: cls for cls in (Ready, Exited, WorkerFailed, ForwardDone, Recorded, Backward,
+    cls.kind: cls for cls in (Ready, Exited, WorkerFailed, ForwardDone, TraceRecorded, Backward,
                               Result, ContextDone, TrainerDone, Finish, FinalState,
                               ReferenceDone)}
 

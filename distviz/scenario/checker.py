@@ -20,17 +20,12 @@ from typing import Any, NoReturn
 from distviz.errors import ScenarioError
 from distviz.scenario import classes as class_rules
 from distviz.scenario import lang, lang_nn, rules, rules_nn
-from distviz.scenario.messages import (
-    expression_message,
-    reserved_reason,
-    short,
-    statement_message,
-    suggest,
-)
+from distviz.scenario.messages import expression_message, reserved_reason, short, statement_message
 from distviz.scenario.model import ClassInfo
 from distviz.scenario.problems import Problems
+from distviz.words import suggest
 
-__all__ = ["Checker", "Scope"]
+__all__ = ["Checker", "NameScope"]
 
 #: Roots of dotted paths checked by path rules (``torch.add``, ``nn.Linear``, ``rpc.RRef``).
 _NAMESPACES = rules_nn.NAMESPACE_ROOTS
@@ -45,7 +40,7 @@ _NOT_AT_CODE_TOP = (ast.Assign, ast.AugAssign, ast.Expr, ast.For, ast.If, ast.Wi
 
 
 @dataclass
-class Scope:
+class NameScope:
     """Names defined so far where the walk is, and what kind of block it is in."""
 
     defined: set[str]
@@ -57,8 +52,8 @@ class Scope:
     method: str | None = None      # the method's name
     kwargs_name: str | None = None  # the function's ``**kwargs`` parameter
 
-    def child(self) -> Scope:
-        return Scope(set(self.defined), self.in_function, self.loops, self.module_level,
+    def child(self) -> NameScope:
+        return NameScope(set(self.defined), self.in_function, self.loops, self.module_level,
                      self.self_name, self.cls, self.method, self.kwargs_name)
 
 
@@ -117,23 +112,23 @@ class Checker:
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                     line = node.lineno
                     self.stores[node.id] = min(line, self.stores.get(node.id, line))
-            self.block(tree.body, Scope(set()))
+            self.block(tree.body, NameScope(set()))
             self.problems.raise_found()
             return
-        self.block(tree.body, Scope(set()), self.code_top)
+        self.block(tree.body, NameScope(set()), self.code_top)
         self.problems.raise_found()
 
-    def code_top(self, stmt: ast.stmt, scope: Scope) -> None:
+    def code_top(self, stmt: ast.stmt, scope: NameScope) -> None:
         """One statement at the top level of ``code``: a ``def``, or a class whose methods are
         checked like ``def``s."""
         if isinstance(stmt, ast.FunctionDef):
-            self.function(stmt, Scope(set()))
+            self.function(stmt, NameScope(set()))
         elif isinstance(stmt, ast.ClassDef):
             if stmt.name not in self.classes:
                 return  # its shape's problem is the loader's (distviz.scenario.classes)
             for method in stmt.body:
                 if isinstance(method, ast.FunctionDef):
-                    self.function(method, Scope(set()), cls=stmt.name)
+                    self.function(method, NameScope(set()), cls=stmt.name)
         elif isinstance(stmt, ast.Pass) or _is_docstring(stmt):
             return
         elif isinstance(stmt, _NOT_AT_CODE_TOP):
@@ -142,7 +137,7 @@ class Checker:
         else:
             self.stmt(stmt, scope)
 
-    def function(self, node: ast.FunctionDef, outer: Scope, cls: str | None = None) -> None:
+    def function(self, node: ast.FunctionDef, outer: NameScope, cls: str | None = None) -> None:
         """A ``def`` in ``code`` (``outer`` is empty) or nested in one (a closure), or a method
         of class ``cls``."""
         if node.decorator_list:
@@ -165,7 +160,7 @@ class Checker:
             names.append(arg.arg)
         for default in args.defaults:
             self.expr(default, outer)
-        scope = Scope(outer.defined | set(names), in_function=True, loops=0, module_level=False,
+        scope = NameScope(outer.defined | set(names), in_function=True, loops=0, module_level=False,
                       kwargs_name=args.kwarg.arg if args.kwarg is not None else None)
         if cls is not None:
             scope.self_name, scope.cls, scope.method = args.args[0].arg, cls, node.name
@@ -173,8 +168,8 @@ class Checker:
 
     # -- statements ---------------------------------------------------------------------------
 
-    def block(self, stmts: list[ast.stmt], scope: Scope,
-              check: Callable[[ast.stmt, Scope], None] | None = None) -> None:
+    def block(self, stmts: list[ast.stmt], scope: NameScope,
+              check: Callable[[ast.stmt, NameScope], None] | None = None) -> None:
         """Check each statement with ``check`` (``stmt``); a statement's problem is kept and
         the names it assigns count as defined, so later lines are not blamed for it."""
         for stmt in stmts:
@@ -188,18 +183,18 @@ class Checker:
                         if scope.module_level and node.id not in self.assigned:
                             self.assigned.append(node.id)
 
-    def stmt(self, node: ast.stmt, scope: Scope) -> None:
+    def stmt(self, node: ast.stmt, scope: NameScope) -> None:
         check = _STATEMENTS.get(type(node))
         if check is None:
             self.fail(node, statement_message(node))
         check(self, node, scope)
 
-    def assign(self, node: ast.Assign, scope: Scope) -> None:
+    def assign(self, node: ast.Assign, scope: NameScope) -> None:
         self.expr(node.value, scope)
         for target in node.targets:
             self.target(target, scope)
 
-    def aug_assign(self, node: ast.AugAssign, scope: Scope) -> None:
+    def aug_assign(self, node: ast.AugAssign, scope: NameScope) -> None:
         rules.check_binop(self.fail, node, node.op)
         self.expr(node.value, scope)
         if isinstance(node.target, ast.Name):
@@ -208,10 +203,10 @@ class Checker:
         else:
             self.target(node.target, scope)
 
-    def ann_assign(self, node: ast.AnnAssign, scope: Scope) -> None:
+    def ann_assign(self, node: ast.AnnAssign, scope: NameScope) -> None:
         self.fail(node, "annotations are not supported in scenarios; write x = ...")
 
-    def expr_stmt(self, node: ast.Expr, scope: Scope) -> None:
+    def expr_stmt(self, node: ast.Expr, scope: NameScope) -> None:
         if (scope.method == "__init__" and scope.cls is not None and scope.self_name is not None
                 and class_rules.is_super_init(node.value, scope.cls, scope.self_name)):
             assert isinstance(node.value, ast.Call)
@@ -219,13 +214,13 @@ class Checker:
             return
         self.expr(node.value, scope)
 
-    def return_(self, node: ast.Return, scope: Scope) -> None:
+    def return_(self, node: ast.Return, scope: NameScope) -> None:
         if not scope.in_function:
             self.fail(node, "return is only allowed inside a def in code")
         if node.value is not None:
             self.expr(node.value, scope)
 
-    def nested_def(self, node: ast.FunctionDef, scope: Scope) -> None:
+    def nested_def(self, node: ast.FunctionDef, scope: NameScope) -> None:
         if not scope.in_function or self.kind != "code":
             self.fail(node, f"def is not allowed in {self.key}; define functions at the top "
                             "level of code")
@@ -235,7 +230,7 @@ class Checker:
         inner.self_name = None  # a closure inside a method does not set self's attributes
         self.function(node, inner)
 
-    def for_(self, node: ast.For, scope: Scope) -> None:
+    def for_(self, node: ast.For, scope: NameScope) -> None:
         self.iterable(node.iter, scope, "for loops")
         if node.orelse:
             self.fail(node.orelse[0], "for ... else is not supported")
@@ -245,17 +240,17 @@ class Checker:
         self.block(node.body, body)
         scope.defined |= body.defined
 
-    def while_(self, node: ast.While, scope: Scope) -> None:
+    def while_(self, node: ast.While, scope: NameScope) -> None:
         self.fail(node, "while loops are not allowed; use for ... in range(...)")
 
-    def if_(self, node: ast.If, scope: Scope) -> None:
+    def if_(self, node: ast.If, scope: NameScope) -> None:
         self.expr(node.test, scope)
         then, other = scope.child(), scope.child()
         self.block(node.body, then)
         self.block(node.orelse, other)
         scope.defined |= then.defined | other.defined
 
-    def with_(self, node: ast.With, scope: Scope) -> None:
+    def with_(self, node: ast.With, scope: NameScope) -> None:
         item = node.items[0]
         call = item.context_expr
         plain = (len(node.items) == 1 and isinstance(call, ast.Call) and not call.args
@@ -278,15 +273,15 @@ class Checker:
             usage += " or 'with dist_autograd.context() as context_id:'"
         self.fail(node, f"with is only allowed as {usage}")
 
-    def break_continue(self, node: ast.Break | ast.Continue, scope: Scope) -> None:
+    def break_continue(self, node: ast.Break | ast.Continue, scope: NameScope) -> None:
         if scope.loops == 0:
             word = "break" if isinstance(node, ast.Break) else "continue"
             self.fail(node, f"{word} is only allowed inside a for loop")
 
-    def pass_(self, node: ast.Pass, scope: Scope) -> None:
+    def pass_(self, node: ast.Pass, scope: NameScope) -> None:
         pass
 
-    def iterable(self, node: ast.expr, scope: Scope, what: str) -> None:
+    def iterable(self, node: ast.expr, scope: NameScope, what: str) -> None:
         func = node.func if isinstance(node, ast.Call) else None
         path = rules.dotted(func) if isinstance(func, ast.Attribute) else None
         allowed = isinstance(node, (ast.Name, ast.Attribute)) or (
@@ -301,7 +296,7 @@ class Checker:
                             "first")
         self.expr(node, scope)
 
-    def target(self, node: ast.expr, scope: Scope, loop: bool = False) -> None:
+    def target(self, node: ast.expr, scope: NameScope, loop: bool = False) -> None:
         if isinstance(node, ast.Name):
             if node.id == scope.self_name:
                 self.fail(node, f"cannot assign to '{node.id}': it is the method's self")
@@ -348,38 +343,38 @@ class Checker:
 
     # -- expressions --------------------------------------------------------------------------
 
-    def expr(self, node: ast.expr, scope: Scope) -> None:
+    def expr(self, node: ast.expr, scope: NameScope) -> None:
         check = _EXPRESSIONS.get(type(node))
         if check is None:
             self.fail(node, expression_message(node))
         check(self, node, scope)
 
-    def children(self, node: ast.expr, scope: Scope) -> None:
+    def children(self, node: ast.expr, scope: NameScope) -> None:
         """Check every sub-expression (tuples, operators, comparisons, f-strings, ...)."""
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.expr(child, scope)
 
-    def constant(self, node: ast.Constant, scope: Scope) -> None:
+    def constant(self, node: ast.Constant, scope: NameScope) -> None:
         if isinstance(node.value, bytes):
             self.fail(node, "bytes literals are not supported")
 
-    def name(self, node: ast.Name, scope: Scope) -> None:
+    def name(self, node: ast.Name, scope: NameScope) -> None:
         self.load_name(node, node.id, scope)
 
-    def dict_(self, node: ast.Dict, scope: Scope) -> None:
+    def dict_(self, node: ast.Dict, scope: NameScope) -> None:
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:
                 self.fail(node, "**mapping in dict displays is not supported")
             self.expr(key, scope)
             self.expr(value, scope)
 
-    def binop(self, node: ast.BinOp, scope: Scope) -> None:
+    def binop(self, node: ast.BinOp, scope: NameScope) -> None:
         rules.check_binop(self.fail, node, node.op)
         self.expr(node.left, scope)
         self.expr(node.right, scope)
 
-    def formatted(self, node: ast.FormattedValue, scope: Scope) -> None:
+    def formatted(self, node: ast.FormattedValue, scope: NameScope) -> None:
         self.expr(node.value, scope)
         if node.format_spec is None:
             return
@@ -390,7 +385,7 @@ class Checker:
             if re.search(r"\d{4,}", part.value):
                 self.fail(spec, f"f-string format spec '{part.value}' is too wide")
 
-    def listcomp(self, node: ast.ListComp, scope: Scope) -> None:
+    def listcomp(self, node: ast.ListComp, scope: NameScope) -> None:
         if len(node.generators) != 1:
             self.fail(node, "list comprehensions may have only one 'for'")
         gen = node.generators[0]
@@ -404,13 +399,13 @@ class Checker:
             self.expr(cond, inner)
         self.expr(node.elt, inner)
 
-    def yield_(self, node: ast.Yield, scope: Scope) -> None:
+    def yield_(self, node: ast.Yield, scope: NameScope) -> None:
         if not scope.in_function or self.kind != "code":
             self.fail(node, "yield is only allowed inside a def in code")
         if node.value is not None:
             self.expr(node.value, scope)
 
-    def load_name(self, node: ast.AST, name: str, scope: Scope) -> None:
+    def load_name(self, node: ast.AST, name: str, scope: NameScope) -> None:
         if name.startswith("__") or name.startswith("_dv"):
             self.fail(node, f"name '{name}' is not allowed: names starting with '__' or '_dv' "
                             "are reserved")
@@ -444,7 +439,7 @@ class Checker:
         known = scope.defined | self.globals | {"torch", "rpc"}
         self.fail(node, f"unknown name '{name}'{suggest(name, known)}")
 
-    def attribute(self, node: ast.Attribute, scope: Scope, call: bool = False) -> None:
+    def attribute(self, node: ast.Attribute, scope: NameScope, call: bool = False) -> None:
         path = rules.dotted(node)
         rules.check_attribute_parts(self.fail, node, path)
         root = path[0] if path is not None else None
@@ -469,13 +464,13 @@ class Checker:
 
     # -- calls --------------------------------------------------------------------------------
 
-    def call(self, node: ast.Call, scope: Scope) -> None:
+    def call(self, node: ast.Call, scope: NameScope) -> None:
         """A call: what it calls, then its arguments, each checked even when the other has a
         problem (``unknwn(t22)`` names both)."""
         if self.problems.attempt(functools.partial(self.callee, node, scope), True):
             self.arguments(node, scope)
 
-    def callee(self, node: ast.Call, scope: Scope) -> bool:
+    def callee(self, node: ast.Call, scope: NameScope) -> bool:
         """What ``node`` calls; ``False`` when its arguments were checked here already."""
         func = node.func
         if isinstance(func, ast.Name):
@@ -500,7 +495,7 @@ class Checker:
             self.expr(func, scope)
         return True
 
-    def arguments(self, node: ast.Call, scope: Scope) -> None:
+    def arguments(self, node: ast.Call, scope: NameScope) -> None:
         """Each argument of a call, on its own: a problem in one is kept and the next ones
         are checked too (``rpc.rpc_sync("wroker1", my_ad)`` names both)."""
         for arg in node.args:
@@ -508,7 +503,7 @@ class Checker:
         for kw in node.keywords:
             self.problems.attempt(functools.partial(self.keyword, kw, scope), None)
 
-    def keyword(self, kw: ast.keyword, scope: Scope) -> None:
+    def keyword(self, kw: ast.keyword, scope: NameScope) -> None:
         if kw.arg is None:
             if isinstance(kw.value, ast.Name) and kw.value.id == scope.kwargs_name:
                 return  # passing a function's own **kwargs on
@@ -519,7 +514,7 @@ class Checker:
                                 "names starting with '_' are reserved")
         self.expr(kw.value, scope)
 
-    def call_name(self, node: ast.Call, name: str, scope: Scope) -> None:
+    def call_name(self, node: ast.Call, name: str, scope: NameScope) -> None:
         if name == "super":
             self.load_name(node, name, scope)
         reason = lang.FORBIDDEN_NAMES.get(name)
@@ -539,7 +534,7 @@ class Checker:
         callables = self.functions | lang.BUILTINS | lang.HELPERS | lang_nn.PREDEFINED
         self.fail(node, f"unknown function '{name}'{suggest(name, callables)}")
 
-    def rpc_call(self, node: ast.Call, fn: str, scope: Scope) -> None:
+    def rpc_call(self, node: ast.Call, fn: str, scope: NameScope) -> None:
         if self.kind == "init":
             self.fail(node, "rpc calls are not allowed in a worker's init: it runs before the "
                             "workers are connected; call from main or from a function in code")
@@ -548,7 +543,7 @@ class Checker:
         self.arguments(node, scope)
 
 
-_Check = Callable[[Checker, Any, Scope], None]
+_Check = Callable[[Checker, Any, NameScope], None]
 
 #: How each statement type is checked; any other type is refused (``statement_message``).
 _STATEMENTS: dict[type[ast.AST], _Check] = {

@@ -23,10 +23,11 @@ from distviz.limits import MAX_FILE_BYTES, MAX_WORKERS
 from distviz.scenario import classes as class_rules
 from distviz.scenario.checker import Checker
 from distviz.scenario.instrument import instrument
-from distviz.scenario.messages import kind, reserved_reason, suggest
+from distviz.scenario.messages import kind, reserved_reason
 from distviz.scenario.model import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.problems import Problems
 from distviz.scenario.yaml_reader import Y, YamlReader
+from distviz.words import suggest
 
 __all__ = ["load_scenario", "load_scenario_text"]
 
@@ -37,7 +38,7 @@ PASS_KEYS = ("roots", "retain_graph")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-class _Loader:
+class _ScenarioLoader:
     """Raises ``ScenarioError`` for one file; reads strings and programs from YAML values."""
 
     def __init__(self, path: str) -> None:
@@ -89,7 +90,7 @@ class _Loader:
         return program
 
 
-def _checked_name(loader: _Loader, y: Y, key: str, what: str) -> str:
+def _checked_name(loader: _ScenarioLoader, y: Y, key: str, what: str) -> str:
     if not isinstance(y.value, str):
         loader.error(y.line, key, f"{what} names must be strings, found {y.value!r} "
                                   f"({kind(y.value)})")
@@ -100,7 +101,7 @@ def _checked_name(loader: _Loader, y: Y, key: str, what: str) -> str:
     return name
 
 
-def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None],
+def _load_workers(loader: _ScenarioLoader, y: Y) -> tuple[list[str], dict[str, Y | None],
                                                   dict[str, Y]]:
     """Worker names, each worker's ``init`` (or ``None``) and the ``main``s workers have."""
     workers: list[str] = []
@@ -150,7 +151,7 @@ def _load_workers(loader: _Loader, y: Y) -> tuple[list[str], dict[str, Y | None]
 _PARAM_TYPES = (bool, int, float, str)
 
 
-def _load_params(loader: _Loader, y: Y | None) -> dict[str, int | float | bool | str]:
+def _load_params(loader: _ScenarioLoader, y: Y | None) -> dict[str, int | float | bool | str]:
     if y is None or y.value is None:
         return {}
     if not isinstance(y.value, dict):
@@ -212,7 +213,7 @@ def _apply_overrides(path: str, params: dict[str, int | float | bool | str],
     return out
 
 
-def _load_backward(loader: _Loader, y: Y, main_names: list[str]) -> list[PassSpec]:
+def _load_backward(loader: _ScenarioLoader, y: Y, main_names: list[str]) -> list[PassSpec]:
     usage = ("expected a list of root names like [loss] or a list of passes like "
              "[{roots: [loss], retain_graph: true}, {roots: [loss]}]")
     if not isinstance(y.value, list):
@@ -252,7 +253,7 @@ def _load_backward(loader: _Loader, y: Y, main_names: list[str]) -> list[PassSpe
     return passes
 
 
-def _load_roots(loader: _Loader, items: list[Y], key: str, main_names: list[str]) -> list[str]:
+def _load_roots(loader: _ScenarioLoader, items: list[Y], key: str, main_names: list[str]) -> list[str]:
     roots: list[str] = []
     for item in items:
         if not isinstance(item.value, str):
@@ -349,7 +350,7 @@ class _Parsed:
 
 def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
     _not_a_trace(path, text)
-    loader = _Loader(path)
+    loader = _ScenarioLoader(path)
     # Every part is checked even after a problem (Problems.attempt gives a stand-in value),
     # except where later problems would only follow from an earlier one.
     problems = Problems()
@@ -402,7 +403,7 @@ def _load(path: str, text: str, overrides: dict[str, str]) -> Scenario:
                     training=training, mains=programs if training else {}, classes=classes)
 
 
-def _main_sources(loader: _Loader, top: dict[str, Y], main_ys: dict[str, Y], workers: list[str],
+def _main_sources(loader: _ScenarioLoader, top: dict[str, Y], main_ys: dict[str, Y], workers: list[str],
                   root_line: int, training: bool) -> dict[str, tuple[str, Y]]:
     """Each worker that runs a main, in worker order, with its key and YAML value."""
     first = workers[0]
@@ -424,7 +425,7 @@ def _main_sources(loader: _Loader, top: dict[str, Y], main_ys: dict[str, Y], wor
     return {w: found[w] for w in workers if w in found}
 
 
-def _description(loader: _Loader, y: Y | None) -> str:
+def _description(loader: _ScenarioLoader, y: Y | None) -> str:
     if y is None or y.value is None:
         return ""
     # a folded or literal block (`description: >`) keeps a final newline; a description has none
@@ -438,7 +439,7 @@ def _param_names(y: Y | None) -> dict[str, int | float | bool | str]:
     return {name: 0 for name in y.value if isinstance(name, str)}
 
 
-def _parse_programs(loader: _Loader, top: dict[str, Y], init_ys: dict[str, Y | None],
+def _parse_programs(loader: _ScenarioLoader, top: dict[str, Y], init_ys: dict[str, Y | None],
                     mains: dict[str, tuple[str, Y]], problems: Problems) -> _Parsed:
     """Parse every program; raises every problem found so far when one does not parse (the
     others cannot be checked without its names)."""
@@ -463,7 +464,7 @@ def _def_names(code: tuple[str, int, ast.Module] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> tuple[dict[str, Y], int]:
+def _top_keys(loader: _ScenarioLoader, root: Y | None, problems: Problems) -> tuple[dict[str, Y], int]:
     """The top-level mapping and its line: only known keys, and ``name`` and ``workers``
     (``main`` and ``backward`` are checked with the workers' own mains)."""
     if root is None:
@@ -492,7 +493,7 @@ def _top_keys(loader: _Loader, root: Y | None, problems: Problems) -> tuple[dict
     return top, root.line
 
 
-def _load_seed(loader: _Loader, y: Y | None) -> int:
+def _load_seed(loader: _ScenarioLoader, y: Y | None) -> int:
     if y is None:
         return 0
     if isinstance(y.value, bool) or not isinstance(y.value, int):
@@ -502,7 +503,7 @@ def _load_seed(loader: _Loader, y: Y | None) -> int:
     return y.value
 
 
-def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
+def _functions(loader: _ScenarioLoader, code: tuple[str, int, ast.Module] | None,
                params: Mapping[str, Any]) -> list[str]:
     """The names ``def``-ined at the top level of ``code``, in order."""
     functions: list[str] = []
@@ -521,7 +522,7 @@ def _functions(loader: _Loader, code: tuple[str, int, ast.Module] | None,
     return functions
 
 
-def _classes(loader: _Loader, code: tuple[str, int, ast.Module] | None,
+def _classes(loader: _ScenarioLoader, code: tuple[str, int, ast.Module] | None,
              params: Mapping[str, Any], functions: list[str]) -> dict[str, ClassInfo]:
     """The classes of ``code``, their shape checked (``distviz.scenario.classes``)."""
     if code is None:

@@ -7,10 +7,8 @@ import ast
 from typing import Any
 
 from distviz.scenario import lang, lang_nn
-from distviz.words import suggest
 
-__all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message",
-           "suggest"]
+__all__ = ["expression_message", "kind", "reserved_reason", "short", "statement_message"]
 
 
 def kind(value: Any) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from distviz.scenario import lang
-from distviz.scenario.messages import short, suggest
-from distviz.words import plural
+from distviz.scenario.messages import short
+from distviz.words import plural, suggest
 
 __all__ = [
     "BINOPS", "Fail", "check_attribute_parts", "check_binop", "check_helper_call",

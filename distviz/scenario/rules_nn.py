@@ -14,8 +14,9 @@ import re
 import string
 
 from distviz.scenario import lang, lang_nn
-from distviz.scenario.messages import short, suggest
+from distviz.scenario.messages import short
 from distviz.scenario.rules import Fail
+from distviz.words import suggest
 
 __all__ = [
     "NAMESPACE_ROOTS", "STATIC_ATTRIBUTES", "STATIC_METHODS", "check_format_call",

@@ -8,7 +8,6 @@ every field.
 from __future__ import annotations
 
 from distviz.files import STDOUT as STDOUT  # re-exported: callers import them from here
-from distviz.files import is_stream as is_stream
 from distviz.files import write_atomic as write_atomic
 from distviz.trace.loading import load as load
 from distviz.trace.loading import loads as loads

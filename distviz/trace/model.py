@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from distviz import lend
 from distviz.errors import TraceError
 from distviz.files import write_atomic
+from distviz.outcome import Mode
 from distviz.trace.absent import AbsentLeaf, parse_absent
 from distviz.trace.node import KIND_OF_WORD, Node, NodeKind
 from distviz.trace.node_json import checked_node, fast_node, need
@@ -203,7 +204,7 @@ class Trace:
         return [by_msg[k] for k in sorted(by_msg)]
 
     # -- as a networkx graph, and in Jupyter (see ``TraceViews``) ------------------------
-    def to_networkx(self, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
+    def to_networkx(self, pass_index: int | None = None, mode: Mode = Mode.FAST) -> nx.DiGraph:
         """Return the whole distributed graph as a ``networkx.DiGraph``: every node (by id)
         with its worker, op name, ``sequence_nr``, variable, shape and initial dependency
         count; an edge from each node to each next function, and one edge per gradient
@@ -298,7 +299,7 @@ class TraceViews(Protocol):
     ``distviz`` package (which Python loads before any ``distviz.*`` module) lends them once
     with ``lend_views``, importing each on first use."""
 
-    def networkx(self, trace: Trace, pass_index: int | None, mode: str) -> nx.DiGraph: ...
+    def networkx(self, trace: Trace, pass_index: int | None, mode: Mode) -> nx.DiGraph: ...
 
     def html(self, trace: Trace) -> str: ...
 

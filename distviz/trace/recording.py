@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distviz.errors import TraceError
+from distviz.files import write_atomic
+from distviz.outcome import Mode
 from distviz.trace import (
     SCHEMA_VERSION,
     Trace,
     parse_json,
     parse_trace,
     read_trace_text,
-    write_atomic,
 )
 from distviz.trace.iteration import Iteration, TrainingSummary
 from distviz.trace.sections import Meta, ScenarioInfo, SectionT
@@ -108,7 +109,7 @@ class Recording:
 
     # -- as a networkx graph, and in Jupyter ----------------------------------------------------
     def to_networkx(self, context: int | None = None, pass_index: int | None = None,
-                    mode: str = "fast") -> nx.DiGraph:
+                    mode: Mode = Mode.FAST) -> nx.DiGraph:
         """``Trace.to_networkx`` of the context numbered ``context`` (from 1; default the
         first). Raises ``TraceError`` when there is no such context."""
         return self.pick(context).to_networkx(pass_index, mode)

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import torch.distributed.autograd as dist_autograd
 
+from distviz.frames import own_frames
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.recorder.contexts import BACKWARD
 from distviz.trace import Trace
@@ -45,7 +46,6 @@ def _process(out_dir: str, hang_timeout: float) -> Process:
 def _guess_sites(context_id: int, frame: types.FrameType | None) -> None:
     """The first context of a process ran its forward before distviz wrapped the RPC
     functions: name its RPC results from the program's source, as ``distviz trace`` would."""
-    from distviz.tracing import callsites
     if callsites.has_calls(context_id):
         return
     import torch.distributed.rpc as rpc
@@ -75,7 +75,7 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *,
             value = roots.local_value()
             return backward(context_id, [value], retain_graph,
                             frame=rref.with_variable(frame, roots, value), **options)
-        site = rref.CallerSite(callsites.own_frames(frame), rref.rref_variable(frame, roots))
+        site = rref.CallerSite(own_frames(frame), rref.rref_variable(frame, roots))
         return cast(Trace, rref.pytorch_rpc_sync()(
             roots.owner(), backward_on_owner, args=(roots, context_id, retain_graph, site,
                                                      options)))

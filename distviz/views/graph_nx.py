@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from distviz.outcome import Mode
 from distviz.replay.graph import initial_dependencies
 from distviz.trace import NodeKind, Trace, has_seq, message_label, short_name
 
@@ -91,7 +92,7 @@ def trace_graph(trace: Trace, replay: ReplayLike | None = None,
     return g
 
 
-def to_networkx(trace: Trace, pass_index: int | None = None, mode: str = "fast") -> nx.DiGraph:
+def to_networkx(trace: Trace, pass_index: int | None = None, mode: Mode = Mode.FAST) -> nx.DiGraph:
     """``Trace.to_networkx``: ``trace_graph`` of ``trace``; with ``pass_index``, replayed in
     ``mode`` (``fast`` or ``smart``) so that each node also carries its step and outcome in
     that pass. Raises ``IndexError`` for a pass the trace does not have and ``ValueError`` for
@@ -138,7 +139,7 @@ def _add_replay(g: nx.DiGraph, replay: ReplayLike, p: int) -> None:
         attrs["step"] = steps.get(nid)
         attrs["outcome"] = ("raised" if nid == raised else "ran" if nid in steps
                             else "blocked" if nid in blocked else "not_run")
-    g.graph.update(pass_index=p, mode=replay.mode, outcome=end)
+    g.graph.update(pass_index=p, mode=str(replay.mode), outcome=end)
 
 
 #: Attributes that are numbers when present (a missing one is written as -1).

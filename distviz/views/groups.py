@@ -16,11 +16,11 @@ from distviz.replay.graph import RECV, SEND, IndexedGraph
 from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
 
-__all__ = ["CallGroups", "Group", "call_groups", "rpc_call_title"]
+__all__ = ["CallGroups", "NodeGroup", "call_groups", "rpc_call_title"]
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
+class NodeGroup:
     """One group: ``call`` indexes ``trace.rpc_calls`` (``None`` for the roots' group, a message
     whose call is unknown, or the rest)."""
 
@@ -34,7 +34,7 @@ class Group:
 class CallGroups:
     """``of[i]``: the group of node ``i`` (an index into ``groups``)."""
 
-    groups: tuple[Group, ...]
+    groups: tuple[NodeGroup, ...]
     of: tuple[int, ...]
 
 
@@ -54,13 +54,13 @@ def call_groups(trace: Trace, g: IndexedGraph | None = None) -> CallGroups:
     g = g if g is not None else IndexedGraph(trace)
     calls = CallIndex(trace, g)
     keys: dict[str, int] = {}
-    groups: list[Group] = []
+    groups: list[NodeGroup] = []
 
     def group(key: str, title: str, call: int | None, short: str = "") -> int:
         k = keys.get(key)
         if k is None:
             k = keys[key] = len(groups)
-            groups.append(Group(key, title, call, short or title))
+            groups.append(NodeGroup(key, title, call, short or title))
         return k
 
     of = [-1] * g.n

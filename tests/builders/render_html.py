@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from builders.graphs import design_trace, judged, replay_of
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 
 
 def _timed_page() -> tuple[str, Any, Any, Any]:

@@ -55,7 +55,7 @@ def test_fixed_seed_fuzz_of_20_programs_agrees_with_pytorch(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
-def _remote_mul(program: fuzz_runner.Program) -> bool:
+def _remote_mul(program: fuzz_runner.FuzzProgram) -> bool:
     return any(isinstance(s, Op) and s.fn == "mul" for _p, b, caller in blocks(program)
                if caller is not None for s in b.stmts) or \
         any(c.builtin == "mul" for c in calls(program))

@@ -13,7 +13,7 @@ from builders.graphs import _png_pixels_vary, design_trace, hang_trace, judged, 
 from builders.render_html import _timed_page
 from chromium import Chromium, browser_fixture, needs_chromium
 
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 
 browser = browser_fixture()
 

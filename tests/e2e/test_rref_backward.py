@@ -91,19 +91,19 @@ def test_only_a_context_id_and_a_bool_are_routed_the_rest_goes_to_pytorch() -> N
 def test_the_owner_sees_the_caller_s_line_and_its_variable_for_the_rref() -> None:
     import torch
 
-    from distviz.tracing import callsites
+    from distviz.frames import own_frames
     from distviz.tracing.hooks.rref import CallerSite, rref_variable, stand_in
     from distviz.tracing.shared import naming
 
     handle = object()
     frame = sys._getframe()
     assert rref_variable(frame, handle) == "handle"
-    here = callsites.own_frames(frame)
+    here = own_frames(frame)
     assert here[0][0] == str(Path(__file__).resolve())
     value = torch.ones(1, requires_grad=True) * 2
     site = CallerSite(here, "loss_rref")
     remote = stand_in(site, value)
-    assert callsites.own_frames(remote) == here    # the caller's file, line and function
+    assert own_frames(remote) == here    # the caller's file, line and function
     assert [name for name, v in naming.frame_names(remote) if v is value] == ["loss_rref"]
     assert stand_in(CallerSite([], None), value) is None
 

@@ -11,7 +11,7 @@ from builders.graphs import design_trace, hang_trace, judged, replay_of
 from builders.viewer import twin_trace
 from chromium import Chromium, browser_fixture, needs_chromium
 
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 from distviz.render.text import node_label
 
 browser = browser_fixture()

@@ -14,7 +14,7 @@ from builders.graphs import judged
 from builders.views_agree import _pending, _replayed
 from guards import HANG_GUARD_S
 
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 from distviz.replay import initial_dependencies
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

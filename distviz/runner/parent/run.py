@@ -27,7 +27,7 @@ from multiprocessing import forkserver, resource_tracker
 from typing import Any
 
 from distviz import limits
-from distviz.errors import Interrupted, RunError, RunTimeout, ScenarioError
+from distviz.errors import DistvizError, Interrupted, RunError, RunTimeout, ScenarioError
 from distviz.outcome import Stop, StopKind
 from distviz.runner.parent.collate import TrainingRun, scenario_info
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
@@ -40,8 +40,8 @@ from distviz.runner.protocol import (
     ForwardDone,
     PipeMessage,
     Ready,
-    Recorded,
     Result,
+    TraceRecorded,
     TrainerDone,
     WorkerFailed,
     WorkerOptions,
@@ -113,7 +113,7 @@ class RunResult:
     predicted or observed hang, a backward that raised), if it did."""
 
     recording: Recording | None = None
-    error: Exception | None = None
+    error: DistvizError | None = None
     skipped_reason: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
@@ -168,7 +168,7 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
     """
     options = options or RunOptions()
     result = RunResult()
-    run = _Run(scenario, options, result, decide_backward, progress or (lambda _msg: None))
+    run = _ScenarioRun(scenario, options, result, decide_backward, progress or (lambda _msg: None))
     aborted = interrupted = False
     ctx = _context()
     try:
@@ -205,7 +205,7 @@ _DURING = {"start-up": "start-up", "forward": "the forward pass", "backward": "t
            "done": "shutdown"}
 
 
-class _Run:
+class _ScenarioRun:
     """The parent's side of one run: the worker processes and their pipes, the phase
     (``start-up``, ``forward``, ``backward``, ``done``) and the deadline of that phase."""
 
@@ -348,7 +348,7 @@ class _Run:
         elif isinstance(msg, ForwardDone):
             self.result.timings["forward"] = msg.seconds
             self.say("recording the graph")
-        elif isinstance(msg, Recorded):
+        elif isinstance(msg, TraceRecorded):
             self.on_recorded(msg)
         elif isinstance(msg, Result):
             return self.on_result(msg)
@@ -401,7 +401,7 @@ class _Run:
             self.deadline = time.monotonic() + self.options.forward_timeout
             self.say("running the forward pass")
 
-    def on_recorded(self, msg: Recorded) -> None:
+    def on_recorded(self, msg: TraceRecorded) -> None:
         opts = self.options
         self.phase = "backward"
         self.deadline = time.monotonic() + opts.hang_timeout * max(
@@ -437,7 +437,7 @@ class _Run:
         return False
 
 
-def _failure(msg: WorkerFailed, path: str) -> Exception:
+def _failure(msg: WorkerFailed, path: str) -> DistvizError:
     """The error a ``WorkerFailed`` message stands for: the scenario's fault (a bad root, a
     limit of the scenario language), or a failed run (a run-time limit of the worker: RPC
     nesting, memory; or anything else that raised)."""
@@ -459,7 +459,7 @@ def _how(code: int | None) -> str:
     if code is None:
         return "unknown"
     how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
-    return how + (": crash_backward" if code == limits.CRASH_EXIT_CODE else "")
+    return how + (": crash_backward" if code == limits.WorkerStatus.CRASHED else "")
 
 
 def _add_death(result: RunResult, worker: str, code: int | None) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from distviz import limits
 from distviz.recorder.names import expand
 from distviz.recorder.side_thread import in_threads
 from distviz.recorder.walk import reachable
@@ -416,4 +417,4 @@ def reference_main(conn: Any, lifeline: Any, spec: ReferenceSpec) -> None:
     try:
         send(conn, ReferenceDone(result=result))
     finally:
-        os._exit(0)
+        os._exit(limits.WorkerStatus.DONE)

@@ -9,7 +9,7 @@ the names a validated program runs with and enforces the limits a syntax check c
   the number of elements against ``max_numel`` before allocating; random functions draw from
   the worker's own ``torch.Generator``. Both kinds are ``TorchFunction`` objects that pickle by
   name, so they can also be sent over RPC (the receiving worker uses its own proxy).
-* ``Budget``: the step budget behind ``_dv_tick()`` (called at every loop step, function call
+* ``StepBudget``: the step budget behind ``_dv_tick()`` (called at every loop step, function call
   and list comprehension step by the instrumented program).
 * ``fail_backward`` / ``crash_backward``: identity functions whose backward raises / kills the
   worker process, marked with ``grad_fn.distviz_fault`` for the recorder.
@@ -32,17 +32,17 @@ import torch
 
 from distviz.frames import outwards
 from distviz.limits import (
-    CRASH_EXIT_CODE,
     DEFAULT_MAX_NUMEL,
     DEFAULT_MAX_STEPS,
     MAX_INT_BITS,
     MAX_SEQUENCE_LEN,
+    WorkerStatus,
 )
 from distviz.runner.sandbox.custom_fns import custom_function
 from distviz.scenario import lang
 
 __all__ = [
-    "Budget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
+    "StepBudget", "CrashBackward", "FailBackward", "SandboxError", "TorchFunction", "TorchProxy",
     "base_namespace", "crash_backward", "fail_backward", "make_generator",
 ]
 
@@ -81,7 +81,7 @@ def refuse(message: str) -> Any:
 # Step budget
 
 
-class Budget:
+class StepBudget:
     """Counts loop/function/comprehension steps; ``tick()`` raises after ``max_steps``."""
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
@@ -321,7 +321,7 @@ class FailBackward(torch.autograd.Function):
 
 class CrashBackward(torch.autograd.Function):
     """Identity in forward; backward flushes output and ends the process with
-    ``limits.CRASH_EXIT_CODE`` (17).
+    ``limits.WorkerStatus.CRASHED`` (17).
 
     PyTorch names its node ``CrashBackwardBackward``; ``node.distviz_fault`` is
     ``{"kind": "crash"}``.
@@ -339,7 +339,7 @@ class CrashBackward(torch.autograd.Function):
                 stream.flush()
             except Exception:
                 pass
-        os._exit(CRASH_EXIT_CODE)
+        os._exit(WorkerStatus.CRASHED)
 
 
 def _needs_grad(x: Any, helper: str) -> None:
@@ -416,7 +416,7 @@ def _dv_ipow(a: Any, b: Any) -> Any:
 # Namespace
 
 
-def base_namespace(torch_proxy: TorchProxy, budget: Budget,
+def base_namespace(torch_proxy: TorchProxy, budget: StepBudget,
                    params: Mapping[str, Any]) -> dict[str, Any]:
     """Return the globals a scenario program runs with (the runner adds ``rpc``).
 

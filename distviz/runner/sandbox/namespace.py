@@ -50,7 +50,7 @@ def build_namespace(scenario: Scenario, worker: str, rank: int, rpc_obj: Any,
         if not reference:
             auto_name(t, f"{worker}.{fn}#{k}")
     object.__setattr__(proxy, "on_leaf", on_leaf)
-    budget = base.Budget(options.max_steps)
+    budget = base.StepBudget(options.max_steps)
     ns = target if target is not None else {}
     ns.update(base.base_namespace(proxy, budget, dict(scenario.params)))
     training_names.install(ns, proxy)

@@ -23,6 +23,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.recorder.contexts import log_call
 from distviz.recorder.gather import before_gather
+from distviz.torch_errors import innermost_hop
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
@@ -54,11 +55,10 @@ def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args
     try:
         return func(*args, **kwargs)
     except RpcDepthError as exc:
-        text = str(exc)
-        innermost = text.rfind("On WorkerInfo(")
-        if innermost <= 0:
+        innermost = innermost_hop(str(exc))
+        if innermost is None:
             raise
-        raise RpcDepthError(text[innermost:]) from None
+        raise RpcDepthError(innermost) from None
     finally:
         _CHAIN.frames = saved
 

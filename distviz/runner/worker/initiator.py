@@ -20,8 +20,8 @@ from distviz.runner.observe_real import Passes, RealRun, collect, on_all, run_pa
 from distviz.runner.protocol import (
     Backward,
     ForwardDone,
-    Recorded,
     Result,
+    TraceRecorded,
     WorkerOptions,
     recv,
     send,
@@ -101,7 +101,7 @@ def run_initiator(conn: Any, scenario: Scenario, module_ns: dict[str, Any],
         send(conn, ForwardDone(seconds=time.perf_counter() - t))
         pass_roots = _pass_roots(scenario, main_ns)
         trace, passes = _record(cid, scenario, module_ns, main_ns, pass_roots)
-        send(conn, Recorded(trace=trace.to_json()))
+        send(conn, TraceRecorded(trace=trace.to_json()))
         cmd = recv(conn)
         observed: RealRun | None = None
         if isinstance(cmd, Backward) and cmd.run:

@@ -12,7 +12,6 @@ process target and must not pay for ``import torch``; the torch side is imported
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 import threading
@@ -21,59 +20,24 @@ import traceback
 import types
 from typing import Any
 
-from distviz import limits
+from distviz import limits, torch_errors
 from distviz.runner.procs import redirect_stderr as _redirect_stderr
 from distviz.runner.procs import watch_lifeline as _watch_lifeline
 from distviz.runner.protocol import Exited, Ready, WorkerFailed, WorkerSpec, send
+from distviz.torch_errors import ErrorKind, TorchError
 
 
 def scenario_line(text: str, path: str) -> int | None:
     """Return the last line number of ``path`` mentioned in a (remote) traceback text."""
-    pat = re.compile(r'File "' + re.escape(path) + r'", line (\d+)')
-    found = pat.findall(text)
-    return int(found[-1]) if found else None
-
-
-_REMOTE = re.compile(r"On WorkerInfo\(id=(\d+), name=([^)]*)\):\n(.*)", re.S)
-
-
-_ORIGIN = re.compile(r"On WorkerInfo\(id=\d+, name=([^)]*)\):")
-
-
-def remote_origin(exc: BaseException) -> str | None:
-    """The worker a re-raised remote exception came from (the innermost of a chain of RPCs:
-    torch names each hop, the innermost last), if any."""
-    found = _ORIGIN.findall(str(exc))
+    found = [line for file, line, _ in torch_errors.remote_frames(text) if file == path]
     return found[-1] if found else None
-
-
-def short_error(exc: BaseException) -> tuple[str, str]:
-    """``(error type, one-line message)`` without PyTorch's remote traceback wrapping."""
-    text = str(exc)
-    kind = type(exc).__name__
-    while True:
-        m = _REMOTE.search(text)
-        if not m:
-            break
-        body = m.group(3)
-        first = body.splitlines()[0] if body.strip() else ""
-        inner = re.match(r"^(\w+)\((['\"])(.*)\2\)$", first, re.S)
-        if inner:
-            kind = inner.group(1)
-            text = inner.group(3).encode("utf-8").decode("unicode_escape", errors="replace")
-        else:
-            text = body
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    msg = lines[0] if lines else kind
-    msg = re.sub(r"^(\w+Error): ", "", msg)
-    return kind, msg
 
 
 def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     """Process target: run one worker of a scenario; always ends the process.
 
     Reports any exception as one ``WorkerFailed`` message and exits with
-    ``limits.WORKER_ERROR_EXIT``.
+    ``limits.WorkerStatus.REPORTED_ERROR``.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and tears us down
     os.dup2(2, 1)  # print() in a scenario reaches the terminal, never the report on stdout
@@ -87,7 +51,7 @@ def main(conn: Any, lifeline: Any, spec: WorkerSpec) -> None:
     except BaseException as exc:  # report everything to the parent as one line, then exit
         _report(conn, spec, state["phase"], exc)
         time.sleep(0.05)
-        os._exit(limits.WORKER_ERROR_EXIT)
+        os._exit(limits.WorkerStatus.REPORTED_ERROR)
 
 
 def limit_memory(max_bytes: int) -> None:
@@ -106,21 +70,16 @@ def limit_memory(max_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
-_NO_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|std::bad_alloc|"
-                        r"out of memory", re.I)
-
-
-def out_of_memory(kind: str, message: str, max_bytes: int) -> str | None:
+def out_of_memory(error: TorchError, max_bytes: int) -> str | None:
     """The message for an error that says the worker ran out of memory, else ``None``."""
-    asked = re.search(r"tried to allocate (\d+) bytes", message)
-    if kind == "MemoryError" or re.search(r"\bMemoryError\b", message):
-        what = "Python raised MemoryError"
-    elif asked:
-        what = f"an operation asked for {limits.format_size(int(asked.group(1)))}"
-    elif _NO_MEMORY.search(message):
-        what = message
-    else:
+    if error.kind is not ErrorKind.OUT_OF_MEMORY:
         return None
+    if error.python_memory_error:
+        what = "Python raised MemoryError"
+    elif error.requested_bytes is not None:
+        what = f"an operation asked for {limits.format_size(error.requested_bytes)}"
+    else:
+        what = error.message
     return (f"out of memory: {what}; each worker may use {limits.format_size(max_bytes)} "
             "(raise the limit with --max-memory)")
 
@@ -199,15 +158,16 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
 def _report(conn: Any, spec: WorkerSpec, phase: str, exc: BaseException) -> None:
     """Send ``exc`` to the parent as one ``WorkerFailed`` message (best effort)."""
     text = str(exc) if not isinstance(exc, SystemExit) else "exit"
-    kind, message = short_error(exc)
-    memory = out_of_memory(kind, message, spec.options.max_memory)
+    error = torch_errors.classify(exc)
+    kind, message = error.type_name, error.message
+    memory = out_of_memory(error, spec.options.max_memory)
     if memory is not None:
         kind, message = "MemoryLimitError", memory
     line = getattr(exc, "line", None)
     if not isinstance(line, int):
         line = scenario_line(traceback.format_exc() + text, spec.scenario.path)
     try:
-        send(conn, WorkerFailed(rank=spec.rank, worker=remote_origin(exc) or spec.worker,
+        send(conn, WorkerFailed(rank=spec.rank, worker=error.worker or spec.worker,
                                 phase=str(getattr(exc, "phase", phase)), error=kind,
                                 message=message, line=line,
                                 detail=traceback.format_exc()[-4000:]))

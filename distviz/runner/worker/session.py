@@ -54,11 +54,11 @@ from distviz.trace import BackwardPass, NodeKind, Trace
 from distviz.trace.sections import Real
 from distviz.words import first_line
 
-__all__ = ["BackwardHung", "HangPredicted", "TrainingSession", "final_parameters"]
+__all__ = ["BackwardHung", "TrainingHangPredicted", "TrainingSession", "final_parameters"]
 
 
 
-class HangPredicted(Exception):
+class TrainingHangPredicted(Exception):
     """The replay predicts that this backward hangs; the real one was not run."""
 
     phase = "backward"
@@ -376,7 +376,7 @@ class TrainingSession:
         run.skipped = hang_not_run(replay(run.trace).outcome, self.options.confirm_hang)
         if run.skipped is not None:
             self.finish(run)
-            raise HangPredicted(f"context {run.index} of {self.worker}: the replay predicts "
+            raise TrainingHangPredicted(f"context {run.index} of {self.worker}: the replay predicts "
                                 "that this backward hangs")
 
     def run_pass(self, run: ContextRun, roots: list[torch.Tensor], retain_graph: bool) -> None:

@@ -16,7 +16,7 @@ from distviz.outcome import StopKind
 from distviz.runner.protocol import FinalState, Finish, TrainerDone, recv
 from distviz.runner.worker.session import (
     BackwardHung,
-    HangPredicted,
+    TrainingHangPredicted,
     TrainingSession,
     final_parameters,
 )
@@ -38,7 +38,7 @@ def run_training(conn: Any, tell: Callable[[Any], None], scenario: Scenario, wor
         stop: StopKind | None = None
         try:
             exec(program.compile(), main_ns)  # validated and instrumented syntax tree
-        except HangPredicted as exc:
+        except TrainingHangPredicted as exc:
             error, stop = str(exc), StopKind.PREDICTED_HANG
         except BackwardHung as exc:
             error, stop = str(exc), StopKind.HUNG

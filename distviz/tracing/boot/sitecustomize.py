@@ -55,11 +55,12 @@ def _wait_at_gate(fd: str) -> None:
     except (ValueError, OSError) as exc:
         print(f"distviz: cannot read the settings from {_GATE}={fd}: {exc}; the program did "
               "not run", file=sys.stderr, flush=True)
-        os._exit(70)   # distviz.limits.EXIT_INTERNAL: a bug in distviz
+        from distviz.limits import ExitCode
+        os._exit(ExitCode.INTERNAL)   # a bug in distviz
     except KeyboardInterrupt:
         data = b""
     if not data:
-        os._exit(0)
+        os._exit(os.EX_OK)
     os.environ["DISTVIZ_TRACE"] = data.decode()
 
 

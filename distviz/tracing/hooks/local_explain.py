@@ -26,7 +26,7 @@ import torch
 import torch.autograd.function as autograd_function
 import torch.distributed.autograd as dist_autograd
 
-from distviz.frames import outwards
+from distviz.frames import display, outwards, own_frames
 from distviz.limits import TRACE_LOCAL_WALK
 from distviz.recorder import contexts
 from distviz.recorder.contexts import context_or_none
@@ -153,12 +153,12 @@ def _display(path: str) -> str:
     for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
         if marker in path:
             return path.split(marker, 1)[1]
-    return callsites.display(path)
+    return display(path)
 
 
 def where(call: Frame | None, frame: types.FrameType | None) -> str:
     """``train.py:26 in run``, or a library's line followed by the program's frames."""
-    own = callsites.own_frames(frame, 2)
+    own = own_frames(frame, 2)
     parts = [f"{_display(p)}:{line} in {fn}" for p, line, fn in own]
     if call is not None and (not own or own[0] != call):
         parts.insert(0, f"{_display(call[0])}:{call[1]} in {call[2]}")
@@ -231,7 +231,7 @@ def explain_local(ctx: Any, t_outputs: Any, accumulate: bool, inputs: bool,
     cid = int(ctx._context_id())
     walked = walk(starts(t_outputs))
     holder = _frame_of(frame, call)
-    entered = next((found for path, line, _ in callsites.own_frames(frame)
+    entered = next((found for path, line, _ in own_frames(frame)
                     if (found := _with_context(path, line)) is not None), None)
     var = entered[0] if entered else "context_id"
     k = proc.index.get(cid)

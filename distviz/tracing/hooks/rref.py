@@ -40,6 +40,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 import torch.distributed.rpc.api as rpc_api
 
+from distviz.frames import is_own, own_frames
 from distviz.recorder.contexts import context_here
 from distviz.tracing import callsites
 from distviz.tracing.hooks import dispatch, observe_args
@@ -89,7 +90,7 @@ class _Code(NamedTuple):
 
 
 class _Frame:
-    """A stand-in for the caller's frame on the owner: what ``callsites.own_frames`` and
+    """A stand-in for the caller's frame on the owner: what ``frames.own_frames`` and
     ``naming.own_variables`` read of a frame (the RRef's variable names the owner's value):
     ``f_code`` (a ``_Code``, or the program's own code object), ``f_lineno``, ``f_locals`` and
     ``f_back`` (a stand-in, the program's real frame, or None)."""
@@ -146,7 +147,7 @@ def with_variable(frame: types.FrameType | None, rref: Any, value: torch.Tensor
     also names ``value`` by the program's variable for ``rref`` (as a caller on another
     worker's does), after the program's own variables."""
     f = frame
-    while f is not None and not callsites.is_own(f.f_code.co_filename):
+    while f is not None and not is_own(f.f_code.co_filename):
         f = f.f_back
     variable = rref_variable(f, rref)
     if f is None or variable is None:
@@ -236,7 +237,7 @@ def _routed(original: Callable[..., Any]) -> Callable[..., Any]:
                     return original(self, *args, **kwargs)
                 _backward(with_variable(frame, self, root), call, root)
                 return None
-            site = CallerSite(callsites.own_frames(frame), rref_variable(frame, self))
+            site = CallerSite(own_frames(frame), rref_variable(frame, self))
             reply = pytorch_rpc_sync()(self.owner(), on_owner,
                                        args=(self, call.context_id, call.retain_graph, site))
             if not reply.ran:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from distviz.tracing import callsites
+from distviz.frames import own_frames, site_text
 from distviz.tracing.hooks.jit import DIST_BACKWARD
 from distviz.tracing.shared import journal, live, process
 
@@ -34,7 +34,7 @@ _CALLS: dict[str, bool] = {}    # qualified name -> its graph runs aten::dist_ba
 
 
 @dataclass
-class Call:
+class ScriptedCall:
     """One call of a scripted function that runs a backward, in flight."""
 
     name: str
@@ -44,17 +44,17 @@ class Call:
     said: bool = False
 
 
-class Watchdog:
+class ScriptedWatchdog:
     """The thread that wakes at the earliest deadline of the calls in flight (every deadline
     is the same time-out after its start, so the oldest call's is the earliest)."""
 
     def __init__(self) -> None:
         self.lock = threading.Condition()
-        self.calls: dict[int, Call] = {}    # in the order they started
+        self.calls: dict[int, ScriptedCall] = {}    # in the order they started
         self.thread: threading.Thread | None = None
         self.tokens = 0
 
-    def enter(self, call: Call) -> int:
+    def enter(self, call: ScriptedCall) -> int:
         with self.lock:
             self.tokens += 1
             self.calls[self.tokens] = call
@@ -66,7 +66,7 @@ class Watchdog:
                 self.lock.notify()
             return self.tokens
 
-    def leave(self, token: int) -> Call:
+    def leave(self, token: int) -> ScriptedCall:
         with self.lock:
             return self.calls.pop(token)
 
@@ -88,13 +88,13 @@ class Watchdog:
                 pass
 
 
-_WATCHDOG: list[Watchdog] = []
+_WATCHDOG: list[ScriptedWatchdog] = []
 
 
-def _watchdog() -> Watchdog:
+def _watchdog() -> ScriptedWatchdog:
     """This process's watchdog (a forked child makes its own)."""
     if not _WATCHDOG or _WATCHDOG[0].thread is not None and not _WATCHDOG[0].thread.is_alive():
-        _WATCHDOG[:] = [Watchdog()]
+        _WATCHDOG[:] = [ScriptedWatchdog()]
     return _WATCHDOG[0]
 
 
@@ -111,7 +111,7 @@ def runs_backward(fn: Any) -> bool:
     return known
 
 
-def _late(call: Call) -> None:
+def _late(call: ScriptedCall) -> None:
     """A watched call passed its deadline: say so, live and in the summary."""
     proc = process.PROCESS
     if proc is None:
@@ -140,9 +140,9 @@ def _watched(original: Callable[..., Any]) -> Callable[..., Any]:
         if proc is None or not runs_backward(self):
             return original(self, *args, **kwargs)
         now = time.monotonic()
-        site = callsites.site_text(callsites.own_frames(sys._getframe(1)))
+        site = site_text(own_frames(sys._getframe(1)))
         dog = _watchdog()
-        token = dog.enter(Call(str(self.qualified_name), site, now,
+        token = dog.enter(ScriptedCall(str(self.qualified_name), site, now,
                                now + proc.config.hang_timeout))
         try:
             return original(self, *args, **kwargs)

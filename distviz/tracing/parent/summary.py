@@ -19,6 +19,7 @@ from distviz.limits import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TERMINATED,
+    ExitCode,
     most_severe,
 )
 from distviz.tracing.shared.fold import Note, fold
@@ -186,7 +187,7 @@ def timing_lines(found: list[Entry], shown: int = TIMING_LINES_SHOWN) -> list[st
     return out
 
 
-def contexts_code(found: list[Entry]) -> int:
+def contexts_code(found: list[Entry]) -> ExitCode:
     """The exit code the recorded contexts give when the program itself succeeded: the most
     severe of their verdicts' (``distviz.limits.most_severe``, as for a recording's
     contexts)."""
@@ -245,7 +246,8 @@ def own_status(finished: Finished) -> bool:
 
 
 def exit_code(finished: Finished, found: list[Entry], strict: bool = False) -> int:
-    """``distviz trace``'s exit status, from what ``status_from`` says it comes from."""
+    """``distviz trace``'s exit status, from what ``status_from`` says it comes from: an
+    ``ExitCode``, or the program's own status (any number), passed on."""
     source = status_from(finished, found, strict)
     if source in (StatusFrom.PYTEST, StatusFrom.PROGRAM):
         return program_status(finished.returncode)

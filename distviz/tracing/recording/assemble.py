@@ -16,6 +16,7 @@ from typing import Any
 
 import torch.distributed.rpc as rpc
 
+from distviz.frames import display, is_own
 from distviz.recorder import contexts, hooks
 from distviz.recorder.gather import gather
 from distviz.recorder.merge import build_trace
@@ -56,8 +57,8 @@ def _function_sites(context_id: int) -> dict[str, str]:
     for nid, fn in contexts.nodes_of(context_id).items():
         cls = getattr(fn, "_forward_cls", None)
         code = getattr(getattr(cls, "backward", None), "__code__", None)
-        if cls is not None and code is not None and callsites.is_own(code.co_filename):
-            out[nid] = (f"{callsites.display(code.co_filename)}:"
+        if cls is not None and code is not None and is_own(code.co_filename):
+            out[nid] = (f"{display(code.co_filename)}:"
                         f"{callsites.def_line(code)} in {cls.__qualname__}.backward")
     return out
 

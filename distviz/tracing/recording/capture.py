@@ -1,21 +1,26 @@
 """The one capture pipeline: a context's graph from the workers to its trace file and its row.
 
-Its steps, in order; a context recorded in full (``observe``), a watched one past its deadline
-or raised (``distviz.tracing.watch.late``) and a snapshot (``distviz.tracing.snapshot.take``)
-each go through them:
+``capture(record, ...)`` is the pipeline's first half, the one function a context recorded in
+full (``observe``), a watched one past its deadline or raised (``distviz.tracing.watch.late``)
+and a snapshot (``distviz.tracing.snapshot.take``) call; their options say what differs:
 
-1. ``timed(seconds, "record", ...)``: record the graph, timed;
-2. ``replayed(trace, seconds)``: replay it, timed;
-3. ``claim(config, initiator, index)``: a trace file no other process writes (a snapshot names
-   its own, in its snapshot's folder);
-4. ``stamp(trace, index, seconds, ...)``: ``meta.traced``, what the trace says of the process
-   that made it (a snapshot writes ``meta.snapshot`` instead);
-5. ``row(...)``: the context's row for the summary, from the one verdict (``report.row``);
-6. ``save(config, trace, path, row, worker)``: the verdict's words into ``meta.traced``, the
-   file written atomically (``write``), the row in the session's journal (a snapshot only
-   ``write``s its trace, before it replays it, and logs no row).
+1. record the graph (``record()``), timed into ``seconds["record"]``; what it raises is
+   raised (PyTorch's error: no such context, a worker that does not answer);
+2. ``write_first``: a snapshot claims its file and writes the trace before it replays it (the
+   graph is kept even when the replay fails);
+3. replay it, timed into ``seconds["replay"]`` (``replay``: no, or only for a trace a test
+   accepts, such as one with a pass or one with no new RPC; ``catch``: what the replay raises is
+   ``Captured.error``, not raised);
+4. ``file``: the trace file, a ``Path`` or a ``Claim`` of one no other process writes, claimed
+   after a replay that did not raise (a watched context claims when its budget lets it write:
+   ``claim``).
 
-Light: the replay and the verdict are imported at the first ``replayed`` or ``row`` (a watched
+The rest follows what happened to the context, so each caller takes it when it knows:
+``stamp(trace, index, seconds, ...)`` (``meta.traced``), ``row(...)`` (the context's row, from
+the one verdict: ``report.row``), ``save(config, trace, path, row, worker)`` (the verdict's words
+into ``meta.traced``, the file written atomically, the row in the session's journal).
+
+Light: the replay and the verdict are imported at the first replay or ``row`` (a watched
 process imports this module only when a backward is late or raised).
 """
 
@@ -25,8 +30,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.shared import journal
@@ -47,11 +53,63 @@ def timed(seconds: dict[str, float], key: str, fn: Callable[[], T]) -> T:
     return out
 
 
-def replayed(trace: Trace, seconds: dict[str, float] | None = None) -> Replay:
-    """The replay of ``trace`` (its time added to ``seconds["replay"]``)."""
+@dataclass(frozen=True)
+class Claim:
+    """A trace file to claim in ``config``'s output folder for ``initiator``'s context
+    ``index`` (default: the trace's initiator), no other process writing it."""
+
+    config: TraceConfig
+    index: int
+    initiator: str | None = None
+
+
+class Captured(NamedTuple):
+    """A captured context: its trace, its replay (``None``: not replayed, or the replay
+    raised ``error``), its trace file (``None``: not claimed yet) and each step's seconds."""
+
+    trace: Trace
+    replay: Replay | None
+    path: Path | None
+    seconds: dict[str, float]
+    error: Exception | None = None
+
+
+def capture(record: Callable[[], Trace], *, seconds: dict[str, float] | None = None,
+            file: Path | Claim | None = None, write_first: bool = False,
+            replay: bool | Callable[[Trace], bool] = True, catch: bool = False) -> Captured:
+    """Record a context's graph, replay it and find its trace file, in the pipeline's order
+    (the module docstring). ``seconds`` gets each step's time (a new dict by default).
+    Raises what ``record`` raises, and what the replay raises unless ``catch``."""
+    times: dict[str, float] = {} if seconds is None else seconds
+    trace = timed(times, "record", record)
+    path = None if file is None or isinstance(file, Claim) else file
+    if write_first:
+        path = path or _claim(file, trace)
+        write(path, trace)
+    made: Replay | None = None
+    error: Exception | None = None
+    if replay if isinstance(replay, bool) else replay(trace):
+        try:
+            made = _replayed(trace, times)
+        except Exception as exc:
+            if not catch:
+                raise
+            error = exc
+    if path is None and file is not None and error is None:
+        path = _claim(file, trace)
+    return Captured(trace, made, path, times, error)
+
+
+def _claim(file: Path | Claim | None, trace: Trace) -> Path:
+    assert isinstance(file, Claim), "write_first needs a file"
+    return claim(file.config, file.initiator or trace.initiator, file.index)
+
+
+def _replayed(trace: Trace, seconds: dict[str, float]) -> Replay:
+    """The replay of ``trace``, its time added to ``seconds["replay"]``."""
     from distviz.replay import replay
 
-    return timed(seconds if seconds is not None else {}, "replay", lambda: replay(trace))
+    return timed(seconds, "replay", lambda: replay(trace))
 
 
 def claim(config: TraceConfig, initiator: str, index: int) -> Path:

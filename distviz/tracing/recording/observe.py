@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from distviz import limits
+from distviz.frames import own_frames, site_text
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
@@ -222,11 +223,10 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
     """
     from distviz.tracing.recording import report
 
-    seconds: dict[str, float] = {}
     try:
-        root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
-        trace = capture.timed(seconds, "record", lambda: record_trace(
-            context_id, root_list, retain_graph, frame, names))
+        got = capture.capture(lambda: record_trace(
+            context_id, [roots] if isinstance(roots, torch.Tensor) else list(roots),
+            retain_graph, frame, names), file=path or capture.Claim(config, index), catch=True)
     except Exception as exc:  # noqa: BLE001 - bad roots or no context: PyTorch says it best
         callsites.drop(context_id)
         journal.append(config.session_dir, journal.Event(
@@ -234,12 +234,13 @@ def prepare(config: TraceConfig, context_id: int, roots: Any, retain_graph: bool
             worker=process.PROCESS.worker if process.PROCESS else None,
             message=report.not_recorded(context_id, exc)))
         return None
-    rp = capture.replayed(trace, seconds)
-    if path is None:
-        path = capture.claim(config, trace.initiator, index)
-    return Run(config=config, trace=trace, replay=rp, path=path, index=index,
-                me=trace.initiator, seconds=seconds,
-                sites=[callsites.site_text(callsites.own_frames(frame, 1))])
+    if got.error is not None:   # a bug in the replay, not the program's: raised
+        raise got.error
+    assert got.replay is not None and got.path is not None
+    return Run(config=config, trace=got.trace, replay=got.replay, path=got.path, index=index,
+                me=got.trace.initiator, seconds=got.seconds,
+                sites=[site_text(own_frames(frame, 1))])
+
 
 
 def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameType | None
@@ -253,25 +254,33 @@ def record_again(run: Run, roots: Any, retain_graph: bool, frame: types.FrameTyp
     root_list = [roots] if isinstance(roots, torch.Tensor) else list(roots)
     why: str | None = None
     trace = run.trace
+    got: capture.Captured | None = None
     if n > limits.TRACE_MAX_PASSES:
         why = (f"distviz records at most {limits.TRACE_MAX_PASSES} passes of a context (each "
                "pass replays all the earlier ones); the later ones run unrecorded")
     else:
+        new: list[str | None] = []
+
+        def same_rpcs(again: Trace) -> bool:
+            new.append(report.new_rpcs(run.trace, again))
+            return new[0] is None
+
         try:
-            trace = capture.timed(run.seconds, "record", lambda: record_trace(
-                run.trace.context_id, root_list, retain_graph, frame, earlier=run.trace.passes))
+            got = capture.capture(lambda: record_trace(
+                run.trace.context_id, root_list, retain_graph, frame, earlier=run.trace.passes),
+                seconds=run.seconds, replay=same_rpcs)
         except Exception as exc:  # noqa: BLE001 - bad roots: PyTorch says it best
             why = first_line(str(exc))
         else:
-            why = report.new_rpcs(run.trace, trace)
-    if why is not None:
+            trace, why = got.trace, new[0]
+    if why is not None or got is None or got.replay is None:
         _stop_following(run, "")
         _note(run, f"context {run.index}: pass {n} was not recorded: {why}")
         _forget(trace, run.me)
         BACKWARD(run.trace.context_id, roots, retain_graph=retain_graph)
         return
-    run.trace, run.replay = trace, capture.replayed(trace, run.seconds)
-    run.sites.append(callsites.site_text(callsites.own_frames(frame, 1)))
+    run.trace, run.replay = got.trace, got.replay
+    run.sites.append(site_text(own_frames(frame, 1)))
     run.finished = run.hung = False
     run_backward(run, roots, retain_graph)
 

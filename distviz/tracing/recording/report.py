@@ -8,13 +8,14 @@ the program's own file names, lines and variable names (from the trace's call si
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from distviz import torch_errors
 from distviz.analyses.timing import Timing, analyze
 from distviz.frames import display, is_own
 from distviz.judge.verdict import judge
+from distviz.torch_errors import ErrorKind
 from distviz.trace import NodeKind, Trace, short_name
 from distviz.trace.sections import Real
 from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
@@ -24,17 +25,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.model import Hang
     from distviz.replay.result import Replay
 
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_NODE = re.compile(r"Error on Node (\d+)")
-
 
 def not_recorded(context_id: int, exc: BaseException,
                  entry: str = "dist_autograd.backward") -> str:
     """Why a ``dist_autograd.backward`` call (or another ``entry``: ``RRef.backward``) was not
     recorded, in one line."""
     text = first_line(str(exc))
-    if "Could not find autograd context" in text or "context" in text.lower() and \
-            "valid" in text.lower():
+    if torch_errors.classify(exc).kind in (ErrorKind.NO_CONTEXT, ErrorKind.NO_CURRENT_CONTEXT):
         return (f"{entry}({context_id}, ...) was called outside a dist_autograd "
                 f"context (PyTorch: {text}); call it inside `with dist_autograd.context() as "
                 "context_id:`")
@@ -52,10 +49,6 @@ def hang_text(trace: Trace, replay: Replay) -> str:
     if fixes:
         lines.append("fixes: " + "; or ".join(fixes[:3]))
     return "\n".join(lines)
-
-
-_FREED_TAIL = re.compile(r"(Trying to backward through the graph a second time) \(or directly.*?"
-                         r"calling backward\.")
 
 
 def _pass_site(trace: Trace, k: int) -> str | None:
@@ -121,10 +114,10 @@ def predicted_error(trace: Trace, replay: Replay) -> str:
 
 def program_site(text: str) -> str | None:
     """The innermost frame of the program's own files in a (remote) traceback text."""
-    found = [m for m in _FRAME.finditer(text) if is_own(m.group(1))]
+    found = [f for f in torch_errors.remote_frames(text) if is_own(f[0])]
     if not found:
         return None
-    path, line, fn = found[-1].groups()
+    path, line, fn = found[-1]
     return f"{display(os.path.abspath(path))}:{line} in {fn}"
 
 
@@ -135,7 +128,7 @@ def error_text(trace: Trace, detail: str | None) -> str:
     message = real.error or "the backward raised"
     parts = [f"the backward raised: {message}"]
     ranks = trace.ranks if trace.ranks is not None else list(range(len(trace.workers)))
-    nodes = [int(n) for n in _NODE.findall(detail or message)]
+    nodes = torch_errors.error_nodes(detail or message)
     origin = None
     if nodes and nodes[-1] in ranks:
         origin = trace.workers[ranks.index(nodes[-1])]
@@ -239,7 +232,7 @@ def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
         explanation = error_text(trace, detail)
         freed = freed_text(trace, replay) if replay.outcome == "error" else None
         if freed is not None:
-            explanation = freed + "; " + _FREED_TAIL.sub(r"\1 (...)", explanation)
+            explanation = freed + "; " + torch_errors.shorten_freed(explanation)
     elif label == "differs":
         explanation = text
     timing = analyze(trace) if real.outcome == "completed" else None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from distviz.files import write_atomic
-from distviz.limits import EXIT_OK
+from distviz.limits import ExitCode
 from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
 from distviz.words import plural
@@ -110,7 +110,7 @@ class ContextRow:
     real: RealState
     agreement: VerdictStatus
     agreement_text: str = ""
-    exit_code: int = EXIT_OK     # the verdict's (``Verdict.exit_code``)
+    exit_code: ExitCode = ExitCode.OK     # the verdict's (``Verdict.exit_code``)
     category: Category = Category.NOT_COMPARED   # the verdict's, as pytest counts it
     violations: int = 0
     explanation: str | None = None
@@ -136,6 +136,7 @@ class ContextRow:
         row = cls(**{k: obj[k] for k in obj if k in cls.__dataclass_fields__})
         row.real, row.agreement = RealState(row.real), VerdictStatus(row.agreement)
         row.category = Category(row.category)
+        row.exit_code = ExitCode.of(row.exit_code)
         return row
 
 

@@ -35,7 +35,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 from distviz import limits
-from distviz.frames import outwards
+from distviz.frames import display, is_own, outwards, site_text
 from distviz.recorder import contexts
 from distviz.recorder.gather import gather
 from distviz.recorder.merge import build_trace
@@ -118,7 +118,7 @@ def _waiting(context_id: int, frames: dict[int, types.FrameType]) -> list[str]:
     """The context's RPCs that a thread here is inside now, as the program wrote them."""
     out = []
     for call in callsites.waiting(context_id, frames):
-        site = callsites.site_text(call.frames)
+        site = site_text(call.frames)
         out.append(f"{call.api}({call.label()[0]}) to {call.callee_name()}"
                    + (f" at {site}" if site else ""))
     return out
@@ -136,8 +136,8 @@ def _summary(frame: types.FrameType | None) -> list[str]:
         if len(out) == SUMMARY_FRAMES:
             break
         path = f.f_code.co_filename
-        if not out or callsites.is_own(path):
-            where = callsites.display(path) if callsites.is_own(path) else \
+        if not out or is_own(path):
+            where = display(path) if is_own(path) else \
                 os.path.basename(path)
             out.append(f"{where}:{f.f_lineno} in {f.f_code.co_name}")
     return out
@@ -176,22 +176,27 @@ def _graph(state: ContextState, inflight: InFlight | None, frame: types.FrameTyp
         return
     assert ran.value is not None
     trace, root_vars = ran.value
-    path = _claim(stem.parent, stem.name, ".trace.json")
-    capture.write(path, trace)
-    state.trace, state.nodes = str(path), len(trace.nodes)
+    # the graph is written before it is replayed: kept even when the replay fails
+    kept = capture.capture(lambda: trace, file=_claim(stem.parent, stem.name, ".trace.json"),
+                           write_first=True, replay=lambda t: bool(t.passes), catch=True)
+    state.trace, state.nodes = str(kept.path), len(trace.nodes)
     state.workers = sorted({n.worker for n in trace.nodes}, key=trace.workers.index)
     try:
-        state.outcome, state.detail = _replayed(trace, root_vars, state.state)
+        state.outcome, state.detail = _replayed(kept, root_vars, state.state)
     except Exception as exc:  # noqa: BLE001 - the graph is saved; say why it did not replay
         state.outcome = f"not replayed: {type(exc).__name__}: {first_line(str(exc))}"
 
 
-def _replayed(trace: Trace, root_vars: list[str], state: str) -> tuple[str, str | None]:
-    """The replay's one line for a snapshot's trace, and a predicted hang's explanation."""
-    if not trace.passes:
+def _replayed(got: capture.Captured, root_vars: list[str], state: str
+              ) -> tuple[str, str | None]:
+    """The replay's one line for a snapshot's trace, and a predicted hang's explanation;
+    raises what the replay raised."""
+    trace, rp = got.trace, got.replay
+    if got.error is not None:
+        raise got.error
+    if rp is None:
         return ("not replayed: no variable of the program holds a tensor computed from this "
                 "context's RPCs yet", None)
-    rp = capture.replayed(trace)
     if state == "backward":
         head = "the running backward, replayed: "
     else:

@@ -22,7 +22,7 @@ from typing import Any
 
 from torch.autograd import function as autograd_function
 
-from distviz.frames import outwards
+from distviz.frames import display, is_own, outwards, site_text
 from distviz.runner import observe_real
 from distviz.tracing import callsites
 
@@ -53,8 +53,8 @@ def running_backwards() -> list[dict[str, str]]:
             continue
         code = user.f_code
         own = _own_inside(frame, user)
-        where = callsites.site_text(own) or \
-            f"{callsites.display(os.path.abspath(code.co_filename))}:{user.f_lineno} in " \
+        where = site_text(own) or \
+            f"{display(os.path.abspath(code.co_filename))}:{user.f_lineno} in " \
             f"{code.co_name}"
         out.append({"thread": names.get(ident, f"thread {ident}"),
                     "function": code.co_qualname, "where": where})
@@ -69,7 +69,7 @@ def _own_inside(frame: types.FrameType, user: types.FrameType, limit: int = 2
     for f in outwards(frame, None):
         if len(out) == limit:
             break
-        if callsites.is_own(f.f_code.co_filename):
+        if is_own(f.f_code.co_filename):
             out.append((os.path.abspath(f.f_code.co_filename), f.f_lineno or 0, f.f_code.co_name))
         if f is user:
             break

@@ -115,16 +115,18 @@ def _may_write(watch: Owner, me: str, raised_in: int | None = None) -> bool:
 
 def _record(watch: Owner, entry: WatchEntry, me: str) -> Recorded:
     """Record and replay ``entry``'s context as it is now."""
-    def record() -> tuple[Trace, dict[str, Any]]:
+    got: dict[str, Any] = {}
+
+    def record() -> Trace:
         trace = assemble.record_trace(entry.context_id, entry.roots, entry.retain_graph,
                                       entry.frame, record_fn=assemble.piece_here,
                                       timeout=limits.LATE_RECORD_TIMEOUT)
         # from distviz's helper thread: the program's thread holds the context (a backward
         # that raised), and an RPC made there would join it
-        return trace, fanout.on_all(trace.workers, me, busy.fetch, entry.context_id)
-    seconds: dict[str, float] = {}
-    trace, got = capture.timed(seconds, "record", record)
-    rp = capture.replayed(trace, seconds)
+        got.update(fanout.on_all(trace.workers, me, busy.fetch, entry.context_id))
+        return trace
+    trace, rp, _, seconds, _ = capture.capture(record)
+    assert rp is not None
     grads = {nid: s for piece in got.values() if isinstance(piece, dict)
              for nid, s in (piece.get("summaries") or {}).items()}
     watched: dict[str, Any] = {"gradients": grads}

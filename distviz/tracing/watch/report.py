@@ -23,6 +23,7 @@ from distviz.judge.watched import (
     seconds_text,
     slow_text,
 )
+from distviz.torch_errors import classify
 from distviz.trace import Trace
 from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
 from distviz.words import first_line
@@ -30,15 +31,9 @@ from distviz.words import first_line
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.replay.result import Replay
 
-#: Error texts that say a worker is gone: its graph cannot be recorded any more.
-_GONE = ("RPCErr", "ran for more than set timeout", "Connection reset", "connection closed",
-         "Connection closed", "shutdown", "EOF", "Broken pipe", "pipe closed",
-         "Failed to respond", "unreachable")
-
-
 def worker_gone(text: str) -> bool:
     """Whether PyTorch's error says a worker is gone or an RPC timed out."""
-    return any(part in text for part in _GONE)
+    return classify(text).worker_gone
 
 
 def watched_meta(watched: Watched, trace: Trace) -> dict[str, Any]:

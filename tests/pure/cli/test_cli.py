@@ -122,7 +122,7 @@ def test_the_pure_side_never_imports_torch(tmp_path: Path) -> None:
         f"             ['export', {str(path)!r}, '--format', 'perfetto', '-o', {str(tmp_path / 'p.json')!r}]):\n"
         "    res = r.invoke(app, args)\n"
         "    assert res.exit_code == 0, (args, res.output)\n"
-        "import distviz.render.html, distviz.render.stepper, distviz.judge.agreement\n"
+        "import distviz.render.html.page, distviz.render.stepper, distviz.judge.agreement\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=HANG_GUARD_S)

@@ -3,6 +3,7 @@ options, and how a worker's out-of-memory error is told. Pure: no torch, no work
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 from distviz import limits
 from distviz.cli import app
 from distviz.limits import format_size, parse_size
-from distviz.runner.worker.main import out_of_memory, remote_origin
+from distviz.runner.worker.main import out_of_memory
+from distviz.torch_errors import classify
 
 ROOT = Path(__file__).resolve().parents[3]
 DESIGN_NOTE = str(ROOT / "scenarios" / "design_note.yaml")
@@ -64,22 +66,22 @@ def test_bad_limit_options_are_usage_errors_before_any_worker_starts(
 
 
 def test_an_allocator_failure_says_how_much_was_asked_and_the_limit() -> None:
-    msg = out_of_memory("RuntimeError", "DefaultCPUAllocator: can't allocate memory: you tried "
-                        "to allocate 40000000000 bytes. Error code 12 (Cannot allocate memory)",
-                        2**30)
+    msg = out_of_memory(classify(RuntimeError(
+        "DefaultCPUAllocator: can't allocate memory: you tried to allocate 40000000000 bytes. "
+        "Error code 12 (Cannot allocate memory)")), 2**30)
     assert msg == ("out of memory: an operation asked for 37.3 GiB; each worker may use 1 GiB "
                    "(raise the limit with --max-memory)")
 
 
 def test_a_python_memory_error_is_out_of_memory_even_when_torch_wraps_it() -> None:
-    for kind, message in (("MemoryError", ""), ("RuntimeError", "MemoryError()")):
-        msg = out_of_memory(kind, message, 4 * 2**30)
+    for error in (MemoryError(), RuntimeError("MemoryError()")):
+        msg = out_of_memory(classify(error), 4 * 2**30)
         assert msg is not None and "Python raised MemoryError" in msg and "4 GiB" in msg
 
 
 def test_other_errors_are_not_out_of_memory() -> None:
-    assert out_of_memory("RuntimeError", "mat1 and mat2 shapes cannot be multiplied", 2**30) \
-        is None
+    assert out_of_memory(classify(RuntimeError("mat1 and mat2 shapes cannot be multiplied")),
+                         2**30) is None
 
 
 def test_a_remote_error_names_the_innermost_worker() -> None:
@@ -87,5 +89,41 @@ def test_a_remote_error_names_the_innermost_worker() -> None:
     text = ("On WorkerInfo(id=1, name=worker1):\nRuntimeError('On WorkerInfo(id=2, "
             "name=worker2):\nRuntimeError(\"boom\")\nTraceback ...')\nTraceback ...\n"
             "RuntimeError: On WorkerInfo(id=2, name=worker2):\nRuntimeError('boom')\n")
-    assert remote_origin(RuntimeError(text)) == "worker2"
-    assert remote_origin(RuntimeError("plain")) is None
+    assert classify(RuntimeError(text)).worker == "worker2"
+    assert classify(RuntimeError("plain")).worker is None
+
+
+def test_a_worker_status_is_never_mistaken_for_an_exit_code() -> None:
+    statuses = {int(s) for s in limits.WorkerStatus if s is not limits.WorkerStatus.DONE}
+    assert statuses and statuses.isdisjoint(int(c) for c in limits.ExitCode)
+    assert limits.WorkerStatus.DONE == 0 and limits.WorkerStatus.CRASHED == 17  # the trace's
+
+
+_EXITS = {"_exit", "exit", "Exit", "SystemExit"}
+
+
+def _literal_exits(tree: ast.AST) -> list[int]:
+    """Lines that end a process with a number written out, or give an ``exit_code`` field the
+    type ``int``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                getattr(node.func, "id", "")
+            args = [*node.args, *(k.value for k in node.keywords if k.arg == "code")]
+            if name in _EXITS and any(isinstance(a, ast.Constant) and isinstance(a.value, int)
+                                      for a in args):
+                found.append(node.lineno)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                node.target.id == "exit_code" and ast.unparse(node.annotation) == "int":
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_no_literal_exit_code_and_no_int_exit_code_field() -> None:
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted((ROOT / "distviz").rglob("*.py"))
+             for line in _literal_exits(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == []
+    # the check finds what it looks for
+    assert _literal_exits(ast.parse("os._exit(70)\nraise typer.Exit(code=1)\nexit_code: int = 0")) \
+        == [1, 2, 3]

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import OutputError
-from distviz.trace import is_stream, write_atomic
+from distviz.files import is_stream, write_atomic
 from distviz.tracing.shared.journal import write_trace
 
 FORMATS = ("svg", "png", "dot", "html", "perfetto")

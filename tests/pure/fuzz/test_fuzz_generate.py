@@ -17,8 +17,8 @@ from distviz.fuzz.program import (
     FEATURES,
     LEAF,
     REMOTE_LEAF,
+    FuzzProgram,
     Op,
-    Program,
     RpcStmt,
     blocks,
     calls,
@@ -132,7 +132,7 @@ def test_fuzz_command_refuses_bad_options_before_running_anything(args: list[str
     assert result.output.strip() == f"error: {message}"
 
 
-def _partly_used(program: Program) -> int:
+def _partly_used(program: FuzzProgram) -> int:
     """Fetches in ``main`` of which some outputs are used and some are not."""
     used = {a for x in program.losses for a in x.args}
     used |= {a for _p, b, _c in blocks(program) for s in b.stmts for a in s.args}

@@ -9,16 +9,16 @@ from dataclasses import replace
 import pytest
 
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import Program, RpcStmt, calls, features, problems, size, to_yaml
+from distviz.fuzz.program import FuzzProgram, RpcStmt, calls, features, problems, size, to_yaml
 from distviz.fuzz.shrink import candidates, shrink, tidy
 from distviz.scenario import load_scenario_text
 
 
-def _with(feature: str, seed: int = 1) -> list[Program]:
+def _with(feature: str, seed: int = 1) -> list[FuzzProgram]:
     return [p for p in (generate(seed, i) for i in range(120)) if feature in features(p)][:4]
 
 
-def _has(feature: str) -> Callable[[Program], bool]:
+def _has(feature: str) -> Callable[[FuzzProgram], bool]:
     return lambda p: feature in features(p)
 
 

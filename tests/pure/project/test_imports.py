@@ -372,7 +372,7 @@ def test_the_package_graph_groups_modules_by_package() -> None:
 
 #: The modules every side reads (values, words, errors, limits), which import no room below.
 SHARED_LEAVES = ("distviz.trace", "distviz.outcome", "distviz.words", "distviz.errors",
-                 "distviz.limits", "distviz.frames")
+                 "distviz.limits", "distviz.frames", "distviz.torch_errors")
 #: The replay side's rooms and the distviz packages each may import: data flows one way, from
 #: the engine and its model (``replay``) to the analyses built on it (``analyses``) to the judge
 #: (``judge``), whose values the renderers and commands read.

@@ -12,7 +12,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from distviz.cli import app
-from distviz.render.html_data import event_texts
+from distviz.render.html.data import event_texts
 from distviz.render.tree import render_summary
 from distviz.replay import replay
 from distviz.trace import loads

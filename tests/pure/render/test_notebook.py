@@ -14,7 +14,7 @@ from builders.graphs import HOSTILE, design_trace
 import distviz
 from distviz.judge.analysis import analysis
 from distviz.render import graphviz_backend
-from distviz.render.html import to_html
+from distviz.render.html.page import to_html
 from distviz.render.notebook import CELL_HEIGHT_PX, cell_title, trace_html
 from distviz.trace.recording import Recording
 

@@ -8,9 +8,9 @@ import replay_fixtures as F
 from builders.graphs import judged
 from builders.recv_names import _text
 
-from distviz.render.dot import to_dot
-from distviz.render.html import to_html
-from distviz.render.html_data import viewer_data
+from distviz.render.dot.graph import to_dot
+from distviz.render.html.data import viewer_data
+from distviz.render.html.page import to_html
 from distviz.render.terminal import render_log
 from distviz.render.tree import render_graph
 from distviz.replay import replay

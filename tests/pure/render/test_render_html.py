@@ -11,8 +11,8 @@ import pytest
 from builders.graphs import HOSTILE, design_trace, hang_trace, judged, replay_of
 from builders.render_html import _timed_page
 
-from distviz.render.html import json_for_script, to_html
-from distviz.render.html_data import viewer_data
+from distviz.render.html.data import viewer_data
+from distviz.render.html.page import json_for_script, to_html
 from distviz.replay import initial_dependencies
 from distviz.views import ViewSpec
 

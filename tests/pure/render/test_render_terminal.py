@@ -14,12 +14,8 @@ from rich.console import Console, Group, RenderableType
 from rich.tree import Tree
 
 from distviz.judge.model import Agreement
-from distviz.render.terminal import (
-    render_graph,
-    render_log,
-    render_state,
-    render_summary,
-)
+from distviz.render.terminal import render_log, render_state
+from distviz.render.tree import render_graph, render_summary
 from distviz.replay import initial_dependencies
 from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, RpcCall, Trace, message_label
 

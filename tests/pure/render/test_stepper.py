@@ -19,7 +19,7 @@ from guards import HANG_GUARD_S
 from rich.console import Console
 
 from distviz.render.stepper import Stepper, decode_key, split_keys, step_through
-from distviz.replay.model import Event, ReplayState, WorkerState
+from distviz.replay.model import ReplayEvent, ReplayState, WorkerState
 from distviz.trace import Trace
 
 
@@ -27,7 +27,7 @@ from distviz.trace import Trace
 class ScriptedReplay:
     """A test double with fixed events and states (no simulation): enough to drive the keys."""
 
-    events: list[Event]
+    events: list[ReplayEvent]
     outcome: str = "completed"
     hang: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -48,7 +48,7 @@ def scripted() -> tuple[Trace, ScriptedReplay]:
                ("receive_gradient", "worker1"), ("execute", "worker1"),
                ("send_gradient", "worker1"), ("receive_gradient", "worker0"),
                ("worker_done", "worker1"), ("pass_end", "worker0")]
-    events = [Event(step=i, pass_index=0, action=a, worker=w, text=f"event {i}: {w} {a}")
+    events = [ReplayEvent(step=i, pass_index=0, action=a, worker=w, text=f"event {i}: {w} {a}")
               for i, (a, w) in enumerate(actions)]
     return design_note_trace(), ScriptedReplay(events)
 

@@ -85,7 +85,7 @@ def test_bad_index_and_amend_are_refused() -> None:
 def test_the_viewer_reads_the_columns_as_it_reads_the_events(name: str) -> None:
     from types import SimpleNamespace
 
-    from distviz.render.html_data import _events
+    from distviz.render.html.data import _events
     r = replay(TRACES[name]())
     plain = SimpleNamespace(events=list(r.events))   # a replay whose events are a plain list
     assert _events(r, r.graph) == _events(plain, r.graph)  # type: ignore[arg-type]

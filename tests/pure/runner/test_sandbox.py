@@ -15,10 +15,10 @@ import pytest
 import torch
 from guards import HANG_GUARD_S
 
-from distviz.limits import CRASH_EXIT_CODE
+from distviz.limits import WorkerStatus
 from distviz.runner.sandbox.base import (
-    Budget,
     SandboxError,
+    StepBudget,
     TorchFunction,
     TorchProxy,
     base_namespace,
@@ -107,7 +107,7 @@ def proxy_from(generator: torch.Generator) -> TorchProxy:
 
 def test_torch_functions_pickle_by_name() -> None:
     p = proxy()
-    base_namespace(p, Budget(10), {})
+    base_namespace(p, StepBudget(10), {})
     restored = pickle.loads(pickle.dumps(p.rand))
     assert isinstance(restored, TorchFunction)
     assert restored is p.rand
@@ -168,19 +168,19 @@ def test_crash_backward_node_and_exit_status() -> None:
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=HANG_GUARD_S)
-    assert done.returncode == CRASH_EXIT_CODE
+    assert done.returncode == WorkerStatus.CRASHED
     assert done.stdout == "before\n"
 
 
 def test_budget_tick_raises_after_max_steps() -> None:
-    budget = Budget(3)
+    budget = StepBudget(3)
     assert budget.tick() and budget.tick() and budget.tick()
     with pytest.raises(SandboxError, match="more than 3 loop/function steps"):
         budget.tick()
 
 
 def test_budget_range_refuses_more_than_the_budget() -> None:
-    budget = Budget(100)
+    budget = StepBudget(100)
     assert list(budget.range(3)) == [0, 1, 2]
     with pytest.raises(SandboxError, match=r"range\(10\*\*30\)|range\(1000000000000000000"):
         budget.range(10**30)
@@ -193,7 +193,7 @@ def run(main: str, *, code: str = "", max_steps: int = 1000, max_numel: int = 10
     text = (f"name: t\nworkers: [w0]\n{code_block}main: |\n" + textwrap.indent(main, "  ")
             + "backward: [out]\n")
     scenario = load_scenario_text(text, path="t.yaml")
-    namespace = base_namespace(proxy(max_numel), Budget(max_steps), params or {})
+    namespace = base_namespace(proxy(max_numel), StepBudget(max_steps), params or {})
     if scenario.code is not None:
         exec(scenario.code.compile(), namespace)
     exec(scenario.main.compile(), namespace)
@@ -236,7 +236,7 @@ def test_tensor_arithmetic_is_unchanged_by_the_guards() -> None:
 
 
 def test_namespace_builtins_are_only_the_whitelist() -> None:
-    ns = base_namespace(proxy(), Budget(10), {"micro": 4})
+    ns = base_namespace(proxy(), StepBudget(10), {"micro": 4})
     builtins_ = ns["__builtins__"]
     assert isinstance(builtins_, dict)
     assert set(builtins_) == set(lang.BUILTINS)

@@ -19,8 +19,8 @@ from distviz.judge import legality
 from distviz.judge.model import Status
 from distviz.outcome import Category, RealOutcome
 from distviz.replay import replay
-from distviz.replay.engine import FREED_MESSAGE
 from distviz.selection import ContextSelection
+from distviz.torch_errors import FREED_MESSAGE
 from distviz.trace import Trace, loads
 from distviz.tracing.config import TraceConfig, check_options
 from distviz.tracing.parent import summary

@@ -21,10 +21,12 @@ from builders.graphs import judged
 from builders.views_agree import CASES, _pending, _replayed
 from rich.console import Console, RenderableType
 
-from distviz.render.dot import build_dot
-from distviz.render.html_data import viewer_data
+from distviz.render.dot.graph import build_dot
+from distviz.render.html.data import viewer_data
 from distviz.render.perfetto import to_perfetto
-from distviz.render.terminal import node_label, render_graph, render_log, render_state
+from distviz.render.terminal import render_log, render_state
+from distviz.render.text import node_label
+from distviz.render.tree import render_graph
 from distviz.replay import Replay, initial_dependencies
 from distviz.trace import Trace
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from distviz.render.dot_text import display_name, sanitize_id
+from distviz.render.dot.text import display_name, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.trace import Node, NodeKind, Trace
 from distviz.views.groups import call_groups

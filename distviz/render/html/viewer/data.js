@@ -1,7 +1,7 @@
 // @ts-check
 /* distviz HTML viewer: the graph on a canvas, the replay step by step.
  *
- * Reads the JSON in #distviz-data (see distviz/render/html_data.py) and the event sentences in
+ * Reads the JSON in #distviz-data (see distviz/render/html/data.py) and the event sentences in
  * #distviz-texts. No network, no library: a layered layout computed here (lanes = workers, the
  * initiator first; rows = gradient flow), drawn on one <canvas> with culling and three levels of
  * detail (a pixel map when zoomed far out, boxes, boxes with text), so 100,000 nodes pan and
@@ -12,7 +12,7 @@
  * action, message, view, hits, selected, and for graphs of at most 2000 nodes pending and
  * initial (JSON {node id: count}); paintMs (time to the first drawn frame) once painted.
  *
- * The script is split into modules that distviz/render/html.py concatenates, in the order of
+ * The script is split into modules that distviz/render/html/page.py concatenates, in the order of
  * VIEWER_MODULES, inside one function (so nothing leaks into the page's globals): data.js (the
  * page's data), state.js (the replay state), views.js (scope and collapse), layout.js, draw.js,
  * panel.js (the side panel), main.js (stepping, search, input, start). Each is a plain script
@@ -21,7 +21,7 @@
 
 // -- the page's data ----------------------------------------------------------------------------
 /**
- * The page's data (distviz/render/html_data.py viewer_data): per node kind, worker, name (into
+ * The page's data (distviz/render/html/data.py viewer_data): per node kind, worker, name (into
  * names), seq, group, deps0 and ids; next edges as a compressed row (off, next); message pairs;
  * label notes; per event ea (into actions), ew, en, ep, em (into msgs) and ed (the count changes
  * by step); the hang, the worker summary, the critical path and the view to start on.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from distviz.render.dot_text import attrs
+from distviz.render.dot.text import attrs
 
 __all__ = ["BLOCKED_COLOR", "CURRENT_COLOR", "KIND_STYLE", "MESSAGE_COLOR", "NEVER_COLOR",
            "STATE_FILL", "legend"]

@@ -26,7 +26,7 @@ from typing import Any
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
 from distviz.judge.model import AGREEMENT_JSON_WORDS, Agreement
-from distviz.render.dot_text import shape_text
+from distviz.render.dot.text import shape_text
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from distviz.analyses.timing import Timing
-from distviz.render.dot_collapse import Box, plan_boxes
-from distviz.render.dot_style import (
+from distviz.render.dot.collapse import Box, plan_boxes
+from distviz.render.dot.style import (
     BLOCKED_COLOR,
     CURRENT_COLOR,
     KIND_STYLE,
@@ -25,16 +25,16 @@ from distviz.render.dot_style import (
     STATE_FILL,
     legend,
 )
-from distviz.render.dot_text import DotGraph, attrs, dot_quote, node_title, sanitize_id
+from distviz.render.dot.text import DotGraph, attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import IndexedGraph, initial_dependencies
-from distviz.replay.model import Event, ReplayLike
+from distviz.replay.model import ReplayEvent, ReplayLike
 from distviz.replay.rpc_calls import recv_names
 from distviz.trace import Node, NodeKind, Trace, message_label
 from distviz.views.model import Scope
 from distviz.views.summary import ordered_workers
 
-__all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "dot_quote", "frames",
-           "initial_deps", "node_states", "node_title", "to_dot"]
+__all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "frames",
+           "initial_deps", "node_states", "to_dot"]
 
 DEFAULT_NODE_BUDGET = 1500
 NSLIMIT_ABOVE = 1000  # drawn nodes above which the x-coordinate network simplex is capped
@@ -98,7 +98,7 @@ class _StepView:
     states: dict[str, str]
     remaining: dict[str, int]
     current: str | None
-    event: Event | None
+    event: ReplayEvent | None
 
     @classmethod
     def of(cls, trace: Trace, replay: ReplayLike | None, step: int | None) -> _StepView:
@@ -152,7 +152,7 @@ def build_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None =
     if full:
         detail = "full"
     if detail == "summary":
-        from distviz.render.dot_summary import summary_dot
+        from distviz.render.dot.summary import summary_dot
         return summary_dot(trace, replay, step, graph=graph, timing=timing)
     plan = plan_boxes(trace, detail, node_budget, scope, graph)
     rep, boxes = plan.rep, plan.boxes
@@ -442,7 +442,7 @@ def to_dot(trace: Trace, replay: ReplayLike | None = None, step: int | None = No
       shows how it ends (the title says why).
     * **Views**: ``detail`` ``full`` draws every node, ``folded`` folds straight chains of op
       nodes inside one worker, ``calls`` draws one box per RPC call on each worker,
-      ``summary`` the workers only (``distviz.render.dot_summary``); ``None`` takes ``full``
+      ``summary`` the workers only (``distviz.render.dot.summary``); ``None`` takes ``full``
       up to ``node_budget`` nodes, else the most detailed that fits. ``scope`` draws one worker,
       one RPC call or a neighbourhood (``distviz.views``). The title says what the view shows
       when it is not every node of the graph. Above 1000 drawn nodes ``nslimit=1`` is set so

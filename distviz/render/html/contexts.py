@@ -5,7 +5,7 @@ Each context keeps its own graph, its replay with the iteration's events at the 
 (``get_gradients`` on each worker, the optimizer step, the reference), and side panel boxes with
 the iteration. The page holds them all as JSON; a small script run before the viewer's own puts
 the chosen context's data and sentences where the viewer reads them, and its boxes into the side
-panel, so the viewer (``distviz.render.html``) works unchanged. The context is chosen in the
+panel, so the viewer (``distviz.render.html.page``) works unchanged. The context is chosen in the
 address (``page.html?ctx=3``, with ``#step=N`` as for one context); the picker reloads the page
 with another. After the load ``document.body.dataset.context`` holds the context's number.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distviz.judge.analysis import Analysis
-from distviz.render.html import json_for_script, page, page_parts
+from distviz.render.html.page import json_for_script, page, page_parts
 from distviz.render.training import iteration_events
 from distviz.trace.iteration import Iteration
 
@@ -93,7 +93,7 @@ def _context_json(c: ContextPage, title: str) -> dict[str, Any]:
 
 def to_html_contexts(contexts: Sequence[ContextPage], title: str) -> str:
     """The viewer of every context with a picker (see the module docstring). Names are escaped
-    as in ``to_html``; the contexts' panels are HTML made here and in ``distviz.render.html``
+    as in ``to_html``; the contexts' panels are HTML made here and in ``distviz.render.html.page``
     from escaped text."""
     items = [_context_json(c, title) for c in contexts]
     options = "".join(f'<option value="{i + 1}">{html.escape(c.label)}</option>'

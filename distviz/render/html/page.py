@@ -1,7 +1,7 @@
 """One self-contained HTML file that steps through a replay on the graph, at any size.
 
 The page needs no network (a Content-Security-Policy forbids it) and no library: the graph and
-the replay are inlined as JSON (``distviz.render.html_data``: flat integer arrays, so 100,000
+the replay are inlined as JSON (``distviz.render.html.data``: flat integer arrays, so 100,000
 nodes load in a second), the event sentences as one more JSON string, and a hand-written script
 (``viewer/*.js``, modules concatenated in the order of ``VIEWER_MODULES``) lays the graph out in lanes (one per worker, the
 initiator first) and rows (the gradient flow), and draws it on a canvas with culling and levels
@@ -40,12 +40,12 @@ from typing import Any
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
 from distviz.judge.model import Agreement
-from distviz.render.html_data import agreement_words, event_texts, viewer_data
+from distviz.render.html.data import agreement_words, event_texts, viewer_data
 from distviz.views.model import ViewSpec
 from distviz.words import NOTATION
 
 __all__ = ["CSP", "VIEWER_MODULES", "PageParts", "json_for_script", "page", "page_parts", "to_html",
-           "viewer_data", "viewer_script"]
+           "viewer_script"]
 
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:")
@@ -64,7 +64,7 @@ def json_for_script(obj: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return (resources.files("distviz.render") / "viewer" / name).read_text(encoding="utf-8")
+    return (resources.files("distviz.render.html") / "viewer" / name).read_text(encoding="utf-8")
 
 
 #: The viewer's script modules, in the order they run: the page's data, the replay state, the

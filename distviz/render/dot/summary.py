@@ -17,8 +17,8 @@ Legend (this docstring is the picture's legend; the picture repeats it as a tabl
 from __future__ import annotations
 
 from distviz.analyses.timing import Timing, fmt_us
-from distviz.render.dot_style import BLOCKED_COLOR, CURRENT_COLOR, MESSAGE_COLOR, STATE_FILL
-from distviz.render.dot_text import DotGraph, attrs, dot_quote, sanitize_id
+from distviz.render.dot.style import BLOCKED_COLOR, CURRENT_COLOR, MESSAGE_COLOR, STATE_FILL
+from distviz.render.dot.text import DotGraph, attrs, dot_quote, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.model import ReplayLike, ReplayState
 from distviz.trace import Trace
