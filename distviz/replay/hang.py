@@ -147,6 +147,8 @@ def _origins(trace: Trace, g: IndexedGraph, reach: bytearray, calls: CallIndex
             continue
         c = calls.call_of(r if r >= 0 else i)
         rc = trace.rpc_calls[c] if c is not None else None
+        if rc is not None and rc.caller != trace.initiator and not _answered(g, rc):
+            continue    # a nested call still in flight: the outer call waits for its answer
         first = c if c is not None and rc is not None and rc.caller == trace.initiator else 1 << 30
         causes.append(((first, (rc.site or "") if rc is not None else "", g.msg[i]), i, r))
     origin: dict[int, int] = {}
@@ -164,6 +166,16 @@ def _origins(trace: Trace, g: IndexedGraph, reach: bytearray, calls: CallIndex
                     origin[nxt] = r
                     stack.append(nxt)
     return origin
+
+
+def _answered(g: IndexedGraph, rc: RpcCall) -> bool:
+    """Whether the callee sent a result with gradients back (a send of the call's on the
+    callee): a call still in flight, as in a snapshot of a stuck forward, has none."""
+    for m in rc.msg_ids:
+        s = g.send_by_msg.get(m, -1)
+        if s >= 0 and g.workers[g.worker[s]] == rc.callee:
+            return True
+    return False
 
 
 def _blocked_sends(h: _Hung) -> list[BlockedSend]:
