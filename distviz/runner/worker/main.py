@@ -169,6 +169,9 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
         for t, lab in expand(label, value):
             name(t, lab)
     install_namers(worker, state_pairs, lambda: session.main_ns)
+    if scenario.training:
+        from distviz.runner.sandbox import served
+        served.watch(scenario.trainers)  # before any trainer can reach this worker
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
         init_method=spec.init_method, rpc_timeout=options.rpc_timeout, _transports=["uv"],
