@@ -23,7 +23,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.recorder.contexts import log_call
 from distviz.recorder.gather import before_gather
-from distviz.runner.sandbox.served import serving
+from distviz.runner.sandbox import served
 from distviz.trace import RpcCall
 
 SCENARIO_MODULE = "distviz_scenario"
@@ -52,9 +52,9 @@ def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args
     """
     saved = _chain()
     _CHAIN.frames = [(str(f), str(w)) for f, w in frames]
+    note = served.begin(_CHAIN.frames)
     try:
-        with serving(_CHAIN.frames):
-            return func(*args, **kwargs)
+        return func(*args, **kwargs)
     except RpcDepthError as exc:
         text = str(exc)
         innermost = text.rfind("On WorkerInfo(")
@@ -62,6 +62,7 @@ def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args
             raise
         raise RpcDepthError(text[innermost:]) from None
     finally:
+        served.end(note)
         _CHAIN.frames = saved
 
 

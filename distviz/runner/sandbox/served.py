@@ -8,8 +8,8 @@ and the number its name takes: ``extra.Extra#0``) leaves the callee in a state t
 which trainer's call came first. The single-process reference runs the trainers one at a time,
 so it needs that order.
 
-While a training run with several trainers goes (``watch``), ``serving(frames)`` notes every
-call of a scenario function that came from a trainer's main (``frames[0]`` is ``("main",
+While a training run with several trainers goes (``watch``), ``begin(frames)`` and ``end``
+around a served call note every call of a scenario function that came from a trainer's main (``frames[0]`` is ``("main",
 trainer)``, at any depth) and changed this worker's global generator or made a module:
 ``[trainer, function, start ns, end ns]`` on ``time.monotonic_ns`` (the clock the trainers'
 points are on, one clock for every process of the host). ``taken()`` is the list, sent with the
@@ -20,16 +20,16 @@ generator is shared), which is what the order check wants: they ran while the st
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import torch
 
 from distviz.runner.sandbox import modules
 
-__all__ = ["serving", "taken", "watch"]
+__all__ = ["begin", "end", "taken", "watch"]
 
+_GENERATOR = torch.default_generator
 _TRAINERS: list[frozenset[str]] = [frozenset()]
 _CALLS: list[list[Any]] = []
 
@@ -46,20 +46,31 @@ def taken() -> list[list[Any]]:
     return [list(c) for c in _CALLS]
 
 
-@contextmanager
-def serving(frames: Sequence[tuple[str, str]]) -> Iterator[None]:
-    """Around a served call with the chain ``frames``: note it when it changed this worker's
-    generator or made a module (see the module docstring)."""
+class _Note(NamedTuple):
+    """A served call under way: its trainer and function, and the state before it."""
+
+    trainer: str
+    func: str
+    made: int
+    state: torch.Tensor
+    start: int
+
+
+def begin(frames: Sequence[tuple[str, str]]) -> _Note | None:
+    """A served call with the chain ``frames`` begins: what ``end`` compares, or ``None`` when
+    it is not a call from a watched trainer's main."""
     trainer = frames[0][1] if frames and frames[0][0] == "main" else ""
     if trainer not in _TRAINERS[0]:
-        yield
+        return None
+    return _Note(trainer, frames[-1][0], modules.made(), _GENERATOR.get_state(),
+                 time.monotonic_ns())
+
+
+def end(note: _Note | None) -> None:
+    """The call ``begin`` noted ended: keep it when it made a module or changed the
+    generator (see the module docstring)."""
+    if note is None:
         return
-    made = modules.made()
-    state = torch.get_rng_state()
-    start = time.monotonic_ns()
-    try:
-        yield
-    finally:
-        end = time.monotonic_ns()
-        if modules.made() != made or not torch.equal(state, torch.get_rng_state()):
-            _CALLS.append([trainer, frames[-1][0], start, end])
+    stop = time.monotonic_ns()
+    if modules.made() != note.made or not torch.equal(note.state, _GENERATOR.get_state()):
+        _CALLS.append([note.trainer, note.func, note.start, stop])
