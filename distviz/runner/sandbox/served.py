@@ -9,18 +9,20 @@ which trainer's call came first. The single-process reference runs the trainers 
 so it needs that order.
 
 While a training run with several trainers goes (``watch``), ``begin(frames)`` and ``end``
-around a served call note every call of a scenario function that came from a trainer's main (``frames[0]`` is ``("main",
-trainer)``, at any depth) and changed this worker's global generator or made a module:
-``[trainer, function, start ns, end ns]`` on ``time.monotonic_ns`` (the clock the trainers'
-points are on, one clock for every process of the host). ``taken()`` is the list, sent with the
-worker's final parameters. Calls served at the same time as such a call are noted too (the
-generator is shared), which is what the order check wants: they ran while the state changed.
+around a served call note every call of a scenario function that came from a trainer's main
+(``frames[0]`` is ``("main", trainer)``, at any depth) and changed this worker's state: drew
+from its global generator or the scenario's (``torch.rand``), made a module or a named leaf
+(``worker.full#0``): ``[trainer, function, start ns, end ns]`` on ``time.monotonic_ns`` (the
+clock the trainers' points are on, one clock for every process of the host). ``taken()`` is
+the list, sent with the worker's final parameters. Calls served at the same time as such a
+call are noted too (the generators are shared), which is what the order check wants: they ran
+while the state changed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any, NamedTuple
 
 import torch
@@ -29,15 +31,22 @@ from distviz.runner.sandbox import modules
 
 __all__ = ["begin", "end", "taken", "watch"]
 
-_GENERATOR = torch.default_generator
 _TRAINERS: list[frozenset[str]] = [frozenset()]
+_WATCHED: list[torch.Generator] = [torch.default_generator]
+_MADE: list[Sized] = [()]
 _CALLS: list[list[Any]] = []
 
 
-def watch(trainers: Sequence[str]) -> None:
+def watch(trainers: Sequence[str], generator: torch.Generator | None = None,
+          made: Sized = ()) -> None:
     """Note the calls from these trainers from now on (only with two or more: one trainer's
-    calls go in its own order)."""
+    calls go in its own order). ``generator``: the one the scenario's random functions draw
+    from (``torch.rand``), besides the global one (``nn`` layers' initial weights); ``made``:
+    the leaves its creation functions made, named in the order they were made
+    (``worker.full#0``)."""
     _TRAINERS[0] = frozenset(trainers) if len(trainers) > 1 else frozenset()
+    _WATCHED[:] = [torch.default_generator] + ([generator] if generator is not None else [])
+    _MADE[0] = made
     _CALLS.clear()
 
 
@@ -52,7 +61,7 @@ class _Note(NamedTuple):
     trainer: str
     func: str
     made: int
-    state: torch.Tensor
+    states: tuple[torch.Tensor, ...]
     start: int
 
 
@@ -62,8 +71,12 @@ def begin(frames: Sequence[tuple[str, str]]) -> _Note | None:
     trainer = frames[0][1] if frames and frames[0][0] == "main" else ""
     if trainer not in _TRAINERS[0]:
         return None
-    return _Note(trainer, frames[-1][0], modules.made(), _GENERATOR.get_state(),
+    return _Note(trainer, frames[-1][0], _made(), tuple(g.get_state() for g in _WATCHED),
                  time.monotonic_ns())
+
+
+def _made() -> int:
+    return modules.made() + len(_MADE[0])
 
 
 def end(note: _Note | None) -> None:
@@ -72,5 +85,6 @@ def end(note: _Note | None) -> None:
     if note is None:
         return
     stop = time.monotonic_ns()
-    if modules.made() != note.made or not torch.equal(note.state, _GENERATOR.get_state()):
+    if _made() != note.made or not all(
+            torch.equal(s, g.get_state()) for s, g in zip(note.states, _WATCHED, strict=True)):
         _CALLS.append([note.trainer, note.func, note.start, stop])

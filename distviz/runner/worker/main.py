@@ -171,7 +171,8 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     install_namers(worker, state_pairs, lambda: session.main_ns)
     if scenario.training:
         from distviz.runner.sandbox import served
-        served.watch(scenario.trainers)  # before any trainer can reach this worker
+        # before any trainer can reach this worker
+        served.watch(scenario.trainers, ns["torch"].generator, ns["_dv_made"])
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
         init_method=spec.init_method, rpc_timeout=options.rpc_timeout, _transports=["uv"],

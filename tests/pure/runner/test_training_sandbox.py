@@ -255,3 +255,24 @@ def test_a_worker_notes_the_trainers_calls_that_drew_numbers_or_made_a_module() 
         assert served.taken() == []
     finally:
         served.watch([])
+
+
+def test_a_worker_notes_draws_from_the_scenarios_generator_and_named_leaves() -> None:
+    from distviz.runner.sandbox import served
+
+    gen = torch.Generator().manual_seed(1)
+    made: list[Any] = []
+    frames = [("main", "trainer1"), ("f", "ps")]
+    served.watch(["trainer1", "trainer2"], gen, made)
+    try:
+        note = served.begin(frames)
+        torch.rand(2, generator=gen)             # the scenario's torch.rand
+        served.end(note)
+        note = served.begin(frames)
+        made.append((torch.ones(1), "ps.full#0"))   # a leaf named in the order it was made
+        served.end(note)
+        note = served.begin(frames)
+        served.end(note)
+        assert len(served.taken()) == 2
+    finally:
+        served.watch([])
