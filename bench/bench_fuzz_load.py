@@ -11,7 +11,7 @@ with ``--busy`` processes spinning on a core each beside it for the whole run, a
 run's agree / disagree / failed counts, every disagreement (program, checks, whether a second
 run showed it again) and the total. ``--keep DIR`` keeps each run's saved findings (minimal
 programs and traces) under ``DIR/<seed>-<run>/``. Exit status 0 when it ran (any count), 1
-when a fuzz run could not finish. Not in ``run_all.py``: a run of 30 programs takes minutes.
+when a fuzz run could not finish (not a failed program: that one counts as failed). Not in ``run_all.py``: a run of 30 programs takes minutes.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from typing import Any
 
 from common import REPO, BenchError, emit, run_child
 
-#: ``distviz fuzz`` exit statuses that mean it ran to the end: 0, 8 (a program disagrees) and
-#: 1 (a program failed to run: a finding of its own, counted as failed)
-FUZZ_RAN = (0, 1, 8)
+from distviz.limits import EXIT_DISAGREE, EXIT_OK, EXIT_RUN_FAILED
+
+#: ``distviz fuzz`` exit statuses that mean it ran to the end: no finding, a program disagrees,
+#: a program failed to run (a finding of its own, counted as failed)
+FUZZ_RAN = (EXIT_OK, EXIT_DISAGREE, EXIT_RUN_FAILED)
 
 
 def spin() -> None:
