@@ -148,7 +148,8 @@ def _out_of_turn(order: Sequence[tuple[str, int]], state: CalleeOrder) -> str | 
     for trainer, n in order:
         if n < last.get(trainer, 0):
             return (f"{trainer}'s call changed the state of {', '.join(state.callees)} after its "
-                    "next step had begun, so the order the reference would follow is not known")
+                    "main's next call or step had begun, so the order the reference would "
+                    "follow is not known")
         last[trainer] = n
     return None
 
