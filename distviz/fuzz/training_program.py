@@ -25,9 +25,13 @@ scenario text, from ``random.Random`` seeded with the pair (nothing else). What 
   ``generate.SHAPE_WEIGHTS``) at the end of ``Net.forward`` on ``ps`` or after the trainer's
   first forward call, drawn from a stream of its own as well.
 
-Two trainers never step the same parameter, and nothing that runs on a worker while another
-trainer's calls run there draws random numbers, so a run does not depend on thread timing and
-its losses, gradients and final parameters can be compared with the single-process reference.
+Two trainers never step the same parameter, and their modules on ``ps`` are made in its
+``init``. Their ``extra`` modules are not: each trainer makes its own with ``rpc.remote("extra",
+Extra)`` at about the same time, and which is made first (its initial weights, and the name
+``extra.Extra#0``) is the order the two calls reached ``extra`` in, which no program fixes. The
+run notes that order on ``extra`` and the reference follows it; where it is not known (the two
+made at the same time) the values are not compared, and the reason says so
+(``distviz.runner.parent.served_order``). Nothing else depends on thread timing.
 """
 
 from __future__ import annotations

@@ -198,11 +198,14 @@ class Finish(PipeMessage):
 
 @dataclass(frozen=True)
 class FinalState(PipeMessage):
-    """A worker's parameters after training, by name (summaries, and values when small)."""
+    """A worker's parameters after training, by name (summaries, and values when small), and
+    the calls it served for the trainers that changed its state (``served``: ``[trainer,
+    function, start ns, end ns]``, ``distviz.runner.sandbox.served``)."""
 
     kind: ClassVar[str] = "final_state"
     worker: str
     params: dict[str, Any]
+    served: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ SCRIPTS: dict[str, list[str]] = {
     "whatif": ["bench_whatif.py", "--repeat", "1", "--only", "design_note", "--no-injected",
                "--json"],
     "fuzz": ["bench_fuzz.py", "--count", "2", "--seed", "5"],
+    "fuzz_load": ["bench_fuzz_load.py", "--runs", "1", "--seeds", "5", "--count", "1",
+                  "--training", "0", "--busy", "0", "--json"],
     "trace_cmd": ["bench_trace_cmd.py", "--iterations", "2", "--repeat", "1", "--modes", "all",
                   "--json"],
     "trace_fixed": ["bench_trace_fixed.py", "--repeat", "1", "--plain-s", "10", "--json"],
@@ -102,6 +104,16 @@ def test_bench_fuzz_runs_a_tiny_fuzz_and_prints_its_table(ran: Callable[[str], R
     assert lines[0] == "| what | value |"
     assert any(ln.startswith("| outcome agreement (predicted = real) | ") for ln in lines)
     assert any(ln.startswith("| programs (seed, workers) | 2 (seed 5, 2-6) |") for ln in lines)
+
+
+@pytest.mark.rpc
+@pytest.mark.runs("fuzz_load")
+def test_bench_fuzz_load_counts_the_disagreements_of_a_tiny_fuzz(ran: Callable[[str], Ran]) -> None:
+    proc = ran("fuzz_load")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert (out["runs"], out["programs"], out["busy"]) == (1, 1, 0)   # no spinner in the suite
+    assert out["disagreements"] == sum(r["disagree"] for r in out["per_run"])
 
 
 @pytest.mark.rpc

@@ -13,7 +13,10 @@ and the recording gets the ``TrainingSummary`` (schedule, overlap, final paramet
 Several trainers that update parameters another one's contexts use (Hogwild training on a
 parameter server) give values that depend on the order they read and updated them in. The
 reference goes in the order the real run's trainers went in (``interleaving``); where that
-order is not known, the values are not compared, and the reason says why.
+order is not known, the values are not compared, and the reason says why. So do trainers whose
+calls change another worker's state (random numbers drawn, modules made there): the reference
+goes in the order the callee ran them in (``served_order``), and where that is not known, the
+values are not compared either.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from distviz.runner.parent.served_order import CalleeOrder, callee_order
 from distviz.trace import NodeKind, Trace
 from distviz.trace.iteration import (
     Iteration,
@@ -61,6 +65,9 @@ class TrainingRun:
     reference: dict[str, Any] | None = None
     #: trainer -> its main's contexts, calls and optimizer steps: [kind, start ns, end ns]
     points: dict[str, list[list[Any]]] = field(default_factory=dict)
+    #: worker -> the calls it served for the trainers that changed its state:
+    #: [trainer, function, start ns, end ns] (``distviz.runner.sandbox.served``)
+    served: dict[str, list[list[Any]]] = field(default_factory=dict)
 
 
 def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple[str, int]],
@@ -80,29 +87,40 @@ def schedule(windows: Mapping[str, Sequence[Sequence[int]]]) -> tuple[list[tuple
 
 class Interleaving(NamedTuple):
     """The order the trainers went in: ``(trainer, number)`` of each one's contexts, calls and
-    optimizer steps (numbered from 1 per trainer) by start time, and ``clash``: why that order
-    does not tell in which order shared parameters were read and updated (``None``: it does)."""
+    optimizer steps (numbered from 1 per trainer) by start time (a call that changed another
+    worker's state by the time that worker began it: ``served_order``), and ``clash``: why that
+    order does not tell in which order shared parameters were read and updated (``None``: it
+    does); ``state``: the order the callees' state was changed in (``CalleeOrder``)."""
 
     order: list[tuple[str, int]]
     clash: str | None
+    state: CalleeOrder = CalleeOrder({}, (), None)
 
 
 _KIND = {"rpc": "call to another worker", "step": "optimizer step"}
 
 
-def interleaving(points: Mapping[str, Sequence[Sequence[Any]]]) -> Interleaving:
+def interleaving(points: Mapping[str, Sequence[Sequence[Any]]],
+                 served: Mapping[str, Sequence[Sequence[Any]]] | None = None) -> Interleaving:
     """The trainers' points (``TrainingSession.point``: ``[kind, start ns, end ns]``, end
     ``-1`` while open) in one order. A call reads parameters on its callee and a step updates
     them somewhere between its start and its end, so two of different trainers are ordered
     when one ended before the other began; an optimizer step under way while another trainer's
-    call or step was (a context opening reads nothing) leaves the order unknown."""
+    call or step was (a context opening reads nothing) leaves the order unknown. A call that
+    changed its callee's state (``served``: each worker's ``[trainer, function, start ns, end
+    ns]``) takes its place by the time the callee began it (``served_order.callee_order``)."""
+    state = callee_order(points, served or {})
     spans: list[tuple[int, int, str, int, str, int]] = []   # start, end, trainer, n, kind, ctx
+    keys: dict[tuple[str, int], int] = {}
     for trainer, ps in points.items():
         ctx = 0
         for n, (kind, start, end) in enumerate(ps, 1):
             ctx += kind == "context"
             spans.append((int(start), int(end) if int(end) >= 0 else 2 ** 62, str(trainer), n,
                           str(kind), ctx))
+            keys[(str(trainer), n)] = state.keys.get((str(trainer), n), int(start))
+    order = [(t, n) for _k, t, n in sorted((k, t, n) for (t, n), k in keys.items())]
+    state = state._replace(clash=state.clash or _out_of_turn(order, state))
     spans.sort(key=lambda s: (s[0], s[2], s[3]))
     latest: dict[str, tuple[int, str, int]] = {}          # trainer -> end, kind, ctx
     latest_step: dict[str, tuple[int, int]] = {}          # trainer -> end, ctx
@@ -120,7 +138,20 @@ def interleaving(points: Mapping[str, Sequence[Sequence[Any]]]) -> Interleaving:
             latest[trainer] = (end, kind, ctx)
         if kind == "step" and end > latest_step.get(trainer, (0, 0))[0]:
             latest_step[trainer] = (end, ctx)
-    return Interleaving([(t, n) for _s, _e, t, n, _k, _c in spans], clash)
+    return Interleaving(order, clash, state)
+
+
+def _out_of_turn(order: Sequence[tuple[str, int]], state: CalleeOrder) -> str | None:
+    """Why ``order`` cannot be followed: a trainer's points out of its own order (a call that
+    reached its callee only after the trainer's next point began)."""
+    last: dict[str, int] = {}
+    for trainer, n in order:
+        if n < last.get(trainer, 0):
+            return (f"{trainer}'s call changed the state of {', '.join(state.callees)} after its "
+                    "main's next call or step had begun, so the order the reference would "
+                    "follow is not known")
+        last[trainer] = n
+    return None
 
 
 def _clash_text(a: str, a_kind: str, a_ctx: int, b: str, b_kind: str, b_ctx: int) -> str:
@@ -154,21 +185,30 @@ def shared_updates(run: TrainingRun) -> list[str]:
 
 def _order_unknown(run: TrainingRun, conflicts: Sequence[str]) -> str | None:
     """Why the reference did not go in the real run's order where that matters (shared
-    updates), or ``None``: it read and updated the shared parameters in the same order."""
-    if not conflicts:
+    updates, a worker whose state two trainers' calls changed), or ``None``: it read and
+    updated the shared parameters, and changed each such worker's state, in the same order."""
+    if len(run.trainers) < 2:
         return None
+    inter = interleaving(run.points, run.served)
+    callees = inter.state.callees
+    if not conflicts and not callees:
+        return None
+    shared = (f"trainers updated parameters the others' contexts use ({', '.join(conflicts)})"
+              if conflicts else f"trainers' calls changed the state of {', '.join(callees)}")
     if any(not run.points.get(t) for t in run.trainers):
-        return "the order the trainers went in was not recorded"
-    clash = interleaving(run.points).clash
-    if clash is not None:
-        return clash
+        return f"{shared} and the order the trainers went in was not recorded"
+    if conflicts and inter.clash is not None:
+        return f"{shared} and {inter.clash}"
+    if inter.state.clash is not None:
+        return inter.state.clash
     ref_points: Mapping[str, Any] = (run.reference or {}).get("points", {})
     for t in run.trainers:
         real = [str(p[0]) for p in run.points[t]]
         mirrored = [str(k) for k in ref_points.get(t, [])]
         if mirrored != real:
-            return (f"{t} made {len(real)} context openings, calls and steps in the real run and "
-                    f"{len(mirrored)} in the reference, which could not follow its order")
+            return (f"{shared} and {t} made {len(real)} context openings, calls and steps in the "
+                    f"real run and {len(mirrored)} in the reference, which could not follow its "
+                    "order")
     return None
 
 
@@ -177,9 +217,7 @@ def collate(run: TrainingRun, scenario: ScenarioInfo | None) -> Recording:
     ``scenario`` section (``scenario_info``)."""
     order, overlapped = schedule(run.windows)
     conflicts = shared_updates(run) if len(run.trainers) > 1 else []
-    unknown = _order_unknown(run, conflicts)
-    interleaved = (f"trainers updated parameters the others' contexts use ({', '.join(conflicts)})"
-                   f" and {unknown}" if unknown else None)
+    interleaved = _order_unknown(run, conflicts)
     ref = run.reference or {}
     ref_contexts = {(c["trainer"], int(c["index"])): c for c in ref.get("contexts", [])}
     t0 = min((int(info["enter_ns"]) for _, info, _ in run.contexts), default=0)

@@ -362,6 +362,7 @@ class _ScenarioRun:
         assert tr is not None
         if isinstance(msg, FinalState):
             tr.final[msg.worker] = msg.params
+            tr.served[msg.worker] = msg.served
             return False
         if isinstance(msg, ContextDone):
             tr.contexts.append((msg.trace, msg.info, msg.values))

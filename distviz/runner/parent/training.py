@@ -28,7 +28,7 @@ def finish_training(ctx: Any, scenario: Scenario, options: Any, training: Traini
     ``result.recording``. ``ctx`` is the parent's multiprocessing context (fork server)."""
     if options.reference and result.error is None and result.stopped is None:
         say("running the single-process reference")
-        order = interleaving(training.points).order
+        order = interleaving(training.points, training.served).order
         training.reference = run_reference_process(
             ctx, ReferenceSpec(scenario=scenario, options=options.worker_options(),
                                schedule=order), options.forward_timeout)

@@ -26,14 +26,15 @@ from torch import nn
 
 from distviz.recorder.walk import modules_in
 
-__all__ = ["install", "module_variables", "names", "register", "set_worker", "use_scope",
-           "worker_of"]
+__all__ = ["install", "made", "module_variables", "names", "register", "set_worker",
+           "use_scope", "worker_of"]
 
 _CURRENT: list[str] = [""]
 _SCOPE: list[str] = ["run"]
 _REGISTRY: dict[tuple[str, str], list[nn.Module]] = {}
 _SEEN: dict[int, tuple[str, str]] = {}
 _INSTALLED: list[bool] = [False]
+_MADE: list[int] = [0]
 
 
 def set_worker(worker: str) -> str:
@@ -59,6 +60,12 @@ def register(module: nn.Module) -> None:
     key = (_SCOPE[0], _CURRENT[0])
     _SEEN[id(module)] = key
     _REGISTRY.setdefault(key, []).append(module)
+    _MADE[0] += 1
+
+
+def made() -> int:
+    """How many modules have been filed so far (in any scope): a count that grows."""
+    return _MADE[0]
 
 
 def _on_parameter(module: nn.Module, name: str, param: Any) -> None:

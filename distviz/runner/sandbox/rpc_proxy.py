@@ -23,6 +23,7 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.recorder.contexts import log_call
 from distviz.recorder.gather import before_gather
+from distviz.runner.sandbox import served
 from distviz.torch_errors import innermost_hop
 from distviz.trace import RpcCall
 
@@ -52,6 +53,7 @@ def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args
     """
     saved = _chain()
     _CHAIN.frames = [(str(f), str(w)) for f, w in frames]
+    note = served.begin(_CHAIN.frames)
     try:
         return func(*args, **kwargs)
     except RpcDepthError as exc:
@@ -60,6 +62,7 @@ def run_nested(frames: list[tuple[str, str]], func: Callable[..., Any], /, *args
             raise
         raise RpcDepthError(innermost) from None
     finally:
+        served.end(note)
         _CHAIN.frames = saved
 
 
@@ -369,12 +372,15 @@ class ScenarioRpc:
     def remote(self, to: Any, func: Any, args: Any = (), kwargs: Mapping[str, Any] | None = None,
                timeout: float = -1.0, _dv_line: int | None = None,
                _dv_target: str | None = None) -> RRefProxy:
-        self._began()  # its end is never known: the call stays open
+        done = self._began()  # ends when the owner says it made the value
         rref, log, snap = self._send("remote", to, func, args, kwargs, timeout)
         _expect_reply(snap, rref._get_future())
         log("remote", snap, _dv_line, _dv_target)
         if isinstance(func, type):
             _wait_built(rref)
+            done()
+        else:
+            rref._get_future().add_done_callback(lambda _fut: done())
         return RRefProxy(rref, to, log, self)
 
     def get_worker_info(self, name: str | None = None) -> Any:

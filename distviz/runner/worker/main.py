@@ -128,6 +128,10 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
         for t, lab in expand(label, value):
             name(t, lab)
     install_namers(worker, state_pairs, lambda: session.main_ns)
+    if scenario.training:
+        from distviz.runner.sandbox import served
+        # before any trainer can reach this worker
+        served.watch(scenario.trainers, ns["torch"].generator, ns["_dv_made"])
     state["phase"] = "rendezvous"
     opts = rpc.TensorPipeRpcBackendOptions(
         init_method=spec.init_method, rpc_timeout=options.rpc_timeout, _transports=["uv"],

@@ -14,6 +14,7 @@ from typing import Any
 
 from distviz.outcome import StopKind
 from distviz.runner.protocol import FinalState, Finish, TrainerDone, recv
+from distviz.runner.sandbox import served
 from distviz.runner.worker.session import (
     BackwardHung,
     TrainingHangPredicted,
@@ -57,5 +58,5 @@ def run_training(conn: Any, tell: Callable[[Any], None], scenario: Scenario, wor
         return False
     if isinstance(msg, Finish):
         state["phase"] = "final state"
-        tell(FinalState(worker=worker, params=final_parameters(worker)))
+        tell(FinalState(worker=worker, params=final_parameters(worker), served=served.taken()))
     return True

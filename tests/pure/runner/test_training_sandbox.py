@@ -206,3 +206,73 @@ def test_the_backward_form_reference_names_module_parameters_as_the_recorder_doe
     ref = run_reference(load_scenario_text(text, path="s.yaml"), WorkerOptions())
     assert ref["outcome"] == "completed", ref["error"]
     assert set(ref["grads"]) == {"x", "worker1.net.lin.weight", "worker1.net.lin.bias"}
+
+
+def test_the_reference_in_the_order_extra_made_the_modules_in_gives_pytorchs_losses() -> None:
+    """The saved run of the fuzz's ``fuzz-training-1206-7`` (``tests/traces/
+    fuzz_training_1206_7_order.json``): in the order the trainers' calls began (trainer2's
+    ``rpc.remote("extra", Extra)`` first) the reference gives the losses it gave that run; with
+    trainer1's module made first, as ``extra`` made them, it gives PyTorch's real losses."""
+    import json
+
+    from distviz.fuzz.training_program import generate_training
+    from distviz.runner.parent.collate import interleaving
+
+    saved = json.loads((SCENARIOS.parent / "tests" / "traces"
+                        / "fuzz_training_1206_7_order.json").read_text())
+    sc = load_scenario_text(generate_training(1206, 7).text, "fuzz-training-1206-7.yaml")
+    began = interleaving(saved["points"]).order
+    assert began.index(("trainer2", 3)) < began.index(("trainer1", 3))
+    made = [p for p in began if p != ("trainer1", 3)]
+    made.insert(made.index(("trainer2", 3)), ("trainer1", 3))
+    for order, want in ((began, saved["reference_loss"]), (made, saved["real_loss"])):
+        result = run_training_reference(sc, WorkerOptions(), order)
+        assert result["outcome"] == "completed", result["error"]
+        loss = {f"{c['trainer']} {c['index']}": c["loss"][0] for c in result["contexts"]}
+        assert loss == pytest.approx(want, rel=1e-6, abs=1e-9)
+
+
+def test_a_worker_notes_the_trainers_calls_that_drew_numbers_or_made_a_module() -> None:
+    from distviz.runner.sandbox import served
+
+    def call(frames: list[tuple[str, str]], fn: Any) -> None:
+        note = served.begin(frames)
+        fn()
+        served.end(note)
+
+    served.watch(["trainer1", "trainer2"])
+    try:
+        call([("main", "trainer1"), ("forward", "ps")], lambda: torch.ones(2) * 2)  # reads
+        call([("main", "trainer2"), ("draw", "ps")], lambda: torch.rand(2))
+        call([("main", "trainer1"), ("f", "ps"), ("Extra", "extra")],
+             lambda: torch.nn.Linear(2, 2))
+        call([("main", "ps"), ("draw", "extra")], lambda: torch.rand(2))   # not a trainer's
+        taken = served.taken()
+        assert [(t, f) for t, f, _s, _e in taken] == [("trainer2", "draw"), ("trainer1", "Extra")]
+        assert all(s <= e for _t, _f, s, e in taken)
+        served.watch(["trainer1"])             # one trainer: its calls go in its own order
+        call([("main", "trainer1"), ("draw", "ps")], lambda: torch.rand(2))
+        assert served.taken() == []
+    finally:
+        served.watch([])
+
+
+def test_a_worker_notes_draws_from_the_scenarios_generator_and_named_leaves() -> None:
+    from distviz.runner.sandbox import served
+
+    gen = torch.Generator().manual_seed(1)
+    made: list[Any] = []
+    frames = [("main", "trainer1"), ("f", "ps")]
+    served.watch(["trainer1", "trainer2"], gen, made)
+    try:
+        note = served.begin(frames)
+        torch.rand(2, generator=gen)             # the scenario's torch.rand
+        served.end(note)
+        note = served.begin(frames)
+        made.append((torch.ones(1), "ps.full#0"))   # a leaf named in the order it was made
+        served.end(note)
+        note = served.begin(frames)
+        served.end(note)
+        assert len(served.taken()) == 2
+    finally:
+        served.watch([])
