@@ -17,6 +17,10 @@ from distviz.tracing.callsites.labels import argument_hint
 from distviz.tracing.callsites.messages import current_context, result_functions
 from distviz.tracing.callsites.registry import Call, log, skipped
 
+#: Called with ``(api, args, kwargs, result, frame)`` after each RPC made outside any context,
+#: when set (``distviz.tracing.hooks.cuts``, in a process that may record a context).
+OUTSIDE: list[Callable[..., None]] = []
+
 
 def wrap_call(api: str, orig: Callable[..., Any],
               gate: Callable[[int], bool] | None) -> Callable[..., Any]:
@@ -35,7 +39,12 @@ def wrap_call(api: str, orig: Callable[..., Any],
         try:
             ctx = current()
         except RuntimeError:    # no context in this thread
-            return orig(*args, **kwargs)
+            if not OUTSIDE:
+                return orig(*args, **kwargs)
+            result = orig(*args, **kwargs)
+            for hook in OUTSIDE:
+                hook(api, args, kwargs, result, frame_of(1))
+            return result
         cid = ctx._context_id()
         if skipped(cid, gate):
             return orig(*args, **kwargs)

@@ -29,6 +29,10 @@
 * ``DistributedOptimizer.step``, once the program imports ``torch.distributed.optim``: the
   parameters that got no gradient in any backward of the run are named after ``rpc.shutdown``
   (``distviz.tracing.hooks.optimizer``).
+* Where ``--contexts`` may record a context: the cuts of a parameter's path to the loss
+  (``distviz.tracing.hooks.cuts``, not imported under ``--contexts none``): a watch of the torch
+  functions the program calls in a recorded context, entered with the context and left when
+  its backward starts or the program leaves it.
 * For ``distviz snapshot`` (``distviz.tracing.snapshot.listener``): entering and leaving a
   context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
   the table ``traced_backward`` and the watch keep, ``distviz.tracing.shared.inflight``).
@@ -41,6 +45,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -62,6 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover - the snapshot's modules load at the first
     from distviz.tracing.snapshot.client import ProcessSnapshot
 
 _INSTALLED: list[bool] = []
+_CUTS: list[ModuleType] = []    # ``distviz.tracing.hooks.cuts``, where a context may be recorded
 
 
 def _interop(n: int) -> None:
@@ -114,6 +120,8 @@ def _take_snapshot(folder: str) -> ProcessSnapshot:
 def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
+        for cuts in _CUTS:
+            cuts.flush()
         fanout.settle()
         watch.hand_over()
         result = original(*args, **kwargs)
@@ -133,6 +141,8 @@ def _context_exit(original: Any) -> Any:
             if proc is not None and jit.scripted_backward(cid, cid in proc.index):
                 journal.append(proc.config.session_dir, journal.Event(
                     kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
+            for cuts in _CUTS:
+                cuts.left(cid)
             dispatch.context_ended(cid)
         return original(self, *exc)
     return __exit__
@@ -143,6 +153,8 @@ def _context_enter(original: Any) -> Any:
     def __enter__(self: Any) -> Any:
         context_id = original(self)
         snapshot_listener.entered(int(context_id))
+        for cuts in _CUTS:
+            cuts.entered(int(context_id))
         return context_id
     return __enter__
 
@@ -197,6 +209,10 @@ def install(config: TraceConfig) -> None:
     scripted.install()
     local_backward.install()
     optimizer.arm()
+    if config.spec.kind != "none":
+        from distviz.tracing.hooks import cuts
+        cuts.install()
+        _CUTS.append(cuts)
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

@@ -15,13 +15,16 @@ import re
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.files import write_atomic
 from distviz.limits import EXIT_OK
 from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
 from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover - loaded with the first cut (distviz.tracing.hooks.cuts)
+    from distviz.tracing.shared.cuts import Cut, Explained
 
 EVENTS = "events.jsonl"
 
@@ -39,14 +42,19 @@ class EventKind(StrEnum):
     LOCAL_BACKWARD = "local_backward"  # a local backward inside a dist autograd context
     GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
     NO_GRADIENT = "no_gradient"  # parameters of a DistributedOptimizer that never got a gradient
+    CUT_SEEN = "cut_seen"       # a cut of a parameter's path a process saw, with its ``cut``
+    CUT = "cut"                 # parameters without a gradient and the cut that caused it
 
 
 SCRIPTED = EventKind.SCRIPTED
 LOCAL_BACKWARD = EventKind.LOCAL_BACKWARD
 GRADS_LEFT = EventKind.GRADS_LEFT
 NO_GRADIENT = EventKind.NO_GRADIENT
-#: The events that are a sentence for the summary, as they were logged.
-NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT)
+CUT_SEEN = EventKind.CUT_SEEN
+CUT = EventKind.CUT
+#: The events that are a sentence for the summary, as they were logged (a ``cut`` event with
+#: no message names parameters no cut explains: no sentence).
+NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT, CUT)
 
 
 class RealState(StrEnum):
@@ -141,7 +149,9 @@ class Event:
     local backward inside a distributed one put parameters' gradients in ``.grad``; both
     ``distviz.tracing.hooks.local_backward``) or ``no_gradient`` (parameters of a
     ``DistributedOptimizer`` that got no gradient in any backward of the run,
-    ``distviz.tracing.hooks.optimizer``). ``test``: the
+    ``distviz.tracing.hooks.optimizer``), ``cut_seen`` (with ``cut``: a cut of a parameter's
+    path a process saw) or ``cut`` (with ``explained``: parameters without a gradient and the
+    cut that caused it; both ``distviz.tracing.hooks.cuts``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: EventKind
@@ -151,6 +161,8 @@ class Event:
     row: ContextRow | None = None
     test: str | None = None
     stats: dict[str, Any] | None = None    # ``backwards``: a process's ``BackwardStats``
+    cut: Cut | None = None                 # ``cut_seen``
+    explained: Explained | None = None     # ``cut``
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
@@ -161,17 +173,27 @@ class Event:
             out["stats"] = self.stats
         if self.test is not None:
             out["test"] = self.test
+        if self.cut is not None:
+            out["cut"] = self.cut.to_json()
+        if self.explained is not None:
+            out["explained"] = self.explained.to_json()
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Event:
         row = obj.get("row")
         test = obj.get("test")
+        cut, explained = obj.get("cut"), obj.get("explained")
+        if isinstance(cut, dict) or isinstance(explained, dict):
+            from distviz.tracing.shared.cuts import Cut, Explained
         return cls(kind=EventKind(str(obj.get("kind"))), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,
                    test=str(test) if test is not None else None,
-                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None)
+                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None,
+                   cut=Cut.from_json(cut) if isinstance(cut, dict) else None,
+                   explained=(Explained.from_json(explained) if isinstance(explained, dict)
+                              else None))
 
 
 def scripted_notes(events: list[Event]) -> list[tuple[str | None, str]]:
