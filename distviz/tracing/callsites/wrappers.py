@@ -18,8 +18,10 @@ from distviz.tracing.callsites.messages import current_context, result_functions
 from distviz.tracing.callsites.registry import Call, log, skipped
 
 #: Called with ``(api, args, kwargs, result, frame)`` after each RPC made outside any context,
-#: when set (``distviz.tracing.hooks.cuts``, in a process that may record a context).
+#: and with ``(args, kwargs)`` before each RPC of a context that may be recorded, when set
+#: (``distviz.tracing.hooks.cuts``, in a process that may record a context).
 OUTSIDE: list[Callable[..., None]] = []
+INSIDE: list[Callable[..., None]] = []
 
 
 def wrap_call(api: str, orig: Callable[..., Any],
@@ -48,6 +50,8 @@ def wrap_call(api: str, orig: Callable[..., Any],
         cid = ctx._context_id()
         if skipped(cid, gate):
             return orig(*args, **kwargs)
+        for hook in INSIDE:
+            hook(args, kwargs)
         before = ctx._send_functions()
         frames = own_frames(frame_of(1))
         grad = grad_enabled()

@@ -47,7 +47,7 @@ import torch.distributed.autograd as dist_autograd
 from torch.overrides import TorchFunctionMode
 
 from distviz import limits
-from distviz.frames import Frame, outwards, own_frames, site_text
+from distviz.frames import Frame, outwards, own_frames, own_path, site_text
 from distviz.tracing.callsites import registry, wrappers
 from distviz.tracing.hooks import cut_sites, dispatch
 from distviz.tracing.shared import journal, live, naming, process
@@ -95,6 +95,7 @@ class _State(threading.local):
         self.mode: Watch | None = None
         self.served: str | None = None
         self.block: tuple[CutKind, list[Frame]] | None = None
+        self.returned: Frame | None = None      # where a served function returned a Parameter
 
 
 _TLS = _State()
@@ -227,10 +228,29 @@ def _used(args: Any) -> None:
             if fn is not None and fn in _NODES:
                 _NODES[fn].continued = True
         if _OUTSIDE and id(t) in _OUTSIDE:
-            ref, rpc, frames = _OUTSIDE[id(t)]
-            if ref() is t:
-                _add(_Pending(CutKind.OUTSIDE_CONTEXT, cid, frames, None, [], [rpc],
-                              _TLS.served))
+            _outside_used(t)
+
+
+def _outside_used(t: torch.Tensor) -> None:
+    """``t``, a result of an RPC made outside any context, is used in a watched one."""
+    ref, rpc, frames = _OUTSIDE[id(t)]
+    if ref() is t:
+        _add(_Pending(CutKind.OUTSIDE_CONTEXT, _TLS.cid, frames, None, [], [rpc], _TLS.served))
+
+
+def _sent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """An RPC of a watched context sends ``args``: a result of an RPC made outside any
+    context among them is used there (``rref.rpc_sync().forward(early)``)."""
+    if _TLS.mode is None or not _OUTSIDE:
+        return
+    todo: list[tuple[Any, int]] = [(args[2] if len(args) > 2 else kwargs.get("args"), 0)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, torch.Tensor):
+            if id(v) in _OUTSIDE:
+                _outside_used(v)
+        elif isinstance(v, (list, tuple)) and depth < 3:
+            todo.extend((x, depth + 1) for x in v[:64])
 
 
 def _seen(cid: int | None) -> set[int]:
@@ -394,16 +414,34 @@ def _wrap_run(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 or not _callee_watches(cid):
             return original(python_udf)
         started = _guarded(_start, cid, _served_name(python_udf))
+        profile = sys.getprofile()
+        if started and profile is None:     # a profiler or debugger of the program's stays
+            _TLS.returned = None
+            sys.setprofile(_on_return)
         try:
             result = original(python_udf)
         finally:
             if started:
+                if profile is None:
+                    sys.setprofile(None)
                 _guarded(_stop)
         if started:
             _guarded(_returned, cid, python_udf, result)
         return result
     _run_function.__wrapped__ = original  # type: ignore[attr-defined]
     return _run_function
+
+
+def _on_return(frame: types.FrameType, event: str, arg: Any) -> None:
+    """The profile function of a served RPC: the innermost of the program's functions that
+    returns an ``nn.Parameter`` (or a list or tuple holding one), and its line."""
+    if event != "return" or _TLS.returned is not None or arg is None:
+        return
+    if isinstance(arg, _PARAMETER) or (isinstance(arg, (list, tuple)) and any(
+            isinstance(a, _PARAMETER) for a in arg[:16])):
+        path = own_path(frame.f_code.co_filename)
+        if path:
+            _TLS.returned = (path, frame.f_lineno, frame.f_code.co_name)
 
 
 def _target(python_udf: Any) -> Any:
@@ -438,20 +476,14 @@ def _returned(cid: int, python_udf: Any, result: Any) -> None:
             p.continued = True
     if not params:
         return
+    frames = [_TLS.returned] if _TLS.returned is not None else []
     code = getattr(_target(python_udf), "__code__", None)
-    if not isinstance(code, types.CodeType) or not own_frames_of(code):
+    if not frames and isinstance(code, types.CodeType) and own_path(code.co_filename):
+        frames = [(own_path(code.co_filename), cut_sites.return_line(code), code.co_name)]
+    if not frames:
         return
-    frames: list[Frame] = [(os.path.abspath(code.co_filename), cut_sites.return_line(code),
-                            code.co_name)]
     _add(_Pending(CutKind.PARAMETER_SENT, cid, frames, None, _named(params), [],
                   _served_name(python_udf)))
-
-
-def own_frames_of(code: types.CodeType) -> bool:
-    """Whether ``code`` is the program's own (``distviz.frames.is_own``)."""
-    from distviz.frames import is_own
-
-    return is_own(code.co_filename)
 
 
 def _outside(api: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any,
@@ -534,20 +566,20 @@ def _flush() -> None:
 
 
 def _never_used(params: list[tuple[str, torch.Tensor | None]], worker: str) -> list[Cut]:
-    """The owner's ``never_used`` cuts: parameters that no op of a recorded context used,
-    where this process used some other parameter in one (else it cannot tell)."""
+    """The owner's ``never_used`` cuts, one per line that made a layer: parameters that no op
+    of a recorded context used, where this process used some other parameter in one (else it
+    cannot tell)."""
     if not _USED:
         return []
-    out: list[Cut] = []
+    by_site: dict[tuple[str, str, int], list[str]] = {}
     for name, p in params:
         if p is None or id(p) in _USED or not p.requires_grad:
             continue
         where = _LINES.get(id(p))
-        site = f"{where[0]}:{where[1]}" if where else name.rsplit(".", 1)[0]
-        out.append(Cut(kind=CutKind.NEVER_USED, worker=worker, site=_display(site),
-                       file=where[0] if where else "", line=where[1] if where else 0,
-                       leaves=(name,)))
-    return out
+        site = _display(f"{where[0]}:{where[1]}") if where else name.rsplit(".", 1)[0]
+        by_site.setdefault((site, *(where or ("", 0))), []).append(name)
+    return [Cut(kind=CutKind.NEVER_USED, worker=worker, site=site, file=file, line=line,
+                leaves=tuple(names)) for (site, file, line), names in by_site.items()]
 
 
 def _display(site: str) -> str:
@@ -611,6 +643,7 @@ def install() -> None:
     rpc_internal._run_function = _wrap_run(rpc_internal._run_function)
     torch.Tensor.requires_grad_ = _requires_grad_(torch.Tensor.requires_grad_)  # type: ignore[method-assign]
     wrappers.OUTSIDE.append(lambda *a: _guarded(_outside, *a))
+    wrappers.INSIDE.append(lambda *a: _guarded(_sent, *a))
     from torch.nn.modules import module as nn_module
     nn_module.register_module_parameter_registration_hook(
         lambda *a: _guarded(_on_parameter, *a))

@@ -12,15 +12,15 @@ backward, an RPC's result) is no cut and is never logged.
 ``explain(missing, cuts)`` gives each parameter that got no gradient the cut that caused it:
 
 1. a cut on its own worker whose tensor came from it (``leaves``), by ``KINDS`` order;
-2. else a cut on another worker of a result of an RPC to its worker (``behind``), or an RPC
-   to its worker made outside any context whose result was used in one (``outside_context``);
-3. else a cut on another worker of a tensor that came from the arguments of an RPC that
+2. else an RPC to its worker made outside any context whose result was used in one
+   (``outside_context``: its owner never used it in a context);
+3. else ``never_used``: no operation of a recorded context on its owner used it (its module's
+   ``forward`` never ran; the owner's own finding, given with the cuts);
+4. else a cut on another worker of a result of an RPC to its worker (``behind``);
+5. else a cut on another worker of a tensor that came from the arguments of an RPC that
    worker served (``upstream``: a pipeline stage that detaches its input's descendants);
-4. else none: the parameter is named without a cause (``Explained.cut`` is ``None``), and
+6. else none: the parameter is named without a cause (``Explained.cut`` is ``None``), and
    nothing is said of it here.
-
-The ``never_used`` cut (no operation of a recorded context used the parameter: its module's
-``forward`` never ran) is the owner's own finding, given with ``missing`` (rule 1, last).
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ class Cut:
             rpc = self.behind[0].text() if self.behind else f"the RPC at {self.site}"
             return (f"{rpc} was made outside any dist_autograd context, and its result was "
                     "used inside one: no send is attached, so no gradient goes back for it")
-        return (f"no operation of a recorded context used it: its module ({self.site}) was "
-                "never called in forward")
+        return (f"no operation of a recorded context used it: the layer made at {self.site} "
+                "was never called in forward")
 
     def fix(self) -> str:
         """The fix that fits this cut."""
@@ -228,8 +228,19 @@ def _them(names: tuple[str, ...]) -> str:
 
 
 def _own(m: Missing, cuts: list[Cut]) -> Cut | None:
-    mine = [c for c in cuts if c.worker == m.worker and m.name in c.leaves]
+    mine = [c for c in cuts if c.worker == m.worker and m.name in c.leaves
+            and c.kind != CutKind.NEVER_USED]
     return min(mine, key=lambda c: KINDS.index(c.kind)) if mine else None
+
+
+def _outside(m: Missing, cuts: list[Cut]) -> Cut | None:
+    return next((c for c in cuts if c.kind == CutKind.OUTSIDE_CONTEXT and c.worker != m.worker
+                 and any(r.callee == m.worker for r in c.behind)), None)
+
+
+def _never_used(m: Missing, cuts: list[Cut]) -> Cut | None:
+    return next((c for c in cuts if c.kind == CutKind.NEVER_USED and c.worker == m.worker
+                 and m.name in c.leaves), None)
 
 
 def _behind(m: Missing, cuts: list[Cut]) -> Cut | None:
@@ -243,13 +254,17 @@ def _upstream(m: Missing, cuts: list[Cut]) -> Cut | None:
     return next((c for c in cuts if c.worker != m.worker and c.upstream), None)
 
 
+#: The rules of ``explain``, in order.
+_RULES = (_own, _outside, _never_used, _behind, _upstream)
+
+
 def explain(missing: list[Missing], cuts: list[Cut]) -> list[Explained]:
     """Each parameter of ``missing`` with the cut that caused its missing gradient (see the
     module docstring), grouped: one ``Explained`` per cut (in the order of ``missing``), then
     one per worker for those no cut explains."""
     groups: dict[tuple[str, Cut | None], list[str]] = {}
     for m in missing:
-        cut = _own(m, cuts) or _behind(m, cuts) or _upstream(m, cuts)
+        cut = next((c for rule in _RULES if (c := rule(m, cuts)) is not None), None)
         names = groups.setdefault((m.worker, cut), [])
         if m.name not in names:
             names.append(m.name)

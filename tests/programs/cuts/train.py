@@ -10,7 +10,10 @@ backward each owner reads ``dist_autograd.get_gradients`` and the trainer prints
 parameters that got none (``no gradient: ps.fc.weight, ...``): the truth.
 
 MISTAKE: ``none`` (correct), ``no_grad``, ``detach``, ``tolist``, ``item``, ``data``,
-``requires_grad``, ``parameter``, ``outside``, ``unused_layer``.
+``requires_grad``, ``parameter``, ``outside``, ``unused_layer``; ``all``: each mistake that
+PyTorch's backward survives, one after the other in one run (``MISTAKE: no gradient: ...``).
+``detach`` (a pipeline stage) and ``item`` leave an RPC's send without a gradient: PyTorch's
+backward hangs until the RPC time-out (``CUTS_RPC_TIMEOUT`` seconds, default 60).
 
 Usage: python train.py MISTAKE [STEPS]
 """
@@ -26,7 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.optim import DistributedOptimizer
 
-MISTAKE = sys.argv[1] if len(sys.argv) > 1 else "none"
+#: the mistakes PyTorch's backward survives (``all`` runs them one after the other)
+SURVIVED = ("none", "no_grad", "tolist", "data", "requires_grad", "parameter", "outside",
+            "unused_layer")
 
 
 class ParameterServer(nn.Module):
@@ -93,21 +98,21 @@ def no_gradient(module, prefix, context_id):
     return [f"{prefix}.{n}" for n, p in module.named_parameters() if p not in grads]
 
 
-def step(ps, shard, head, opt, ids, x, early):
+def step(mistake, ps, shard, head, opt, ids, x, early):
     with dist_autograd.context() as context_id:
-        if MISTAKE == "outside":
+        if mistake == "outside":
             e = early
-        elif MISTAKE == "tolist":
+        elif mistake == "tolist":
             e = torch.tensor(ps.rpc_sync().embed(ids))
         else:
             e = ps.rpc_sync().embed(ids)
-        if MISTAKE == "parameter":
+        if mistake == "parameter":
             w, b = ps.rpc_sync().fc_parameters()
             h = torch.relu(F.linear(e, w, b) + ps.rpc_sync().forward(e, True))
         else:
             h = ps.rpc_sync().forward(e)
         h = shard.rpc_sync().forward(h)
-        if MISTAKE == "item":
+        if mistake == "item":
             scale = ps.rpc_sync().scale(x).item()  # cut: item
         else:
             scale = ps.rpc_sync().scale(x)
@@ -120,21 +125,21 @@ def step(ps, shard, head, opt, ids, x, early):
     return missing
 
 
-def train(steps):
-    ps = rpc.remote("ps", Owned, args=(ParameterServer, "ps", MISTAKE))
-    shard = rpc.remote("shard", Owned, args=(Shard, "shard", MISTAKE))
+def train(mistake, steps):
+    ps = rpc.remote("ps", Owned, args=(ParameterServer, "ps", mistake))
+    shard = rpc.remote("shard", Owned, args=(Shard, "shard", mistake))
     torch.manual_seed(2)
     head = nn.Linear(4, 1)
     params = ps.rpc_sync().param_rrefs() + shard.rpc_sync().param_rrefs() + param_rrefs(head)
     opt = DistributedOptimizer(torch.optim.SGD, params, lr=0.05)
     ids = torch.tensor([1, 2, 3])
     x = torch.randn(3, 4)
-    early = ps.rpc_sync().embed(ids) if MISTAKE == "outside" else None  # cut: outside
+    early = ps.rpc_sync().embed(ids) if mistake == "outside" else None  # cut: outside
     missing = set()
     for k in range(steps):
-        got = step(ps, shard, head, opt, ids, x, early)
+        got = step(mistake, ps, shard, head, opt, ids, x, early)
         missing = set(got) if k == 0 else missing & set(got)
-    print("no gradient:", ", ".join(sorted(missing)) or "-", flush=True)
+    return ", ".join(sorted(missing)) or "-"
 
 
 class Owned:
@@ -162,16 +167,21 @@ class Owned:
         return self.module.scale(x)
 
 
-def run_worker(rank, steps):
+def run_worker(rank, mistake, steps):
     options = rpc.TensorPipeRpcBackendOptions(
-        init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"))
+        init_method=os.environ.get("RPC_INIT_METHOD", "tcp://127.0.0.1:29500"),
+        rpc_timeout=float(os.environ.get("CUTS_RPC_TIMEOUT", "60")))
     name = ("trainer", "ps", "shard")[rank]
     rpc.init_rpc(name, rank=rank, world_size=3, rpc_backend_options=options)
     if rank == 0:
-        train(steps)
+        if mistake == "all":
+            for m in SURVIVED:
+                print(f"{m}: no gradient: {train(m, steps)}", flush=True)
+        else:
+            print(f"no gradient: {train(mistake, steps)}", flush=True)
     rpc.shutdown()
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(int(sys.argv[2]) if len(sys.argv) > 2 else 2,), nprocs=3,
-             join=True)
+    mp.spawn(run_worker, args=(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 2),
+             nprocs=3, join=True)
