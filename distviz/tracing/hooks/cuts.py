@@ -76,7 +76,7 @@ class _Pending:
     went on into the loss (``continued``)."""
 
     __slots__ = ("kind", "cid", "frames", "node", "leaves", "behind", "upstream", "served",
-                 "continued")
+                 "continued", "thread")
 
     def __init__(self, kind: CutKind, cid: int | None, frames: list[Frame], node: Any,
                  leaves: list[tuple[int, str]], behind: list[RpcRef], served: str | None,
@@ -84,6 +84,7 @@ class _Pending:
         self.kind, self.cid, self.frames, self.node = kind, cid, frames, node
         self.leaves, self.behind, self.served = leaves, behind, served
         self.upstream, self.continued = upstream, False
+        self.thread = threading.get_ident()
 
 
 class _State(threading.local):
@@ -427,6 +428,7 @@ def _wrap_run(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
                 _guarded(_stop)
         if started:
             _guarded(_returned, cid, python_udf, result)
+            _guarded(_flush, threading.get_ident())
         return result
     _run_function.__wrapped__ = original  # type: ignore[attr-defined]
     return _run_function
@@ -536,11 +538,20 @@ def flush() -> None:
     _guarded(_flush)
 
 
-def _flush() -> None:
+def _flush(thread: int | None = None) -> None:
+    """``flush``; with ``thread``, only the cuts of computed tensors that thread made (a
+    callee's, as its RPC returns: a hang may stop the program before RPC shuts down); the
+    cuts of parameters wait for the whole context."""
     with _LOCK:
-        pending = [p for p in _PENDING if not p.continued]
-        _PENDING.clear()
-        _NODES.clear()
+        if thread is None:
+            mine, _PENDING[:] = list(_PENDING), []
+            _NODES.clear()
+        else:
+            mine = [p for p in _PENDING if p.node is not None and p.thread == thread]
+            _PENDING[:] = [p for p in _PENDING if p not in mine]
+            for p in mine:
+                _NODES.pop(p.node, None)
+        pending = [p for p in mine if not p.continued]
     proc = process.PROCESS
     if not pending or proc is None:
         return
