@@ -181,3 +181,40 @@ def test_a_correct_program_gets_no_cut(runs: Any) -> None:
     assert "got no gradient" not in run.stderr and "got no gradient" not in run.stdout
     assert run.index["cuts"] == {"explained": [], "seen": []}
     assert "no gradient: -" in run.stdout
+
+
+def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
+    """The watch on one thread, without RPC: what it keeps as cuts when its context ends."""
+    import torch
+
+    from distviz.tracing.hooks import cuts
+    from distviz.tracing.shared import naming
+
+    naming.install()        # names the parameters of the modules made from now on
+    lin, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    x = torch.randn(2, 4)
+    cuts._start(5, None)
+    try:
+        h = lin(x)
+        loss = head(h).sum()
+        logged = h.sum().item()         # h goes on into the loss
+        before = loss.item()            # the loss is the backward's root
+        with torch.no_grad():
+            probe = head(h)             # h and head are used with grad too
+        lost = lin(x).detach()          # a cut: its tensor goes nowhere else
+        value = lin(x).tanh().sum().item()   # a cut
+        cuts._consume([loss])
+    finally:
+        cuts._stop()
+    kept = [(p.kind.value, p.continued) for p in cuts._PENDING]
+    leaves = [p for p in cuts._PENDING if p.node is None]
+    cuts._PENDING.clear()
+    cuts._NODES.clear()
+    del logged, before, probe, lost, value
+    assert [k for k in kept if not k[1]] == [("no_grad", False), ("no_grad", False),
+                                              ("detach", False), ("item", False)], kept
+    # the two left under no_grad are head's parameters, used with grad in the same context:
+    # the log drops them (``flush``)
+    ids = [i for p in leaves for i, _ in p.leaves]
+    assert sorted(ids) == sorted(id(p) for p in head.parameters())
+    assert set(ids) <= cuts._SEEN[5]

@@ -8,21 +8,27 @@ outside a recorded context:
   ``--contexts`` may record (``entered``, from the patched ``dist_autograd.context``) until
   its backward starts or the program leaves it, and on a callee's RPC thread while it runs the
   program's function for such a context (``torch.distributed.rpc.internal._run_function``,
-  which PyTorch's C++ handler looks up when RPC starts). It sees every torch function the
-  program calls there and notes, with the program's frames (``distviz.frames.own_frames``):
-  ops under ``torch.no_grad()`` / ``set_grad_enabled(False)`` / ``inference_mode()`` on
-  tensors that require grad (the block's own line: PyTorch's ``_set_grad_enabled`` call is a
-  torch function too), ``.detach()``, ``.data``, ``.item()``, ``.tolist()``, ``.numpy()``, the
-  ``requires_grad`` setter, a result of an RPC made outside any context, and which parameters
-  an op used with grad enabled;
-* the program's function of an RPC that returns an ``nn.Parameter`` (``_run_function``);
-* ``Tensor.requires_grad_(False)`` anywhere (a parameter is usually frozen before training).
+  which PyTorch's C++ handler looks up when RPC starts; a profile function finds the line
+  that returns an ``nn.Parameter``). It sees every torch function the program calls there
+  and notes, with the program's frames (``distviz.frames.own_frames``): ops under
+  ``torch.no_grad()`` / ``set_grad_enabled(False)`` / ``inference_mode()`` on tensors that
+  require grad (the block's own line: PyTorch's ``_set_grad_enabled`` call is a torch function
+  too), ``.detach()``, ``.data``, ``.item()``, ``.tolist()``, ``.numpy()``, the
+  ``requires_grad`` setter, a result of an RPC made outside any context (also when an RPC of
+  the context sends it: ``callsites.wrappers.INSIDE``), which parameters an op uses with grad
+  enabled, and how many such ops use each tensor;
+* ``Tensor.requires_grad_(False)`` anywhere (a parameter is usually frozen before training),
+  and the program's line that made each parameter (PyTorch's global parameter registration
+  hook: ``self.extra = nn.Linear(4, 4)``);
+* the results of RPCs made outside any context (``callsites.wrappers.OUTSIDE``), weakly.
 
-A noted cut stays pending until its context's backward starts, the program leaves the
-context, or RPC shuts down (``flush``): a cut whose tensor went on into the loss (used again
-with grad enabled, returned by the RPC's function, a root of the backward) is dropped, as is a
-cut of a parameter used with grad enabled elsewhere in the same context; the rest are logged
-once each (``journal.CUT_SEEN``), at most ``limits.CUTS_KEPT`` per process.
+A tensor that goes on into the loss anyway is no cut: used by an op with grad enabled (before
+or after the cut), a root of the backward, returned by the RPC's function, or computed from a
+tensor that has such another use (``h.sum().item()``); nor is a parameter used with grad
+enabled elsewhere in the same context. The rest are logged once each (``journal.CUT_SEEN``, at
+most ``limits.CUTS_KEPT`` per process) when the context's backward starts, the program leaves
+the context, a callee's RPC function returns (cuts of computed tensors: a predicted hang may
+stop the program before RPC shuts down), or RPC shuts down.
 
 ``explain_missing``, on the owner of parameters that got no gradient
 (``distviz.tracing.hooks.optimizer``), reads every process's cuts from the session's log, adds
@@ -97,6 +103,8 @@ class _State(threading.local):
         self.served: str | None = None
         self.block: tuple[CutKind, list[Frame]] | None = None
         self.returned: Frame | None = None      # where a served function returned a Parameter
+        #: how many ops with grad enabled (and roots, results) used each ``grad_fn``'s tensor
+        self.consumed: dict[Any, int] = {}
 
 
 _TLS = _State()
@@ -224,10 +232,10 @@ def _used(args: Any) -> None:
             if seen is None:
                 seen = _seen(cid)
             seen.add(i)
-        if _NODES:
-            fn = t.grad_fn
-            if fn is not None and fn in _NODES:
-                _NODES[fn].continued = True
+        fn = t.grad_fn
+        if fn is not None:
+            consumed = _TLS.consumed
+            consumed[fn] = consumed.get(fn, 0) + 1
         if _OUTSIDE and id(t) in _OUTSIDE:
             _outside_used(t)
 
@@ -340,13 +348,38 @@ def _start(cid: int, served: str | None) -> bool:
     mode = Watch()
     mode.__enter__()
     _TLS.cid, _TLS.mode, _TLS.served, _TLS.block = cid, mode, served, None
+    _TLS.consumed = {}
     return True
+
+
+def _consume(tensors: Iterable[Any]) -> None:
+    """``tensors`` go on into the loss (a backward's roots, an RPC function's result)."""
+    consumed = _TLS.consumed
+    for t in _tensors(tensors):
+        if t.grad_fn is not None:
+            consumed[t.grad_fn] = consumed.get(t.grad_fn, 0) + 1
+
+
+def _settle() -> None:
+    """The watch of this thread ends: each of its pending cuts whose tensor went on into the
+    loss anyway is no cut: the tensor was used with grad enabled (before or after the cut),
+    or the tensor it was computed from has another use (``h.sum().item()`` of an ``h`` the
+    loss uses)."""
+    consumed, me = _TLS.consumed, threading.get_ident()
+    for p in list(_PENDING):
+        if p.thread != me or p.node is None:
+            continue
+        if consumed.get(p.node, 0) >= 1 or any(
+                n is not None and consumed.get(n, 0) >= 2 for n, _ in p.node.next_functions):
+            p.continued = True
+    _TLS.consumed = {}
 
 
 def _stop() -> None:
     mode = _TLS.mode
     if mode is None:
         return
+    _settle()
     _TLS.mode, _TLS.served, _TLS.block = None, None, None
     stack = torch.overrides._get_current_function_mode_stack()
     if stack and stack[-1] is mode:     # a mode the program pushed after ours stays
@@ -373,10 +406,7 @@ def backward_starts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     if _TLS.mode is None:
         return
     roots = args[1] if len(args) > 1 else kwargs.get("roots")
-    for t in _tensors(roots if isinstance(roots, (list, tuple)) else ()):
-        p = _NODES.get(t.grad_fn) if t.grad_fn is not None else None
-        if p is not None:
-            p.continued = True
+    _consume(roots if isinstance(roots, (list, tuple)) else ())
     _guarded(_stop)
     flush()
 
@@ -421,6 +451,8 @@ def _wrap_run(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
             sys.setprofile(_on_return)
         try:
             result = original(python_udf)
+            if started:     # its tensors go on to the caller
+                _guarded(_consume, result if isinstance(result, (list, tuple)) else (result,))
         finally:
             if started:
                 if profile is None:
@@ -472,10 +504,6 @@ def _returned(cid: int, python_udf: Any, result: Any) -> None:
     if isinstance(result, dict):
         params += [t for t in _tensors(result.values()) if isinstance(t, _PARAMETER)
                    and t.requires_grad]
-    for t in _tensors(result if isinstance(result, (list, tuple)) else (result,)):
-        p = _NODES.get(t.grad_fn) if t.grad_fn is not None else None
-        if p is not None:
-            p.continued = True
     if not params:
         return
     frames = [_TLS.returned] if _TLS.returned is not None else []

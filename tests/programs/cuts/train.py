@@ -5,7 +5,9 @@ gradient (``tests/e2e/test_cuts.py``; each mistake's line carries ``# cut: MISTA
 a layer ``extra`` and a ``gain``, behind an RRef; ``shard`` (rank 2) a pipeline stage behind an
 RRef. Each step, in a dist autograd context: the embedding of some ids (``ps``), ``fc`` and
 ``extra`` on it (``ps``), the shard, the local head, times a scale from ``gain`` (``ps``);
-``dist_autograd.backward`` and a ``DistributedOptimizer`` step over every parameter. After each
+``dist_autograd.backward`` and a ``DistributedOptimizer`` step over every parameter. Some
+``.item()``, ``.detach()`` and ``torch.no_grad()`` along the way cut nothing (their tensors also
+go on into the loss): distviz must not name them. After each
 backward each owner reads ``dist_autograd.get_gradients`` and the trainer prints the
 parameters that got none (``no gradient: ps.fc.weight, ...``): the truth.
 
@@ -63,6 +65,8 @@ class ParameterServer(nn.Module):
             h = F.linear(e, self.fc.weight.data, self.fc.bias)  # cut: data
         else:
             h = self.fc(e)
+        if torch.is_tensor(h):
+            self.last = h.detach()  # not a cut: h goes on into the result
         if self.mistake == "unused_layer":
             return torch.relu(h)
         return torch.relu(h + self.extra(e))
@@ -117,6 +121,12 @@ def step(mistake, ps, shard, head, opt, ids, x, early):
         else:
             scale = ps.rpc_sync().scale(x)
         loss = head(h).sum() * scale
+        # not cuts: each of these tensors also goes on into the loss
+        logged = loss.item()
+        norm = h.sum().item()
+        with torch.no_grad():
+            probe = head(h).mean()
+        del logged, norm, probe
         dist_autograd.backward(context_id, [loss])
         missing = (ps.rpc_sync().no_gradient_of(context_id)
                    + shard.rpc_sync().no_gradient_of(context_id)
