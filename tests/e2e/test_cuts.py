@@ -2,10 +2,12 @@
 (``distviz.tracing.hooks.cuts``, ``docs/messages/cuts.md``).
 
 ``tests/programs/cuts/train.py`` (a trainer with a local head, a parameter server behind an
-RRef with an embedding table, and a pipeline shard behind an RRef; real RPC) runs once per
-mistake under ``distviz trace``. The truth is a plain run of the same program that reads
-``dist_autograd.get_gradients`` on each owner (one plain run for every mistake PyTorch's
-backward survives, ``all``; one each for the two that hang it, with a short RPC time-out). The
+RRef with an embedding table, and a pipeline shard behind an RRef; real RPC) runs under
+``distviz trace`` once per group of mistakes that cut different parameters (three groups hold
+the seven PyTorch's backward survives), once per mistake that hangs it, and once without a
+mistake. The truth is a plain run of the same program that reads
+``dist_autograd.get_gradients`` on each owner (one plain run for every group and each of its
+mistakes alone, ``all``; one each for the two that hang, with a short RPC time-out). A
 mistake's line is the one the program marks ``# cut: MISTAKE``, read from its source here.
 """
 
@@ -32,6 +34,8 @@ PROGRAM = str(Path("tests") / "programs" / "cuts" / "train.py")
 SURVIVED = {"no_grad": "no_grad", "tolist": "tolist", "data": "data",
             "requires_grad": "requires_grad_false", "parameter": "parameter_sent",
             "outside": "outside_context", "unused_layer": "never_used"}
+#: the program's groups of them (``GROUPS`` there): one traced run each
+GROUPS = ("no_grad,data,unused_layer", "tolist,requires_grad", "parameter,outside")
 #: the mistakes that leave an RPC's send without a gradient (PyTorch's backward hangs)
 HANGS = {"item": ("item", "trainer"), "detach": ("detach", "shard")}
 WORDS = {"no_grad": "torch.no_grad()", "tolist": ".tolist()", "data": ".data",
@@ -89,47 +93,55 @@ def _at(line: int) -> str:
 
 
 @pytest.mark.rpc
-@pytest.mark.runs("all:plain", *SURVIVED)
-@pytest.mark.parametrize("mistake", list(SURVIVED))
-def test_each_missing_gradient_is_named_with_its_cut_and_line(runs: Any, mistake: str) -> None:
-    run, truth = runs(mistake), _truth(runs("all:plain"), mistake)
+@pytest.mark.runs("all:plain", *GROUPS)
+@pytest.mark.parametrize("group", GROUPS)
+def test_each_missing_gradient_is_named_with_its_cut_and_line(runs: Any, group: str) -> None:
+    run, truth = runs(group), _truth(runs("all:plain"), group)
     assert run.code == 0, run.stdout + run.stderr[-3000:]
-    assert truth, "the plain run must show the mistake"
     explained = _explained(run)
     assert {n for e in explained for n in e["names"]} == truth, explained
-    kind, line = SURVIVED[mistake], LINES[mistake]
-    for e in explained:
-        cut = e["cut"]
-        assert (cut["kind"], Path(cut["file"]).name, cut["line"]) == (kind, "train.py", line), cut
-        assert _at(line) in e["text"] and WORDS[kind] in e["text"]
-        said = f"distviz: {e['worker']}: {e['text']}"
-        assert said in run.stderr.splitlines(), run.stderr[-3000:]        # live
-        assert f"{e['worker']}: {e['text']}" in run.index["notes"]           # index.json
-        assert f"{e['worker']}: {e['text']}" in run.stdout.splitlines()      # the summary
+    assert not [e for e in run.index["cuts"]["explained"] if e["cut"] is None]
+    for mistake in group.split(","):
+        alone = _truth(runs("all:plain"), mistake)
+        assert alone, f"the plain run must show {mistake}"
+        kind, line = SURVIVED[mistake], LINES[mistake]
+        mine = [e for e in explained if e["cut"]["kind"] == kind]
+        # the parameters the mistake alone leaves without a gradient, and no others
+        assert {n for e in mine for n in e["names"]} == alone, (mistake, explained)
+        for e in mine:
+            cut = e["cut"]
+            assert (Path(cut["file"]).name, cut["line"]) == ("train.py", line), cut
+            assert _at(line) in e["text"] and WORDS[kind] in e["text"]
+            said = f"{e['worker']}: {e['text']}"
+            assert f"distviz: {said}" in run.stderr.splitlines(), run.stderr[-3000:]  # live
+            assert said in run.index["notes"]                                      # index.json
+            assert said in run.stdout.splitlines()                                 # the summary
     # the program's own output is PyTorch's: the traced run printed the same truth
     assert f"no gradient: {', '.join(sorted(truth))}" in run.stdout
 
 
 @pytest.mark.rpc
-@pytest.mark.runs("all:plain", *SURVIVED)
+@pytest.mark.runs("all:plain", *GROUPS)
 def test_why_answers_for_every_parameter_the_run_names(runs: Any) -> None:
-    for mistake, kind in SURVIVED.items():
-        run = runs(mistake)
+    for group in GROUPS:
+        run = runs(group)
         trace_file = run.out / "trainer.ctx1.trace.json"
         cuts = RunCuts.read(trace_file)
         trace = load(str(trace_file))
-        for name in _truth(runs("all:plain"), mistake):
-            answer = why(trace, name, cuts=cuts)
-            assert (answer.kind, answer.gets_gradient) == ("cut", False), (mistake, answer)
-            assert _at(LINES[mistake]) in answer.summary + " ".join(answer.fixes), answer
-            assert WORDS[kind] in answer.summary
+        for mistake in group.split(","):
+            kind = SURVIVED[mistake]
+            for name in _truth(runs("all:plain"), mistake):
+                answer = why(trace, name, cuts=cuts)
+                assert (answer.kind, answer.gets_gradient) == ("cut", False), (mistake, answer)
+                assert _at(LINES[mistake]) in answer.summary + " ".join(answer.fixes), answer
+                assert WORDS[kind] in answer.summary
 
 
 @pytest.mark.rpc
-@pytest.mark.runs("outside")
+@pytest.mark.runs("parameter,outside")
 def test_why_on_the_command_line_answers_for_a_worker_outside_the_trace(runs: Any) -> None:
     """The forward RPC made before the context: no node of the trace is ``ps.emb.weight``'s."""
-    run = runs("outside")
+    run = runs("parameter,outside")
     trace_file = run.out / "trainer.ctx1.trace.json"
     nodes = json.loads(trace_file.read_text(encoding="utf-8"))["nodes"]
     assert not [n for n in nodes if n.get("var") == "ps.emb.weight"]

@@ -142,7 +142,21 @@ class Watch(TorchFunctionMode):
             _see(func, args)
         except Exception:  # noqa: BLE001, S110 - never break the program's op
             pass
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        try:
+            if _GRAD() and _differentiable(out):
+                _used(args)
+        except Exception:  # noqa: BLE001, S110 - never break the program's op
+            pass
+        return out
+
+
+def _differentiable(out: Any) -> bool:
+    """Whether an op's result is on autograd's way (its inputs go on into it): reading an
+    attribute or a size is no use of a tensor."""
+    if isinstance(out, (list, tuple)) and out:
+        out = out[0]
+    return isinstance(out, torch.Tensor) and out.grad_fn is not None
 
 
 def _tensors(args: Iterable[Any]) -> Iterable[torch.Tensor]:
@@ -174,8 +188,6 @@ def _see(func: Any, args: Any) -> None:
         return
     if not _GRAD():
         _under_block(args)
-        return
-    _used(args)
 
 
 def _switch(enabled: bool) -> None:
@@ -217,8 +229,8 @@ def _under_block(args: Any) -> None:
 
 
 def _used(args: Any) -> None:
-    """An op with grad enabled: the parameters it uses, the pending cuts whose tensor goes
-    on, and a result of an RPC made outside any context."""
+    """An op with grad enabled whose result is on autograd's way: the parameters it uses,
+    how many such ops use each tensor, and a result of an RPC made outside any context."""
     cid = _TLS.cid
     for t in _tensors(args):
         if type(t) is _PARAMETER and t.requires_grad:
