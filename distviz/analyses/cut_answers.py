@@ -3,7 +3,7 @@
 
 ``distviz trace`` writes the cuts of the run into ``index.json`` (``cuts.explained``: each
 parameter without a gradient and the cut that caused it; ``cuts.seen``: every cut the
-processes logged, ``distviz.tracing.shared.cuts``). ``RunCuts.read`` reads them from the
+processes logged, ``distviz.cuts``). ``RunCuts.read`` reads them from the
 ``index.json`` beside a trace file; ``explained_for`` and ``seen_for`` find the cut of one
 parameter: by its name, or, for a trace answer that breaks at an RPC result, by the RPC.
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distviz.tracing.shared.cuts import Cut, Explained, first_frame
+from distviz.cuts import Cut, Explained, first_frame
 
-__all__ = ["INDEX", "RunCuts", "cuts_json"]
+__all__ = ["INDEX", "RunCuts"]
 
 #: The index file ``distviz trace`` writes beside its traces.
 INDEX = "index.json"
@@ -87,8 +87,3 @@ class RunCuts:
     def names(self) -> list[str]:
         """Every parameter the run named without a gradient."""
         return [n for e in self.explained for n in e.names]
-
-
-def cuts_json(explained: list[Explained], seen: list[Cut]) -> dict[str, Any]:
-    """``index.json``'s ``cuts`` object."""
-    return {"explained": [e.to_json() for e in explained], "seen": [c.to_json() for c in seen]}

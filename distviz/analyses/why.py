@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from distviz.analyses.cut_answers import RunCuts
+from distviz.cuts import Cut, Explained
 from distviz.errors import UsageError
 from distviz.replay.graph import (
     OP,
@@ -43,7 +44,6 @@ from distviz.replay.result import replay as run_replay
 from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import NodeKind, Trace, message_label
 from distviz.trace.absent import AbsentLeaf
-from distviz.tracing.shared.cuts import Cut, Explained
 from distviz.words import plural, suggest
 
 __all__ = ["WHY_KINDS", "Hop", "Why", "WhyKind", "call_phrase", "why"]

@@ -205,7 +205,7 @@ def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
     naming.install()        # names the parameters of the modules made from now on
     lin, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
     x = torch.randn(2, 4)
-    cuts._start(5, None)
+    cuts.start(5, None)
     try:
         h = lin(x)
         loss = head(h).sum()
@@ -215,9 +215,9 @@ def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
             probe = head(h)             # h and head are used with grad too
         lost = lin(x).detach()          # a cut: its tensor goes nowhere else
         value = lin(x).tanh().sum().item()   # a cut
-        cuts._consume([loss])
+        cuts.consume([loss])
     finally:
-        cuts._stop()
+        cuts.stop()
     kept = [(p.kind.value, p.continued) for p in cuts._PENDING]
     leaves = [p for p in cuts._PENDING if p.node is None]
     cuts._PENDING.clear()

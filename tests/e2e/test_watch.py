@@ -385,7 +385,7 @@ RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recor
              # the cuts of a parameter's path: a process that records no context loads none
              "distviz.tracing.hooks.cuts", "distviz.tracing.hooks.cut_sites",
              "distviz.tracing.hooks.cut_rpc",
-             "distviz.tracing.shared.cuts", "distviz.analyses.cut_answers")
+             "distviz.cuts", "distviz.analyses.cut_answers")
 
 
 @pytest.mark.rpc

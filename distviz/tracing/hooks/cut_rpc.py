@@ -23,26 +23,27 @@ import torch
 import torch.distributed.autograd as dist_autograd
 
 from distviz import limits
+from distviz.cuts import CutKind, RpcRef
 from distviz.frames import own_frames, own_path, site_text
+from distviz.tracing.callsites import wrappers
 from distviz.tracing.hooks import cut_sites
 from distviz.tracing.hooks.cuts import (
-    _LOCK,
-    _OUTSIDE,
-    _PARAMETER,
-    _TLS,
-    _add,
-    _consume,
-    _flush,
-    _guarded,
-    _named,
-    _outside_used,
-    _Pending,
-    _start,
-    _stop,
-    _tensors,
+    LOCK,
+    OUTSIDE,
+    PARAMETER,
+    TLS,
+    Pending,
+    add,
+    consume,
+    guarded,
+    log_pending,
+    named,
+    outside_used,
+    start,
+    stop,
+    tensors,
 )
 from distviz.tracing.shared import process
-from distviz.tracing.shared.cuts import CutKind, RpcRef
 
 _CALLEE: dict[int, set[int]] = {}      # the contexts watched, by initiator rank
 
@@ -77,26 +78,26 @@ def wrap_run(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         except RuntimeError:    # no context: a plain RPC
             return original(python_udf)
         func = getattr(python_udf, "func", None)
-        if _TLS.mode is not None or str(getattr(func, "__module__", "")).startswith("distviz") \
+        if TLS.mode is not None or str(getattr(func, "__module__", "")).startswith("distviz") \
                 or not callee_watches(cid):
             return original(python_udf)
-        started = _guarded(_start, cid, _served_name(python_udf))
+        started = guarded(start, cid, _served_name(python_udf))
         profile = sys.getprofile()
         if started and profile is None:     # a profiler or debugger of the program's stays
-            _TLS.returned = None
+            TLS.returned = None
             sys.setprofile(_on_return)
         try:
             result = original(python_udf)
             if started:     # its tensors go on to the caller
-                _guarded(_consume, result if isinstance(result, (list, tuple)) else (result,))
+                guarded(consume, result if isinstance(result, (list, tuple)) else (result,))
         finally:
             if started:
                 if profile is None:
                     sys.setprofile(None)
-                _guarded(_stop)
+                guarded(stop)
         if started:
-            _guarded(_returned, cid, python_udf, result)
-            _guarded(_flush, threading.get_ident())
+            guarded(_returned, cid, python_udf, result)
+            guarded(log_pending, threading.get_ident())
         return result
     _run_function.__wrapped__ = original  # type: ignore[attr-defined]
     return _run_function
@@ -105,13 +106,13 @@ def wrap_run(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _on_return(frame: types.FrameType, event: str, arg: Any) -> None:
     """The profile function of a served RPC: the innermost of the program's functions that
     returns an ``nn.Parameter`` (or a list or tuple holding one), and its line."""
-    if event != "return" or _TLS.returned is not None or arg is None:
+    if event != "return" or TLS.returned is not None or arg is None:
         return
-    if isinstance(arg, _PARAMETER) or (isinstance(arg, (list, tuple)) and any(
-            isinstance(a, _PARAMETER) for a in arg[:16])):
+    if isinstance(arg, PARAMETER) or (isinstance(arg, (list, tuple)) and any(
+            isinstance(a, PARAMETER) for a in arg[:16])):
         path = own_path(frame.f_code.co_filename)
         if path:
-            _TLS.returned = (path, frame.f_lineno, frame.f_code.co_name)
+            TLS.returned = (path, frame.f_lineno, frame.f_code.co_name)
 
 
 def _target(python_udf: Any) -> Any:
@@ -135,20 +136,20 @@ def _served_name(python_udf: Any) -> str | None:
 def _returned(cid: int, python_udf: Any, result: Any) -> None:
     """The program's RPC function returned ``result``: its tensors go on to the caller; an
     ``nn.Parameter`` in it goes as plain data."""
-    params = [t for t in _tensors(result if isinstance(result, (list, tuple)) else (result,))
-              if isinstance(t, _PARAMETER) and t.requires_grad]
+    params = [t for t in tensors(result if isinstance(result, (list, tuple)) else (result,))
+              if isinstance(t, PARAMETER) and t.requires_grad]
     if isinstance(result, dict):
-        params += [t for t in _tensors(result.values()) if isinstance(t, _PARAMETER)
+        params += [t for t in tensors(result.values()) if isinstance(t, PARAMETER)
                    and t.requires_grad]
     if not params:
         return
-    frames = [_TLS.returned] if _TLS.returned is not None else []
+    frames = [TLS.returned] if TLS.returned is not None else []
     code = getattr(_target(python_udf), "__code__", None)
     if not frames and isinstance(code, types.CodeType) and own_path(code.co_filename):
         frames = [(own_path(code.co_filename), cut_sites.return_line(code), code.co_name)]
     if not frames:
         return
-    _add(_Pending(CutKind.PARAMETER_SENT, cid, frames, None, _named(params), [],
+    add(Pending(CutKind.PARAMETER_SENT, cid, frames, None, named(params), [],
                   _served_name(python_udf)))
 
 
@@ -158,7 +159,7 @@ def outside(api: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
     grad are kept (weakly, the last ``limits.CUT_OUTSIDE_KEPT``) to tell a use in a context."""
     if api != "rpc_sync":
         return
-    ts = [t for t in _tensors(result if isinstance(result, (list, tuple)) else (result,))
+    ts = [t for t in tensors(result if isinstance(result, (list, tuple)) else (result,))
           if t.requires_grad and t.grad_fn is None]
     if not ts:
         return
@@ -171,23 +172,33 @@ def outside(api: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
     func = args[1] if len(args) > 1 else kwargs.get("func")
     label = func_label(func, argument_hint(args[2] if len(args) > 2 else kwargs.get("args")))[0]
     ref = RpcRef(api, label, getattr(to, "name", None) or str(to), site_text(frames))
-    with _LOCK:
+    with LOCK:
         for t in ts:
-            _OUTSIDE[id(t)] = (weakref.ref(t), ref, frames)
-        while len(_OUTSIDE) > limits.CUT_OUTSIDE_KEPT:
-            _OUTSIDE.popitem(last=False)
+            OUTSIDE[id(t)] = (weakref.ref(t), ref, frames)
+        while len(OUTSIDE) > limits.CUT_OUTSIDE_KEPT:
+            OUTSIDE.popitem(last=False)
 
 
 def sent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """An RPC of a watched context sends ``args``: a result of an RPC made outside any
     context among them is used there (``rref.rpc_sync().forward(early)``)."""
-    if _TLS.mode is None or not _OUTSIDE:
+    if TLS.mode is None or not OUTSIDE:
         return
     todo: list[tuple[Any, int]] = [(args[2] if len(args) > 2 else kwargs.get("args"), 0)]
     while todo:
         v, depth = todo.pop()
         if isinstance(v, torch.Tensor):
-            if id(v) in _OUTSIDE:
-                _outside_used(v)
+            if id(v) in OUTSIDE:
+                outside_used(v)
         elif isinstance(v, (list, tuple)) and depth < 3:
             todo.extend((x, depth + 1) for x in v[:64])
+
+
+def install() -> None:
+    """Wrap ``_run_function`` and hook the RPC wrappers (``distviz.tracing.hooks.cuts.install``
+    first; once per process, as ``patches.install`` is)."""
+    import torch.distributed.rpc.internal as rpc_internal
+
+    rpc_internal._run_function = wrap_run(rpc_internal._run_function)
+    wrappers.OUTSIDE.append(lambda *a: guarded(outside, *a))
+    wrappers.INSIDE.append(lambda *a: guarded(sent, *a))

@@ -32,7 +32,7 @@ stop the program before RPC shuts down), or RPC shuts down.
 
 ``explain_missing``, on the owner of parameters that got no gradient
 (``distviz.tracing.hooks.optimizer``), reads every process's cuts from the session's log, adds
-its own ``never_used`` ones, and says which cut caused each (``distviz.tracing.shared.cuts``),
+its own ``never_used`` ones, and says which cut caused each (``distviz.cuts``),
 live and in the log (``journal.CUT``). Nothing here ever raises into the program.
 """
 
@@ -52,14 +52,14 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from distviz import limits
+from distviz.cuts import Cut, CutKind, Kept, Missing, RpcRef, explain
 from distviz.frames import Frame, outwards, own_frames, site_text
-from distviz.tracing.callsites import registry, wrappers
+from distviz.tracing.callsites import registry
 from distviz.tracing.hooks import cut_sites, dispatch
 from distviz.tracing.shared import journal, live, naming, process
-from distviz.tracing.shared.cuts import Cut, CutKind, Kept, Missing, RpcRef, explain
 
 _BASE = torch._C.TensorBase
-_PARAMETER = torch.nn.Parameter
+PARAMETER = torch.nn.Parameter
 _SET_GRAD = torch._C._set_grad_enabled
 _GRAD = torch.is_grad_enabled
 _INFERENCE = torch.is_inference_mode_enabled
@@ -73,7 +73,7 @@ _BLOCK_KINDS = {"no_grad": CutKind.NO_GRAD, "set_grad_enabled": CutKind.SET_GRAD
 _NOT_OWN: tuple[CutKind, list[Frame]] = (CutKind.NO_GRAD, [])   # a block of torch's own
 
 
-class _Pending:
+class Pending:
     """A cut noted and not yet logged: the context it was made in (``None``: outside any),
     the cut tensor's ``grad_fn`` (``None`` for a leaf), the leaves it came from (``(id,
     name)``, named when noted: a module may be gone when the cut is logged), the RPCs it
@@ -106,13 +106,13 @@ class _State(threading.local):
         self.consumed: dict[Any, int] = {}
 
 
-_TLS = _State()
-_LOCK = threading.Lock()
-_PENDING: list[_Pending] = []
-_NODES: dict[Any, _Pending] = {}       # pending cuts by their tensor's grad_fn
+TLS = _State()
+LOCK = threading.Lock()
+_PENDING: list[Pending] = []
+_NODES: dict[Any, Pending] = {}       # pending cuts by their tensor's grad_fn
 _SEEN: OrderedDict[int | None, set[int]] = OrderedDict()   # parameters used with grad, by context
 _USED: set[int] = set()                # parameters used with grad in any recorded context
-_OUTSIDE: OrderedDict[int, tuple[weakref.ref[torch.Tensor], RpcRef, list[Frame]]] = OrderedDict()
+OUTSIDE: OrderedDict[int, tuple[weakref.ref[torch.Tensor], RpcRef, list[Frame]]] = OrderedDict()
 _KEPT = Kept(limits.CUTS_KEPT)
 #: the program's line that made each parameter (``self.extra = nn.Linear(4, 4)``), by its id
 #: while it lives (a weak dictionary of tensors would compare them with ``==``)
@@ -125,7 +125,7 @@ def _forget() -> None:
     _NODES.clear()
     _SEEN.clear()
     _USED.clear()
-    _OUTSIDE.clear()
+    OUTSIDE.clear()
     _KEPT.cuts.clear()
 
 
@@ -159,7 +159,7 @@ def _differentiable(out: Any) -> bool:
     return isinstance(out, torch.Tensor) and out.grad_fn is not None
 
 
-def _tensors(args: Iterable[Any]) -> Iterable[torch.Tensor]:
+def tensors(args: Iterable[Any]) -> Iterable[torch.Tensor]:
     for a in args:
         if isinstance(a, torch.Tensor):
             yield a
@@ -193,9 +193,9 @@ def _see(func: Any, args: Any) -> None:
 def _switch(enabled: bool) -> None:
     """PyTorch's ``_set_grad_enabled``: entering a grad-disabling block notes where."""
     if enabled:
-        _TLS.block = None
+        TLS.block = None
         return
-    if not _GRAD() and _TLS.block is not None:
+    if not _GRAD() and TLS.block is not None:
         return      # nested: the outer block stays
     frame = sys._getframe(1)
     names = [f.f_code.co_qualname for f in outwards(frame, 8)]
@@ -203,15 +203,15 @@ def _switch(enabled: bool) -> None:
         "set_grad_enabled" if any(n.startswith("set_grad_enabled.") for n in names)
         else "no_grad")
     frames = own_frames(frame)
-    _TLS.block = (_BLOCK_KINDS[word], frames) if frames else _NOT_OWN
+    TLS.block = (_BLOCK_KINDS[word], frames) if frames else _NOT_OWN
 
 
 def _under_block(args: Any) -> None:
     """An op with grad disabled: its inputs that require grad are cut there."""
-    cut = [t for t in _tensors(args) if t.requires_grad]
+    cut = [t for t in tensors(args) if t.requires_grad]
     if not cut:
         return
-    block = _TLS.block
+    block = TLS.block
     if block is _NOT_OWN:
         return
     if block is None:       # entered before the watch began, or inference mode
@@ -223,7 +223,7 @@ def _under_block(args: Any) -> None:
                                                     else "no_grad")
         if found is not None:
             frames = [(frames[0][0], found[0], frames[0][2]), *frames[1:]]
-        block = _TLS.block = (_BLOCK_KINDS[word], frames)
+        block = TLS.block = (_BLOCK_KINDS[word], frames)
     for t in cut:
         _note(block[0], t, block[1])
 
@@ -231,9 +231,9 @@ def _under_block(args: Any) -> None:
 def _used(args: Any) -> None:
     """An op with grad enabled whose result is on autograd's way: the parameters it uses,
     how many such ops use each tensor, and a result of an RPC made outside any context."""
-    cid = _TLS.cid
-    for t in _tensors(args):
-        if type(t) is _PARAMETER and t.requires_grad:
+    cid = TLS.cid
+    for t in tensors(args):
+        if type(t) is PARAMETER and t.requires_grad:
             i = id(t)
             if i not in _USED:
                 _USED.add(i)
@@ -243,21 +243,21 @@ def _used(args: Any) -> None:
             seen.add(i)
         fn = t.grad_fn
         if fn is not None:
-            consumed = _TLS.consumed
+            consumed = TLS.consumed
             consumed[fn] = consumed.get(fn, 0) + 1
-        if _OUTSIDE and id(t) in _OUTSIDE:
-            _outside_used(t)
+        if OUTSIDE and id(t) in OUTSIDE:
+            outside_used(t)
 
 
-def _outside_used(t: torch.Tensor) -> None:
+def outside_used(t: torch.Tensor) -> None:
     """``t``, a result of an RPC made outside any context, is used in a watched one."""
-    ref, rpc, frames = _OUTSIDE[id(t)]
+    ref, rpc, frames = OUTSIDE[id(t)]
     if ref() is t:
-        _add(_Pending(CutKind.OUTSIDE_CONTEXT, _TLS.cid, frames, None, [], [rpc], _TLS.served))
+        add(Pending(CutKind.OUTSIDE_CONTEXT, TLS.cid, frames, None, [], [rpc], TLS.served))
 
 
 def _seen(cid: int | None) -> set[int]:
-    with _LOCK:
+    with LOCK:
         seen = _SEEN.setdefault(cid, set())
         while len(_SEEN) > limits.CUT_CONTEXTS_KEPT:
             _SEEN.popitem(last=False)
@@ -272,15 +272,15 @@ def _note(kind: CutKind, t: torch.Tensor, frames: list[Frame]) -> None:
     if fn is not None and fn in _NODES:
         return          # the same tensor cut again
     leaves, recvs = _walk(fn) if fn is not None else ([t], [])
-    cid = _TLS.cid
+    cid = TLS.cid
     behind = _rpcs(cid, recvs)
-    _add(_Pending(kind, cid, frames, fn, _named(leaves), behind, _TLS.served,
+    add(Pending(kind, cid, frames, fn, named(leaves), behind, TLS.served,
                   upstream=len(behind) < len(recvs)))
 
 
-def _named(leaves: Sequence[torch.Tensor]) -> list[tuple[int, str]]:
+def named(leaves: Sequence[torch.Tensor]) -> list[tuple[int, str]]:
     """``(id, name)`` of the parameters among ``leaves``, as distviz names leaves."""
-    params = [t for t in leaves if isinstance(t, _PARAMETER)]
+    params = [t for t in leaves if isinstance(t, PARAMETER)]
     if not params:
         return []
     proc = process.PROCESS
@@ -289,8 +289,8 @@ def _named(leaves: Sequence[torch.Tensor]) -> list[tuple[int, str]]:
     return [(id(p), names[id(p)]) for p in params if id(p) in names]
 
 
-def _add(p: _Pending) -> None:
-    with _LOCK:
+def add(p: Pending) -> None:
+    with LOCK:
         if len(_PENDING) >= limits.CUTS_KEPT:
             return
         _PENDING.append(p)
@@ -336,20 +336,21 @@ def _rpcs(cid: int | None, recvs: list[Any]) -> list[RpcRef]:
 
 # -- where the watch starts and ends ------------------------------------------------------------
 
-def _start(cid: int, served: str | None) -> bool:
-    if _TLS.mode is not None:
+def start(cid: int, served: str | None) -> bool:
+    if TLS.mode is not None:
         return False
     mode = Watch()
     mode.__enter__()
-    _TLS.cid, _TLS.mode, _TLS.served, _TLS.block = cid, mode, served, None
-    _TLS.consumed = {}
+    TLS.cid, TLS.mode, TLS.served, TLS.block = cid, mode, served, None
+    TLS.consumed = {}
     return True
 
 
-def _consume(tensors: Iterable[Any]) -> None:
-    """``tensors`` go on into the loss (a backward's roots, an RPC function's result)."""
-    consumed = _TLS.consumed
-    for t in _tensors(tensors):
+def consume(values: Iterable[Any]) -> None:
+    """The tensors of ``values`` go on into the loss (a backward's roots, an RPC function's
+    result)."""
+    consumed = TLS.consumed
+    for t in tensors(values):
         if t.grad_fn is not None:
             consumed[t.grad_fn] = consumed.get(t.grad_fn, 0) + 1
 
@@ -359,22 +360,22 @@ def _settle() -> None:
     loss anyway is no cut: the tensor was used with grad enabled (before or after the cut),
     or the tensor it was computed from has another use (``h.sum().item()`` of an ``h`` the
     loss uses)."""
-    consumed, me = _TLS.consumed, threading.get_ident()
+    consumed, me = TLS.consumed, threading.get_ident()
     for p in list(_PENDING):
         if p.thread != me or p.node is None:
             continue
         if consumed.get(p.node, 0) >= 1 or any(
                 n is not None and consumed.get(n, 0) >= 2 for n, _ in p.node.next_functions):
             p.continued = True
-    _TLS.consumed = {}
+    TLS.consumed = {}
 
 
-def _stop() -> None:
-    mode = _TLS.mode
+def stop() -> None:
+    mode = TLS.mode
     if mode is None:
         return
     _settle()
-    _TLS.mode, _TLS.served, _TLS.block = None, None, None
+    TLS.mode, TLS.served, TLS.block = None, None, None
     stack = torch.overrides._get_current_function_mode_stack()
     if stack and stack[-1] is mode:     # a mode the program pushed after ours stays
         mode.__exit__(None, None, None)
@@ -384,31 +385,31 @@ def entered(context_id: int) -> None:
     """The program entered ``with dist_autograd.context()`` (this thread)."""
     proc = process.PROCESS
     if proc is not None and proc.may_record(context_id):
-        _guarded(_start, context_id, None)
+        guarded(start, context_id, None)
 
 
 def left(context_id: int) -> None:
     """The program leaves the context: the watch ends, its cuts are logged."""
-    if _TLS.cid == context_id:
-        _guarded(_stop)
+    if TLS.cid == context_id:
+        guarded(stop)
     flush()
 
 
 def backward_starts(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """A ``dist_autograd.backward`` starts in this thread: its roots go on into the loss, the
     watch ends (distviz's own work follows), and the context's cuts are logged."""
-    if _TLS.mode is None:
+    if TLS.mode is None:
         return
     roots = args[1] if len(args) > 1 else kwargs.get("roots")
-    _consume(roots if isinstance(roots, (list, tuple)) else ())
-    _guarded(_stop)
+    consume(roots if isinstance(roots, (list, tuple)) else ())
+    guarded(stop)
     flush()
 
 
 def _requires_grad_(original: Callable[..., Any]) -> Callable[..., Any]:
     def requires_grad_(self: Any, requires_grad: bool = True) -> Any:
-        if not requires_grad and isinstance(self, _PARAMETER) and self.requires_grad:
-            _guarded(_frozen, self, sys._getframe(1))
+        if not requires_grad and isinstance(self, PARAMETER) and self.requires_grad:
+            guarded(_frozen, self, sys._getframe(1))
         return original(self, requires_grad)
     requires_grad_.__wrapped__ = original  # type: ignore[attr-defined]
     requires_grad_.__doc__ = original.__doc__
@@ -418,22 +419,22 @@ def _requires_grad_(original: Callable[..., Any]) -> Callable[..., Any]:
 def _frozen(p: torch.Tensor, frame: types.FrameType) -> None:
     frames = own_frames(frame)
     if frames:
-        _add(_Pending(CutKind.REQUIRES_GRAD_FALSE, _TLS.cid, frames, None, _named([p]), [],
-                      _TLS.served))
+        add(Pending(CutKind.REQUIRES_GRAD_FALSE, TLS.cid, frames, None, named([p]), [],
+                      TLS.served))
 
 
 # -- logging and explaining ---------------------------------------------------------------------
 
 def flush() -> None:
     """Log the pending cuts that still cut (see the module docstring); forget the rest."""
-    _guarded(_flush)
+    guarded(log_pending)
 
 
-def _flush(thread: int | None = None) -> None:
+def log_pending(thread: int | None = None) -> None:
     """``flush``; with ``thread``, only the cuts of computed tensors that thread made (a
     callee's, as its RPC returns: a hang may stop the program before RPC shuts down); the
     cuts of parameters wait for the whole context."""
-    with _LOCK:
+    with LOCK:
         if thread is None:
             mine, _PENDING[:] = list(_PENDING), []
             _NODES.clear()
@@ -504,14 +505,14 @@ def _on_parameter(module: Any, name: str, param: Any) -> None:
 def explain_missing(params: list[tuple[str, torch.Tensor | None]]) -> None:
     """Say which cut caused each of ``params`` (``(name, parameter)``, this worker's, that got
     no gradient) to get none: live, and in the session's log."""
-    _guarded(_explain, params)
+    guarded(_explain, params)
 
 
 def _explain(params: list[tuple[str, torch.Tensor | None]]) -> None:
     proc = process.PROCESS
     if proc is None or not params:
         return
-    _flush()
+    log_pending()
     worker = proc.worker or "?"
     events = journal.read(proc.config.session_dir) if proc.config.session_dir else []
     cuts = [ev.cut for ev in events if ev.kind == journal.CUT_SEEN and ev.cut is not None]
@@ -527,7 +528,7 @@ def _explain(params: list[tuple[str, torch.Tensor | None]]) -> None:
             kind=journal.CUT, pid=os.getpid(), worker=worker, message=text, explained=e))
 
 
-def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
+def guarded(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - the program goes on regardless
@@ -540,16 +541,9 @@ def install() -> None:
     if _INSTALLED:
         return
     _INSTALLED.append(True)
-    import torch.distributed.rpc.internal as rpc_internal
-
-    from distviz.tracing.hooks import cut_rpc
-
-    rpc_internal._run_function = cut_rpc.wrap_run(rpc_internal._run_function)
     torch.Tensor.requires_grad_ = _requires_grad_(torch.Tensor.requires_grad_)  # type: ignore[method-assign]
-    wrappers.OUTSIDE.append(lambda *a: _guarded(cut_rpc.outside, *a))
-    wrappers.INSIDE.append(lambda *a: _guarded(cut_rpc.sent, *a))
     from torch.nn.modules import module as nn_module
     nn_module.register_module_parameter_registration_hook(
-        lambda *a: _guarded(_on_parameter, *a))
-    dispatch.STARTS.append(lambda *a: _guarded(backward_starts, *a))
-    atexit.register(_guarded, flush)
+        lambda *a: guarded(_on_parameter, *a))
+    dispatch.STARTS.append(lambda *a: guarded(backward_starts, *a))
+    atexit.register(guarded, flush)

@@ -210,8 +210,9 @@ def install(config: TraceConfig) -> None:
     local_backward.install()
     optimizer.arm()
     if config.spec.kind != "none":
-        from distviz.tracing.hooks import cuts
+        from distviz.tracing.hooks import cut_rpc, cuts
         cuts.install()
+        cut_rpc.install()
         _CUTS.append(cuts)
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)

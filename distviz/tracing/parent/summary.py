@@ -85,8 +85,8 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
 
 def run_cuts(events: list[Event]) -> dict[str, Any]:
     """``index.json``'s ``cuts``: each parameter named without a gradient with the cut that
-    caused it, and every cut the processes logged (``distviz.tracing.shared.cuts``)."""
-    from distviz.analyses.cut_answers import cuts_json
+    caused it, and every cut the processes logged (``distviz.cuts``)."""
+    from distviz.cuts import cuts_json
 
     return cuts_json([ev.explained for ev in events
                       if ev.kind == EventKind.CUT and ev.explained is not None],
@@ -99,7 +99,7 @@ def hang_cut_notes(found: list[Entry], events: list[Event]) -> list[str]:
     RPC's line) named in the hang's explanation, or a worker of the hanging context that cut
     the path of an RPC's arguments (a pipeline stage's ``.detach()``): the cut, its line and
     its fix."""
-    from distviz.tracing.shared.cuts import first_frame
+    from distviz.cuts import first_frame
 
     hangs = [e.row for e in found if e.row.outcome == "hang" and e.row.explanation]
     out: list[str] = []

@@ -24,7 +24,7 @@ from distviz.tracing.config import current_test
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover - loaded with the first cut (distviz.tracing.hooks.cuts)
-    from distviz.tracing.shared.cuts import Cut, Explained
+    from distviz.cuts import Cut, Explained
 
 EVENTS = "events.jsonl"
 
@@ -185,7 +185,7 @@ class Event:
         test = obj.get("test")
         cut, explained = obj.get("cut"), obj.get("explained")
         if isinstance(cut, dict) or isinstance(explained, dict):
-            from distviz.tracing.shared.cuts import Cut, Explained
+            from distviz.cuts import Cut, Explained
         return cls(kind=EventKind(str(obj.get("kind"))), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,

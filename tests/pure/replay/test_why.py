@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from distviz.analyses.cut_answers import RunCuts
 from distviz.analyses.why import WHY_KINDS, Why, why
 from distviz.cli import app
+from distviz.cuts import Cut, CutKind, Explained, RpcRef
 from distviz.errors import TraceError, UsageError
 from distviz.render.why import why_lines
 from distviz.trace import Trace, load, loads
 from distviz.trace.absent import AbsentLeaf
-from distviz.tracing.shared.cuts import Cut, CutKind, Explained, RpcRef
 
 TRACES = Path(__file__).parents[2] / "traces"
 BROKEN = TRACES / "why_broken.json"      # tests/why_scenarios/why_broken.yaml: a hang

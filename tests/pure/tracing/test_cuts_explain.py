@@ -1,4 +1,4 @@
-"""Which cut caused each missing gradient (``distviz.tracing.shared.cuts.explain``), how a run's
+"""Which cut caused each missing gradient (``distviz.cuts.explain``), how a run's
 cuts answer ``distviz why`` (``distviz.analyses.cut_answers``), the hang notes of the summary,
 and the program's lines read from its source (``distviz.tracing.hooks.cut_sites``): pure."""
 
@@ -9,11 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-from distviz.analyses.cut_answers import RunCuts, cuts_json
+from distviz.analyses.cut_answers import RunCuts
+from distviz.cuts import Cut, CutKind, Explained, Kept, Missing, RpcRef, cuts_json, explain
 from distviz.tracing.hooks import cut_sites
 from distviz.tracing.parent.summary import Entry, hang_cut_notes
 from distviz.tracing.shared import journal
-from distviz.tracing.shared.cuts import Cut, CutKind, Explained, Kept, Missing, RpcRef, explain
 
 SCALE = RpcRef("rpc_sync", "scale on an RRef", "ps", "train.py:113 in step <- train.py:9 in run")
 

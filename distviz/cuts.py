@@ -290,3 +290,9 @@ class Kept:
             return False
         self.cuts.append(cut)
         return True
+
+
+def cuts_json(explained: list[Explained], seen: list[Cut]) -> dict[str, Any]:
+    """``index.json``'s ``cuts`` object: each parameter named without a gradient with its cut
+    (``explained``), and every cut the processes logged (``seen``)."""
+    return {"explained": [e.to_json() for e in explained], "seen": [c.to_json() for c in seen]}
