@@ -63,6 +63,7 @@ PARAMETER = torch.nn.Parameter
 _SET_GRAD = torch._C._set_grad_enabled
 _GRAD = torch.is_grad_enabled
 _INFERENCE = torch.is_inference_mode_enabled
+_TRACING = torch._C._is_tracing
 _VALUES: dict[Any, CutKind] = {_BASE.detach: CutKind.DETACH, _BASE.detach_: CutKind.DETACH,
                                _BASE.item: CutKind.ITEM, _BASE.tolist: CutKind.TOLIST,
                                _BASE.numpy: CutKind.NUMPY}
@@ -138,6 +139,8 @@ class Watch(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
+        if _TRACING():     # a trace begun in a way ``_untraced`` did not see
+            return func(*args, **(kwargs or {}))
         try:
             _see(func, args)
         except Exception:  # noqa: BLE001, S110 - never break the program's op
@@ -536,12 +539,25 @@ def guarded(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
+def _untraced(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.jit.trace``: the thread's watch ends first (the tracer would record the watch's
+    own line as each op's source)."""
+    def trace(*args: Any, **kwargs: Any) -> Any:
+        if TLS.mode is not None:
+            guarded(stop)
+        return original(*args, **kwargs)
+    trace.__wrapped__ = original  # type: ignore[attr-defined]
+    trace.__doc__ = original.__doc__
+    return trace
+
+
 def install() -> None:
     """Set up the hooks of the module docstring (once per process)."""
     if _INSTALLED:
         return
     _INSTALLED.append(True)
     torch.Tensor.requires_grad_ = _requires_grad_(torch.Tensor.requires_grad_)  # type: ignore[method-assign]
+    torch.jit.trace = _untraced(torch.jit.trace)
     from torch.nn.modules import module as nn_module
     nn_module.register_module_parameter_registration_hook(
         lambda *a: guarded(_on_parameter, *a))
