@@ -158,7 +158,8 @@ def train(iterations: int) -> None:
             out.write(f"{time.perf_counter() - started:.6f}\n")
             if patched:
                 out.write(f"traced {spent[False]:.6f} aside {spent[True]:.6f} "
-                          f"cpu {cpu[False]:.6f} {cpu[True]:.6f}\n")
+                          f"cpu {cpu[False]:.6f} {cpu[True]:.6f} "
+                          f"steps {(iterations - AB_WARMUP) // 2}\n")
 
 
 def _note_rss(path: str, iteration: int) -> None:

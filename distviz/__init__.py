@@ -1,8 +1,8 @@
 """distviz: record, replay and visualize PyTorch distributed autograd.
 
-The pure side (``distviz.trace``, ``distviz.replay``, ``distviz.render``) never imports torch;
-``distviz.recorder`` (imported lazily by ``record`` and ``name``), ``distviz.runner`` and the
-torch side of ``distviz.tracing`` (imported lazily by ``backward`` and ``record(observe=True)``) do.
+This module is the Python API (``record``, ``backward``, ``name``, ``load``). It imports no
+torch: the recorder and the tracing hooks load only when a function that needs them is called,
+so ``distviz.load`` and the whole replay and render side run without torch.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from distviz.trace import Trace, load
+    from distviz.tracing.shared.stop import HangPredicted
 
 
 def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = False,

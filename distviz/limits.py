@@ -2,8 +2,9 @@
 
 Every side reads them from here: the scenario checker (file size, nesting, workers), the
 run-time guards in the workers (tensor size, step budget), the parent's time limits, the exit
-status of a worker, and the CLI's exit codes (``ExitCode``, the table README.md shows). The
-CLI's option defaults are these values, so ``--help`` shows them.
+status of a worker, and the CLI's exit codes (``ExitCode``, from which the table of
+docs/reference/exit-codes.md is generated). The CLI's option defaults are these values, so
+``--help`` shows them.
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ TRACE_RECENT_CONTEXTS: Final = 1024
 #: Autograd nodes a traced process walks to explain a local backward inside a distributed
 #: context (``distviz.tracing.hooks.local_explain``): the walk stops there and says so.
 TRACE_LOCAL_WALK: Final = 50_000
+#: How many recent dist autograd contexts of a traced process a local optimizer's step reads
+#: the gradients of (``distviz.tracing.hooks.applied``).
+APPLIED_CONTEXTS: Final = 8
 #: Cuts of a parameter's path one traced process notes and logs (``distviz.tracing.hooks.cuts``:
 #: each kind, line and set of parameters once); later ones are not noted.
 CUTS_KEPT: Final = 64
@@ -181,10 +185,11 @@ PARENT_GONE_EXIT: Final = 70
 # -- exit codes of the distviz command ---------------------------------------------------------------
 
 class ExitCode(IntEnum):
-    """The distviz command's exit codes, each with its meaning (README.md's table) and, for a
-    verdict's code, its ``severity`` (higher is more severe; ``None``: not a verdict's code).
-    A recording's, ``distviz trace``'s and a training run's code is the most severe of its
-    contexts' (``most_severe``)."""
+    """The distviz command's exit codes, each with its meaning (the table of
+    docs/reference/exit-codes.md is generated from them) and, for a verdict's code, its
+    ``severity`` (higher is more severe; ``None``: not a verdict's code). A recording's,
+    ``distviz trace``'s and a training run's code is the most severe of its contexts'
+    (``most_severe``)."""
 
     meaning: str
     severity: int | None
@@ -209,6 +214,10 @@ class ExitCode(IntEnum):
     DISAGREE = (8, "the replay and PyTorch's real backward disagree (an order difference "
                    "counts only with one inter-op thread; `distviz fuzz`: any program disagrees)",
                 1)
+    #: ``distviz trace --strict``: the program succeeded, but a gradient went wrong.
+    GRADIENT = (9, "distviz trace --strict: the program succeeded and the replay agrees, but a "
+                   "parameter got no gradient, an all-zero one, one left in .grad, or one a "
+                   "local optimizer never applied (the notes name it)")
     NOT_EXECUTABLE = 126, "distviz trace: the command exists but is not executable"
     NOT_FOUND = 127, "distviz trace: the command was not found"
     #: A bug in distviz (sysexits' EX_SOFTWARE): apart from 1, which under ``distviz trace`` is
@@ -229,12 +238,13 @@ EXIT_RENDER: Final = ExitCode.RENDER
 EXIT_HANG: Final = ExitCode.HANG
 EXIT_BACKWARD_ERROR: Final = ExitCode.BACKWARD_ERROR
 EXIT_DISAGREE: Final = ExitCode.DISAGREE
+EXIT_GRADIENT: Final = ExitCode.GRADIENT
 EXIT_NOT_EXECUTABLE: Final = ExitCode.NOT_EXECUTABLE
 EXIT_NOT_FOUND: Final = ExitCode.NOT_FOUND
 EXIT_INTERRUPTED: Final = ExitCode.INTERRUPTED
 EXIT_TERMINATED: Final = ExitCode.TERMINATED
 
-#: Every code's meaning, as README.md's table says it (``ExitCode.meaning``).
+#: Every code's meaning, as docs/reference/exit-codes.md's table says it (``ExitCode.meaning``).
 EXIT_CODES: Final[dict[int, str]] = {int(c): c.meaning for c in ExitCode}
 
 #: Verdicts' exit codes from the least to the most severe (``ExitCode.severity``).

@@ -1,11 +1,5 @@
-"""Analyses built on the replay engine (pure): they read a trace and the engine's replay, never
-the judge (``distviz.judge``), and the engine (``distviz.replay``) never reads them.
+"""Analyses of a replay: where the real backward's time went, what-if timings, why a leaf gets a gradient or not.
 
-* ``timing.analyze(trace) -> Timing``: where the real backward spent its time.
-* ``whatif.predict(trace, WhatIf) -> Prediction``: the replay's schedule timed with a changed
-  network or slower workers (``changes``: what a what-if changes).
-* ``why.why(trace, name) -> Why``: why a leaf gets a gradient or not.
-* ``contexts.shared_workers(...)``: several contexts on one worker's engine thread.
-
-Kept import-cheap: nothing is imported here.
+Pure and apart from the engine: they read a trace and its replay, never the judge, and the
+engine never reads them, so a new question needs no change to the replay.
 """

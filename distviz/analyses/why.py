@@ -268,7 +268,7 @@ class _Asked:
                              "but PyTorch's context holds no gradient for it", path=path, p=p,
                              step=step)
         zero = real is not None and bool(real[self.g.ids[self.leaf]].get("zero"))
-        details = [self._zero_source(python)] if zero else []
+        details = [self._zero_source(python, path, p)] if zero else []
         if python and real is None:
             details.append("the path crosses a Python backward, whose values the replay "
                            "cannot know: it may return None for this input")
@@ -277,9 +277,10 @@ class _Asked:
                          f"context at {where}", path=path, p=p, step=step,
                          details=self._inputs(p, self._steps(p)) + tuple(details))
 
-    def _zero_source(self, python: list[Hop]) -> str:
+    def _zero_source(self, python: list[Hop], path: tuple[Hop, ...], p: int) -> str:
         """Where a leaf's all-zero gradient comes from: a known custom Function on its path
-        that returns zeros or None, else an unused RPC output."""
+        that returns zeros or None, else the RPC output on its path the loss does not use
+        (the output FAST mode sent zeros for, ``unused_output``)."""
         nodes, index = self.trace.nodes, self.g.index
         for h in reversed(python):
             custom = nodes[index[h.node]].custom
@@ -290,8 +291,38 @@ class _Asked:
                 return (f"PyTorch's gradient is all zeros: the Python backward of {h.name} "
                         "returns None for it, which the next custom backward gets as zeros, "
                         "or an RPC sends on as zeros")
+        unused = self.unused_output(path, p)
+        if unused is not None:
+            return f"PyTorch's gradient is all zeros: {unused}"
         return ("PyTorch's gradient is all zeros (FAST mode sends zeros for an RPC result "
                 "the loss does not use)")
+
+    def unused_output(self, path: tuple[Hop, ...], p: int) -> str | None:
+        """``output 1 of rpc_sync(forward) to ps at main.py:20 in run (assigned to `out`) is
+        not used by the loss: FAST mode sends zeros for it``: the RPC whose gradient message
+        on ``path`` in pass ``p`` the replay sent with zeros in some slots, or ``None``."""
+        zeros = {ev.message.label: ev.message.zero_slots for ev in self.rp.events
+                 if ev.action == "send_gradient" and ev.pass_index == p
+                 and ev.message is not None and ev.message.zero_slots}
+        for h in path:
+            slots = zeros.get(h.message) if h.message is not None else None
+            if not slots:
+                continue
+            c = self.calls.call_of(self.g.index[h.node])
+            rc = self.trace.rpc_calls[c] if c is not None else None
+            which = (f"output {slots[0]}" if len(slots) == 1 else
+                     "outputs " + ", ".join(str(k) for k in slots))
+            if rc is None:
+                return (f"{which} of the RPC behind message {h.message} is not used by "
+                        f"{_loss(self.trace, p)}: FAST mode sends zeros for it")
+            where = f" at {rc.site}" if rc.site else ""
+            held = f" (assigned to `{rc.result_var}`)" if rc.result_var else ""
+            parts = _tuple_names(rc.result_var)
+            if len(slots) == 1 and parts is not None and slots[0] < len(parts):
+                which += f" (`{parts[slots[0]]}`)"
+            return (f"{which} of {rc.api}({rc.func}) to {rc.callee}{where}{held} is not used "
+                    f"by {_loss(self.trace, p)}: FAST mode sends zeros for it")
+        return None
 
     def _undefined(self, p: int, path: tuple[Hop, ...], step: int, via: str,
                    real: dict[str, dict[str, Any]] | None) -> Why:
@@ -416,6 +447,14 @@ class _Asked:
         return Why(name=self.name, leaf=self.g.ids[self.leaf], worker=self.worker, kind=kind,
                    gets_gradient=gets, summary=summary, path=path, pass_index=p, step=step,
                    details=details, fixes=fixes)
+
+
+def _tuple_names(var: str | None) -> list[str] | None:
+    """``["main", "aux"]`` for a result assigned to ``(main, aux)`` or ``main, aux``."""
+    if not var or "," not in var:
+        return None
+    parts = [v.strip() for v in var.strip().strip("()").split(",")]
+    return parts if all(v.isidentifier() for v in parts) else None
 
 
 def _msg(g: IndexedGraph, x: int) -> str:

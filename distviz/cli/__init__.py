@@ -1,28 +1,9 @@
 """The command-line interface: a thin typed shell over the library.
 
-It alone prints, writes files and picks exit codes (their table, ``EXIT_CODES``, is in
-``distviz.limits`` with every other limit). The package:
-
-* ``app``: the typer ``app``, the consoles, one-line errors with their exit codes (``guard``),
-  ``main``;
-* ``options``: every option as an ``Annotated`` type, apart from the command bodies, and the
-  checks of option values;
-* ``commands``: the command bodies (``run``, ``check``, ``scenarios``, ``replay``, ``export``,
-  ``graph``), registered on ``app`` in that order when this package is imported; a new command
-  goes in a module of its own, imported below;
-* ``why_command``: ``distviz why TRACE NAME``, why a leaf gets a gradient or not;
-* ``fuzz``: ``distviz fuzz`` (random programs checked against PyTorch), registered last;
-* ``trace_command``: ``distviz trace -- COMMAND...`` (the work is in ``distviz.tracing``);
-* ``snapshot_command``: ``distviz snapshot DIR``, a running traced job now;
-* ``running``: a run from start to report (progress, partial trace, exit code);
-* ``output``: what commands show and write (the replay, agreement, the JSON report, the step
-  log, pictures, exit codes).
-
-A command is registered on ``app`` when its module is imported. ``distviz.cli.app`` (the
-attribute) registers them all, in ``--help``'s order; the console script (``main``) registers
-only the module of the command its command line names, so that ``distviz trace`` starts the
-program without first importing every other command (and typer reading their signatures):
-the traced program waits for that.
+It alone prints, writes files and picks exit codes, so every other package returns values.
+Each command lives in a module of its own and is registered when that module is imported: the
+console script imports only the command its command line names, so ``distviz trace`` starts
+the program without first loading every other command.
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ TraceDir = Annotated[Path, typer.Option("-o", "--output", help="Folder for the t
 Contexts = Annotated[str, typer.Option("--contexts", help="Contexts to record in full per initiator: first, all, N,M, every:K or none; every other backward is watched (--hang-timeout).")]
 MaxContexts = Annotated[int | None, typer.Option("--max-contexts", help="Record at most this many contexts in all.")]
 OnHang = Annotated[str, typer.Option("--on-hang", help="stop the program when a hang is predicted or seen, or continue.")]
+TraceStrict = Annotated[bool, typer.Option("--strict", help="Fail the run (exit status 9) when the program succeeds but a parameter got no gradient, an all-zero one, one left in .grad, or one a local optimizer never applied.")]
 TraceInterop = Annotated[int | None, typer.Option("--interop-threads", help="Inter-op threads in every process; 1 makes the order exact.")]
 
 @dataclass(frozen=True)

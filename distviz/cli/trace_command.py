@@ -19,6 +19,7 @@ from distviz.cli.options import (
     TraceCommand,
     TraceDir,
     TraceInterop,
+    TraceStrict,
 )
 from distviz.words import plural
 
@@ -33,6 +34,7 @@ def trace(
     on_hang: OnHang = "stop",
     hang_timeout: HangTimeout = limits.TRACE_HANG_TIMEOUT,
     interop_threads: TraceInterop = None,
+    strict: TraceStrict = False,
 ) -> None:
     """Run your own RPC program unchanged; record, check and explain its distributed backward.
 
@@ -40,7 +42,9 @@ def trace(
     dist_autograd.backward is recorded on every worker of its context, replayed first (a
     predicted hang is explained at once), observed, and compared with the replay; every other
     backward is watched (one past --hang-timeout is recorded then, and explained). Exit status:
-    the program's own when it fails, else 0/6/7/8 as for run (a bug in distviz is 70, never 1).
+    the program's own when it fails, else 0/6/7/8 as for run (a bug in distviz is 70, never 1);
+    with --strict, 9 when a parameter's gradient went wrong (missing, all zeros, left in .grad
+    or never applied by a local optimizer) in a run that is otherwise 0.
 
     Example:
 
@@ -54,7 +58,7 @@ def trace(
     check_options(contexts, max_contexts, on_hang, hang_timeout, interop_threads)
     config = TraceConfig(out_dir=str(output), contexts=contexts, max_contexts=max_contexts,
                          on_hang=on_hang, hang_timeout=hang_timeout,
-                         interop_threads=interop_threads)
+                         interop_threads=interop_threads, strict=strict)
 
     def say(msg: str) -> None:
         print(f"distviz: {msg}", file=sys.stderr, flush=True)
@@ -64,8 +68,8 @@ def trace(
     from distviz.tracing.parent import backward_counts, summary
 
     found = summary.entries(finished.events)
-    code = summary.exit_code(finished, found)
-    notes = summary.notes(finished, found) + [s.text() for s in finished.in_flight]
+    code = summary.exit_code(finished, found, strict)
+    notes = summary.notes(finished, found, strict) + [s.text() for s in finished.in_flight]
     tests = summary.is_pytest_run(finished)
     if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
         notes.append("a pytest run: each test's contexts are in pytest's report; distviz "

@@ -1,2 +1,5 @@
-"""``distviz fuzz``: random, valid, seeded scenarios run on real workers and checked against
-PyTorch (``runner``), generated (``generate``) as values (``program``) and shrunk (``shrink``)."""
+"""``distviz fuzz``: random, valid, seeded programs run on real workers, checked against PyTorch and shrunk.
+
+The replay is judged on programs nobody chose; each disagreement is kept as the smallest
+scenario that still shows it, with the command that reproduces it.
+"""

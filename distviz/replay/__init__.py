@@ -1,21 +1,7 @@
-"""FAST-mode replay of a recorded distributed autograd trace (pure Python, never imports torch).
+"""The FAST-mode replay: PyTorch's distributed backward simulated step by step on a recorded trace, and a hang explained.
 
-Entry points, in data-flow order:
-
-* ``replay(trace, mode="fast") -> Replay``: simulate every backward pass (``result.py``, over the
-  engine in ``engine.py``), then explain a hang (``hang.diagnose -> Hang``).
-* ``Replay.state_at(step) -> ReplayState``: the whole simulation after any step.
-* ``initial_dependencies(trace, pass_index, mode)``: FAST mode's initial dependency counts, the
-  one computation the engine and every view use (``graph.py``).
-* ``observed_arrival(trace)``: the order PyTorch ran each worker's sends in (``trace.real``), an
-  order the replay can be asked to receive gradient messages in (``result.py``).
-* ``StdPriorityQueue``: libstdc++'s ``std::priority_queue`` tie order (``heap.py``).
-* ``synthetic_trace(n_nodes, n_workers=8, seed=0) -> Trace``: pipeline-like benchmark traces.
-
-The values a replay hands to renderers (events, states, messages, hangs, errors, agreement) and
-the ``ReplayLike`` protocol renderers accept are in ``model.py``. This package is the engine and
-its model: it imports no analysis (``distviz.analyses``) and nothing of the judge
-(``distviz.judge``, where the replay is compared with PyTorch's run: ``compare``, ``judge``).
+Pure (never imports torch), so a trace replays anywhere; the values it hands to renderers are
+in ``model``. It reads no analysis and nothing of the judge.
 """
 
 from __future__ import annotations

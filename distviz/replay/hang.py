@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distviz.replay.dropped import Drop, Lines
 from distviz.replay.events import ordinal
-from distviz.replay.graph import RECV, IndexedGraph, reachable_nodes
+from distviz.replay.graph import RECV, SEND, IndexedGraph, reachable_nodes
 from distviz.replay.model import (
     BlockedKind,
     BlockedSend,
@@ -56,8 +57,18 @@ class _Hung:
     reach: bytearray
     loss: str
     calls: CallIndex
+    #: the program's lines of the initiator's calls (``distviz.replay.dropped``)
+    lines: Lines
+    #: a recv the roots do not reach but a send does only feeds results that never get a
+    #: gradient themselves: by node, the recv without a gradient that is the cause (the first,
+    #: in the program's order, whose send reaches it), or -1 (a send without a recv)
+    origin: dict[int, int]
+    #: whether the trace names its calls' sites (a traced program): its sentences then name
+    #: calls and lines, not message ids, which depend on the order threads ran in
+    sited: bool
     overwritten: set[str] = field(default_factory=set)   # blocked sends whose result was
                                                          # overwritten by a later call
+    drops: dict[str, Drop] = field(default_factory=dict)  # blocked send -> its program line
 
     def rpc(self, c: int | None) -> RpcCall | None:
         return self.trace.rpc_calls[c] if c is not None else None
@@ -71,6 +82,9 @@ class _Hung:
         rc = self.rpc(c)
         held = list(self.trace.nodes[r].vars)
         over = self.calls.overwritten_by(c, held) if c is not None else None
+        if over is not None and rc is not None and rc.site is not None:
+            drop = self.lines.drop_of(c) if c is not None else None
+            over = over if drop is not None and drop.assigns_result else None
         names = self.calls.result_names(c, held)
         if rc is None:
             return "", names, None
@@ -94,26 +108,84 @@ def diagnose(trace: Trace, state: ReplayState, *, graph: IndexedGraph | None = N
     """
     g = graph if graph is not None else IndexedGraph(trace)
     p = state.pass_index if pass_index is None else pass_index
-    root_vars = trace.passes[p].root_vars
-    loss = "the loss" + (f" ({_vars_phrase(root_vars)})" if root_vars else "")
-    hung = _Hung(trace, g, state, reachable_nodes(g, g.roots[p]), loss, CallIndex(trace, g))
+    hung = _hung(trace, g, state, p)
     blocked = _blocked_sends(hung)
     workers = _blocked_workers(hung, blocked)
     return Hang(pass_index=p, mode=mode, blocked_sends=tuple(blocked),
                 unreachable_recvs=tuple(_unreachable_recvs(hung, blocked)),
                 blocked_workers=tuple(workers), chain=tuple(_chain(hung, blocked, workers)),
-                fixes=tuple(_fixes(hung, blocked, mode)), summary=_summary(g, blocked))
+                fixes=tuple(_fixes(hung, blocked, mode)), summary=_summary(hung, blocked))
 
 
 # -- 1. every send that never ran on a worker that started the pass ---------------------------------
 
+def _hung(trace: Trace, g: IndexedGraph, state: ReplayState, p: int) -> _Hung:
+    """What the diagnosis of pass ``p`` reads, computed once."""
+    root_vars = trace.passes[p].root_vars
+    loss = "the loss" + (f" ({_vars_phrase(root_vars)})" if root_vars else "")
+    reach = reachable_nodes(g, g.roots[p])
+    calls = CallIndex(trace, g)
+    return _Hung(trace, g, state, reach, loss, calls, Lines(trace, g, reach, p, calls),
+                 _origins(trace, g, reach, calls),
+                 any(rc.site is not None for rc in trace.rpc_calls))
+
+
+def _origins(trace: Trace, g: IndexedGraph, reach: bytearray, calls: CallIndex
+             ) -> dict[int, int]:
+    """``_Hung.origin``: from each send that never gets a gradient because its recv is
+    unreachable and reached by no send (the causes), or because it has no recv, every node it
+    reaches is labelled with that cause, causes in a stable order (the initiator's calls in
+    the order the program made them, then by site and message)."""
+    fed = reachable_nodes(g, [i for i, k in enumerate(g.kind) if k == SEND])
+    causes: list[tuple[tuple[int, str, int], int, int]] = []
+    for i, k in enumerate(g.kind):
+        if k != SEND or reach[i]:
+            continue
+        r = g.recv_by_msg.get(g.msg[i], -1)
+        if r >= 0 and (reach[r] or fed[r]):
+            continue
+        c = calls.call_of(r if r >= 0 else i)
+        rc = trace.rpc_calls[c] if c is not None else None
+        first = c if c is not None and rc is not None and rc.caller == trace.initiator else 1 << 30
+        causes.append(((first, (rc.site or "") if rc is not None else "", g.msg[i]), i, r))
+    origin: dict[int, int] = {}
+    for _key, s, r in sorted(causes):
+        stack = [s]
+        while stack:
+            x = stack.pop()
+            for t in g.targets[x]:
+                if t >= 0 and not reach[t] and t not in origin:
+                    origin[t] = r
+                    stack.append(t)
+            if g.kind[x] == RECV and x != r:
+                _to, nxt = g.target_send(g.msg[x])
+                if nxt >= 0 and not reach[nxt] and nxt not in origin:
+                    origin[nxt] = r
+                    stack.append(nxt)
+    return origin
+
+
 def _blocked_sends(h: _Hung) -> list[BlockedSend]:
+    """Every blocked send, per worker in a stable order: the program's calls in the order it
+    made them, then by message (not the order threads happened to number them in)."""
     out: list[BlockedSend] = []
     for w in h.trace.workers:
         ws = h.state.workers[w]
         if ws.initialized:
-            out.extend(_why_blocked(h, w, h.g.index[sid]) for sid in ws.waiting_sends)
+            mine = [_why_blocked(h, w, h.g.index[sid]) for sid in ws.waiting_sends]
+            out.extend(sorted(mine, key=lambda b: _stable_key(h, b)))
     return out
+
+
+def _stable_key(h: _Hung, b: BlockedSend) -> tuple[int, int, str, int]:
+    """Causes first; then the call's place among its caller's calls where the program made it
+    in one thread (the initiator's), then its site; then the message id."""
+    primary = 0 if b.kind in _PRIMARY else 1
+    rc = h.rpc(b.call)
+    if rc is None:
+        return primary, 1 << 30, "", b.msg_id
+    order = b.call if rc.caller == h.trace.initiator and b.call is not None else 1 << 29
+    return primary, order, rc.site or "", b.msg_id
 
 
 def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
@@ -132,11 +204,21 @@ def _why_blocked(h: _Hung, w: str, s: int) -> BlockedSend:
         if c is None:
             c = h.calls.infer_call(s)
         kind, reason, var = _no_recv(h, s, c, label)
+    elif not h.reach[r] and h.origin.get(r, r) < 0:
+        kind = "blocked"
+        reason = _feeds_blocked(h, r, c, recv_worker)
     elif not h.reach[r]:
         kind = "unused"
-        reason, var, over = _unused(h, w, r, c, recv_worker)
+        cause, sender = h.origin.get(r, r), w
+        if cause != r:    # it only feeds a result that is itself unused: that one is the cause
+            c = h.calls.call_of(cause)
+            sent = g.send_by_msg.get(g.msg[cause], -1)
+            sender = g.workers[g.worker[sent]] if sent >= 0 else w
+        reason, var, over, drop = _unused(h, sender, cause, c, g.workers[g.worker[cause]])
         if over:
             h.overwritten.add(g.ids[s])
+        elif drop is not None:
+            h.drops[g.ids[s]] = drop
     else:
         kind = "blocked"
         reason = _held_up(h, r, recv_worker)
@@ -154,9 +236,17 @@ def _no_recv(h: _Hung, s: int, c: int | None, label: str
         held = f", assigned to `{rc.result_var}`," if rc.result_var else ""
         k, n = h.calls.iteration(c)
         which = f"the {ordinal(k)} of {n} RPCs" if n > 1 else "the RPC"
-        reason = (f"{which} {_call_phrase(rc)} from {rc.caller}{held} was made under "
-                  f"torch.no_grad(), so {rc.caller} attached no RecvRpcBackward for its result "
-                  f"and nothing will ever send a gradient for message {label}")
+        drop = h.lines.drop_of(c)
+        if drop is not None:
+            h.drops[h.g.ids[s]] = drop
+            which = drop.which(rc).replace("results of", "RPCs").replace("the result of",
+                                                                         "the RPC")
+            held = f", made through {drop.line()},"
+        message = "" if h.sited else f" for message {label}"
+        reason = (f"{which} {_call_phrase(rc) if drop is None else ''}".rstrip()
+                  + f" from {rc.caller}{held} was made under torch.no_grad(), so "
+                  f"{rc.caller} attached no RecvRpcBackward for its result and nothing will "
+                  f"ever send a gradient{message}")
         return "no_grad", reason, rc.result_var
     caller = rc.caller if rc is not None else h.calls.caller_of(s)
     by = f" (the caller {caller} attached none)" if caller is not None else ""
@@ -165,8 +255,9 @@ def _no_recv(h: _Hung, s: int, c: int | None, label: str
 
 
 def _unused(h: _Hung, w: str, r: int, c: int | None,
-            recv_worker: str | None) -> tuple[str, str | None, bool]:
-    """A recv the roots never reach: ``(reason, var, overwritten)``."""
+            recv_worker: str | None) -> tuple[str, str | None, bool, Drop | None]:
+    """A recv the roots never reach: ``(reason, var, overwritten, the program's line that
+    dropped it)``."""
     rc = h.rpc(c)
     what, names, over = h.result(c, r)
     var = names[0] if names else None
@@ -174,14 +265,27 @@ def _unused(h: _Hung, w: str, r: int, c: int | None,
         holder = f" (the RRef `{rc.result_var}`)" if rc.result_var else ""
         return (f"the arguments sent by {_call_phrase(rc)}{holder} never get a gradient: the "
                 f"remote value is not fetched with to_here() into {h.loss}, so {recv_worker}'s "
-                "RecvRpcBackward for them is never reached"), var, False
+                "RecvRpcBackward for them is never reached"), var, False, None
+    drop = h.lines.drop_of(c) if c is not None and over is None else None
+    if drop is not None and rc is not None:
+        return drop.reason(rc), var, False, drop
     assigned = f", assigned to {_vars_phrase(names)}," if names else ""
     if rc is None:
         what = (f"the RPC result behind {h.g.disp(r)} on {recv_worker} (message "
                 f"{message_label(h.g.msg[r])})")
     if over is not None:
-        return f"{what}{assigned} was overwritten by {over}, so {h.loss} never uses it", var, True
-    return f"{what}{assigned} is not used by {h.loss}", var, False
+        return (f"{what}{assigned} was overwritten by {over}, so {h.loss} never uses it", var,
+                True, None)
+    return f"{what}{assigned} is not used by {h.loss}", var, False, None
+
+
+def _feeds_blocked(h: _Hung, r: int, c: int | None, recv_worker: str | None) -> str:
+    """A recv the roots never reach but a send does: it only feeds results that never get a
+    gradient themselves (the cause is theirs, named by their own blocked sends)."""
+    rc = h.rpc(c)
+    what = f" (the result of {_call_phrase(rc)})" if rc is not None else ""
+    return (f"{h.g.disp(r)} on {recv_worker}{what} only feeds what {recv_worker} sends on "
+            "through RPCs whose gradients never come themselves, so it never runs")
 
 
 def _held_up(h: _Hung, r: int, recv_worker: str | None) -> str:
@@ -258,11 +362,12 @@ def _chain(h: _Hung, blocked: list[BlockedSend], workers: list[BlockedWorker]) -
         mine = [b for b in blocked if b.worker == w]
         first = next((b for b in mine if b.kind in _PRIMARY), mine[0])
         name = g.disp(g.index[first.node])
+        if not h.sited:
+            name += f" (message {first.label})"
         if first.kind in _PRIMARY:
-            text = f"{w} waits for a gradient for {name} (message {first.label}) that never comes"
+            text = f"{w} waits for a gradient for {name} that never comes"
         else:
-            text = (f"{w} also waits for a gradient for {name} (message {first.label}), held up "
-                    "behind the sends above")
+            text = f"{w} also waits for a gradient for {name}, held up behind the sends above"
         if len(bw.sends) > 1:
             text += f" (and {plural(len(bw.sends) - 1, 'more send')})"
         for line in [text, *_first_message_hops(h, w)]:
@@ -281,8 +386,10 @@ def _first_message_hops(h: _Hung, w: str) -> list[str]:
         fm = h.state.workers[cur].first_message
         if fm is None:
             break
-        hops.append(f"{fm.sender} waits for {cur} to acknowledge message {fm.label} (its first "
-                    f"gradient message), which {cur} sends only when its own backward is done")
+        which = "its first gradient message" if h.sited else \
+            f"message {fm.label} (its first gradient message)"
+        hops.append(f"{fm.sender} waits for {cur} to acknowledge {which}, which {cur} sends "
+                    "only when its own backward is done")
         cur = fm.sender
     return hops
 
@@ -293,7 +400,12 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
     fixes: list[str] = []
     unused = [b for b in blocked if b.kind == "unused"]
     over = [b for b in unused if b.node in h.overwritten]
-    plain = [b for b in unused if b.node not in h.overwritten]
+    dropped = [b for b in unused if b.node in h.drops]
+    plain = [b for b in unused if b.node not in h.overwritten and b.node not in h.drops]
+    for b in dropped:
+        fix = h.drops[b.node].fix()
+        if fix not in fixes:
+            fixes.append(fix)
     if over:
         b = over[0]
         rc = h.rpc(b.call)
@@ -304,12 +416,20 @@ def _fixes(h: _Hung, blocked: list[BlockedSend], mode: str) -> list[str]:
                      "one's gradient flows back")
     if plain:
         fixes.extend(_use_it(plain[0], h.rpc(plain[0].call), h.trace.initiator))
-    if unused:
+    if over or plain:
         fixes.append("move the RPC outside the dist_autograd context, or into a separate "
                      "context, if its result needs no gradient")
         fixes.append("use a new dist_autograd.context() for every forward/backward iteration, "
                      "so sends left over from an earlier forward do not join this pass")
-    if any(b.kind in ("no_grad", "no_recv") for b in blocked):
+    for b in blocked:
+        if b.kind == "no_grad" and b.node in h.drops:
+            fix = (f"run `{h.drops[b.node].statement}` outside the `with dist_autograd.context()` "
+                   "block (after the backward): torch.no_grad() inside the context does not "
+                   "help, since the callee's forward runs with grad enabled and leaves a send "
+                   "that FAST mode waits for")
+            if fix not in fixes:
+                fixes.append(fix)
+    if any(b.kind in ("no_grad", "no_recv") and b.node not in h.drops for b in blocked):
         fixes.append("don't make Python-UDF or TorchScript RPCs under torch.no_grad() inside a "
                      "dist_autograd context: make the call outside the context, or detach the "
                      "tensors in the callee so no response send is created")
@@ -343,21 +463,21 @@ def starved_send(trace: Trace, g: IndexedGraph, s: int, pass_index: int = 0) -> 
     ``BlockedSend`` of kind ``unused`` (an RPC result the loss does not use, or overwritten),
     ``no_grad`` or ``no_recv``, whether or not the pass hangs (``distviz why`` asks it for a
     leaf behind ``s``). Raises ``IndexError`` when the pass does not exist."""
-    root_vars = trace.passes[pass_index].root_vars
-    loss = "the loss" + (f" ({_vars_phrase(root_vars)})" if root_vars else "")
     state = ReplayState(step=-1, pass_index=pass_index, workers={})
-    hung = _Hung(trace, g, state, reachable_nodes(g, g.roots[pass_index]), loss,
-                 CallIndex(trace, g))
-    return _why_blocked(hung, g.workers[g.worker[s]], s)
+    return _why_blocked(_hung(trace, g, state, pass_index), g.workers[g.worker[s]], s)
 
 
-def _summary(g: IndexedGraph, blocked: list[BlockedSend]) -> str:
+def _summary(h: _Hung, blocked: list[BlockedSend]) -> str:
+    g = h.g
     primary = [b for b in blocked if b.kind in _PRIMARY]
-    head = primary[0] if primary else (blocked[0] if blocked else None)
+    # a send whose own recv is the unused result before one that only waits behind it
+    direct = [b for b in primary if b.recv is None or h.origin.get(g.index[b.recv], -2) == -2]
+    head = (direct or primary or blocked)[0] if blocked else None
     if head is None:
         return "no worker can make progress, but the pass is not complete"
-    summary = (f"{head.worker}'s {g.disp(g.index[head.node])} for message {head.label} never "
-               f"gets a gradient: {head.reason}")
+    label = "" if h.sited else f" for message {head.label}"
+    summary = (f"{head.worker}'s {g.disp(g.index[head.node])}{label} never gets a gradient: "
+               f"{head.reason}")
     if len(primary) > 1:
         summary += f" ({plural(len(primary) - 1, 'more such send')})"
     return summary

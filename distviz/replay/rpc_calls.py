@@ -21,8 +21,8 @@ need more:
 from __future__ import annotations
 
 from distviz.replay.events import ordinal
-from distviz.replay.graph import RECV, IndexedGraph
-from distviz.trace import Trace
+from distviz.replay.graph import RECV, SEND, IndexedGraph
+from distviz.trace import RpcCall, Trace
 from distviz.trace.compact import NodeColumns
 
 __all__ = ["CallIndex", "recv_names"]
@@ -98,7 +98,22 @@ class CallIndex:
             c = self._call_by_request(g.workers[w], rank, callee, g.msg[r] & _COUNTER)
             if c is not None:
                 return c
-        return None
+        return self._no_grad_by_order(s)
+
+    def _no_grad_by_order(self, s: int) -> int | None:
+        """When no request names the caller (the request carried no tensor that requires grad,
+        an RRef): the calls to ``s``'s worker made under ``torch.no_grad()``, whose results
+        got no recv, matched in order with that worker's sends that have none."""
+        g, calls = self.g, self.trace.rpc_calls
+        callee = g.workers[g.worker[s]]
+        orphans = sorted((i for i, k in enumerate(g.kind) if k == SEND and
+                          g.worker[i] == g.worker[s] and g.msg[i] not in g.recv_by_msg),
+                         key=lambda i: g.msg[i])
+        unseen = [k for k, c in enumerate(calls) if c.callee == callee and not c.grad_enabled
+                  and not c.msg_ids and c.api in ("rpc_sync", "rpc_async")]
+        if not unseen or s not in orphans:
+            return None
+        return unseen[min(orphans.index(s), len(unseen) - 1)]
 
     def _call_by_request(self, caller: str, rank: int, callee: str, counter: int) -> int | None:
         calls = self.trace.rpc_calls
@@ -125,8 +140,8 @@ class CallIndex:
         program (a loop makes several)."""
         rc = self.trace.rpc_calls[c]
         same = [k for k, o in enumerate(self.trace.rpc_calls)
-                if (o.caller, o.line, o.api, o.func) == (rc.caller, rc.line, rc.api, rc.func)]
-        if rc.line is None or c not in same:
+                if (o.caller, _where(o), o.api, o.func) == (rc.caller, _where(rc), rc.api, rc.func)]
+        if _where(rc) is None or c not in same:
             return 1, 1
         return same.index(c) + 1, len(same)
 
@@ -145,10 +160,16 @@ class CallIndex:
         if later is None:
             return None
         lc = calls[later]
-        if (lc.line, lc.api, lc.func) == (rc.line, rc.api, rc.func) and rc.line is not None:
+        if (_where(lc), lc.api, lc.func) == (_where(rc), rc.api, rc.func) and \
+                _where(rc) is not None:
             return f"the {ordinal(self.iteration(later)[0])}"
         where = f" at line {lc.line}" if lc.line is not None else ""
         return f"the result of {lc.api}({lc.func}){where}"
+
+
+def _where(rc: RpcCall) -> int | str | None:
+    """Where the program made a call: its scenario line, else its traced site."""
+    return rc.line if rc.line is not None else rc.site
 
 
 def recv_names(trace: Trace, g: IndexedGraph) -> dict[int, list[str]]:

@@ -1,18 +1,8 @@
-"""The trace: one distributed autograd graph as PyTorch built it, plus what the real run did.
+"""The trace: one distributed autograd graph as PyTorch built it, plus what the real run did, as versioned JSON.
 
-The trace is the pivot between the slow multi-process side (runner, recorder; they import torch)
-and the fast pure side (replay, renderers; they never do). It is plain JSON with a
-``schema_version``; ``docs/trace-format.md`` documents every field. It is loaded without torch,
-never unpickled, and written atomically (a reader never sees half a file).
-
-Node ids are stable strings ``<worker>/<ShortName>#<sequence_nr>`` (``worker1/AddBackward0#3``),
-with ``~k`` appended when two nodes of one worker share name and number, and
-``<worker>/AccumulateGrad(<var>)`` for leaves with a scenario variable name.
-
-A package of modules by job, whose names this package re-exports (``distviz.trace.load``,
-``distviz.trace.Trace``): ``model`` (the trace as values and its JSON object both ways),
-``loading`` (files and text), ``node``, ``node_json``, ``sections``, ``absent``, ``compact`` (the
-version 3 layout), ``recording`` and ``iteration`` (a recording of several contexts).
+The pivot between the torch side (runner, recorder) and the pure side (replay, renderers):
+loaded without torch, never unpickled, written atomically. ``docs/trace-format.md`` documents
+every field.
 """
 
 from __future__ import annotations

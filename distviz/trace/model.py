@@ -76,6 +76,9 @@ class RpcCall:
     result_var: str | None = None
     msg_ids: list[int] = field(default_factory=list)  # message ids this call created (both ends)
     site: str | None = None  # where a traced program made it: ``rnn.py:19 in f <- main.py:5 in g``
+    #: the source of the statement in the function that called the backward through which this
+    #: call was made (``val = model(val_x)``): the program's own line for the call
+    statement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -84,6 +87,8 @@ class RpcCall:
             "result_var": self.result_var, "msg_ids": self.msg_ids}
         if self.site is not None:
             out["site"] = self.site
+        if self.statement is not None:
+            out["statement"] = self.statement
         return out
 
 
@@ -97,12 +102,21 @@ class BackwardPass:
     retain_graph: bool = False
     root_vars: list[str] = field(default_factory=list)
     root_nrs: list[int] = field(default_factory=list)
+    #: traced programs: where the program called this backward (``site`` of an ``RpcCall``)
+    site: str | None = None
+    #: traced programs: where the first root was built (``main.py:40 in train``) and that
+    #: statement's source (``loss = sum(...)``)
+    loss_site: str | None = None
+    loss_statement: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"roots": self.roots, "retain_graph": self.retain_graph,
                                "root_vars": self.root_vars}
         if any(self.root_nrs):
             out["root_nrs"] = self.root_nrs
+        for key in ("site", "loss_site", "loss_statement"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     def root_nr(self, k: int) -> int:
@@ -385,7 +399,12 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
                              key=where + "root_nrs")
         passes.append(BackwardPass(roots=list(roots), retain_graph=bool(rp.get("retain_graph")),
                                    root_vars=[str(v) for v in rp.get("root_vars") or []],
-                                   root_nrs=list(nrs)))
+                                   root_nrs=list(nrs),
+                                   site=need(rp, "site", str, source, where, optional=True),
+                                   loss_site=need(rp, "loss_site", str, source, where,
+                                                  optional=True),
+                                   loss_statement=need(rp, "loss_statement", str, source,
+                                                       where, optional=True)))
     calls: list[RpcCall] = []
     for i, rc in enumerate(obj.get("rpc_calls") or []):
         where = f"rpc_calls[{i}]."
@@ -398,7 +417,8 @@ def _rest(obj: dict[str, Any], source: str, workers: list[str], initiator: str,
             line=need(rc, "line", int, source, where, optional=True),
             result_var=need(rc, "result_var", str, source, where, optional=True),
             msg_ids=[int(m) for m in rc.get("msg_ids") or []],
-            site=need(rc, "site", str, source, where, optional=True)))
+            site=need(rc, "site", str, source, where, optional=True),
+            statement=need(rc, "statement", str, source, where, optional=True)))
     known = obj.get("known_workers") or {}
     if not isinstance(known, dict):
         raise TraceError("expected an object", path=source, key="known_workers")

@@ -46,6 +46,7 @@ class TraceConfig:
     on_hang: str = "stop"
     hang_timeout: float = TRACE_HANG_TIMEOUT
     interop_threads: int | None = None
+    strict: bool = False    # --strict: a gradient that went wrong fails the run (or the test)
     session_dir: str | None = None
     parent_pid: int | None = None
 

@@ -51,8 +51,8 @@ from distviz.words import plural
 DEFAULT_DIR = "distviz-traces"
 ON_HANG = "continue"    # a test may expect the hang: it is reported, never stopped
 OUTSIDE = "(outside any test)"
-# the options pytest gets from the plugin (README names them; tests/pure/project/test_docs.py checks)
-OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout")
+# the options pytest gets from the plugin (the docs name them; tests/pure/project/test_docs.py checks)
+OPTIONS = ("--distviz", "--distviz-contexts", "--distviz-hang-timeout", "--distviz-strict")
 # what a context did, in the order the summary counts them
 CATEGORIES: tuple[Category, ...] = tuple(Category)
 
@@ -70,6 +70,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     metavar="SECONDS",
                     help="declare a real backward hung after this long (default "
                          f"{TRACE_HANG_TIMEOUT:g}); the test goes on")
+    group.addoption(OPTIONS[3], action="store_true", default=False,
+                    help="fail a test that passed when a parameter of its run got no gradient, "
+                         "an all-zero one, one left in .grad, or one a local optimizer never "
+                         "applied (distviz trace --strict passes it on too)")
 
 
 # -- what each test's contexts did (pure) ------------------------------------------------------
@@ -86,6 +90,8 @@ class Findings:
 
     rows: dict[str, list[ContextRow]] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: the notes that fail a test under ``--distviz-strict`` (``journal.fails_strict``)
+    failing: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, events: list[Event]) -> Findings:
@@ -94,6 +100,8 @@ class Findings:
         for note in folded.notes:
             if note.kind != STOP:     # a pytest run is never stopped for a hang
                 out.notes.setdefault(note.test or OUTSIDE, []).append(note.text)
+            if journal.fails_strict(note.kind):
+                out.failing.setdefault(note.test or OUTSIDE, []).append(note.text)
         for r in folded.rows:
             out.rows.setdefault(r.test or OUTSIDE, []).append(r)
         return out
@@ -161,6 +169,16 @@ def summary_lines(findings: Findings, out_dir: str) -> list[str]:
     return lines
 
 
+def strict_failure(report: pytest.TestReport, failing: list[str]) -> None:
+    """Under ``--distviz-strict``: a test that passed fails when its run logged a note that
+    ``journal.fails_strict`` counts (a failed or skipped test keeps its own outcome)."""
+    if not failing or not report.passed:
+        return
+    report.outcome = "failed"
+    report.longrepr = ("distviz --distviz-strict: " + plural(len(failing), "gradient note")
+                       + " in this test's run:\n" + "\n".join(f"  {n}" for n in failing))
+
+
 # -- the plugin --------------------------------------------------------------------------------
 
 def _standalone_config(config: pytest.Config) -> TraceConfig:
@@ -187,7 +205,8 @@ def _standalone_config(config: pytest.Config) -> TraceConfig:
         raise pytest.UsageError(f"--distviz={value}: expected a folder for the traces, found "
                                 "a file; name a folder")
     return TraceConfig(out_dir=str(out), contexts=contexts, on_hang=ON_HANG,
-                       hang_timeout=timeout, session_dir=tempfile.mkdtemp(prefix="distviz-pytest-"))
+                       hang_timeout=timeout, strict=bool(config.getoption("distviz_strict")),
+                       session_dir=tempfile.mkdtemp(prefix="distviz-pytest-"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -212,7 +231,8 @@ class DistvizSession:
         from distviz.tracing.parent import launch
 
         self.config, self.own = config, own
-        self.cfg = replace(cfg, on_hang=ON_HANG)
+        self.cfg = replace(cfg, on_hang=ON_HANG,
+                           strict=cfg.strict or bool(config.getoption("distviz_strict")))
         assert self.cfg.session_dir is not None
         self.session: str = self.cfg.session_dir
         self.exitstatus = 0
@@ -240,12 +260,15 @@ class DistvizSession:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, Any, None]:
-        text = section(self.findings(), item.nodeid) if call.when != "setup" else ""
+        findings = self.findings() if call.when != "setup" else None
+        text = section(findings, item.nodeid) if findings is not None else ""
         if call.when == "teardown" and text:
             item.user_properties.append(("distviz", text))
         outcome = yield
         if call.when == "call" and text:
             outcome.get_result().sections.append(("distviz", text))
+        if call.when == "call" and self.cfg.strict and findings is not None:
+            strict_failure(outcome.get_result(), findings.failing.get(item.nodeid, []))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.exitstatus = int(exitstatus)

@@ -1,11 +1,6 @@
-"""Views of a trace that fit the question: which nodes (the whole graph, one worker, one RPC
-call, a neighbourhood) and how much detail (the worker summary, one box per RPC call, chains
-folded, every node). Pure: the DOT pictures and the HTML viewer both read these values.
+"""Views of a trace that fit the question: which nodes (the whole graph, one worker, one RPC call, a neighbourhood) and how much detail.
 
-* ``ViewSpec``, ``Scope``, ``DETAILS``, ``WorkerSummary`` (``model.py``): the values.
-* ``select_scope(graph, spec) -> Scope``, ``resolve_node`` (``scope.py``).
-* ``call_groups(trace) -> CallGroups``, ``rpc_call_title`` (``groups.py``): each node's RPC call.
-* ``worker_summary(graph) -> WorkerSummary`` (``summary.py``).
+Pure; the DOT pictures and the HTML viewer read the same values, so they show the same graph.
 """
 
 from __future__ import annotations

@@ -415,7 +415,7 @@ def test_backward_and_record_observe_api(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("[Gloo] ")]
     assert lines[:3] == ["backward: completed", "record before: None", "record after: completed"]
     assert lines[3].startswith("hang: predicted: ") and "assigned to `unused`" in lines[3]
-    assert "tests/scripts/api_observe.py:66 in worker" in lines[3]
+    assert "tests/scripts/api_observe.py:68 in worker" in lines[3]
     for name in ("backward.json", "record.json"):
         t = load(tmp_path / name)
         assert t.real is not None and t.real["outcome"] == "completed"

@@ -393,18 +393,22 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         tmp_path: Path) -> None:
     """``--contexts none``, every backward back in time: what each traced process loaded at
     its exit, read by a ``sitecustomize`` of the test's own that distviz's bootstrap chains
-    to (so it runs in the command and in each process ``mp.spawn`` starts)."""
+    to (so it runs in the command and in each process ``mp.spawn`` starts). Each process writes
+    its report to a file of its own: the two workers leave ``rpc.shutdown`` at the same moment,
+    and lines they printed on the one standard error came out cut into each other under load
+    (``LOADEDLOADED 17541 ...``), which lost both workers' reports."""
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "sitecustomize.py").write_text(
-        "import atexit, os, sys\n"
+        "import atexit, json, os, sys\n"
         f"HEAVY = {RECORDING!r}\n"
         "def _report():\n"
         "    heavy = sorted(m for m in sys.modules\n"
         "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
         "    hooked = 'distviz.tracing.hooks.patches' in sys.modules\n"
         "    kept = len(sys.modules['distviz.tracing.callsites.registry']._CALLS) if hooked else 0\n"
-        "    print('LOADED', os.getpid(), hooked, kept, heavy, file=sys.stderr, flush=True)\n"
+        "    with open(os.path.join(os.path.dirname(__file__), f'loaded.{os.getpid()}'), 'w') as f:\n"
+        "        f.write(json.dumps([hooked, kept, heavy]))\n"
         "atexit.register(_report)\n", encoding="utf-8")
     env = _environment(tmp_path)
     env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{probe}"
@@ -414,11 +418,12 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")] == \
         [f"step {k} done" for k in range(1, 5)]
-    loaded = [ln.split(" ", 4) for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")]
-    hooked = [heavy for _, _, torch_hooked, _, heavy in loaded if torch_hooked == "True"]
-    assert hooked == ["[]"] * 3, loaded     # the command and the two workers it spawns
+    loaded = {int(p.suffix[1:]): json.loads(p.read_text(encoding="utf-8"))
+              for p in probe.glob("loaded.*")}
+    hooked = [heavy for torch_hooked, _, heavy in loaded.values() if torch_hooked]
+    assert hooked == [[]] * 3, loaded     # the command and the two workers it spawns
     # no call site is kept past its context, not even those of the RPC after each backward
-    assert [kept for _, _, _, kept, _ in loaded] == ["0"] * len(loaded), loaded
+    assert [kept for _, kept, _ in loaded.values()] == [0] * len(loaded), loaded
     index = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
     assert index["backwards"]["worker0"]["calls"] == 4 and index["contexts"] == []
 
@@ -456,7 +461,7 @@ with dist_autograd.context() as cid:
     kept = callsites.peek(cid)
     print("KEPT", [(c.func, c.site is not None, len(c.msg_ids)) for c in kept])
 callsites.drop(cid)                                  # as leaving the context does
-print("LEFT", callsites.has_calls(cid), cid in callsites.registry._QUIET)
+print("LEFT", callsites.has_calls(cid), cid in callsites.registry.QUIET)
 rpc.shutdown()
 """
 

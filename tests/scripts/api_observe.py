@@ -47,12 +47,14 @@ def worker(rank: int, init_file: str, out: str) -> None:
     opts = rpc.TensorPipeRpcBackendOptions(init_method=f"file://{init_file}", _transports=["uv"])
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=opts)
     if rank == 0:
+        # --8<-- [start:backward]
         w = torch.rand(3, requires_grad=True)
         with dist_autograd.context() as context_id:
             y = rpc.rpc_sync("worker1", remote_forward, args=(w * 2,))
             loss = y.sum()
             trace = distviz.backward(context_id, [loss], path=os.path.join(out, "backward.json"))
             print(f"backward: {trace.real['outcome']}", flush=True)
+        # --8<-- [end:backward]
         with dist_autograd.context() as context_id:
             y = rpc.rpc_sync("worker1", remote_forward, args=(w * 2,))
             loss = y.sum()

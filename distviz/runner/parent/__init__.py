@@ -1,3 +1,4 @@
-"""The parent side of a run (torch-free): ``run`` (start, drive and tear down the workers),
-``training`` (the end of a training run), ``collate`` (a training run's messages -> a
-``Recording``), ``torch_range`` (the torch releases distviz supports)."""
+"""The ``distviz run`` process: starts the workers, drives the phases with time limits and tears everything down.
+
+Torch-free, so it can check the torch release and stop every worker whatever they do.
+"""

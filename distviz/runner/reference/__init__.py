@@ -1,3 +1,4 @@
-"""The single-process reference runs (torch side): ``plain`` (a plain scenario, every RPC a
-local call) and ``training`` (a training run, its trainers one at a time in the real run's
-order)."""
+"""The single-process reference runs: the same scenario with every RPC a local call, whose gradients the real run is compared with.
+
+Torch side; a training run's trainers run one at a time in the real run's order.
+"""

@@ -1,2 +1,4 @@
-"""One worker process of a run (torch side): ``main`` (its entry point), ``initiator`` (rank 0
-of a plain run), ``session`` and ``training`` (the training form)."""
+"""One worker process of a run: its entry point, the initiator of a plain run, and the training form.
+
+Torch side; it talks to the parent only through the typed messages of ``runner.protocol``.
+"""

@@ -82,7 +82,8 @@ class Call:
 
 
 _CALLS: OrderedDict[int, list[Call]] = OrderedDict()
-_QUIET: dict[int, None] = {}    # contexts whose watched backward ended (in order, bounded)
+#: contexts whose watched backward ended (in order, bounded; the wrappers read it: never rebound)
+QUIET: dict[int, None] = {}
 _PENDING: list[Call] = []       # rpc_async calls whose result has not been read yet
 _LOCK = threading.Lock()
 
@@ -153,16 +154,16 @@ def _worker_name() -> str:
 def quiet(context_id: int) -> None:
     """The watched backward of ``context_id`` returned or raised: note no more of its calls
     (see the module docstring)."""
-    _QUIET[context_id] = None
-    if len(_QUIET) > KEEP_CONTEXTS:     # contexts never left through ``with``
+    QUIET[context_id] = None
+    if len(QUIET) > KEEP_CONTEXTS:     # contexts never left through ``with``
         with _LOCK:
-            while len(_QUIET) > KEEP_CONTEXTS:
-                del _QUIET[next(iter(_QUIET))]
+            while len(QUIET) > KEEP_CONTEXTS:
+                del QUIET[next(iter(QUIET))]
 
 
 def drop(context_id: int) -> None:
     """Forget the calls of a context that is not recorded, or has ended."""
-    _QUIET.pop(context_id, None)
+    QUIET.pop(context_id, None)
     if context_id not in _CALLS:
         return
     with _LOCK:
@@ -177,13 +178,13 @@ def reset() -> None:
     with _LOCK:
         _CALLS.clear()
         _PENDING.clear()
-        _QUIET.clear()
+        QUIET.clear()
 
 
 def skipped(context_id: int, gate: Callable[[int], bool] | None) -> bool:
     """Whether an RPC of ``context_id`` goes unnoted: its watched backward ended (``quiet``),
     or ``gate`` says the context is never recorded."""
-    return context_id in _QUIET or (gate is not None and not gate(context_id))
+    return context_id in QUIET or (gate is not None and not gate(context_id))
 
 
 def has_calls(context_id: int) -> bool:

@@ -166,3 +166,75 @@ def _name_assignments(scope: ast.AST) -> list[tuple[ast.Assign, str]]:
             out.append((node, node.targets[0].id))
         stack.extend(ast.iter_child_nodes(node))
     return out
+
+
+#: the longest statement text kept for an explanation
+MAX_STATEMENT = 100
+
+
+@functools.lru_cache(maxsize=1024)
+def statement_text(path: str, line: int) -> str | None:
+    """The source of the statement at ``path:line`` on one line (``loss = sum(...)``),
+    shortened to ``MAX_STATEMENT`` characters; ``None`` when the source cannot be read."""
+    stmt = _statement(path, line)
+    if stmt is None:
+        text = linecache.getline(path, line).strip()
+        return text[:MAX_STATEMENT] or None
+    if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.FunctionDef, ast.ClassDef,
+                         ast.AsyncFunctionDef, ast.AsyncFor, ast.AsyncWith, ast.Try)):
+        text = linecache.getline(path, line).strip()   # a compound statement: its own line
+    else:
+        text = linecache.getline(path, line).strip()
+        if stmt.end_lineno != stmt.lineno or not _parses(text):
+            text = " ".join(ast.unparse(stmt).split())
+    return text if len(text) <= MAX_STATEMENT else text[:MAX_STATEMENT - 3] + "..."
+
+
+@functools.lru_cache(maxsize=1024)
+def is_read(path: str, line: int, name: str) -> bool:
+    """Whether the function (or module) that holds ``path:line`` reads the variable ``name``
+    anywhere (``True`` when the source cannot be read): a result assigned to a variable that
+    is never read is dropped right there."""
+    tree = _module_tree(path)
+    if tree is None:
+        return True
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(scope, "lineno", 0):
+            scope = node
+    return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+               for node in ast.walk(scope))
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def assigned_before(code: types.CodeType, name: str, upto: int) -> int | None:
+    """The line of the last ``name = ...`` (or ``name += ...``) statement before line ``upto``
+    in the function of ``code``; ``None`` when there is none."""
+    fn = _function_node(code)
+    if fn is None:
+        return None
+    lines: list[int] = []
+    stack = list(getattr(fn, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and \
+                node.lineno < upto:
+            lines.append(node.lineno)
+        stack.extend(ast.iter_child_nodes(node))
+    return max(lines) if lines else None

@@ -15,7 +15,7 @@ import torch.distributed.autograd as dist_autograd
 from distviz.frames import own_frames
 from distviz.tracing.callsites.labels import argument_hint
 from distviz.tracing.callsites.messages import current_context, result_functions
-from distviz.tracing.callsites.registry import Call, log, skipped
+from distviz.tracing.callsites.registry import QUIET, Call, log, skipped
 
 #: Called with ``(api, args, kwargs, result, frame)`` after each RPC made outside any context,
 #: and with ``(args, kwargs)`` before each RPC of a context that may be recorded, when set
@@ -35,7 +35,7 @@ def wrap_call(api: str, orig: Callable[..., Any],
     context is recorded (``Call``).
     """
     grad_enabled, frame_of = torch.is_grad_enabled, sys._getframe
-    current = dist_autograd._current_context
+    current, quiet = dist_autograd._current_context, QUIET
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -48,7 +48,7 @@ def wrap_call(api: str, orig: Callable[..., Any],
                 hook(api, args, kwargs, result, frame_of(1))
             return result
         cid = ctx._context_id()
-        if skipped(cid, gate):
+        if cid in quiet or (gate is not None and not gate(cid)):    # ``skipped``, inline
             return orig(*args, **kwargs)
         for hook in INSIDE:
             hook(args, kwargs)

@@ -305,8 +305,7 @@ class _AfterOptimizer(AfterImport):
         try:
             patch(module)
         except Exception as exc:  # noqa: BLE001 - never break the program
-            print(f"distviz: DistributedOptimizer not watched: {exc}", file=sys.stderr,
-                  flush=True)
+            live.say(f"DistributedOptimizer not watched: {exc}")
 
 
 def arm() -> None:

@@ -33,6 +33,10 @@
   (``distviz.tracing.hooks.cuts``, not imported under ``--contexts none``): a watch of the torch
   functions the program calls in a recorded context, entered with the context and left when
   its backward starts or the program leaves it.
+* ``torch.optim``'s optimizers, once the process meets a dist autograd context (it enters one,
+  or an RPC function runs in one: ``rpc.internal._run_function``): a local optimizer's step
+  over parameters whose gradients a distributed backward left in the context is named with
+  its line (``distviz.tracing.hooks.applied``).
 * For ``distviz snapshot`` (``distviz.tracing.snapshot.listener``): entering and leaving a
   context are noted, and ``rpc.init_rpc`` starts the listener (the backwards in flight are
   the table ``traced_backward`` and the watch keep, ``distviz.tracing.shared.inflight``).
@@ -44,7 +48,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +59,8 @@ import torch.distributed.rpc.api as rpc_api
 from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.hooks import dispatch, jit, local_backward, optimizer, rref, scripted
-from distviz.tracing.shared import fanout, journal, naming, process
+from distviz.tracing.hooks import applied, dispatch, jit, local_backward, optimizer, rref, scripted
+from distviz.tracing.shared import fanout, journal, live, naming, process
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
 from distviz.tracing.watch import hook as watch_hook
@@ -104,8 +107,7 @@ def _init_rpc(original: Any, proc: Process) -> Any:
         try:
             snapshot_listener.start(here.config.session_dir, here.worker, _take_snapshot)
         except Exception as exc:  # noqa: BLE001 - never break the program for a snapshot
-            print(f"distviz: no snapshot listener in process {os.getpid()}: {exc}",
-                  file=sys.stderr, flush=True)
+            live.say(f"no snapshot listener in process {os.getpid()}: {exc}")
         return result
     return init_rpc
 
@@ -126,6 +128,7 @@ def _shutdown(original: Any) -> Any:
         watch.hand_over()
         result = original(*args, **kwargs)
         optimizer.report()      # every optimizer step of the session has been served
+        applied.report()
         return result
     return shutdown
 
@@ -144,6 +147,7 @@ def _context_exit(original: Any) -> Any:
             for cuts in _CUTS:
                 cuts.left(cid)
             dispatch.context_ended(cid)
+            applied.leaving(cid)
         return original(self, *exc)
     return __exit__
 
@@ -155,6 +159,7 @@ def _context_enter(original: Any) -> Any:
         snapshot_listener.entered(int(context_id))
         for cuts in _CUTS:
             cuts.entered(int(context_id))
+        applied.seen(int(context_id))
         return context_id
     return __enter__
 
@@ -209,6 +214,7 @@ def install(config: TraceConfig) -> None:
     scripted.install()
     local_backward.install()
     optimizer.arm()
+    applied.install()
     if config.spec.kind != "none":
         from distviz.tracing.hooks import cut_rpc, cuts
         cuts.install()

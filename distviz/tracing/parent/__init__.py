@@ -1,1 +1,4 @@
-"""The parent's process of `distviz trace` (torch-free): the launch, the command, the summary."""
+"""The process of ``distviz trace`` itself: the launch, the command, the end-of-run summary and ``index.json``.
+
+Torch-free, so it can stop the program's whole process tree on a hang, Ctrl-C or SIGTERM.
+"""

@@ -13,9 +13,22 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from distviz.limits import EXIT_HANG, EXIT_INTERRUPTED, EXIT_TERMINATED, most_severe
-from distviz.tracing.shared.fold import fold
-from distviz.tracing.shared.journal import ContextRow, Event, EventKind, VerdictStatus
+from distviz.limits import (
+    EXIT_GRADIENT,
+    EXIT_HANG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    most_severe,
+)
+from distviz.tracing.shared.fold import Note, fold
+from distviz.tracing.shared.journal import (
+    ContextRow,
+    Event,
+    EventKind,
+    VerdictStatus,
+    fails_strict,
+)
 from distviz.words import duration, plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -234,12 +247,21 @@ class StatusFrom(Enum):
     HANG = "hang"                # 6: distviz stopped the program for a hang
     PROGRAM = "program"          # the program's own status: it failed
     CONTEXTS = "contexts"        # the most severe of the contexts' verdicts
+    STRICT = "strict"            # 9: --strict, and a note says a gradient went wrong
 
 
-def status_from(finished: Finished) -> StatusFrom:
+def strict_notes(events: list[Event]) -> list[Note]:
+    """The notes that fail a run under ``--strict`` (``journal.fails_strict``)."""
+    return [n for n in fold(events).notes if fails_strict(n.kind)]
+
+
+def status_from(finished: Finished, found: list[Entry] | None = None,
+                strict: bool = False) -> StatusFrom:
     """The one precedence of ``distviz trace``'s exit status: a pytest run with the plugin
-    (each test's contexts are in pytest's report), then an interruption, a hang that stopped
-    the program, the program's own failure, else the recorded contexts."""
+    (each test's contexts are in pytest's report; under ``--strict`` the plugin fails the
+    tests), then an interruption, a hang that stopped the program, the program's own failure,
+    then the recorded contexts when a verdict is not OK, then ``--strict``'s notes (a gradient
+    missing, all zeros, left in ``.grad`` or never applied), else the contexts (OK)."""
     if is_pytest_run(finished):
         return StatusFrom.PYTEST
     if finished.interrupted:
@@ -248,6 +270,8 @@ def status_from(finished: Finished) -> StatusFrom:
         return StatusFrom.HANG
     if finished.returncode != 0:
         return StatusFrom.PROGRAM
+    if strict and contexts_code(found or []) == EXIT_OK and strict_notes(finished.events):
+        return StatusFrom.STRICT
     return StatusFrom.CONTEXTS
 
 
@@ -256,22 +280,29 @@ def own_status(finished: Finished) -> bool:
     return status_from(finished) in (StatusFrom.PYTEST, StatusFrom.PROGRAM)
 
 
-def exit_code(finished: Finished, found: list[Entry]) -> int:
+def exit_code(finished: Finished, found: list[Entry], strict: bool = False) -> int:
     """``distviz trace``'s exit status, from what ``status_from`` says it comes from."""
-    source = status_from(finished)
+    source = status_from(finished, found, strict)
     if source in (StatusFrom.PYTEST, StatusFrom.PROGRAM):
         return program_status(finished.returncode)
     if source is StatusFrom.INTERRUPTED:
         return EXIT_TERMINATED if finished.terminated else EXIT_INTERRUPTED
     if source is StatusFrom.HANG:
         return EXIT_HANG
+    if source is StatusFrom.STRICT:
+        return EXIT_GRADIENT
     return contexts_code(found)
 
 
-def notes(finished: Finished, found: list[Entry]) -> list[str]:
+def notes(finished: Finished, found: list[Entry], strict: bool = False) -> list[str]:
     """Sentences about the run as a whole, for the summary and ``index.json``."""
     out = [note.text for note in fold(finished.events).notes]
     out += hang_cut_notes(found, finished.events)
+    if status_from(finished, found, strict) is StatusFrom.STRICT:
+        n = len(strict_notes(finished.events))
+        out.append(f"--strict: {plural(n, 'note')} above {'says' if n == 1 else 'say'} a "
+                   "gradient went wrong; distviz exits with status "
+                   f"{int(EXIT_GRADIENT)} (the program itself exited with 0)")
     if finished.interrupted:
         out.append("interrupted: the program was stopped; the traces written so far are kept")
     elif finished.returncode != 0 and own_status(finished):

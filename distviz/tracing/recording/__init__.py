@@ -1,1 +1,4 @@
-"""Recording a context in full inside the program: the observed backward, the assembled trace, the verdict in words."""
+"""Recording a context in full inside the program: the assembled trace, the observed backward, the verdict in words.
+
+One capture pipeline, which the watch and the snapshot call with their own options.
+"""

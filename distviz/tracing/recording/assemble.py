@@ -22,6 +22,7 @@ from distviz.recorder.merge import build_trace
 from distviz.recorder.piece import record_local, root_ids, root_nrs
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites
+from distviz.tracing.callsites import program
 from distviz.tracing.shared import naming
 
 
@@ -78,12 +79,19 @@ def record_trace(context_id: int, roots: list[Any], retain: bool, frame: types.F
     workers, pieces = gather(context_id, roots, named, inspect_saved=record_fn is None,
                              record_fn=record_fn or record_piece, timeout=timeout)
     passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
-                           root_vars=list(p.root_vars), root_nrs=list(p.root_nrs))
+                           root_vars=list(p.root_vars), root_nrs=list(p.root_nrs),
+                           site=p.site, loss_site=p.loss_site, loss_statement=p.loss_statement)
               for p in earlier or []]
+    lines = program.pass_lines(frame, roots)
     passes.append(BackwardPass(roots=root_ids(context_id, roots), retain_graph=retain,
                                root_vars=naming.root_names(roots, named),
-                               root_nrs=root_nrs(roots)))
+                               root_nrs=root_nrs(roots), site=lines.site,
+                               loss_site=lines.loss_site, loss_statement=lines.loss_statement))
     trace = build_trace(workers, me, context_id, pieces, passes)
+    for call in trace.rpc_calls:
+        if call.caller == me and call.site is not None:
+            call.statement = program.call_statement(call.site, lines.functions,
+                                                    call.result_var)
     code = {k: v for p in pieces for k, v in (p.get("code") or {}).items()}
     if code:
         trace.meta["functions"] = dict(sorted(code.items()))

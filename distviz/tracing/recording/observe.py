@@ -47,6 +47,7 @@ from distviz import limits
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
+from distviz.recorder.side_thread import SideThread
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
 from distviz.trace import NodeKind, Trace
@@ -96,6 +97,10 @@ def _forget_quietly(trace: Trace, me: str) -> None:
         pass
 
 
+#: The thread that saves a context's graph while its backward runs (``Run.write_early``).
+WRITER = SideThread("distviz-write")
+
+
 # -- the real backward -------------------------------------------------------------------------
 
 @dataclass
@@ -116,6 +121,9 @@ class Run:
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
     passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
     events: list[RealEvent] = field(default_factory=list)     # earlier passes'
+    #: held while the trace is written; ``writes`` counts the writes done (``write_early``)
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+    writes: int = 0
 
     def collect(self, passes: Passes) -> None:
         """Fill ``trace.real`` from every worker's hook events and gradients
@@ -131,11 +139,40 @@ class Run:
     def write(self, detail: str | None = None) -> journal.ContextRow:
         """Compare with the replay, save the trace and log its row; returns the row.
         ``detail`` is the backward's full error text, when it raised."""
-        sites = {"backward_sites": list(self.sites)} if len(self.trace.passes) > 1 else {}
-        capture.stamp(self.trace, self.index, self.seconds, **sites)
-        row = capture.row(self.trace, self.replay, self.path, self.index, self.seconds, detail)
+        with self.write_lock:
+            return self._save(detail, self.seconds)
+
+    def _save(self, detail: str | None, seconds: dict[str, float]) -> journal.ContextRow:
+        """``write``, with ``write_lock`` held."""
+        self._stamp(seconds)
+        row = capture.row(self.trace, self.replay, self.path, self.index, seconds, detail)
         capture.save(self.config, self.trace, self.path, row, self.me)
+        self.writes += 1
         return row
+
+    def _stamp(self, seconds: dict[str, float]) -> None:
+        sites = {"backward_sites": list(self.sites)} if len(self.trace.passes) > 1 else {}
+        capture.stamp(self.trace, self.index, seconds, **sites)
+
+    def write_early(self) -> None:
+        """The graph saved before the backward runs, so that it is kept if the process dies
+        in the backward: written by the writer thread while the program's thread is in
+        PyTorch's backward (which waits on the other workers with the GIL released), not
+        before it. It costs the program's thread about half of a context's CPU (the verdict
+        row, the JSON, the file) when written there. A later write that comes first (the
+        backward returned, or the watchdog's) makes it moot: it is then skipped."""
+        writes, seconds = self.writes, dict(self.seconds)
+        self._stamp(seconds)    # now: what is said before the backward reads ``meta.traced``
+
+        def early() -> None:
+            try:
+                with self.write_lock:
+                    if self.writes == writes:       # nothing newer written yet
+                        self._save(None, seconds)
+            except Exception as exc:  # noqa: BLE001 - the program's backward goes on
+                say(f"{self.me} context {self.index}: the graph could not be saved before "
+                    f"the backward: {type(exc).__name__}: {first_line(exc)}")
+        WRITER.submit(early)
 
     def on_timeout(self) -> None:
         """The watchdog: the backward did not return within ``--hang-timeout``."""
@@ -290,7 +327,7 @@ def run_backward(run: Run, roots: Any, retain_graph: bool) -> Trace:
         say(f"trace: {run.path}")
         say("--on-hang continue: running PyTorch's backward anyway")
     else:
-        run.write()     # the graph is kept even if the process dies in the backward
+        run.write_early()     # the graph is kept even if the process dies in the backward
         if rp.outcome == "error":
             say(f"{me} context {run.index}: the replay predicts that "
                 f"{_which_pass(trace)} raises: {report.predicted_error(trace, rp)}")
@@ -343,5 +380,30 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
     if row.outcome == "error" or row.agreement == journal.VerdictStatus.DIFFERS:
         say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         say(f"trace: {run.path}")
+    if error is None:
+        _zero_gradients(run)
     if error is not None:
         raise error
+
+
+def _zero_gradients(run: Run) -> None:
+    """After a completed backward: name the leaves PyTorch's context holds all-zero gradients
+    for (``report.zero_notes``, ``journal.ZERO_GRADIENT``) and the parameters on its workers
+    it holds none for (``report.absent_notes``, ``journal.NO_GRADIENT``), with ``distviz
+    why``'s answer, live and in the session's log."""
+    from distviz.tracing.recording import report
+
+    if run.trace.real is None or run.trace.real.outcome != "completed":
+        return
+    try:
+        found = [(journal.ZERO_GRADIENT, t) for t in report.zero_notes(run.trace, run.replay)]
+        found += [(journal.NO_GRADIENT, t) for t in report.absent_notes(run.trace)]
+    except Exception as exc:  # noqa: BLE001 - the program goes on regardless
+        say(f"{run.me} context {run.index}: could not explain its gradients: "
+            f"{type(exc).__name__}: {exc}")
+        return
+    for kind, text in found:
+        said = f"context {run.index}: {text}"
+        say(f"{run.me}: {said}")
+        journal.append(run.config.session_dir, journal.Event(
+            kind=kind, pid=os.getpid(), worker=run.me, message=said))

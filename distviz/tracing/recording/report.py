@@ -157,6 +157,63 @@ def error_text(trace: Trace, detail: str | None) -> str:
     return "; ".join(parts)
 
 
+def zero_notes(trace: Trace, replay: Replay) -> list[str]:
+    """The leaves whose gradient PyTorch's context holds as all zeros in a completed
+    backward, grouped by why (``distviz why``'s fact: the RPC output the loss does not use,
+    or a custom Function), one sentence each: ``ps.aux.weight, ps.aux.bias got an all-zero
+    gradient: output 1 (`aux`) of rpc_sync(forward) to ps at ... is not used by the loss
+    ...``."""
+    from distviz.analyses.why import why
+
+    real = trace.real
+    if real is None or real.outcome != "completed":
+        return []
+    zero = [n for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD)
+            if bool((real.gradients.get(n.id) or {}).get("zero"))]
+    grouped: dict[str, list[str]] = {}
+    for n in zero:
+        answer = why(trace, n.id, replay)
+        fact = next((d for d in answer.details if d.startswith(ZERO_FACT)), None)
+        if fact is not None:
+            grouped.setdefault(fact[len(ZERO_FACT):].lstrip(": "), []).append(n.var or n.id)
+    out = []
+    for fact, names in grouped.items():
+        one = len(names) == 1
+        fix = (". Fix: use that result in the loss, or leave it out of what the RPC returns "
+               "if it needs no gradient" if "FAST mode sends zeros" in fact else "")
+        got = "an all-zero gradient" if one else "all-zero gradients"
+        out.append(f"{', '.join(names)} got {got} in the context: {fact}{fix}")
+    return out
+
+
+def absent_notes(trace: Trace) -> list[str]:
+    """The parameters on the context's workers that require grad and that no node of its
+    graph accumulates into (``trace.absent_leaves``: ``not_reached``), one sentence per
+    worker, with ``distviz why``'s answer for the first (the one fact): ``2 parameters on
+    shard1 got no gradient (shard1.fc.weight, shard1.fc.bias): the parameter ...``."""
+    from distviz.analyses.why import why
+
+    by_worker: dict[str, list[str]] = {}
+    for a in trace.absent_leaves:
+        if a.parameter and a.why == "not_reached":
+            by_worker.setdefault(a.worker, []).append(a.var)
+    out = []
+    for worker, names in by_worker.items():
+        shown = ", ".join(names[:NAMED]) + (f", {len(names) - NAMED} more"
+                                            if len(names) > NAMED else "")
+        answer = why(trace, names[0])
+        out.append(f"{plural(len(names), 'parameter')} on {worker} got no gradient "
+                   f"({shown}): {answer.summary}"
+                   + (f". Fix: {answer.fixes[0]}" if answer.fixes else ""))
+    return out
+
+
+#: How many parameters a note names before it says how many more there are.
+NAMED = 8
+#: How ``distviz why`` states that PyTorch's gradient of a leaf is all zeros.
+ZERO_FACT = "PyTorch's gradient is all zeros"
+
+
 def _time_line(timing: Timing | None) -> str | None:
     """Where a real backward spent its time (``distviz replay``'s ``time:`` line, unprefixed):
     ``backward 2.9 ms (measured); critical path 30 nodes, 3 messages: compute ...``."""

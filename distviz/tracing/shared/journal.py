@@ -41,7 +41,9 @@ class EventKind(StrEnum):
     BACKWARDS = "backwards"            # one process's backward calls, with ``stats``
     LOCAL_BACKWARD = "local_backward"  # a local backward inside a dist autograd context
     GRADS_LEFT = "grads_left"   # a local backward inside a distributed one wrote parameters' .grad
-    NO_GRADIENT = "no_gradient"  # parameters of a DistributedOptimizer that never got a gradient
+    NO_GRADIENT = "no_gradient"  # parameters of an optimizer that never got a gradient
+    NOT_APPLIED = "not_applied"  # a local optimizer's step over gradients left in a context
+    ZERO_GRADIENT = "zero_gradient"  # parameters whose every context gradient was all zeros
     CUT_SEEN = "cut_seen"       # a cut of a parameter's path a process saw, with its ``cut``
     CUT = "cut"                 # parameters without a gradient and the cut that caused it
 
@@ -50,11 +52,23 @@ SCRIPTED = EventKind.SCRIPTED
 LOCAL_BACKWARD = EventKind.LOCAL_BACKWARD
 GRADS_LEFT = EventKind.GRADS_LEFT
 NO_GRADIENT = EventKind.NO_GRADIENT
+NOT_APPLIED = EventKind.NOT_APPLIED
+ZERO_GRADIENT = EventKind.ZERO_GRADIENT
 CUT_SEEN = EventKind.CUT_SEEN
 CUT = EventKind.CUT
 #: The events that are a sentence for the summary, as they were logged (a ``cut`` event with
 #: no message names parameters no cut explains: no sentence).
-NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT, CUT)
+NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT, NOT_APPLIED,
+              ZERO_GRADIENT, CUT)
+
+
+def fails_strict(kind: EventKind) -> bool:
+    """Whether an event of ``kind`` fails a run under ``--strict``: a missing gradient
+    (``no_gradient``, and ``cut``: the cut that caused one), an all-zero one
+    (``zero_gradient``), one left in ``.grad`` (``grads_left``, ``local_backward``) or one a
+    local optimizer never applied (``not_applied``). The one list ``distviz trace --strict``
+    and the pytest plugin read."""
+    return kind in (NO_GRADIENT, ZERO_GRADIENT, GRADS_LEFT, LOCAL_BACKWARD, NOT_APPLIED, CUT)
 
 
 class RealState(StrEnum):
@@ -148,10 +162,14 @@ class Event:
     ``local_backward`` (a local backward inside a distributed context) or ``grads_left`` (a
     local backward inside a distributed one put parameters' gradients in ``.grad``; both
     ``distviz.tracing.hooks.local_backward``) or ``no_gradient`` (parameters of a
-    ``DistributedOptimizer`` that got no gradient in any backward of the run,
-    ``distviz.tracing.hooks.optimizer``), ``cut_seen`` (with ``cut``: a cut of a parameter's
-    path a process saw) or ``cut`` (with ``explained``: parameters without a gradient and the
-    cut that caused it; both ``distviz.tracing.hooks.cuts``). ``test``: the
+    ``DistributedOptimizer``, or of a local optimizer, that got no gradient in any backward of
+    the run, ``distviz.tracing.hooks.optimizer`` and ``distviz.tracing.hooks.applied``),
+    ``not_applied`` (a local ``torch.optim`` optimizer's step over parameters whose gradients a
+    distributed backward left in the context), ``zero_gradient`` (parameters whose every
+    context gradient was all zeros; both ``distviz.tracing.hooks.applied``), ``cut_seen``
+    (with ``cut``: a cut of a parameter's path a process saw) or ``cut`` (with ``explained``:
+    parameters without a gradient and the cut that caused it; both
+    ``distviz.tracing.hooks.cuts``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: EventKind

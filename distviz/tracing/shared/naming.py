@@ -39,6 +39,9 @@ _LOCK = threading.Lock()
 _VERSION = [0]
 _CACHE: dict[str, Any] = {}
 _HANDLES: list[Any] = []
+#: the variable that first named each outermost module holding parameters itself: the name it
+#: keeps for the rest of the process, whichever frame (or thread) asks later
+_LABELS: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 MAX_FRAMES = 6
 
 
@@ -153,10 +156,10 @@ def parameter_names(worker: str, frame: types.FrameType | None = None
     ``trainer.head.weight``, not ``trainer.weight``. Recomputed only when a module registered
     a parameter or submodule since the last call, or the variables changed.
     """
-    labels = module_variables(frame if frame is not None else sys._getframe(1))
     with _LOCK:
         version = _VERSION[0]
         modules = [m for _, m in sorted(_MODULES.items())]
+    labels = _labels(_outermost(modules), frame if frame is not None else sys._getframe(1))
     key = tuple(sorted(labels.items()))
     cached = _CACHE.get(worker)
     if (cached is not None and cached[0] == version and len(cached[2]) == len(modules)
@@ -181,6 +184,28 @@ def parameter_names(worker: str, frame: types.FrameType | None = None
             out.append((p, f"{worker}.{tag}.{path}"))
     _CACHE[worker] = (version, out, [weakref.ref(m) for m in modules], key)
     return list(out)
+
+
+def _labels(tops: list[torch.nn.Module], frame: types.FrameType | None) -> dict[int, str]:
+    """``{id(module): variable}`` for the outermost modules ``tops`` that hold parameters
+    themselves: the variable that first named each (``_LABELS``), else the one that holds it
+    in the program's frames from ``frame``, else in another thread's (the program's main
+    thread, while an RPC thread asks). One module, one name, in every note of the process."""
+    direct = [m for m in tops if _own_direct(m)]
+    out = {id(m): label for m in direct if (label := _LABELS.get(m)) is not None}
+    if len(out) == len(direct):
+        return out
+    found = module_variables(frame)
+    if any(id(m) not in found for m in direct):
+        here = threading.get_ident()
+        for ident, top in sorted(sys._current_frames().items()):
+            if ident != here:
+                for k, v in module_variables(top).items():
+                    found.setdefault(k, v)
+    for m in direct:
+        if id(m) not in out and id(m) in found:
+            out[id(m)] = _LABELS.setdefault(m, found[id(m)])
+    return out
 
 
 def frame_names(frame: types.FrameType | None) -> list[tuple[str, Any]]:

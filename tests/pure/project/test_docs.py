@@ -1,5 +1,7 @@
-"""The docs stay in step with the code: every command's ``--help``, README.md, docs/layout.md and
-docs/trace-format.md.
+"""The docs stay in step with the code: every command's ``--help``, README.md and the pages of
+the documentation site (docs/: the command lines they show, the options they name, the exit
+codes, docs/layout.md against the packages' docstrings, docs/trace-format.md against what is
+written). ``test_doc_examples.py`` runs the pages' examples.
 
 Pure and fast: no torch, no workers. The CLI runs in-process (``--help`` and ``replay --json``
 on hand-built traces); source files are read with ``ast``, never imported, where they would
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
+import importlib.util
 import json
 import re
 import shlex
@@ -20,12 +24,13 @@ from typing import Any
 import pytest
 import replay_fixtures as F
 import typer.main
+import yaml
 from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import ScenarioError
 from distviz.judge.agreement import compare, smart_report
-from distviz.limits import EXIT_CODES
+from distviz.limits import EXIT_CODES, ExitCode
 from distviz.replay import replay
 from distviz.replay.model import ACTIONS
 from distviz.scenario import load_scenario
@@ -35,14 +40,36 @@ from distviz.trace import KINDS, BackwardPass, Node, RpcCall, Trace, loads
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "distviz"
 README = ROOT / "README.md"
-LAYOUT = ROOT / "docs" / "layout.md"
-TRACE_FORMAT = ROOT / "docs" / "trace-format.md"
+DOCS = ROOT / "docs"
+LAYOUT = DOCS / "layout.md"
+TRACE_FORMAT = DOCS / "trace-format.md"
+EXIT_CODES_PAGE = DOCS / "reference" / "exit-codes.md"
+CLI_PAGE = DOCS / "reference" / "cli.md"
+MKDOCS = ROOT / "mkdocs.yml"
+#: README.md and every page of the site.
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+README_MAX_LINES = 200
 
 SHELL_FENCES = {"", "sh", "bash", "shell", "console", "zsh"}
 
 
+def _hook() -> Any:
+    """docs/hooks/reference.py, the MkDocs hook that generates the CLI and exit-code reference."""
+    spec = importlib.util.spec_from_file_location("docs_reference_hook",
+                                                  DOCS / "hooks" / "reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pages_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in PAGES)
+
+
 # -- the CLI as click sees it ----------------------------------------------------------------
 
+@functools.cache
 def _group() -> Any:
     """The click group typer builds (typer vendors click, so its classes are typer's own)."""
     group = typer.main.get_command(app)
@@ -322,7 +349,7 @@ def test_help_examples_load_their_scenario_with_their_params(command: str) -> No
         assert not _problems(argv), f"{line!r}: {_problems(argv)}"
 
 
-# -- (b) README: quick start, command lines, paths -------------------------------------------------
+# -- (b) README and the pages: quick start, command lines, options, paths ----------------------
 
 def test_readme_quick_start_has_the_run_and_the_test_commands() -> None:
     section = _section(_readme(), r"^quick start\b")
@@ -338,9 +365,32 @@ def test_readme_quick_start_has_the_run_and_the_test_commands() -> None:
         f"and another that runs `python -m pytest`; found {commands}")
 
 
-def test_readme_distviz_commands_use_existing_commands_and_options() -> None:
-    lines = _readme_command_lines(_readme())
-    assert lines, "README.md shows no distviz command"
+def test_ci_installs_what_the_readme_test_command_installs_and_runs_pytest() -> None:
+    """`.ci/run` does the README's test command: the same extras, then pytest."""
+    section = _section(_readme(), r"^quick start\b")
+    test_command = next(c for info, lines in _fences(section) if info in SHELL_FENCES
+                        for c in _shell_commands(info, lines) if "pytest" in c)
+    extras = re.search(r"-e '\.\[([\w,]+)\]'", test_command)
+    assert extras is not None, test_command
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f'-e ".[{extras.group(1)}]"' in ci
+    assert re.search(r"(?m)^python -m pytest\b", ci)
+    assert re.search(r"(?m)^\S*.*python -m mkdocs build --strict\b", ci)
+
+
+def test_readme_is_a_landing_page() -> None:
+    lines = _readme().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+    links = re.findall(r"\]\((docs/[^)#]+\.md)(?:#[^)]*)?\)", _readme())
+    assert len(links) >= 10, links
+    missing = [link for link in links if not (ROOT / link).is_file()]
+    assert not missing, missing
+    assert re.search(r"!\[[^\]]*\]\(docs/images/[\w.-]+\.png\)", _readme()), "no picture"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_distviz_commands_use_existing_commands_and_options(page: Path) -> None:
+    lines = _readme_command_lines(page.read_text(encoding="utf-8"))
     bad: list[str] = []
     for line in lines:
         for seg in _segments(line):
@@ -350,7 +400,12 @@ def test_readme_distviz_commands_use_existing_commands_and_options() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_readme_options_named_in_prose_exist() -> None:
+def test_the_pages_show_distviz_commands() -> None:
+    """The command-line check above reads something (a parser that finds nothing checks nothing)."""
+    assert len(_readme_command_lines(_pages_text())) >= 100
+
+
+def test_options_named_in_prose_exist() -> None:
     """Options quoted on their own (`--hang-timeout S`, `--svg/--png FILE`) belong to some
     distviz command (or to distviz's pytest plugin)."""
     from distviz.tracing.pytest_plugin import OPTIONS
@@ -359,36 +414,67 @@ def test_readme_options_named_in_prose_exist() -> None:
     for cmd in _group().commands.values():
         for p in cmd.params:
             known |= set(getattr(p, "opts", [])) | set(getattr(p, "secondary_opts", []))
-    no_fences = re.sub(r"(?ms)^\s*(```|~~~).*?^\s*\1\s*$", "", _readme())
     unknown = []
-    for m in re.finditer(r"(?<!`)`(--[^`\n]+)`(?!`)", no_fences):
-        for tok in m.group(1).split():
-            for opt in tok.split("/"):
-                opt = opt.split("=", 1)[0]
-                if opt.startswith("--") and opt not in known:
-                    unknown.append(opt)
-    assert not unknown, f"README.md names options no command has: {sorted(set(unknown))}"
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        no_fences = re.sub(r"(?ms)^\s*(```|~~~).*?^\s*\1\s*$", "", text)
+        for m in re.finditer(r"(?<!`)`(--[^`\n]+)`(?!`)", no_fences):
+            for tok in m.group(1).split():
+                for opt in tok.split("/"):
+                    opt = opt.split("=", 1)[0]
+                    if opt.startswith("--") and opt not in known:
+                        unknown.append(f"{page.relative_to(ROOT)}: {opt}")
+    assert not unknown, f"the docs name options no command has: {sorted(set(unknown))}"
 
 
-def test_readme_paths_under_scenarios_and_docs_exist() -> None:
+def test_paths_the_pages_name_exist() -> None:
     missing = []
-    for m in re.finditer(r"(?<![\w./-])((?:scenarios|docs)/[^\s)\]\[`'\"<>,;|]*)", _readme()):
-        path = m.group(1).split("#", 1)[0].rstrip(".:")
-        if not path.rstrip("/") or path.rstrip("/") in ("scenarios", "docs"):
-            continue
-        if any(ch in path for ch in "*?"):
-            if not list(ROOT.glob(path)):
-                missing.append(path)
-        elif not (ROOT / path).exists():
-            missing.append(path)
-    assert not missing, f"README.md names paths that do not exist: {sorted(set(missing))}"
+    for page in PAGES:
+        for m in re.finditer(r"(?<![\w./-])((?:scenarios|docs|tests|bench)/[^\s)\]\[`'\"<>,;|:]*)",
+                             page.read_text(encoding="utf-8")):
+            path = m.group(1).split("#", 1)[0].rstrip(".")
+            if path.rstrip("/") in ("scenarios", "docs", "tests", "bench") or re.search(
+                    r"(^|/)[A-Z_]+(\.|/|$)", path):     # a placeholder: scenarios/NAME.yaml
+                continue
+            if any(ch in path for ch in "*?"):
+                if not list(ROOT.glob(path)):
+                    missing.append(f"{page.relative_to(ROOT)}: {path}")
+            elif not (ROOT / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not missing, f"the docs name paths that do not exist: {sorted(set(missing))}"
 
 
-# -- (c) README: exit codes ----------------------------------------------------------------------
+def test_every_page_is_in_the_site_navigation() -> None:
+    config = yaml.safe_load(MKDOCS.read_text(encoding="utf-8"))
+    in_nav: set[str] = set()
+    stack: list[Any] = [config["nav"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            in_nav.add(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert in_nav <= pages, f"the nav names pages that do not exist: {sorted(in_nav - pages)}"
+    assert pages <= in_nav, f"pages missing from mkdocs.yml's nav: {sorted(pages - in_nav)}"
 
-def _exit_code_rows(text: str) -> list[int]:
-    """The first-column integers of the README table whose header starts with an exit-code
-    column (``| exit code | meaning |``)."""
+
+def test_the_site_builds_offline() -> None:
+    """No web fonts, and only plugins that need no network (mkdocs build runs in CI)."""
+    config = yaml.safe_load(MKDOCS.read_text(encoding="utf-8"))
+    assert config["theme"]["name"] == "material" and config["theme"]["font"] is False
+    plugins = {next(iter(p)) if isinstance(p, dict) else p for p in config["plugins"]}
+    assert plugins <= {"search", "mkdocstrings"}, plugins
+    assert config["strict"] is True
+
+
+# -- (c) exit codes: generated from ExitCode -------------------------------------------------------
+
+def _exit_code_rows(text: str) -> list[list[int]]:
+    """The first-column integers of every table whose header starts with an exit-code
+    column (``| exit code | meaning |``), one list per table."""
     tables: list[list[int]] = []
     rows: list[int] | None = None
     for line in text.splitlines():
@@ -403,38 +489,89 @@ def _exit_code_rows(text: str) -> list[int]:
             continue
         if re.fullmatch(r"\d+", first):
             rows.append(int(first))
-    assert len(tables) == 1, (f"expected one table whose first column is headed 'exit code', "
-                              f"found {len(tables)}")
-    return tables[0]
+    return tables
 
 
-def test_readme_exit_code_table_lists_exactly_the_cli_exit_codes() -> None:
-    codes = _exit_code_rows(_readme())
-    assert codes, "the exit-code table has no rows like `| 0 | ... |`"
-    assert len(codes) == len(set(codes)), f"codes listed twice: {codes}"
-    assert sorted(codes) == sorted(EXIT_CODES), (
-        f"README lists {sorted(codes)}, distviz.limits.EXIT_CODES has {sorted(EXIT_CODES)}")
+def test_the_exit_code_table_is_generated_from_the_exit_code_enum() -> None:
+    hook = _hook()
+    table = hook.exit_code_table()
+    (codes,) = _exit_code_rows(table)
+    assert codes == sorted(EXIT_CODES), codes
+    for code in ExitCode:
+        assert f"| {int(code)} | `{code.name}` | {code.meaning} |" in table
+    assert hook.EXIT_CODES_MARK in EXIT_CODES_PAGE.read_text(encoding="utf-8")
+    assert hook.on_page_markdown(hook.EXIT_CODES_MARK) == table
 
 
-# -- (d) docs/layout.md ----------------------------------------------------------------------------
+def test_no_page_holds_an_exit_code_table_of_its_own() -> None:
+    """One table, generated: a hand-written copy would drift from ``ExitCode``."""
+    assert _exit_code_rows(_pages_text()) == [], "a page lists exit codes in a table"
 
-def _modules() -> list[str]:
-    return sorted(p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")
+
+def test_the_cli_reference_is_every_command_help() -> None:
+    hook = _hook()
+    assert hook.CLI_MARK in CLI_PAGE.read_text(encoding="utf-8")
+    assert hook.command_names() == list(_group().commands)
+    reference = hook.on_page_markdown(hook.CLI_MARK)
+    for command in COMMANDS:
+        help_text = _help([command, "--help"]).rstrip()
+        assert f"## `distviz {command}`" in reference
+        assert help_text.replace("Usage: root", "Usage: distviz") in reference or \
+            help_text.split("\n", 1)[1] in reference, command
+
+
+# -- (d) docs/layout.md: the packages and their jobs ----------------------------------------------
+
+def _packages() -> list[str]:
+    return sorted(p.parent.relative_to(ROOT).as_posix() + "/" for p in PACKAGE.rglob("__init__.py")
                   if "__pycache__" not in p.parts)
 
 
-def test_layout_mentions_every_module_file() -> None:
-    text = LAYOUT.read_text(encoding="utf-8")
-    missing = [m for m in _modules() if m not in text]
-    assert not missing, f"docs/layout.md does not mention {missing}"
+def _job(package: str) -> str:
+    """The first paragraph of a package's docstring, on one line, as Markdown writes code."""
+    doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc, f"{package}__init__.py has no docstring: say the package's job in it"
+    return " ".join(doc.split("\n\n", 1)[0].split()).replace("``", "`")
+
+
+def _layout_rows() -> dict[str, str]:
+    rows = {}
+    for line in LAYOUT.read_text(encoding="utf-8").splitlines():
+        m = re.fullmatch(r"\| `(distviz/[\w/]*)` \| (.*) \|", line.strip())
+        if m:
+            rows[m.group(1)] = m.group(2).strip()
+    return rows
+
+
+def test_layout_is_one_screen() -> None:
+    assert len(LAYOUT.read_text(encoding="utf-8").splitlines()) <= 60
+
+
+def test_layout_lists_every_package_with_its_docstring_job() -> None:
+    rows = _layout_rows()
+    expected = "\n".join(f"| `{p}` | {_job(p)} |" for p in _packages())
+    assert sorted(rows) == _packages(), (
+        f"docs/layout.md's packages differ from distviz/'s; the rows, in any order:\n{expected}")
+    wrong = [p for p in rows if rows[p] != _job(p)]
+    assert not wrong, (f"docs/layout.md's job of {wrong} is not the first paragraph of the "
+                       f"package's docstring; the rows:\n{expected}")
+
+
+def test_package_docstrings_say_what_and_why_in_a_few_lines() -> None:
+    long = []
+    for package in _packages():
+        doc = ast.get_docstring(ast.parse((ROOT / package / "__init__.py").read_text(
+            encoding="utf-8"))) or ""
+        if not 1 <= len(doc.splitlines()) <= 8:
+            long.append(f"{package}: {len(doc.splitlines())} lines")
+    assert not long, long
 
 
 def test_layout_lists_the_stages_in_data_flow_order() -> None:
     text = LAYOUT.read_text(encoding="utf-8")
-    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/names.py",
-              "distviz/trace/__init__.py",
+    stages = ["distviz/scenario/", "distviz/runner/", "distviz/recorder/", "distviz/trace/",
               "distviz/replay/", "distviz/render/", "distviz/cli/"]
-    where = [text.find(f"| `{s}") for s in stages]
+    where = [text.find(f"| `{s}`") for s in stages]
     assert -1 not in where, dict(zip(stages, where, strict=True))
     assert where == sorted(where), f"stages out of data-flow order: {stages}"
 
@@ -555,3 +692,36 @@ def test_trace_format_documents_the_json_report(tmp_path: Path) -> None:
         keys |= set(smart_report(trace, replay(trace, "smart"), replay(trace)).to_json())
     assert "excluded_sends" in keys and "blocked_sends" in keys   # both modes and a hang seen
     assert not _documented(text, keys), f"report keys: {_documented(text, keys)}"
+
+
+# -- (f) tests/README.md: the tree of test files ---------------------------------------------------
+
+def _tests_readme_tree() -> dict[str, set[str]]:
+    """The tree block of tests/README.md: folder -> the names it lists (``test_`` dropped)."""
+    text = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    blocks = [lines for info, lines in _fences(text) if info == ""]
+    assert blocks, "tests/README.md has no tree block"
+    tree: dict[str, set[str]] = {}
+    folder = ""
+    for line in blocks[0]:
+        m = re.match(r"(\S+/)\s+(.*)", line)
+        if m:
+            folder, names = m.group(1), m.group(2)
+        else:
+            names = line
+        tree.setdefault(folder, set()).update(names.split())
+    return tree
+
+
+def test_tests_readme_lists_every_test_module() -> None:
+    tree = _tests_readme_tree()
+    on_disk: dict[str, set[str]] = {}
+    tests = ROOT / "tests"
+    for path in [*tests.glob("pure/*/test_*.py"), *tests.glob("e2e/test_*.py")]:
+        folder = path.parent.relative_to(tests).as_posix() + "/"
+        on_disk.setdefault(folder, set()).add(path.stem.removeprefix("test_"))
+    listed = {k: v for k, v in tree.items() if k != "builders/"}
+    assert listed == on_disk, {
+        k: {"not listed": sorted(on_disk.get(k, set()) - listed.get(k, set())),
+            "listed, not on disk": sorted(listed.get(k, set()) - on_disk.get(k, set()))}
+        for k in set(listed) | set(on_disk) if listed.get(k) != on_disk.get(k)}

@@ -29,7 +29,8 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
               "distviz.tracing.hooks.observe_args", "distviz.tracing.hooks.rref",
               "distviz.tracing.hooks.scripted", "distviz.tracing.hooks.optimizer",
-              "distviz.tracing.hooks.cuts", "distviz.tracing.hooks.cut_rpc")
+              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cuts",
+              "distviz.tracing.hooks.cut_rpc")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",

@@ -42,3 +42,14 @@ def test_the_own_frames_name_file_line_and_function_and_show_as_a_site() -> None
     assert site is not None and site.endswith(
         f"test_frames.py:{here[1]} in test_the_own_frames_name_file_line_and_function_and_show_as_a_site")
     assert frames.site_text([]) is None
+
+
+def test_a_site_reads_back_into_its_frames() -> None:
+    shown = [("rnn.py", 19, "_remote_method"), ("/abs/main.py", 55, "_run_trainer")]
+    text = frames.site_text([(os.path.abspath(p) if p == "rnn.py" else p, ln, fn)
+                             for p, ln, fn in shown])
+    assert frames.site_frames(text) == shown
+    assert frames.site_frames(None) == []
+    assert frames.site_frames("not a frame <- a.py:3 in f") == [("a.py", 3, "f")]
+    assert frames.shown_path("rnn.py") == os.path.abspath("rnn.py")
+

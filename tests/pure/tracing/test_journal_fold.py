@@ -3,8 +3,16 @@
 
 from __future__ import annotations
 
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from distviz.tracing.parent import summary
 from distviz.tracing.pytest_plugin import OUTSIDE, Findings
+from distviz.tracing.shared import live
 from distviz.tracing.shared.fold import fold
 from distviz.tracing.shared.journal import SCRIPTED, ContextRow, Event
 
@@ -47,3 +55,27 @@ def test_the_summary_and_the_plugin_read_the_same_fold() -> None:
         "t::a": ["a.trace.json"], "t::b": ["b.trace.json"]}
     assert found.notes[OUTSIDE] == ["w2: rpc.init_rpc failed: port taken"]
     assert found.notes["t::a"] == ["w0: backward was not recorded"]
+
+
+class _CountingFile(io.FileIO):
+    """A real file whose ``write`` calls are counted: each is one system call, as for
+    Python's own standard error (a text layer that writes through to the file)."""
+
+    writes: list[bytes]
+
+    def write(self, data: Any) -> int:
+        self.writes.append(bytes(data))
+        return super().write(data)
+
+
+def test_what_a_process_says_live_is_one_write_so_two_processes_never_cut_each_others_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the stream Python makes for a piped standard error: no buffer, written through
+    raw = _CountingFile(tmp_path / "stderr", "w")
+    raw.writes = []
+    stream = io.TextIOWrapper(raw, encoding="utf-8", line_buffering=False, write_through=True)
+    monkeypatch.setattr(sys, "__stderr__", stream)
+    live.say("context 7 may hang\nworkers: worker0, worker1")
+    live.say("")
+    assert raw.writes == [b"distviz: context 7 may hang\ndistviz: workers: worker0, worker1\n"]
+    stream.close()
