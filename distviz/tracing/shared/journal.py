@@ -64,11 +64,12 @@ NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT, N
 
 def fails_strict(kind: EventKind) -> bool:
     """Whether an event of ``kind`` fails a run under ``--strict``: a missing gradient
-    (``no_gradient``, and ``cut``: the cut that caused one), an all-zero one
-    (``zero_gradient``), one left in ``.grad`` (``grads_left``, ``local_backward``) or one a
-    local optimizer never applied (``not_applied``). The one list ``distviz trace --strict``
-    and the pytest plugin read."""
-    return kind in (NO_GRADIENT, ZERO_GRADIENT, GRADS_LEFT, LOCAL_BACKWARD, NOT_APPLIED, CUT)
+    (``no_gradient``), an all-zero one (``zero_gradient``), one left in ``.grad``
+    (``grads_left``, ``local_backward``) or one a local optimizer never applied
+    (``not_applied``). The one list ``distviz trace --strict`` and the pytest plugin read. (A
+    ``cut`` event, the cut that caused a missing gradient, always comes with the
+    ``no_gradient`` event that names it.)"""
+    return kind in (NO_GRADIENT, ZERO_GRADIENT, GRADS_LEFT, LOCAL_BACKWARD, NOT_APPLIED)
 
 
 class RealState(StrEnum):
