@@ -147,7 +147,7 @@ class Watch(TorchFunctionMode):
             pass
         out = func(*args, **(kwargs or {}))
         try:
-            if _GRAD() and _differentiable(out):
+            if _GRAD() and type(func).__name__ != "method-wrapper" and _differentiable(out):
                 _used(args)
         except Exception:  # noqa: BLE001, S110 - never break the program's op
             pass
@@ -184,6 +184,9 @@ def _see(func: Any, args: Any) -> None:
         elif owner is _REQUIRES_GRAD and func.__name__ == "__set__" and len(args) > 1 \
                 and not args[1]:
             kind = CutKind.REQUIRES_GRAD_FALSE
+        else:
+            return      # reading or setting an attribute (``t.grad_fn``) is no op: distviz's
+            # own code reads them, some of it under locks the notes below take
     if kind is not None:
         t = args[0] if args else None
         if isinstance(t, torch.Tensor) and t.requires_grad:
