@@ -128,6 +128,18 @@ TRACE_LOCAL_WALK: Final = 50_000
 #: How many recent dist autograd contexts of a traced process a local optimizer's step reads
 #: the gradients of (``distviz.tracing.hooks.applied``).
 APPLIED_CONTEXTS: Final = 8
+#: Cuts of a parameter's path one traced process notes and logs (``distviz.tracing.hooks.cuts``:
+#: each kind, line and set of parameters once); later ones are not noted.
+CUTS_KEPT: Final = 64
+#: Autograd nodes walked from a cut tensor to the parameters it came from.
+CUT_WALK: Final = 10_000
+#: Contexts whose parameters used with grad enabled a process keeps (to tell a harmless cut).
+CUT_CONTEXTS_KEPT: Final = 64
+#: On a callee, the first contexts of each initiator whose RPCs are watched for cuts (besides
+#: those ``--contexts`` selects by number): a callee cannot tell which ones are recorded.
+CUT_CALLEE_CONTEXTS: Final = 2
+#: Results of RPCs made outside any context kept (weakly) to tell their use inside one.
+CUT_OUTSIDE_KEPT: Final = 64
 
 # -- distviz snapshot (a running traced job) ---------------------------------------------------------
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from distviz.analyses.cut_answers import RunCuts
+from distviz.cuts import Cut, Explained
 from distviz.errors import UsageError
 from distviz.replay.graph import (
     OP,
@@ -48,16 +50,22 @@ __all__ = ["WHY_KINDS", "Hop", "Why", "WhyKind", "call_phrase", "why"]
 
 WhyKind = Literal["arrived", "python", "missing", "hang", "error", "unused_result",
                   "no_grad_rpc", "no_recv", "not_in_loss", "requires_grad_false",
-                  "not_reached", "no_pass"]
+                  "not_reached", "no_pass", "cut", "named"]
 
 #: Every answer, the first one a gradient: ``arrived`` (accumulated into the context);
 #: reached but none in PyTorch's context: ``python`` (a Python backward on the path), ``missing``;
 #: reached, never accumulated: ``hang``, ``error``; not reachable from the roots:
 #: ``unused_result``, ``no_grad_rpc``, ``no_recv``, ``not_in_loss``; not in the graph:
-#: ``requires_grad_false``, ``not_reached``; ``no_pass``: the trace has no backward pass.
+#: ``requires_grad_false``, ``not_reached``; ``no_pass``: the trace has no backward pass;
+#: from the run's cuts (``index.json``): ``cut``, the program's line that cut its way to the
+#: loss; ``named``: the run named it without a gradient, and no cut recorded explains it.
 WHY_KINDS: tuple[WhyKind, ...] = (
     "arrived", "python", "missing", "hang", "error", "unused_result", "no_grad_rpc", "no_recv",
-    "not_in_loss", "requires_grad_false", "not_reached", "no_pass")
+    "not_in_loss", "requires_grad_false", "not_reached", "no_pass", "cut", "named")
+#: The trace's answers a cut of the run replaces: the way breaks, or no gradient arrives.
+_CUT_REPLACES: tuple[WhyKind, ...] = (
+    "hang", "unused_result", "no_grad_rpc", "no_recv", "not_in_loss", "requires_grad_false",
+    "not_reached", "missing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,24 +120,65 @@ class Why:
                 "fixes": list(self.fixes)}
 
 
-def why(trace: Trace, name: str, made: Replay | None = None) -> Why:
+def why(trace: Trace, name: str, made: Replay | None = None,
+        cuts: RunCuts | None = None) -> Why:
     """Why the leaf ``name`` (a variable, or an ``AccumulateGrad`` node id) of ``trace`` gets a
     gradient or not. ``made``: a FAST-mode replay of ``trace`` already made (else one is made
-    here). Raises ``UsageError`` when no leaf and no recorded tensor has that name."""
+    here). ``cuts``: the run's cuts (``index.json``): a parameter the run named without a
+    gradient is answered with the cut that caused it, even where its worker's nodes are not
+    in the trace. Raises ``UsageError`` when no leaf, no recorded tensor and no parameter the
+    run named has that name."""
+    run = cuts if cuts is not None else RunCuts()
     leaves = [n for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD) if name in (n.var, n.id)]
+    leaf = leaves[0].id if leaves else None
+    named = run.explained_for(name)
+    if named is not None and named.cut is not None:
+        return _from_cut(name, named.cut, leaf, named.worker)
     if not leaves:
         absent = next((a for a in trace.absent_leaves if a.var == name), None)
+        seen = run.seen_for(name)
+        if seen is not None:
+            return _from_cut(name, seen, None, absent.worker if absent else seen.worker)
         if absent is not None:
             return _absent(trace, absent)
-        raise UsageError(_unknown(trace, name))
+        if named is not None:
+            return _named(named)
+        raise UsageError(_unknown(trace, name, run.names()))
     rp = made if made is not None and made.trace is trace else run_replay(trace)
     g = rp.graph
-    return _Asked(trace, rp, g, g.index[leaves[0].id], name).answer()
+    answer = _Asked(trace, rp, g, g.index[leaves[0].id], name).answer()
+    if answer.gets_gradient or answer.kind not in _CUT_REPLACES or not run.seen:
+        return answer
+    seen = run.seen_for(name, answer.worker, " ".join((answer.summary, *answer.details)),
+                        trace.context_id)
+    if seen is None:
+        return answer
+    return _from_cut(name, seen, leaf, answer.worker, answer.path, answer.pass_index)
 
 
-def _unknown(trace: Trace, name: str) -> str:
+def _from_cut(name: str, cut: Cut, leaf: str | None, worker: str,
+              path: tuple[Hop, ...] = (), p: int | None = None) -> Why:
+    """The answer of the cut that caused ``name``'s missing gradient."""
+    return Why(name=name, leaf=leaf, worker=worker, kind="cut", gets_gradient=False,
+               summary=f"{cut.what()}{cut.where()}", path=path, pass_index=p,
+               details=(f"the cut is a {cut.kind.value} cut made on {cut.worker}",),
+               fixes=(cut.fix(),))
+
+
+def _named(e: Explained) -> Why:
+    """A parameter the run named without a gradient that no recorded cut explains."""
+    return Why(name=e.names[0] if len(e.names) == 1 else ", ".join(e.names), leaf=None,
+               worker=e.worker, kind="named", gets_gradient=False,
+               summary=(f"the run named it on {e.worker} without a gradient (index.json), and "
+                        "no cut distviz recorded explains it; its worker's nodes are not in "
+                        "this trace's graph"),
+               fixes=("trace the context whose RPCs reach it (distviz trace --contexts ...) "
+                      "to see its path",))
+
+
+def _unknown(trace: Trace, name: str, named: list[str] | None = None) -> str:
     vars_ = [n.var for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD) if n.var]
-    known = vars_ + [a.var for a in trace.absent_leaves]
+    known = vars_ + [a.var for a in trace.absent_leaves] + (named or [])
     hint = suggest(name, known)
     if not hint and known:
         shown = sorted(set(known))

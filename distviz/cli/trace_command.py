@@ -77,6 +77,7 @@ def trace(
     index = output / "index.json"
     index_obj = summary.index_json(found, list(command), code, notes)
     index_obj["backwards"] = backward_counts.backwards_json(finished.events)
+    index_obj["cuts"] = summary.run_cuts(finished.events)
     write_atomic(index, json.dumps(index_obj, indent=1) + "\n")
     out = stdout_console()
     files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "

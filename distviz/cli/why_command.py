@@ -28,15 +28,18 @@ def why(
     it and the replay step where it is accumulated into the context, or where the path breaks
     (not reachable from the roots, an RPC result not used, an RPC under torch.no_grad(),
     requires_grad=False, not used with grad enabled, a Python backward that returned None).
+    A parameter the run named without a gradient is answered with the program's line that
+    cut its way to the loss (the cuts in the index.json beside the trace).
 
     Example:
 
       distviz why unused-result.trace.json t2
     """
+    from distviz.analyses.cut_answers import RunCuts
     from distviz.analyses.why import why as answer_for
     from distviz.render.why import why_lines
 
-    answer = answer_for(load_trace(trace_file, context), name)
+    answer = answer_for(load_trace(trace_file, context), name, cuts=RunCuts.read(trace_file))
     if as_json:
         print(json.dumps(answer.to_json(), indent=1))
         return

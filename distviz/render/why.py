@@ -46,7 +46,7 @@ def why_lines(answer: Why, *, width: int | None = None) -> list[Text]:
 
 
 #: The answers whose path starts where the gradient's way breaks, not at a root.
-_BROKEN = ("unused_result", "no_grad_rpc", "no_recv", "not_in_loss")
+_BROKEN = ("unused_result", "no_grad_rpc", "no_recv", "not_in_loss", "cut")
 
 
 def _hop_note(h: Hop) -> str:

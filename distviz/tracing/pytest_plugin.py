@@ -305,4 +305,5 @@ class DistvizSession:
         command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
         index = summary.index_json(found, command, self.exitstatus, notes)
         index["backwards"] = backward_counts.backwards_json(events)
+        index["cuts"] = summary.run_cuts(events)
         write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")

@@ -381,7 +381,11 @@ RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recor
              "distviz.recorder.hooks", "distviz.tracing.recording.observe", "distviz.tracing.recording.assemble",
              "distviz.tracing.watch.late", "distviz.tracing.snapshot.take",
              # what explains a local backward in a context (the program runs none)
-             "distviz.tracing.hooks.local_explain")
+             "distviz.tracing.hooks.local_explain",
+             # the cuts of a parameter's path: a process that records no context loads none
+             "distviz.tracing.hooks.cuts", "distviz.tracing.hooks.cut_sites",
+             "distviz.tracing.hooks.cut_rpc",
+             "distviz.cuts", "distviz.analyses.cut_answers")
 
 
 @pytest.mark.rpc

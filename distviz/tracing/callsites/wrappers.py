@@ -17,6 +17,12 @@ from distviz.tracing.callsites.labels import argument_hint
 from distviz.tracing.callsites.messages import current_context, result_functions
 from distviz.tracing.callsites.registry import QUIET, Call, log, skipped
 
+#: Called with ``(api, args, kwargs, result, frame)`` after each RPC made outside any context,
+#: and with ``(args, kwargs)`` before each RPC of a context that may be recorded, when set
+#: (``distviz.tracing.hooks.cuts``, in a process that may record a context).
+OUTSIDE: list[Callable[..., None]] = []
+INSIDE: list[Callable[..., None]] = []
+
 
 def wrap_call(api: str, orig: Callable[..., Any],
               gate: Callable[[int], bool] | None) -> Callable[..., Any]:
@@ -35,10 +41,17 @@ def wrap_call(api: str, orig: Callable[..., Any],
         try:
             ctx = current()
         except RuntimeError:    # no context in this thread
-            return orig(*args, **kwargs)
+            if not OUTSIDE:
+                return orig(*args, **kwargs)
+            result = orig(*args, **kwargs)
+            for hook in OUTSIDE:
+                hook(api, args, kwargs, result, frame_of(1))
+            return result
         cid = ctx._context_id()
         if cid in quiet or (gate is not None and not gate(cid)):    # ``skipped``, inline
             return orig(*args, **kwargs)
+        for hook in INSIDE:
+            hook(args, kwargs)
         before = ctx._send_functions()
         frames = own_frames(frame_of(1))
         grad = grad_enabled()

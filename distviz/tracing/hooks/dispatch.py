@@ -40,6 +40,8 @@ from distviz.tracing.shared.process import Process
 from distviz.tracing.watch import hook as watch_hook
 
 _is_tracing = torch._C._is_tracing    # ``torch.jit.is_tracing`` from Python
+#: Called with ``(args, kwargs)`` as each call starts, when set (``distviz.tracing.hooks.cuts``).
+STARTS: list[Any] = []
 
 
 def traced_backward(*args: Any, **kwargs: Any) -> None:
@@ -56,6 +58,8 @@ def backward_at(frame: types.FrameType | None, args: tuple[Any, ...],
     proc = process.PROCESS
     if proc is None:
         return BACKWARD(*args, **kwargs)
+    for hook in STARTS:
+        hook(args, kwargs)
     if _is_tracing():  # even reading the roots' sizes would join the traced graph
         cid = args[0] if args else kwargs.get("contextId")
         if type(cid) is int:

@@ -24,7 +24,8 @@ counts is the owner's view, so:
 * ``report``, after ``rpc.shutdown`` returns (every step served) and at exit, names the
   parameters asked in at least one step that never got a gradient, as distviz names leaves
   (``ps.encoder.weight``; else their shape and worker), live and in the session's log
-  (``journal.NO_GRADIENT``) for the summary and ``index.json``'s notes.
+  (``journal.NO_GRADIENT``) for the summary and ``index.json``'s notes; then the cut that
+  caused each to get none (``distviz.tracing.hooks.cuts.explain_missing``).
 
 The program's own step runs exactly as it was called: its result and its exceptions are
 PyTorch's; distviz's part never raises into it.
@@ -202,9 +203,11 @@ def report() -> None:
     ``rpc.shutdown``: a later RPC session of the process counts anew; and at exit)."""
     with _LOCK:
         found = dict(_GONE)
+        tensors: dict[str, torch.Tensor | None] = dict.fromkeys(_GONE)
         for rec in list(_PARAMS.values()):
             if not rec.seen and rec.steps and rec.name:
                 found[rec.name] = found.get(rec.name, 0) + rec.steps
+                tensors[rec.name] = rec.ref()
         _forget()
     proc = process.PROCESS
     if not found or proc is None:
@@ -223,6 +226,9 @@ def report() -> None:
     live.say(who + text)
     journal.append(proc.config.session_dir, journal.Event(
         kind=journal.NO_GRADIENT, pid=os.getpid(), worker=proc.worker, message=text))
+    cuts = sys.modules.get("distviz.tracing.hooks.cuts")   # where a context may be recorded
+    if cuts is not None:
+        cuts.explain_missing(list(tensors.items()))
 
 
 # -- on the caller ------------------------------------------------------------------------------

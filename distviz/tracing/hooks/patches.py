@@ -29,6 +29,10 @@
 * ``DistributedOptimizer.step``, once the program imports ``torch.distributed.optim``: the
   parameters that got no gradient in any backward of the run are named after ``rpc.shutdown``
   (``distviz.tracing.hooks.optimizer``).
+* Where ``--contexts`` may record a context: the cuts of a parameter's path to the loss
+  (``distviz.tracing.hooks.cuts``, not imported under ``--contexts none``): a watch of the torch
+  functions the program calls in a recorded context, entered with the context and left when
+  its backward starts or the program leaves it.
 * ``torch.optim``'s optimizers, once the process meets a dist autograd context (it enters one,
   or an RPC function runs in one: ``rpc.internal._run_function``): a local optimizer's step
   over parameters whose gradients a distributed backward left in the context is named with
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import os
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -65,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover - the snapshot's modules load at the first
     from distviz.tracing.snapshot.client import ProcessSnapshot
 
 _INSTALLED: list[bool] = []
+_CUTS: list[ModuleType] = []    # ``distviz.tracing.hooks.cuts``, where a context may be recorded
 
 
 def _interop(n: int) -> None:
@@ -116,6 +122,8 @@ def _take_snapshot(folder: str) -> ProcessSnapshot:
 def _shutdown(original: Any) -> Any:
     @functools.wraps(original)
     def shutdown(*args: Any, **kwargs: Any) -> Any:
+        for cuts in _CUTS:
+            cuts.flush()
         fanout.settle()
         watch.hand_over()
         result = original(*args, **kwargs)
@@ -136,6 +144,8 @@ def _context_exit(original: Any) -> Any:
             if proc is not None and jit.scripted_backward(cid, cid in proc.index):
                 journal.append(proc.config.session_dir, journal.Event(
                     kind=journal.SCRIPTED, pid=os.getpid(), worker=proc.worker))
+            for cuts in _CUTS:
+                cuts.left(cid)
             dispatch.context_ended(cid)
             applied.leaving(cid)
         return original(self, *exc)
@@ -147,6 +157,8 @@ def _context_enter(original: Any) -> Any:
     def __enter__(self: Any) -> Any:
         context_id = original(self)
         snapshot_listener.entered(int(context_id))
+        for cuts in _CUTS:
+            cuts.entered(int(context_id))
         applied.seen(int(context_id))
         return context_id
     return __enter__
@@ -203,6 +215,11 @@ def install(config: TraceConfig) -> None:
     local_backward.install()
     optimizer.arm()
     applied.install()
+    if config.spec.kind != "none":
+        from distviz.tracing.hooks import cut_rpc, cuts
+        cuts.install()
+        cut_rpc.install()
+        _CUTS.append(cuts)
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

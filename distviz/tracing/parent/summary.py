@@ -97,6 +97,42 @@ def index_json(found: list[Entry], command: list[str], exit_code: int,
             "notes": notes, "contexts": contexts}
 
 
+def run_cuts(events: list[Event]) -> dict[str, Any]:
+    """``index.json``'s ``cuts``: each parameter named without a gradient with the cut that
+    caused it, and every cut the processes logged (``distviz.cuts``)."""
+    from distviz.cuts import cuts_json
+
+    return cuts_json([ev.explained for ev in events
+                      if ev.kind == EventKind.CUT and ev.explained is not None],
+                     [ev.cut for ev in events if ev.kind == EventKind.CUT_SEEN and
+                      ev.cut is not None])
+
+
+def hang_cut_notes(found: list[Entry], events: list[Event]) -> list[str]:
+    """A hang that comes from a cut: an RPC whose result the program cut (``.item()`` on the
+    RPC's line) named in the hang's explanation, or a worker of the hanging context that cut
+    the path of an RPC's arguments (a pipeline stage's ``.detach()``): the cut, its line and
+    its fix."""
+    from distviz.cuts import first_frame
+
+    hangs = [e.row for e in found if e.row.outcome == "hang" and e.row.explanation]
+    out: list[str] = []
+    for ev in events:
+        cut = ev.cut if ev.kind == EventKind.CUT_SEEN else None
+        if cut is None:
+            continue
+        for r in hangs:
+            said = any(b.site and first_frame(b.site) in (r.explanation or "")
+                       for b in cut.behind)
+            upstream = cut.upstream and cut.context_id == r.context_id and \
+                cut.worker in r.workers
+            if said or upstream:
+                out.append(f"{r.initiator} context {r.index}: the hang comes from a cut on "
+                           f"{cut.worker}: {cut.what()}{cut.where()}; fix: {cut.fix()}")
+                break
+    return list(dict.fromkeys(out))
+
+
 def _columns(r: ContextRow) -> tuple[Any, ...]:
     """What the table shows of a context, but for its number and its change."""
     return (r.initiator, len(r.workers), r.nodes, r.messages, r.passes, r.outcome, r.agreement)
@@ -263,6 +299,7 @@ def exit_code(finished: Finished, found: list[Entry], strict: bool = False) -> i
 def notes(finished: Finished, found: list[Entry], strict: bool = False) -> list[str]:
     """Sentences about the run as a whole, for the summary and ``index.json``."""
     out = [note.text for note in fold(finished.events).notes]
+    out += hang_cut_notes(found, finished.events)
     if status_from(finished, found, strict) is StatusFrom.STRICT:
         n = len(strict_notes(finished.events))
         out.append(f"--strict: {plural(n, 'note')} above {'says' if n == 1 else 'say'} a "

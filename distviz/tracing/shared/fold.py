@@ -54,7 +54,7 @@ def fold(events: list[Event]) -> Folded:
             last[ev.row.file] = ev.row
         elif ev.kind == EventKind.RPC_FAILED:
             out.notes.append(Note(ev.test, f"{who}rpc.init_rpc failed: {ev.message}", ev.kind))
-        elif ev.kind in NOTE_KINDS:
+        elif ev.kind in NOTE_KINDS and ev.message:
             out.notes.append(Note(ev.test, f"{who}{ev.message}", ev.kind))
         elif ev.kind == STOP:
             out.notes.append(Note(ev.test, f"distviz stopped the program: {ev.message} "

@@ -15,13 +15,16 @@ import re
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distviz.files import write_atomic
 from distviz.limits import ExitCode
 from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
 from distviz.words import plural
+
+if TYPE_CHECKING:  # pragma: no cover - loaded with the first cut (distviz.tracing.hooks.cuts)
+    from distviz.cuts import Cut, Explained
 
 EVENTS = "events.jsonl"
 
@@ -41,6 +44,8 @@ class EventKind(StrEnum):
     NO_GRADIENT = "no_gradient"  # parameters of an optimizer that never got a gradient
     NOT_APPLIED = "not_applied"  # a local optimizer's step over gradients left in a context
     ZERO_GRADIENT = "zero_gradient"  # parameters whose every context gradient was all zeros
+    CUT_SEEN = "cut_seen"       # a cut of a parameter's path a process saw, with its ``cut``
+    CUT = "cut"                 # parameters without a gradient and the cut that caused it
 
 
 SCRIPTED = EventKind.SCRIPTED
@@ -49,17 +54,22 @@ GRADS_LEFT = EventKind.GRADS_LEFT
 NO_GRADIENT = EventKind.NO_GRADIENT
 NOT_APPLIED = EventKind.NOT_APPLIED
 ZERO_GRADIENT = EventKind.ZERO_GRADIENT
-#: The events that are a sentence for the summary, as they were logged.
+CUT_SEEN = EventKind.CUT_SEEN
+CUT = EventKind.CUT
+#: The events that are a sentence for the summary, as they were logged (a ``cut`` event with
+#: no message names parameters no cut explains: no sentence).
 NOTE_KINDS = (EventKind.NOT_RECORDED, LOCAL_BACKWARD, GRADS_LEFT, NO_GRADIENT, NOT_APPLIED,
-              ZERO_GRADIENT)
+              ZERO_GRADIENT, CUT)
 
 
 def fails_strict(kind: EventKind) -> bool:
     """Whether an event of ``kind`` fails a run under ``--strict``: a missing gradient
     (``no_gradient``), an all-zero one (``zero_gradient``), one left in ``.grad``
     (``grads_left``, ``local_backward``) or one a local optimizer never applied
-    (``not_applied``). The one list ``distviz trace --strict`` and the pytest plugin read."""
-    return kind in (NO_GRADIENT, ZERO_GRADIENT, GRADS_LEFT, LOCAL_BACKWARD, NOT_APPLIED)
+    (``not_applied``), or the cut that caused a missing gradient (``cut``, which comes with
+    the ``no_gradient`` event that names the parameter). The one list ``distviz trace
+    --strict`` and the pytest plugin read."""
+    return kind in (NO_GRADIENT, ZERO_GRADIENT, GRADS_LEFT, LOCAL_BACKWARD, NOT_APPLIED, CUT)
 
 
 class RealState(StrEnum):
@@ -157,8 +167,11 @@ class Event:
     ``DistributedOptimizer``, or of a local optimizer, that got no gradient in any backward of
     the run, ``distviz.tracing.hooks.optimizer`` and ``distviz.tracing.hooks.applied``),
     ``not_applied`` (a local ``torch.optim`` optimizer's step over parameters whose gradients a
-    distributed backward left in the context) or ``zero_gradient`` (parameters whose every
-    context gradient was all zeros; both ``distviz.tracing.hooks.applied``). ``test``: the
+    distributed backward left in the context), ``zero_gradient`` (parameters whose every
+    context gradient was all zeros; both ``distviz.tracing.hooks.applied``), ``cut_seen``
+    (with ``cut``: a cut of a parameter's path a process saw) or ``cut`` (with ``explained``:
+    parameters without a gradient and the cut that caused it; both
+    ``distviz.tracing.hooks.cuts``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: EventKind
@@ -168,6 +181,8 @@ class Event:
     row: ContextRow | None = None
     test: str | None = None
     stats: dict[str, Any] | None = None    # ``backwards``: a process's ``BackwardStats``
+    cut: Cut | None = None                 # ``cut_seen``
+    explained: Explained | None = None     # ``cut``
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "pid": self.pid, "message": self.message,
@@ -178,17 +193,27 @@ class Event:
             out["stats"] = self.stats
         if self.test is not None:
             out["test"] = self.test
+        if self.cut is not None:
+            out["cut"] = self.cut.to_json()
+        if self.explained is not None:
+            out["explained"] = self.explained.to_json()
         return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Event:
         row = obj.get("row")
         test = obj.get("test")
+        cut, explained = obj.get("cut"), obj.get("explained")
+        if isinstance(cut, dict) or isinstance(explained, dict):
+            from distviz.cuts import Cut, Explained
         return cls(kind=EventKind(str(obj.get("kind"))), pid=int(obj.get("pid", 0)),
                    message=str(obj.get("message") or ""), worker=obj.get("worker"),
                    row=ContextRow.from_json(row) if isinstance(row, dict) else None,
                    test=str(test) if test is not None else None,
-                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None)
+                   stats=obj["stats"] if isinstance(obj.get("stats"), dict) else None,
+                   cut=Cut.from_json(cut) if isinstance(cut, dict) else None,
+                   explained=(Explained.from_json(explained) if isinstance(explained, dict)
+                              else None))
 
 
 def scripted_notes(events: list[Event]) -> list[tuple[str | None, str]]:

@@ -29,7 +29,8 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
               "distviz.tracing.hooks.observe_args", "distviz.tracing.hooks.rref",
               "distviz.tracing.hooks.scripted", "distviz.tracing.hooks.optimizer",
-              "distviz.tracing.hooks.applied")
+              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cuts",
+              "distviz.tracing.hooks.cut_rpc")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
 TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",
@@ -372,7 +373,7 @@ def test_the_package_graph_groups_modules_by_package() -> None:
 
 #: The modules every side reads (values, words, errors, limits), which import no room below.
 SHARED_LEAVES = ("distviz.trace", "distviz.outcome", "distviz.words", "distviz.errors",
-                 "distviz.limits", "distviz.frames", "distviz.torch_errors")
+                 "distviz.limits", "distviz.frames", "distviz.torch_errors", "distviz.cuts")
 #: The replay side's rooms and the distviz packages each may import: data flows one way, from
 #: the engine and its model (``replay``) to the analyses built on it (``analyses``) to the judge
 #: (``judge``), whose values the renderers and commands read.

@@ -13,8 +13,10 @@ import pytest
 from replay_fixtures import M, TraceBuilder, fail_backward
 from typer.testing import CliRunner
 
+from distviz.analyses.cut_answers import RunCuts
 from distviz.analyses.why import WHY_KINDS, Why, why
 from distviz.cli import app
+from distviz.cuts import Cut, CutKind, Explained, RpcRef
 from distviz.errors import TraceError, UsageError
 from distviz.render.why import why_lines
 from distviz.trace import Trace, load, loads
@@ -195,9 +197,51 @@ def test_a_tensor_whose_grad_was_set_by_a_local_backward_says_get_gradients_miss
     assert any("get_gradients(context_id)" in d for d in answer.details)
 
 
+# -- the run's cuts (index.json) -----------------------------------------------------------------
+
+MUL = RpcRef("rpc_sync", "my_mul", "worker0", "line 19")
+
+
+def test_a_cut_of_the_rpc_where_the_way_breaks_answers_with_its_line() -> None:
+    item = Cut(CutKind.ITEM, "worker1", "prog.py:19 in main", behind=(MUL,))
+    answer = why(load(BROKEN), "w", cuts=RunCuts(seen=(item,)))
+    assert (answer.kind, answer.gets_gradient, answer.leaf) == ("cut", False,
+                                                                "worker0/AccumulateGrad(w)")
+    assert answer.summary.startswith("the tensor computed from it was turned into Python values "
+                                     "with .item() at prog.py:19 in main")
+    assert answer.fixes == ("keep the tensor, not .item(), at prog.py:19, and compute the loss "
+                            "from it (call .item() only for logging)",)
+    # a cut of another RPC, or none, leaves the trace's own answer
+    other = dataclasses.replace(item, behind=(dataclasses.replace(MUL, site="line 20"),))
+    assert why(load(BROKEN), "w", cuts=RunCuts(seen=(other,))).kind == "unused_result"
+
+
+def test_a_cut_never_replaces_a_gradient_that_arrives() -> None:
+    detach = Cut(CutKind.DETACH, "worker0", "prog.py:7 in f", leaves=("t1",))
+    answer = why(load(PYTHON), "t1",
+                 cuts=RunCuts((Explained(("t1",), "worker0", None),), (detach,)))
+    assert (answer.kind, answer.gets_gradient) == ("arrived", True)
+
+
+def test_a_parameter_the_run_named_is_answered_even_outside_the_trace() -> None:
+    outside = Cut(CutKind.OUTSIDE_CONTEXT, "trainer", "train.py:40 in train",
+                  behind=(RpcRef("rpc_sync", "embed on an RRef", "ps", "train.py:40 in train"),))
+    run = RunCuts((Explained(("ps.emb.weight",), "ps", outside),
+                   Explained(("ps.fc.weight",), "ps", None)), (outside,))
+    answer = why(load(BROKEN), "ps.emb.weight", cuts=run)
+    assert (answer.kind, answer.leaf, answer.worker) == ("cut", None, "ps")
+    assert "was made outside any dist_autograd context" in answer.summary
+    assert "ps.emb.weight on ps (not in the graph): gets no gradient" in text(answer)
+    named = why(load(BROKEN), "ps.fc.weight", cuts=run)
+    assert (named.kind, named.gets_gradient, named.worker) == ("named", False, "ps")
+    assert "no cut distviz recorded explains it" in named.summary
+    with pytest.raises(UsageError, match="ps.fc.weight"):     # the closest name
+        why(load(BROKEN), "ps.fc.weigth", cuts=run)
+
+
 def test_every_answer_is_tested() -> None:
     tested = {"arrived", "python", "missing", "hang", "error", "unused_result", "no_grad_rpc",
-              "not_in_loss", "requires_grad_false", "not_reached", "no_pass"}
+              "not_in_loss", "requires_grad_false", "not_reached", "no_pass", "cut", "named"}
     assert tested | {"no_recv"} == set(WHY_KINDS)
 
 

@@ -344,7 +344,8 @@ def test_the_rows_words_are_the_verdicts_and_pytorchs_words() -> None:
     assert {s.value for s in journal.RealState} == {*get_args(RealOutcome), "running"}
     assert journal.NOTE_KINDS == (journal.EventKind.NOT_RECORDED, journal.EventKind.LOCAL_BACKWARD,
                                   journal.EventKind.GRADS_LEFT, journal.EventKind.NO_GRADIENT,
-                                  journal.EventKind.NOT_APPLIED, journal.EventKind.ZERO_GRADIENT)
+                                  journal.EventKind.NOT_APPLIED, journal.EventKind.ZERO_GRADIENT,
+                                  journal.EventKind.CUT)
 
 
 # -- traces with only the workers of their context ------------------------------------------------
