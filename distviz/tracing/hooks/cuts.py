@@ -4,7 +4,7 @@
 ``--contexts none``: this module is not even imported then). What it sets up costs nothing
 outside a recorded context:
 
-* ``Watch``, a ``TorchFunctionMode``, is pushed on the thread that enters a context
+* ``CutWatch``, a ``TorchFunctionMode``, is pushed on the thread that enters a context
   ``--contexts`` may record (``entered``, from the patched ``dist_autograd.context``) until
   its backward starts or the program leaves it, and on a callee's RPC thread while it runs the
   program's function for such a context (``distviz.tracing.hooks.cut_rpc``: PyTorch's
@@ -99,7 +99,7 @@ class _State(threading.local):
 
     def __init__(self) -> None:
         self.cid: int | None = None
-        self.mode: Watch | None = None
+        self.mode: CutWatch | None = None
         self.served: str | None = None
         self.block: tuple[CutKind, list[Frame]] | None = None
         self.returned: Frame | None = None      # where a served function returned a Parameter
@@ -133,7 +133,7 @@ def _forget() -> None:
 os.register_at_fork(after_in_child=_forget)
 
 
-class Watch(TorchFunctionMode):
+class CutWatch(TorchFunctionMode):
     """Sees the torch functions a recorded context's thread calls (see the module
     docstring); each call goes on to PyTorch exactly as it was made."""
 
@@ -345,7 +345,7 @@ def _rpcs(cid: int | None, recvs: list[Any]) -> list[RpcRef]:
 def start(cid: int, served: str | None) -> bool:
     if TLS.mode is not None:
         return False
-    mode = Watch()
+    mode = CutWatch()
     mode.__enter__()
     TLS.cid, TLS.mode, TLS.served, TLS.block = cid, mode, served, None
     TLS.consumed = {}

@@ -2,7 +2,7 @@
 (``distviz.runner.parent.served_order``), and what the reference and the verdicts make of it
 (pure, milliseconds).
 
-``tests/traces/fuzz_training_1206_7_order.json`` is a run of the fuzz's program
+``tests/runs/fuzz_training_1206_7_order.json`` is a run of the fuzz's program
 ``fuzz-training-1206-7`` whose final parameters "differed" from the reference: each trainer
 makes its module with ``rpc.remote("extra", Extra)``, trainer2's call began first, trainer1's
 reached ``extra`` first and got ``extra.Extra#0`` (the first initial weights). The reference went
@@ -21,7 +21,7 @@ from distviz.runner.parent.collate import TrainingRun, collate, interleaving
 from distviz.runner.parent.served_order import callee_order
 from distviz.trace.sections import RowStatus
 
-RUN = json.loads((Path(__file__).resolve().parents[2] / "traces"
+RUN = json.loads((Path(__file__).resolve().parents[2] / "runs"
                   / "fuzz_training_1206_7_order.json").read_text())
 MAKE = 3   # each trainer's third point: rpc.remote("extra", Extra)
 

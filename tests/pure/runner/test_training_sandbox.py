@@ -209,7 +209,7 @@ def test_the_backward_form_reference_names_module_parameters_as_the_recorder_doe
 
 
 def test_the_reference_in_the_order_extra_made_the_modules_in_gives_pytorchs_losses() -> None:
-    """The saved run of the fuzz's ``fuzz-training-1206-7`` (``tests/traces/
+    """The saved run of the fuzz's ``fuzz-training-1206-7`` (``tests/runs/
     fuzz_training_1206_7_order.json``): in the order the trainers' calls began (trainer2's
     ``rpc.remote("extra", Extra)`` first) the reference gives the losses it gave that run; with
     trainer1's module made first, as ``extra`` made them, it gives PyTorch's real losses."""
@@ -218,7 +218,7 @@ def test_the_reference_in_the_order_extra_made_the_modules_in_gives_pytorchs_los
     from distviz.fuzz.training_program import generate_training
     from distviz.runner.parent.collate import interleaving
 
-    saved = json.loads((SCENARIOS.parent / "tests" / "traces"
+    saved = json.loads((SCENARIOS.parent / "tests" / "runs"
                         / "fuzz_training_1206_7_order.json").read_text())
     sc = load_scenario_text(generate_training(1206, 7).text, "fuzz-training-1206-7.yaml")
     began = interleaving(saved["points"]).order
