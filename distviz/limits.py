@@ -138,6 +138,10 @@ CUT_CONTEXTS_KEPT: Final = 64
 #: On a callee, the first contexts of each initiator whose RPCs are watched for cuts (besides
 #: those ``--contexts`` selects by number): a callee cannot tell which ones are recorded.
 CUT_CALLEE_CONTEXTS: Final = 2
+#: A process's own contexts watched for cuts, the first ones: under ``--contexts all`` every
+#: context is recorded, but a program's mistake is the same in each step, and the watch sees
+#: every torch function the thread calls (its cost per step is that of the first steps only).
+CUT_WATCHED_CONTEXTS: Final = 4
 #: Results of RPCs made outside any context kept (weakly) to tell their use inside one.
 CUT_OUTSIDE_KEPT: Final = 64
 

@@ -218,7 +218,7 @@ def test_a_local_backward_inside_a_distributed_one_names_the_parameters_it_fills
     assert node in {n.id for n in trace.nodes}
     assert (f"RecomputedBackward's backward ran a local torch.autograd.backward at "
             f"tests/programs/local_backward.py:{line} in backward") in said[0]
-    assert "2 parameters" in said[0] and "(worker1.weight, worker1.bias)" in said[0]
+    assert "2 parameters" in said[0] and "(worker1.layer.weight, worker1.layer.bias)" in said[0]
     assert "DistributedOptimizer.step(context_id) will not apply them" in said[0]
     note = said[0][len("distviz: worker1: "):]
     assert f"worker1: {note}" in run.index["notes"]

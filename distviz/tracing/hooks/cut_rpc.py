@@ -42,6 +42,7 @@ from distviz.tracing.hooks.cuts import (
     start,
     stop,
     tensors,
+    watched,
 )
 from distviz.tracing.shared import process
 
@@ -50,21 +51,22 @@ _CALLEE: dict[int, set[int]] = {}      # the contexts watched, by initiator rank
 
 def callee_watches(cid: int) -> bool:
     """Whether a callee watches an RPC of ``cid``: a context of its own that may be recorded;
-    another initiator's when ``--contexts`` selects its number there (ids count from 0 per
-    initiator) or it is one of the first ``limits.CUT_CALLEE_CONTEXTS`` seen from it."""
+    another initiator's when it is one of the first ``limits.CUT_CALLEE_CONTEXTS`` seen from it,
+    or ``--contexts`` selects its number there (ids count from 0 per initiator) and fewer than
+    ``limits.CUT_WATCHED_CONTEXTS`` of that initiator's are watched."""
     proc = process.PROCESS
     if proc is None:
         return False
     rank = cid >> 48
     if proc.rank is not None and rank == proc.rank:
-        return proc.may_record(cid)
+        return proc.may_record(cid) and watched(cid)
     seen = _CALLEE.setdefault(rank, set())
     if cid in seen:
         return True
-    if proc.spec.selects((cid & ((1 << 48) - 1)) + 1) or \
-            len(seen) < limits.CUT_CALLEE_CONTEXTS:
-        if len(seen) < limits.CUT_CONTEXTS_KEPT:
-            seen.add(cid)
+    number = (cid & ((1 << 48) - 1)) + 1
+    if len(seen) < limits.CUT_CALLEE_CONTEXTS or (
+            proc.spec.selects(number) and len(seen) < limits.CUT_WATCHED_CONTEXTS):
+        seen.add(cid)
         return True
     return False
 

@@ -119,6 +119,8 @@ _KEPT = Kept(limits.CUTS_KEPT)
 #: while it lives (a weak dictionary of tensors would compare them with ``==``)
 _LINES: dict[int, tuple[str, int]] = {}
 _INSTALLED: list[bool] = []
+#: this process's own contexts watched so far (at most ``limits.CUT_WATCHED_CONTEXTS``)
+_WATCHED: set[int] = set()
 
 
 def _forget() -> None:
@@ -128,6 +130,7 @@ def _forget() -> None:
     _USED.clear()
     OUTSIDE.clear()
     _KEPT.cuts.clear()
+    _WATCHED.clear()
 
 
 os.register_at_fork(after_in_child=_forget)
@@ -390,8 +393,18 @@ def stop() -> None:
 def entered(context_id: int) -> None:
     """The program entered ``with dist_autograd.context()`` (this thread)."""
     proc = process.PROCESS
-    if proc is not None and proc.may_record(context_id):
-        guarded(start, context_id, None)
+    if proc is None or not proc.may_record(context_id):
+        return
+    if context_id not in _WATCHED:
+        if len(_WATCHED) >= limits.CUT_WATCHED_CONTEXTS:
+            return
+        _WATCHED.add(context_id)
+    guarded(start, context_id, None)
+
+
+def watched(context_id: int) -> bool:
+    """Whether this process watches its own context ``context_id`` for cuts."""
+    return context_id in _WATCHED
 
 
 def left(context_id: int) -> None:
