@@ -24,10 +24,10 @@ __all__ = ["COMMAND_MODULES", "app", "main", "register"]
 COMMAND_MODULES = {
     **dict.fromkeys(("run", "check", "scenarios", "replay", "export", "graph"),
                     "distviz.cli.commands"),   # registers them in this order
-    "why": "distviz.cli.why_command",
-    "fuzz": "distviz.cli.fuzz",
-    "snapshot": "distviz.cli.snapshot_command",
-    "trace": "distviz.cli.trace_command",
+    "why": "distviz.cli.cmd_why",
+    "fuzz": "distviz.cli.cmd_fuzz",
+    "snapshot": "distviz.cli.cmd_snapshot",
+    "trace": "distviz.cli.cmd_trace",
 }
 
 
@@ -64,7 +64,7 @@ def main() -> None:
         elif not isinstance(code, int):     # sys.exit(message), as Python prints it
             print(code, file=sys.stderr)
             code = limits.PYTHON_EXIT_MESSAGE
-        launch = sys.modules.get("distviz.tracing.parent.launch")
+        launch = sys.modules.get("distviz.tracing.launcher.launch")
         if launch is not None:          # the program started early and never let run
             launch.abort_early()
         sys.stdout.flush()

@@ -111,7 +111,7 @@ def run(
       distviz run pipeline --set micro=8 -o pipeline.trace.json
     """
     args = RunArgs(**locals())     # the parameters as one value, before any other name
-    from distviz.runner.parent.torch_range import require_torch
+    from distviz.runner.supervisor.torch_range import require_torch
     from distviz.scenario import load_scenario
     from distviz.scenario.shipped import resolve_scenario
 
@@ -199,8 +199,8 @@ def replay(
 
       distviz replay design-note.trace.json --worker worker1
     """
-    from distviz.cli.recording import replay_file
-    from distviz.trace.recording import load_recording
+    from distviz.cli.contexts_report import replay_file
+    from distviz.trace.contexts_file import load_recording
     view = View(as_json=as_json, step=step, log=log, worker=worker, start=start, end=end,
                 pictures={})
     raise typer.Exit(replay_file(load_recording(trace_file), str(trace_file), check_mode(mode),
@@ -238,10 +238,10 @@ def export(
                            "--focus": focus, "--depth": depth})
     spec = view_spec(view, full, worker, rpc_call, focus, depth)
     if fmt == "html" and context is None and frames is None:
-        from distviz.trace.recording import load_recording
+        from distviz.trace.contexts_file import load_recording
         recording = load_recording(trace_file)
         if len(recording.contexts) > 1:
-            from distviz.cli.recording import context_analyses, context_reports, write_html
+            from distviz.cli.contexts_report import context_analyses, context_reports, write_html
             target = output or trace_file.with_suffix("").with_suffix(".html")
             reports = context_reports(recording, check_mode(mode))
             write_html(recording, context_analyses(recording, reports), target)

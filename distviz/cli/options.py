@@ -149,7 +149,7 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.analyses.changes import parse_inject_delay
     from distviz.outcome import Mode
-    from distviz.runner.parent.run import RunOptions
+    from distviz.runner.supervisor.run import RunOptions
     from distviz.selection import ContextSelection
     if args.mode not in tuple(Mode):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")

@@ -21,7 +21,7 @@ from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.judge.analysis import Analysis
-    from distviz.judge.model import Agreement
+    from distviz.judge.findings import Agreement
     from distviz.judge.verdict import Verdict
     from distviz.replay.result import Replay
     from distviz.trace.sections import Real, Section
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def load_trace(path: Path, context: int | None = None) -> Trace:
     """The trace in ``path``; in a recording of several contexts, context ``context`` (from 1;
     default: the first)."""
-    from distviz.trace.recording import load_recording
+    from distviz.trace.contexts_file import load_recording
     return load_recording(path).pick(context)
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import (
+from distviz.replay.result import Replay, observed_arrival, replay
+from distviz.replay.synthetic import synthetic_trace
+from distviz.replay.values import (
     ACTIONS,
     OUTCOMES,
     Accumulation,
@@ -21,8 +23,6 @@ from distviz.replay.model import (
     ReplayState,
     WorkerState,
 )
-from distviz.replay.result import Replay, observed_arrival, replay
-from distviz.replay.synthetic import synthetic_trace
 
 __all__ = [
     "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "ReplayEvent", "Hang", "IndexedGraph",

@@ -24,8 +24,8 @@ from distviz.scenario import classes as class_rules
 from distviz.scenario.checker import Checker
 from distviz.scenario.instrument import instrument
 from distviz.scenario.messages import kind, reserved_reason
-from distviz.scenario.model import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.problems import Problems
+from distviz.scenario.scenario import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.yaml_reader import Y, YamlReader
 from distviz.words import suggest
 

@@ -228,7 +228,7 @@ class DistvizSession:
 
     def __init__(self, config: pytest.Config, cfg: TraceConfig, own: bool) -> None:
         from distviz.tracing.hooks import inject
-        from distviz.tracing.parent import launch
+        from distviz.tracing.launcher import launch
 
         self.config, self.own = config, own
         self.cfg = replace(cfg, on_hang=ON_HANG,
@@ -297,13 +297,13 @@ class DistvizSession:
         import json
 
         from distviz.files import write_atomic
-        from distviz.tracing.parent import backward_counts, summary
+        from distviz.tracing.launcher import backward_counts, run_summary
 
         events = journal.read(self.session)
-        found = summary.entries(events)
+        found = run_summary.entries(events)
         notes = [n for ns in Findings.of(events).notes.values() for n in ns]
         command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
-        index = summary.index_json(found, command, self.exitstatus, notes)
+        index = run_summary.index_json(found, command, self.exitstatus, notes)
         index["backwards"] = backward_counts.backwards_json(events)
-        index["cuts"] = summary.run_cuts(events)
+        index["cuts"] = run_summary.run_cuts(events)
         write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")

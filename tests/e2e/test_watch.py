@@ -28,7 +28,7 @@ from distviz.replay import replay
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, load
 from distviz.tracing.config import check_options
-from distviz.tracing.parent import backward_counts
+from distviz.tracing.launcher import backward_counts
 from distviz.tracing.shared import inflight
 from distviz.tracing.shared.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.shared.journal import Event

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from distviz.fuzz.options import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
     from distviz.judge.verdict import ContextVerdict, Verdict
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
 
 __all__ = ["judge_training_run", "run_training_program"]
 

@@ -3,7 +3,7 @@
 
 The command runs unchanged in a session of its own, with distviz's bootstrap on ``PYTHONPATH``
 and the settings in ``DISTVIZ_TRACE``, or started early behind a gate that the settings open
-(``distviz.tracing.parent.launch``). This process becomes a child subreaper, so a process the program
+(``distviz.tracing.launcher.launch``). This process becomes a child subreaper, so a process the program
 leaves behind is re-parented here rather than to init, and is stopped at the end. It:
 
 * forwards Ctrl-C (SIGINT) and SIGTERM to the program's process group, and kills what is left
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 
 from distviz.limits import TRACE_INTERRUPT_GRACE, TRACE_SETTLE, TRACE_STOP_GRACE
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.parent import launch
-from distviz.tracing.parent.launch import CommandNotExecutable, resolve
+from distviz.tracing.launcher import launch
+from distviz.tracing.launcher.launch import CommandNotExecutable, resolve
 from distviz.tracing.snapshot import files as snapshot_files
 
 if TYPE_CHECKING:  # pragma: no cover - the end's modules are imported while the program runs
@@ -53,8 +53,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
 AFTER_START = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "rich.console",
-               "distviz.tracing.parent.summary",
-               "distviz.tracing.parent.backward_counts")
+               "distviz.tracing.launcher.run_summary",
+               "distviz.tracing.launcher.backward_counts")
 
 
 @dataclass
