@@ -48,7 +48,7 @@ def context_reports(recording: Recording, mode: Mode) -> Reports:
 
 def _shared(recording: Recording) -> list[Any]:
     """The workers where contexts of several trainers met (``analyses.contexts``)."""
-    from distviz.analyses.contexts import shared_workers
+    from distviz.analyses.concurrent import shared_workers
     its = [it for it in recording.iterations if it is not None]
     if len(its) != len(recording.contexts):
         return []
@@ -171,9 +171,9 @@ def context_analyses(recording: Recording, reports: Reports, numbers: list[int] 
 
 def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> None:
     """The HTML step viewer of the contexts in ``found`` (their analyses by number, from
-    ``context_analyses``), with a context picker (``distviz.render.html.contexts``)."""
+    ``context_analyses``), with a context picker (``distviz.render.html.contexts_page``)."""
     from distviz.files import write_atomic
-    from distviz.render.html.contexts import ContextPage, to_html_contexts
+    from distviz.render.html.contexts_page import ContextPage, to_html_contexts
     pages = [ContextPage(label=recording.label(number - 1), analysis=one,
                          iteration=recording.iterations[number - 1])
              for number, one in found.items()]

@@ -176,7 +176,7 @@ def write_frames(found: Analysis, fmt: str, folder: Path, spec: ViewSpec) -> int
     """One picture per replay step of the analysis's replay into ``folder``, all in the view
     chosen for the last step (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
-    from distviz.render.dot.graph import build_dot
+    from distviz.render.dot.draw import build_dot
     from distviz.render.pictures import choose_view
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.fuzz.options import FuzzOptions
+    from distviz.fuzz.settings import FuzzOptions
     from distviz.judge.policy import JudgedRun
 
 __all__ = ["run_text"]

@@ -28,8 +28,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from distviz.fuzz.generate import generate
 from distviz.fuzz.judged import CHECKS, Judged
-from distviz.fuzz.options import FuzzOptions
-from distviz.fuzz.program import FEATURES, FuzzProgram, features, size, to_yaml
+from distviz.fuzz.program_tree import FEATURES, FuzzProgram, features, size, to_yaml
+from distviz.fuzz.settings import FuzzOptions
 from distviz.fuzz.shrink import shrink
 from distviz.fuzz.training_program import (
     TRAINING_FEATURES,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from rich.text import Text
 
 from distviz.judge.findings import Agreement
-from distviz.render.text import leaf_name, wrapped_lines
+from distviz.render.terminal_text import leaf_name, wrapped_lines
 from distviz.replay.values import Hang, PassError, ReplayLike
 from distviz.trace import Trace
 

@@ -18,7 +18,7 @@ from distviz.analyses.timing import Timing
 from distviz.limits import BITMAP_MAX_PX, PICTURE_MAX_BOXES, PICTURE_MAX_PX
 from distviz.render import graphviz_backend
 from distviz.render.dot.collapse import plan_boxes
-from distviz.render.dot.graph import DETAIL_WORDS, DotGraph, build_dot
+from distviz.render.dot.draw import DETAIL_WORDS, DotGraph, build_dot
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.values import ReplayLike
 from distviz.trace import Trace

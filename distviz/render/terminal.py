@@ -35,7 +35,7 @@ from rich.text import Text
 
 from distviz.judge.findings import Agreement
 from distviz.render.explain import agreement_lines, explain_outcome
-from distviz.render.text import leaf_name, more, node_label, wrap, wrapped_lines
+from distviz.render.terminal_text import leaf_name, more, node_label, wrap, wrapped_lines
 from distviz.replay.values import ReplayEvent, ReplayLike, ReplayState, WorkerState
 from distviz.trace import Node, Trace, message_label
 from distviz.words import plural

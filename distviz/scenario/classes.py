@@ -21,7 +21,7 @@ import ast
 from collections.abc import Iterable
 
 from distviz.scenario import lang, lang_nn
-from distviz.scenario.messages import reserved_reason
+from distviz.scenario.error_text import reserved_reason
 from distviz.scenario.rules import Fail, dotted
 from distviz.scenario.scenario import ClassInfo
 

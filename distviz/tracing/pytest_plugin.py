@@ -45,7 +45,7 @@ from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.shared import journal
 from distviz.tracing.shared.fold import STOP, fold
 from distviz.tracing.shared.journal import ContextRow, Event, EventKind
-from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.snapshot import job_files
 from distviz.words import plural
 
 DEFAULT_DIR = "distviz-traces"
@@ -240,7 +240,7 @@ class DistvizSession:
         Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
         if own:
             os.environ["PYTHONPATH"] = launch.pythonpath()
-            snapshot_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
+            job_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):
             inject.install()
@@ -285,7 +285,7 @@ class DistvizSession:
         put the environment back."""
         if self.own:
             self._write_index()
-            snapshot_files.withdraw(self.cfg.out_dir)
+            job_files.withdraw(self.cfg.out_dir)
             shutil.rmtree(self.session, ignore_errors=True)
         for k, v in self.saved.items():
             if v is None:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.fuzz import runner as fuzz_runner
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import CUSTOM, Op, blocks, calls, features, size
+from distviz.fuzz.program_tree import CUSTOM, Op, blocks, calls, features, size
 from distviz.replay.result import Replay
 from distviz.scenario import load_scenario
 from distviz.scenario.lang import CUSTOM_FUNCTIONS

@@ -383,7 +383,7 @@ RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recor
              # what explains a local backward in a context (the program runs none)
              "distviz.tracing.hooks.local_explain",
              # the cuts of a parameter's path: a process that records no context loads none
-             "distviz.tracing.hooks.cuts", "distviz.tracing.hooks.cut_sites",
+             "distviz.tracing.hooks.cut_watch", "distviz.tracing.hooks.cut_sites",
              "distviz.tracing.hooks.cut_rpc",
              "distviz.cuts", "distviz.analyses.cut_answers")
 

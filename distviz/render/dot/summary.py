@@ -22,8 +22,8 @@ from distviz.render.dot.text import DotGraph, attrs, dot_quote, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.values import ReplayLike, ReplayState
 from distviz.trace import Trace
-from distviz.views.summary import worker_summary
 from distviz.views.view import WorkerStats, WorkerSummary
+from distviz.views.worker_summary import worker_summary
 from distviz.words import plural
 
 __all__ = ["summary_dot", "summary_lines"]

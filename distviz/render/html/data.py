@@ -35,8 +35,8 @@ from distviz.replay.values import ACTIONS, Message, ReplayLike
 from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.views.groups import call_groups
 from distviz.views.scope import resolve_node
-from distviz.views.summary import ordered_workers, worker_summary
 from distviz.views.view import ViewSpec
+from distviz.views.worker_summary import ordered_workers, worker_summary
 
 __all__ = ["agreement_words", "critical_path", "event_texts", "viewer_data"]
 

@@ -56,7 +56,7 @@ from distviz.trace.contexts_file import Recording
 from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.api",
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.record_api",
            "distviz.runner.sandbox.rpc_proxy", "distviz.runner.worker.initiator",
            "distviz.runner.reference.plain", "distviz.runner.sandbox.namespace",
            "distviz.runner.gradients", "distviz.runner.sandbox.base",

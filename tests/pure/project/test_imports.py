@@ -21,7 +21,7 @@ KNOWN_CYCLES: set[str] = set()
 
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
-TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
+TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.backward_api",
               "distviz.tracing.recording.assemble", "distviz.tracing.watch.busy", "distviz.tracing.callsites", "distviz.tracing.hooks.jit",
               "distviz.tracing.hooks.dispatch", "distviz.tracing.hooks.local_backward", "distviz.tracing.hooks.local_explain", "distviz.tracing.shared.naming",
               "distviz.tracing.recording.observe", "distviz.tracing.shared.process",
@@ -29,7 +29,7 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
               "distviz.tracing.hooks.observe_args", "distviz.tracing.hooks.rref",
               "distviz.tracing.hooks.scripted", "distviz.tracing.hooks.optimizer",
-              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cuts",
+              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cut_watch",
               "distviz.tracing.hooks.cut_rpc")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
@@ -229,7 +229,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     # the walk sees imports inside functions and relative imports
     assert "distviz.scenario.loader" in {i.target for i in GRAPH["distviz.scenario"]}
     assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker.main"])
-    assert any(i.target == "distviz.recorder.api" and not i.at_load for i in GRAPH["distviz"])
+    assert any(i.target == "distviz.recorder.record_api" and not i.at_load for i in GRAPH["distviz"])
 
 
 def test_the_import_graph_has_no_cycle() -> None:

@@ -35,7 +35,7 @@ from distviz.tracing.launcher import run_summary
 from distviz.tracing.pytest_plugin import Findings, category, section
 from distviz.tracing.recording import report
 from distviz.tracing.shared.journal import Event
-from distviz.tracing.watch import report as watch_report
+from distviz.tracing.watch import watch_report
 
 TRACES = Path(__file__).parents[2] / "traces"
 

@@ -13,7 +13,7 @@ import replay_fixtures as F
 from builders.recording import _html, _invoke, _recording
 from typer.testing import CliRunner
 
-from distviz.analyses.contexts import shared_workers
+from distviz.analyses.concurrent import shared_workers
 from distviz.cli import app
 from distviz.errors import TraceError
 from distviz.runner.supervisor.collate import (

@@ -30,8 +30,8 @@ from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.rpc_calls import recv_names
 from distviz.replay.values import ReplayEvent, ReplayLike
 from distviz.trace import Node, NodeKind, Trace, message_label
-from distviz.views.summary import ordered_workers
 from distviz.views.view import Scope
+from distviz.views.worker_summary import ordered_workers
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "frames",
            "initial_deps", "node_states", "to_dot"]
