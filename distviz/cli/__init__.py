@@ -21,14 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["COMMAND_MODULES", "app", "main", "register"]
 
 #: The module that registers each command (importing it registers the command on ``app``).
-COMMAND_MODULES = {
-    **dict.fromkeys(("run", "check", "scenarios", "replay", "export", "graph"),
-                    "distviz.cli.commands"),   # registers them in this order
-    "why": "distviz.cli.cmd_why",
-    "fuzz": "distviz.cli.cmd_fuzz",
-    "snapshot": "distviz.cli.cmd_snapshot",
-    "trace": "distviz.cli.cmd_trace",
-}
+#: ``--help`` lists the commands in this order (the order their modules are imported in).
+COMMAND_MODULES = {name: f"distviz.cli.cmd_{name}" for name in (
+    "run", "check", "scenarios", "replay", "export", "graph", "why", "fuzz", "snapshot", "trace")}
 
 
 def register(modules: tuple[str, ...] | None = None) -> App:
