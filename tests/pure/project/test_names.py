@@ -1,7 +1,8 @@
 """Names that lead to the code: every class name is defined once in distviz/ (a reader who
 meets ``ReplayEvent`` or ``WatchEntry`` finds one class), and a function has one address (no
 module hands out another module's function under its own name, but a package's ``__init__``,
-which is its public face), and no two modules share a file name (no two ``model.py``). Pure: every module is read with ``ast``, never imported."""
+which is its public face), and no two modules share a file name (no two ``model.py``).
+Pure: every module is read with ``ast``, never imported."""
 
 from __future__ import annotations
 
