@@ -6,7 +6,7 @@ viewer needs (trace node id -> SVG ``<g id>``, message id -> SVG edge id).
 
 The output is deterministic: the same trace and replay give byte-identical text. Every walk uses
 explicit stacks or queues, never recursion, so graphs of any depth render. Collapsing large
-graphs is in ``dot_collapse.py``, quoting and names in ``dot_text.py``.
+graphs is in ``distviz.render.dot.collapse``, quoting and names in ``distviz.render.dot.text``.
 """
 
 from __future__ import annotations
