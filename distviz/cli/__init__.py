@@ -1,9 +1,9 @@
 """The command-line interface: a thin typed shell over the library.
 
 It alone prints, writes files and picks exit codes, so every other package returns values.
-Each command lives in a module of its own and is registered when that module is imported: the
-console script imports only the command its command line names, so ``distviz trace`` starts
-the program without first loading every other command.
+Each command lives in a module of its own, ``cmd_<command>.py``, and is registered when that
+module is imported: the console script imports only the command its command line names, so
+``distviz trace`` starts the program without first loading every other command.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The FAST-mode replay: PyTorch's distributed backward simulated step by step on a recorded trace, and a hang explained.
 
 Pure (never imports torch), so a trace replays anywhere; the values it hands to renderers are
-in ``model``. It reads no analysis and nothing of the judge.
+in ``values``. It reads no analysis and nothing of the judge.
 """
 
 from __future__ import annotations

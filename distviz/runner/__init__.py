@@ -1,7 +1,7 @@
 """The runner: a scenario on real worker processes, recorded into a trace, and its single-process reference run.
 
-Torch side, apart from the parent process, which forks workers from a fork server. Imports go
-one way: ``parent`` -> ``worker`` -> ``reference`` -> ``sandbox``.
+Torch side, apart from the parent process (``supervisor``), which forks workers from a fork
+server. Imports go one way: ``supervisor`` -> ``worker`` -> ``reference`` -> ``sandbox``.
 """
 
 #: The modules that never import torch (a package here stands for every module in it): the
