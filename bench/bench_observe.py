@@ -17,7 +17,7 @@ from typing import Any
 
 from common import SCENARIOS, emit
 
-from distviz.runner.parent.run import RunOptions, run_scenario, stop_server
+from distviz.runner.supervisor.run import RunOptions, run_scenario, stop_server
 from distviz.scenario import load_scenario
 
 

@@ -12,7 +12,7 @@ many, alternating plain and traced:
   exit), traced minus plain, over a Python program that loads nothing (``python -c``) and
   sleeps ``RUN_S`` between the two. The start includes that program's bootstrap of distviz's
   hooks (the ``sitecustomize``, which arms an import hook for torch), and, where the program
-  is started early (``distviz.tracing.parent.launch``), only what of the two start-ups does not
+  is started early (``distviz.tracing.launcher.launch``), only what of the two start-ups does not
   overlap.
 * ``process_import_ms``: what the hooks add to each traced Python process that imports torch:
   the self times (``python -X importtime``) of the modules that a traced ``import torch,

@@ -30,7 +30,7 @@ from common import SCENARIOS
 
 from distviz.analyses.changes import WhatIf, parse_inject_delay, what_if_for_injection
 from distviz.analyses.whatif import predict
-from distviz.runner.parent.run import RunOptions, run_scenario, stop_server
+from distviz.runner.supervisor.run import RunOptions, run_scenario, stop_server
 from distviz.scenario import load_scenario
 from distviz.trace import Trace
 

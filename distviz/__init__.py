@@ -51,9 +51,9 @@ def record(context_id: int, roots: Any, names: Any = None, *, observe: bool = Fa
     if observe:
         import sys
 
-        from distviz.tracing.api import record as _observed
+        from distviz.tracing.backward_api import record as _observed
         return _observed(context_id, roots, names, path=path, frame=sys._getframe(1))
-    from distviz.recorder.api import record as _record
+    from distviz.recorder.record_api import record as _record
 
     trace = _record(context_id, roots, names)
     if path is not None:
@@ -81,7 +81,7 @@ def backward(context_id: int, roots: Any, retain_graph: bool = False, *, names: 
     """
     import sys
 
-    from distviz.tracing.api import backward as _backward
+    from distviz.tracing.backward_api import backward as _backward
     return _backward(context_id, roots, retain_graph, names=names, path=path,
                      out_dir=out_dir, hang_timeout=hang_timeout, frame=sys._getframe(1))
 

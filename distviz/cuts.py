@@ -2,7 +2,7 @@
 explains (pure, torch-free).
 
 A traced process that records a context notes each *cut* it sees there
-(``distviz.tracing.hooks.cuts``): a tensor on a parameter's path that leaves autograd, with the
+(``distviz.tracing.hooks.cut_watch``): a tensor on a parameter's path that leaves autograd, with the
 program's line. A ``Cut`` says what the program did (``CutKind``), where (``site``, innermost
 frame first), which parameters of its own worker the cut tensor came from (``leaves``, named
 as distviz names leaves), and the RPCs whose results it came from (``behind``). A cut whose

@@ -128,7 +128,7 @@ TRACE_LOCAL_WALK: Final = 50_000
 #: How many recent dist autograd contexts of a traced process a local optimizer's step reads
 #: the gradients of (``distviz.tracing.hooks.applied``).
 APPLIED_CONTEXTS: Final = 8
-#: Cuts of a parameter's path one traced process notes and logs (``distviz.tracing.hooks.cuts``:
+#: Cuts of a parameter's path one traced process notes and logs (``distviz.tracing.hooks.cut_watch``:
 #: each kind, line and set of parameters once); later ones are not noted.
 CUTS_KEPT: Final = 64
 #: Autograd nodes walked from a cut tensor to the parameters it came from.

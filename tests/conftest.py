@@ -39,7 +39,7 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 
 def run_cached(name: str, overrides: dict[str, str] | None = None, **options: Any) -> Any:
     """Run a shipped scenario once per session with the given options; return the RunResult."""
-    from distviz.runner.parent.run import RunOptions, run_scenario
+    from distviz.runner.supervisor.run import RunOptions, run_scenario
     from distviz.scenario import load_scenario
 
     key = (name, tuple(sorted((overrides or {}).items())), tuple(sorted(options.items())))
@@ -82,7 +82,7 @@ def descendants(pid: int) -> list[int]:
 def _stop_fork_server() -> Iterator[None]:
     yield
     try:
-        from distviz.runner.parent.run import stop_server
+        from distviz.runner.supervisor.run import stop_server
     except Exception:  # pragma: no cover - import problems show up in the tests themselves
         return
     stop_server()

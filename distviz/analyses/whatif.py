@@ -54,7 +54,7 @@ from distviz.analyses.timing import (
 )
 from distviz.errors import UsageError
 from distviz.outcome import Mode
-from distviz.replay.model import Message
+from distviz.replay.values import Message
 from distviz.trace import NodeKind, Trace
 
 __all__ = ["PassPrediction", "Prediction", "predict", "time_report"]

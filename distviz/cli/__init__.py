@@ -1,9 +1,9 @@
 """The command-line interface: a thin typed shell over the library.
 
 It alone prints, writes files and picks exit codes, so every other package returns values.
-Each command lives in a module of its own and is registered when that module is imported: the
-console script imports only the command its command line names, so ``distviz trace`` starts
-the program without first loading every other command.
+Each command lives in a module of its own, ``cmd_<command>.py``, and is registered when that
+module is imported: the console script imports only the command its command line names, so
+``distviz trace`` starts the program without first loading every other command.
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["COMMAND_MODULES", "app", "main", "register"]
 
 #: The module that registers each command (importing it registers the command on ``app``).
-COMMAND_MODULES = {
-    **dict.fromkeys(("run", "check", "scenarios", "replay", "export", "graph"),
-                    "distviz.cli.commands"),   # registers them in this order
-    "why": "distviz.cli.why_command",
-    "fuzz": "distviz.cli.fuzz",
-    "snapshot": "distviz.cli.snapshot_command",
-    "trace": "distviz.cli.trace_command",
-}
+#: ``--help`` lists the commands in this order (the order their modules are imported in).
+COMMAND_MODULES = {name: f"distviz.cli.cmd_{name}" for name in (
+    "run", "check", "scenarios", "replay", "export", "graph", "why", "fuzz", "snapshot", "trace")}
 
 
 def register(modules: tuple[str, ...] | None = None) -> App:
@@ -64,7 +59,7 @@ def main() -> None:
         elif not isinstance(code, int):     # sys.exit(message), as Python prints it
             print(code, file=sys.stderr)
             code = limits.PYTHON_EXIT_MESSAGE
-        launch = sys.modules.get("distviz.tracing.parent.launch")
+        launch = sys.modules.get("distviz.tracing.launcher.launch")
         if launch is not None:          # the program started early and never let run
             launch.abort_early()
         sys.stdout.flush()

@@ -44,6 +44,8 @@ MaxNumel = Annotated[int, typer.Option("--max-numel", help="Largest tensor a sce
 MaxSteps = Annotated[int, typer.Option("--max-steps", help="Loop/function step budget per worker.")]
 MaxRpcDepth = Annotated[int, typer.Option("--max-rpc-depth", help="How deep RPC calls of scenario functions may nest.")]
 MaxMemory = Annotated[str, typer.Option("--max-memory", help="Memory limit per worker (heap, tensors), like 4G or 512M.")]
+#: The help of the TRACE argument of replay, export and graph.
+TRACE_HELP = "Trace JSON written by distviz run or distviz trace."
 DEFAULT_MAX_MEMORY = limits.format_size(limits.DEFAULT_MAX_MEMORY).replace(" ", "")  # 4GiB
 Log = Annotated[bool | None, typer.Option("--log/--no-log", help="Print the step log (default: when short).")]
 Svg = Annotated[Path | None, typer.Option("--svg", help="Also write the graph as SVG.")]
@@ -149,7 +151,7 @@ def check_run_args(args: RunArgs, sc: Any) -> Any:
     option out of range or one that does not apply to ``sc`` (naming the flags)."""
     from distviz.analyses.changes import parse_inject_delay
     from distviz.outcome import Mode
-    from distviz.runner.parent.run import RunOptions
+    from distviz.runner.supervisor.run import RunOptions
     from distviz.selection import ContextSelection
     if args.mode not in tuple(Mode):
         raise UsageError(f"--mode {args.mode}: expected fast or smart")

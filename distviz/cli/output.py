@@ -21,7 +21,7 @@ from distviz.words import plural, word_for
 
 if TYPE_CHECKING:
     from distviz.judge.analysis import Analysis
-    from distviz.judge.model import Agreement
+    from distviz.judge.findings import Agreement
     from distviz.judge.verdict import Verdict
     from distviz.replay.result import Replay
     from distviz.trace.sections import Real, Section
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def load_trace(path: Path, context: int | None = None) -> Trace:
     """The trace in ``path``; in a recording of several contexts, context ``context`` (from 1;
     default: the first)."""
-    from distviz.trace.recording import load_recording
+    from distviz.trace.contexts_file import load_recording
     return load_recording(path).pick(context)
 
 
@@ -176,7 +176,7 @@ def write_frames(found: Analysis, fmt: str, folder: Path, spec: ViewSpec) -> int
     """One picture per replay step of the analysis's replay into ``folder``, all in the view
     chosen for the last step (or the one ``spec`` asks for); return how many were written."""
     from distviz.render import graphviz_backend
-    from distviz.render.dot.graph import build_dot
+    from distviz.render.dot.draw import build_dot
     from distviz.render.pictures import choose_view
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"--frames {folder}: not a folder; give a folder to write one file per "

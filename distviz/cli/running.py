@@ -2,7 +2,7 @@
 (``distviz.judge.policy.run_and_judge``), the recording saved (even when the run failed), and the
 report. A plain scenario's run is a recording of one
 context, reported as a trace; a training scenario's is reported as its table of contexts
-(``distviz.cli.recording``); both end in one function, ``finish_run``."""
+(``distviz.cli.contexts_report``); both end in one function, ``finish_run``."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from distviz.judge.verdict import ContextVerdict
     from distviz.outcome import Stop
     from distviz.replay.result import Replay
-    from distviz.runner.parent.run import RunOptions
+    from distviz.runner.supervisor.run import RunOptions
     from distviz.scenario import Scenario
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
 
 
 def run_with_progress(sc: Scenario, opts: RunOptions, mode: Mode, *, quiet: bool,
@@ -145,8 +145,8 @@ def show_run(recording: Recording, mode: Mode, out_path: Path, view: View,
     (``judged``: the verdicts and the exit code they imply, else judged here,
     ``distviz.judge.policy.judge_recording``, with ``made``: the replay that decided whether to run
     the real backward): one context without training as a trace (its summary and step log),
-    several as the table of contexts (``distviz.cli.recording``). Returns that exit code."""
-    from distviz.cli.recording import finish_recording
+    several as the table of contexts (``distviz.cli.contexts_report``). Returns that exit code."""
+    from distviz.cli.contexts_report import finish_recording
     from distviz.judge.analysis import analysis_from
     from distviz.judge.policy import judge_recording
     recording.pick(context)

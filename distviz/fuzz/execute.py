@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from distviz.errors import DistvizError, Interrupted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.fuzz.options import FuzzOptions
+    from distviz.fuzz.settings import FuzzOptions
     from distviz.judge.policy import JudgedRun
 
 __all__ = ["run_text"]
@@ -24,7 +24,7 @@ def run_text(text: str, name: str, options: FuzzOptions
              ) -> tuple[JudgedRun | None, str | None]:
     """Run scenario ``text`` (file name ``name``); see the module docstring."""
     from distviz.judge.policy import run_and_judge
-    from distviz.runner.parent.run import RunOptions
+    from distviz.runner.supervisor.run import RunOptions
     from distviz.scenario import load_scenario_text
 
     try:

@@ -43,7 +43,7 @@ import random
 from dataclasses import replace
 
 from distviz import limits
-from distviz.fuzz.program import (
+from distviz.fuzz.program_tree import (
     BINARY,
     BUILTINS,
     CONST,

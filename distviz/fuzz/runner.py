@@ -28,8 +28,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from distviz.fuzz.generate import generate
 from distviz.fuzz.judged import CHECKS, Judged
-from distviz.fuzz.options import FuzzOptions
-from distviz.fuzz.program import FEATURES, FuzzProgram, features, size, to_yaml
+from distviz.fuzz.program_tree import FEATURES, FuzzProgram, features, size, to_yaml
+from distviz.fuzz.settings import FuzzOptions
 from distviz.fuzz.shrink import shrink
 from distviz.fuzz.training_program import (
     TRAINING_FEATURES,
@@ -174,7 +174,7 @@ class _Runs:
         self.last_trace: Trace | None = None
 
     def close(self) -> None:
-        from distviz.runner.parent.run import stop_server
+        from distviz.runner.supervisor.run import stop_server
         stop_server()
 
     def run(self, program: FuzzProgram) -> tuple[Judged | None, str | None]:
@@ -289,7 +289,7 @@ def _plain_subject(runs: _Runs, program: FuzzProgram) -> _Subject[FuzzProgram]:
 
 
 def _training_subject(program: TrainingProgram, options: FuzzOptions) -> _Subject[str]:
-    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.execute_training import run_training_program
     from distviz.fuzz.shrink_text import lines_of, scenario_loads, shrink_text
 
     def run(text: str) -> tuple[Judged | None, str | None, Trace | None]:
@@ -353,7 +353,7 @@ def _training_result(runs: _Runs, index: int, tell: Callable[[Progress], None]
     """Run and judge the ``index``-th program as a training program; a disagreement (or a
     failed run) is run again and, when it shows again, shrunk as text
     (``distviz.fuzz.shrink_text``)."""
-    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.execute_training import run_training_program
     options = runs.options
     program = generate_training(options.seed, index)
     start = time.monotonic()

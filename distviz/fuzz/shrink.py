@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from distviz.fuzz.program import (
+from distviz.fuzz.program_tree import (
     CUSTOM,
     SCALE,
     Block,

@@ -31,7 +31,7 @@ Extra)`` at about the same time, and which is made first (its initial weights, a
 ``extra.Extra#0``) is the order the two calls reached ``extra`` in, which no program fixes. The
 run notes that order on ``extra`` and the reference follows it; where it is not known (the two
 made at the same time) the values are not compared, and the reason says so
-(``distviz.runner.parent.served_order``). Nothing else depends on thread timing.
+(``distviz.runner.supervisor.served_order``). Nothing else depends on thread timing.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distviz.judge.model import Agreement, OrderMismatch, SmartLeaf, SmartReport
+from distviz.judge.findings import Agreement, OrderMismatch, SmartLeaf, SmartReport
 from distviz.judge.opaque import python_behind
 from distviz.outcome import RealOutcome
 from distviz.replay.result import Replay, observed_arrival

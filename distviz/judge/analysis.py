@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distviz.analyses.timing import Timing, analyze
-from distviz.judge.model import Agreement
+from distviz.judge.findings import Agreement
 from distviz.judge.verdict import Verdict, judge
 from distviz.outcome import Mode
 from distviz.replay.result import Replay

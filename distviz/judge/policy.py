@@ -1,7 +1,7 @@
 """Run a scenario and judge it: the library's one "run and judge" (torch-free in this process).
 
 ``run_and_judge(scenario, options, mode)`` runs the scenario on real RPC workers
-(``distviz.runner.parent.run_scenario``), under the one policy on whether to run PyTorch's real
+(``distviz.runner.supervisor.run_scenario``), under the one policy on whether to run PyTorch's real
 backward (``backward_policy``: not when the FAST replay predicts a hang, unless
 ``options.confirm_hang``), makes the run's recording even when the run failed
 (``recording_of``: for a plain scenario that failed before its graph was recorded, a trace of
@@ -25,14 +25,14 @@ from distviz.errors import DistvizError
 from distviz.limits import ExitCode
 from distviz.outcome import Mode, hang_not_run
 from distviz.trace import Trace
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 from distviz.trace.sections import Meta, Real
 
 if TYPE_CHECKING:  # pragma: no cover
     from distviz.judge.verdict import ContextVerdict
     from distviz.outcome import Stop
     from distviz.replay.result import Replay
-    from distviz.runner.parent.run import RunOptions, RunResult
+    from distviz.runner.supervisor.run import RunOptions, RunResult
     from distviz.scenario import Scenario
 
 __all__ = ["Decided", "JudgedRun", "backward_policy", "judge_recording", "recording_of",
@@ -93,7 +93,7 @@ def recording_of(sc: Scenario, result: RunResult, mode: Mode) -> Recording:
 
 def _unrecorded(sc: Scenario) -> Trace:
     """The trace of a plain scenario's run that failed before its graph was recorded."""
-    from distviz.runner.parent.collate import scenario_info
+    from distviz.runner.supervisor.collate import scenario_info
     return Trace(workers=list(sc.workers), initiator=sc.initiator, context_id=-1, nodes=[],
                  passes=[], scenario=scenario_info(sc))
 
@@ -151,7 +151,7 @@ def run_and_judge(sc: Scenario, options: RunOptions, mode: Mode = Mode.FAST,
                   say: Callable[[str], None] | None = None) -> JudgedRun:
     """Run ``sc`` on real workers and judge it (see the module docstring). ``say`` hears the
     run's phases. Raises nothing for a failed run: its error is ``JudgedRun.error``."""
-    from distviz.runner.parent.run import run_scenario
+    from distviz.runner.supervisor.run import run_scenario
     decided = Decided()
     result = run_scenario(sc, options, backward_policy(options.confirm_hang, decided), say)
     recording = recording_of(sc, result, mode)

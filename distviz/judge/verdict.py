@@ -49,7 +49,7 @@ A check says ``differs`` only when the difference is proven (a claim that PyTorc
 replay is wrong); otherwise ``not compared``, with the reason. A check and the whole verdict
 use one word (``Status``: ``agrees``, ``differs``, ``not compared``); the JSON formats' own
 words (``agree``/``not_compared`` for a check, ``match``/``mismatch``/``skipped`` for the
-agreement) are written at the boundary (``distviz.replay.model``).
+agreement) are written at the boundary (``distviz.replay.values``).
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ from distviz.judge.agreement import (
     real_interop,
     smart_report,
 )
+from distviz.judge.findings import CHECK_JSON_WORDS, Agreement, Status
 from distviz.judge.legality import Violation
 from distviz.judge.legality import check as check_legality
-from distviz.judge.model import CHECK_JSON_WORDS, Agreement, Status
 from distviz.judge.opaque import python_behind
 from distviz.judge.watched import Watched, returned_sentence, slow_text
 from distviz.limits import (
@@ -87,7 +87,7 @@ from distviz.words import plural, word_for
 
 if TYPE_CHECKING:  # pragma: no cover
 
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
 
 __all__ = ["AGREE", "DIFFERS", "NOT_COMPARED", "SEVERITY", "Check", "ContextVerdict",
            "Status", "Verdict", "Watched", "context_verdicts", "judge", "outcome_code",

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 from rich.text import Text
 
-from distviz.judge.model import Agreement
-from distviz.render.text import leaf_name, wrapped_lines
-from distviz.replay.model import Hang, PassError, ReplayLike
+from distviz.judge.findings import Agreement
+from distviz.render.terminal_text import leaf_name, wrapped_lines
+from distviz.replay.values import Hang, PassError, ReplayLike
 from distviz.trace import Trace
 
 __all__ = ["agreement_lines", "explain_outcome"]

@@ -24,7 +24,7 @@ from distviz.trace import Trace
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
 
 __all__ = ["CELL_HEIGHT_PX", "cell_title", "inline_page", "recording_html", "trace_html",
            "trace_svg"]

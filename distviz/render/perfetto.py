@@ -31,7 +31,7 @@ from typing import Any
 
 from distviz.judge.analysis import Analysis
 from distviz.render.timing_tracks import critical_path_events
-from distviz.replay.model import ReplayLike
+from distviz.replay.values import ReplayLike
 from distviz.trace import Node, NodeKind, Trace, has_seq, message_label, short_name
 from distviz.trace.sections import Real
 

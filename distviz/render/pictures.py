@@ -18,13 +18,13 @@ from distviz.analyses.timing import Timing
 from distviz.limits import BITMAP_MAX_PX, PICTURE_MAX_BOXES, PICTURE_MAX_PX
 from distviz.render import graphviz_backend
 from distviz.render.dot.collapse import plan_boxes
-from distviz.render.dot.graph import DETAIL_WORDS, DotGraph, build_dot
+from distviz.render.dot.draw import DETAIL_WORDS, DotGraph, build_dot
 from distviz.replay.graph import IndexedGraph
-from distviz.replay.model import ReplayLike
+from distviz.replay.values import ReplayLike
 from distviz.trace import Trace
 from distviz.views.groups import rpc_call_title
-from distviz.views.model import DETAILS, Scope, ViewSpec
 from distviz.views.scope import select_scope
+from distviz.views.view import DETAILS, Scope, ViewSpec
 
 __all__ = ["Choice", "Picture", "choose_view", "draw_picture", "other_views"]
 

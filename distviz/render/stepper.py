@@ -40,11 +40,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from distviz.judge.model import Agreement
+from distviz.judge.findings import Agreement
 from distviz.limits import ExitCode
 from distviz.outcome import Mode
 from distviz.render.terminal import render_log, render_state
-from distviz.replay.model import ReplayLike
+from distviz.replay.values import ReplayLike
 from distviz.trace import Trace
 from distviz.words import NOTATION
 

@@ -33,10 +33,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from distviz.judge.model import Agreement
+from distviz.judge.findings import Agreement
 from distviz.render.explain import agreement_lines, explain_outcome
-from distviz.render.text import leaf_name, more, node_label, wrap, wrapped_lines
-from distviz.replay.model import ReplayEvent, ReplayLike, ReplayState, WorkerState
+from distviz.render.terminal_text import leaf_name, more, node_label, wrap, wrapped_lines
+from distviz.replay.values import ReplayEvent, ReplayLike, ReplayState, WorkerState
 from distviz.trace import Node, Trace, message_label
 from distviz.words import plural
 

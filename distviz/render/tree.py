@@ -18,7 +18,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from distviz.outcome import Mode
-from distviz.render.text import more, node_label
+from distviz.render.terminal_text import more, node_label
 from distviz.replay.graph import IndexedGraph, initial_dependencies
 from distviz.replay.rpc_calls import recv_names
 from distviz.trace import KINDS, Node, NodeKind, Trace, message_label, short_name

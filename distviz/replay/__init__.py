@@ -1,7 +1,7 @@
 """The FAST-mode replay: PyTorch's distributed backward simulated step by step on a recorded trace, and a hang explained.
 
 Pure (never imports torch), so a trace replays anywhere; the values it hands to renderers are
-in ``model``. It reads no analysis and nothing of the judge.
+in ``values``. It reads no analysis and nothing of the judge.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from __future__ import annotations
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import (
+from distviz.replay.result import Replay, observed_arrival, replay
+from distviz.replay.synthetic import synthetic_trace
+from distviz.replay.values import (
     ACTIONS,
     OUTCOMES,
     Accumulation,
@@ -21,8 +23,6 @@ from distviz.replay.model import (
     ReplayState,
     WorkerState,
 )
-from distviz.replay.result import Replay, observed_arrival, replay
-from distviz.replay.synthetic import synthetic_trace
 
 __all__ = [
     "ACTIONS", "MODES", "OUTCOMES", "Accumulation", "ReplayEvent", "Hang", "IndexedGraph",

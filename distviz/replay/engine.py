@@ -65,7 +65,6 @@ from distviz.replay.graph import (
     participating_sends,
 )
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Message, PassError, ReplayEvent, ReplayState
 from distviz.replay.state import (
     QUEUE_CAP,
     Ack,
@@ -86,6 +85,7 @@ from distviz.replay.state import (
     waiting_sends,
 )
 from distviz.replay.undefined import GradState
+from distviz.replay.values import Message, PassError, ReplayEvent, ReplayState
 from distviz.torch_errors import FREED_MESSAGE, no_send_function, on_node
 from distviz.trace import message_label
 

@@ -31,8 +31,8 @@ from typing import Any, overload
 from distviz.replay.events import LazyEvent, payload_changes
 from distviz.replay.graph import RECV, IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import ACTIONS, Message, ReplayEvent
 from distviz.replay.state import QUEUE_CAP
+from distviz.replay.values import ACTIONS, Message, ReplayEvent
 
 __all__ = ["CODE", "PACK", "WIDTH", "EventLog", "execute_payload", "pack_event"]
 

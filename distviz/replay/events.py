@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distviz.replay.graph import RECV, SEND, IndexedGraph
-from distviz.replay.model import Message, ReplayEvent
+from distviz.replay.values import Message, ReplayEvent
 from distviz.trace import message_label, seq_text
 from distviz.words import context_label, plural, word_for
 

@@ -22,7 +22,8 @@ from distviz.outcome import Mode
 from distviz.replay.dropped import Drop, Lines
 from distviz.replay.events import ordinal
 from distviz.replay.graph import RECV, SEND, IndexedGraph, reachable_nodes
-from distviz.replay.model import (
+from distviz.replay.rpc_calls import CallIndex
+from distviz.replay.values import (
     BlockedKind,
     BlockedSend,
     BlockedWorker,
@@ -30,7 +31,6 @@ from distviz.replay.model import (
     ReplayState,
     UnreachableRecv,
 )
-from distviz.replay.rpc_calls import CallIndex
 from distviz.trace import RpcCall, Trace, message_label
 from distviz.words import plural, word_for
 

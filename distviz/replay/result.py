@@ -17,7 +17,7 @@ from distviz.replay.engine import Engine
 from distviz.replay.event_log import EventLog
 from distviz.replay.graph import MODES, IndexedGraph, initial_dependencies
 from distviz.replay.hang import diagnose
-from distviz.replay.model import Accumulation, Hang, PassError, ReplayEvent, ReplayState
+from distviz.replay.values import Accumulation, Hang, PassError, ReplayEvent, ReplayState
 from distviz.trace import NodeKind, Trace
 from distviz.words import plural
 

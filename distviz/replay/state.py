@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from distviz.outcome import Outcome
 from distviz.replay.graph import IndexedGraph
 from distviz.replay.heap import StdPriorityQueue
-from distviz.replay.model import Message, PassError, ReplayEvent, ReplayState, WorkerState
+from distviz.replay.values import Message, PassError, ReplayEvent, ReplayState, WorkerState
 
 __all__ = ["QUEUE_CAP", "Ack", "ComputeDeps", "ErrorHop", "MessageCall", "PassEnd", "PassStart",
            "PassState", "PerWorker", "RaiseError", "RootCall", "RunState", "SendGradient", "Step",

@@ -2,7 +2,7 @@
 
 Every real ``dist_autograd.backward`` distviz watches goes through here: ``distviz run``'s
 initiator (``runner/worker/initiator.py``), the trainers of a training scenario
-(``runner/training.py``) and a traced program (``tracing/recording/observe.py``). With distviz's hooks on
+(``runner/worker/session.py``) and a traced program (``tracing/recording/observe.py``). With distviz's hooks on
 every node of every worker of the context (``recorder_hooks.install_hooks``), a pass runs under
 the hang time-out:
 

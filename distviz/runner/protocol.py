@@ -210,7 +210,7 @@ class FinalState(PipeMessage):
 
 @dataclass(frozen=True)
 class ReferenceDone(PipeMessage):
-    """The single-process reference of a training run (``distviz.runner.reference.training``)."""
+    """The single-process reference of a training run (``distviz.runner.reference.local_training``)."""
 
     kind: ClassVar[str] = "reference_done"
     result: dict[str, Any]

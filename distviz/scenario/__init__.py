@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from distviz.limits import MAX_WORKERS
 from distviz.scenario.loader import load_scenario, load_scenario_text
-from distviz.scenario.model import PassSpec, Program, Scenario
+from distviz.scenario.scenario import PassSpec, Program, Scenario
 
 __all__ = ["MAX_WORKERS", "PassSpec", "Program", "Scenario", "load_scenario", "load_scenario_text"]

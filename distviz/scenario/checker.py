@@ -20,9 +20,14 @@ from typing import Any, NoReturn
 from distviz.errors import ScenarioError
 from distviz.scenario import classes as class_rules
 from distviz.scenario import lang, lang_nn, rules, rules_nn
-from distviz.scenario.messages import expression_message, reserved_reason, short, statement_message
-from distviz.scenario.model import ClassInfo
+from distviz.scenario.error_text import (
+    expression_message,
+    reserved_reason,
+    short,
+    statement_message,
+)
 from distviz.scenario.problems import Problems
+from distviz.scenario.scenario import ClassInfo
 from distviz.words import suggest
 
 __all__ = ["Checker", "NameScope"]

@@ -21,9 +21,9 @@ import ast
 from collections.abc import Iterable
 
 from distviz.scenario import lang, lang_nn
-from distviz.scenario.messages import reserved_reason
-from distviz.scenario.model import ClassInfo
+from distviz.scenario.error_text import reserved_reason
 from distviz.scenario.rules import Fail, dotted
+from distviz.scenario.scenario import ClassInfo
 
 __all__ = ["collect_classes", "declared_names", "is_super_init", "self_attribute_target"]
 

@@ -22,10 +22,10 @@ from distviz.errors import ScenarioError
 from distviz.limits import MAX_FILE_BYTES, MAX_WORKERS
 from distviz.scenario import classes as class_rules
 from distviz.scenario.checker import Checker
+from distviz.scenario.error_text import kind, reserved_reason
 from distviz.scenario.instrument import instrument
-from distviz.scenario.messages import kind, reserved_reason
-from distviz.scenario.model import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.problems import Problems
+from distviz.scenario.scenario import ClassInfo, PassSpec, Program, Scenario
 from distviz.scenario.yaml_reader import Y, YamlReader
 from distviz.words import suggest
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from distviz.scenario import lang
-from distviz.scenario.messages import short
+from distviz.scenario.error_text import short
 from distviz.words import plural, suggest
 
 __all__ = [

@@ -14,7 +14,7 @@ import re
 import string
 
 from distviz.scenario import lang, lang_nn
-from distviz.scenario.messages import short
+from distviz.scenario.error_text import short
 from distviz.scenario.rules import Fail
 from distviz.words import suggest
 

@@ -13,7 +13,7 @@ import yaml
 
 from distviz.errors import ScenarioError
 from distviz.limits import MAX_YAML_DEPTH
-from distviz.scenario.messages import kind
+from distviz.scenario.error_text import kind
 
 __all__ = ["Y", "YamlReader"]
 

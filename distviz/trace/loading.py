@@ -2,7 +2,7 @@
 name the file: a missing or unreadable file, an empty one, bad JSON, a scenario given instead
 of a trace. JSON is read by orjson when it can (several times faster on big traces), by
 ``json`` otherwise; the cyclic garbage collector is paused while the many small objects of a
-big trace are made. The object becomes a ``Trace`` in ``distviz.trace.model.parse_trace``.
+big trace are made. The object becomes a ``Trace`` in ``distviz.trace.trace.parse_trace``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from distviz.errors import TraceError
-from distviz.trace.model import Trace, parse_trace
+from distviz.trace.trace import Trace, parse_trace
 
 try:
     import orjson

@@ -45,7 +45,7 @@ from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
 from distviz.tracing.shared import journal
 from distviz.tracing.shared.fold import STOP, fold
 from distviz.tracing.shared.journal import ContextRow, Event, EventKind
-from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.snapshot import job_files
 from distviz.words import plural
 
 DEFAULT_DIR = "distviz-traces"
@@ -228,7 +228,7 @@ class DistvizSession:
 
     def __init__(self, config: pytest.Config, cfg: TraceConfig, own: bool) -> None:
         from distviz.tracing.hooks import inject
-        from distviz.tracing.parent import launch
+        from distviz.tracing.launcher import launch
 
         self.config, self.own = config, own
         self.cfg = replace(cfg, on_hang=ON_HANG,
@@ -240,7 +240,7 @@ class DistvizSession:
         Path(self.cfg.out_dir).mkdir(parents=True, exist_ok=True)
         if own:
             os.environ["PYTHONPATH"] = launch.pythonpath()
-            snapshot_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
+            job_files.announce(self.cfg.out_dir, self.session)   # for ``distviz snapshot``
         os.environ[ENV] = self.cfg.to_env()
         if not inject.reconfigure(self.cfg):
             inject.install()
@@ -285,7 +285,7 @@ class DistvizSession:
         put the environment back."""
         if self.own:
             self._write_index()
-            snapshot_files.withdraw(self.cfg.out_dir)
+            job_files.withdraw(self.cfg.out_dir)
             shutil.rmtree(self.session, ignore_errors=True)
         for k, v in self.saved.items():
             if v is None:
@@ -297,13 +297,13 @@ class DistvizSession:
         import json
 
         from distviz.files import write_atomic
-        from distviz.tracing.parent import backward_counts, summary
+        from distviz.tracing.launcher import backward_counts, run_summary
 
         events = journal.read(self.session)
-        found = summary.entries(events)
+        found = run_summary.entries(events)
         notes = [n for ns in Findings.of(events).notes.values() for n in ns]
         command = [Path(sys.argv[0]).name, *map(str, self.config.invocation_params.args)]
-        index = summary.index_json(found, command, self.exitstatus, notes)
+        index = run_summary.index_json(found, command, self.exitstatus, notes)
         index["backwards"] = backward_counts.backwards_json(events)
-        index["cuts"] = summary.run_cuts(events)
+        index["cuts"] = run_summary.run_cuts(events)
         write_atomic(Path(self.cfg.out_dir) / "index.json", json.dumps(index, indent=1) + "\n")

@@ -6,9 +6,9 @@ Pure; the DOT pictures and the HTML viewer read the same values, so they show th
 from __future__ import annotations
 
 from distviz.views.groups import CallGroups, NodeGroup, call_groups, rpc_call_title
-from distviz.views.model import DETAILS, Link, Scope, ViewSpec, WorkerStats, WorkerSummary
 from distviz.views.scope import neighbourhood, resolve_node, select_scope
-from distviz.views.summary import ordered_workers, worker_summary
+from distviz.views.view import DETAILS, Link, Scope, ViewSpec, WorkerStats, WorkerSummary
+from distviz.views.worker_summary import ordered_workers, worker_summary
 
 __all__ = [
     "DETAILS", "CallGroups", "NodeGroup", "Link", "Scope", "ViewSpec", "WorkerStats",

@@ -40,7 +40,7 @@ from distviz.replay.graph import initial_dependencies
 from distviz.trace import NodeKind, Trace, has_seq, message_label, short_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.replay.model import ReplayLike
+    from distviz.replay.values import ReplayLike
 
 __all__ = ["FILE_FORMATS", "NODE_OUTCOMES", "file_graph", "graph_file", "to_networkx",
            "trace_graph"]

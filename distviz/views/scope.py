@@ -11,7 +11,7 @@ import difflib
 from distviz.errors import UsageError
 from distviz.replay.graph import ACC, IndexedGraph
 from distviz.views.groups import call_groups, rpc_call_title
-from distviz.views.model import Scope, ViewSpec
+from distviz.views.view import Scope, ViewSpec
 from distviz.words import plural
 
 __all__ = ["neighbourhood", "resolve_node", "select_scope"]

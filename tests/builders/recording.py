@@ -9,8 +9,8 @@ import replay_fixtures as F
 from typer.testing import CliRunner
 
 from distviz.cli import app
+from distviz.trace.contexts_file import Recording
 from distviz.trace.iteration import Iteration, OptimizerStep, ParamUpdate, TrainingSummary
-from distviz.trace.recording import Recording
 
 
 def _iteration(trainer: str, index: int) -> Iteration:

@@ -10,9 +10,9 @@ from pathlib import Path
 from distviz.cli.options import View
 from distviz.cli.running import save_recording, show_run
 from distviz.judge.policy import recording_of
-from distviz.runner.parent.run import RunResult
+from distviz.runner.supervisor.run import RunResult
 from distviz.scenario import Scenario
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 
 
 def _view(as_json: bool) -> View:

@@ -1,5 +1,5 @@
 """Each missing gradient named with the cut that caused it, at the program's line
-(``distviz.tracing.hooks.cuts``, ``docs/messages/cuts.md``).
+(``distviz.tracing.hooks.cut_watch``, ``docs/messages/cuts.md``).
 
 ``tests/programs/cuts/train.py`` (a trainer with a local head, a parameter server behind an
 RRef with an embedding table, and a pipeline shard behind an RRef; real RPC) runs under
@@ -199,13 +199,13 @@ def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
     """The watch on one thread, without RPC: what it keeps as cuts when its context ends."""
     import torch
 
-    from distviz.tracing.hooks import cuts
+    from distviz.tracing.hooks import cut_watch
     from distviz.tracing.shared import naming
 
     naming.install()        # names the parameters of the modules made from now on
     lin, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
     x = torch.randn(2, 4)
-    cuts.start(5, None)
+    cut_watch.start(5, None)
     try:
         h = lin(x)
         loss = head(h).sum()
@@ -215,13 +215,13 @@ def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
             probe = head(h)             # h and head are used with grad too
         lost = lin(x).detach()          # a cut: its tensor goes nowhere else
         value = lin(x).tanh().sum().item()   # a cut
-        cuts.consume([loss])
+        cut_watch.consume([loss])
     finally:
-        cuts.stop()
-    kept = [(p.kind.value, p.continued) for p in cuts._PENDING]
-    leaves = [p for p in cuts._PENDING if p.node is None]
-    cuts._PENDING.clear()
-    cuts._NODES.clear()
+        cut_watch.stop()
+    kept = [(p.kind.value, p.continued) for p in cut_watch._PENDING]
+    leaves = [p for p in cut_watch._PENDING if p.node is None]
+    cut_watch._PENDING.clear()
+    cut_watch._NODES.clear()
     del logged, before, probe, lost, value
     assert [k for k in kept if not k[1]] == [("no_grad", False), ("no_grad", False),
                                               ("detach", False), ("item", False)], kept
@@ -229,4 +229,4 @@ def test_a_tensor_that_goes_on_into_the_loss_is_no_cut() -> None:
     # the log drops them (``flush``)
     ids = [i for p in leaves for i, _ in p.leaves]
     assert sorted(ids) == sorted(id(p) for p in head.parameters())
-    assert set(ids) <= cuts._SEEN[5]
+    assert set(ids) <= cut_watch._SEEN[5]

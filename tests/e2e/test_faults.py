@@ -320,7 +320,7 @@ def test_four_runs_at_once_all_succeed(tmp_path: Path) -> None:
 def test_twenty_runs_leave_no_processes_threads_or_descriptors() -> None:
     import threading
 
-    from distviz.runner.parent.run import RunOptions, run_scenario
+    from distviz.runner.supervisor.run import RunOptions, run_scenario
     from distviz.scenario import load_scenario
 
     sc = load_scenario(str(ROOT / "scenarios" / "design_note.yaml"))
@@ -392,7 +392,7 @@ def test_unfetched_rref_hang_is_confirmed_and_named() -> None:
 def test_many_workers_whose_messages_arrive_out_of_order() -> None:
     # With many workers the initiator can finish its whole run before the parent has read the
     # other workers' "ready" messages; the run must still end as soon as everyone exits.
-    from distviz.runner.parent.run import RunOptions, run_scenario
+    from distviz.runner.supervisor.run import RunOptions, run_scenario
     from distviz.scenario import load_scenario
 
     sc = load_scenario(str(FAULTS / "eight_workers.yaml"))

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.fuzz import runner as fuzz_runner
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import CUSTOM, Op, blocks, calls, features, size
+from distviz.fuzz.program_tree import CUSTOM, Op, blocks, calls, features, size
 from distviz.replay.result import Replay
 from distviz.scenario import load_scenario
 from distviz.scenario.lang import CUSTOM_FUNCTIONS
@@ -109,7 +109,7 @@ EXPECTED = {"no_grad_builtin_result": "completed", "leaf_made_by_callback": "com
 @pytest.mark.parametrize("name", sorted(p.stem for p in FUZZ_FOUND.glob("*.yaml")))
 def test_programs_found_by_fuzzing_agree(name: str, tmp_path: Path) -> None:
     from distviz.replay.result import replay
-    from distviz.runner.parent.run import RunOptions, run_scenario
+    from distviz.runner.supervisor.run import RunOptions, run_scenario
 
     scenario = load_scenario(FUZZ_FOUND / f"{name}.yaml")
     result = run_scenario(scenario, RunOptions(confirm_hang=True, hang_timeout=2.0,

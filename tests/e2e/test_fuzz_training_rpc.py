@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from guards import HANG_GUARD_S
 
-from distviz.fuzz.judge_training import judge_training_run
+from distviz.fuzz.execute_training import judge_training_run
 from distviz.fuzz.training_program import generate_training
 from distviz.outcome import Stop, StopKind
-from distviz.trace.recording import load_recording
+from distviz.trace.contexts_file import load_recording
 
 pytestmark = pytest.mark.rpc
 
@@ -84,7 +84,7 @@ def test_planted_hangs_and_errors_are_predicted_and_what_pytorch_does(index: int
                                                                       outcome: str) -> None:
     """Seed 0's programs 5 (an RPC result the loss never uses, in the last iteration) and 38
     (fail_backward there): the replay predicts it, the real backward confirms it."""
-    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.execute_training import run_training_program
     from distviz.fuzz.runner import FuzzOptions
 
     program = generate_training(0, index)
@@ -100,7 +100,7 @@ def test_a_module_whose_custom_function_returns_none_agrees() -> None:
     backward returns None, so PyTorch stores no gradient for Net's parameters (on the worker of
     the Function) and the optimizer leaves them; the replay predicts it (the Function is the
     scenario language's, recorded by shape), and the leaves and zeros checks agree."""
-    from distviz.fuzz.judge_training import run_training_program
+    from distviz.fuzz.execute_training import run_training_program
     from distviz.fuzz.runner import FuzzOptions
 
     program = generate_training(0, 28)

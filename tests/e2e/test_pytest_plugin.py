@@ -24,7 +24,7 @@ import pytest
 from guards import HANG_GUARD_S
 
 from distviz.tracing.config import TEST_ENV
-from distviz.tracing.parent import summary
+from distviz.tracing.launcher import run_summary
 from distviz.tracing.pytest_plugin import (
     CATEGORIES,
     Findings,
@@ -131,7 +131,7 @@ def test_events_logged_during_a_test_carry_its_node_id(tmp_path: Path,
     assert [(e.test, e.row.test if e.row else None) for e in got] == [
         ("tests/test_x.py::test_y[1]", "tests/test_x.py::test_y[1]"),
         ("tests/test_x.py::test_y[1]", None), (None, None)]
-    index = summary.index_json(summary.entries(got), ["pytest"], 0, [])
+    index = run_summary.index_json(run_summary.entries(got), ["pytest"], 0, [])
     assert [c["test"] for c in index["contexts"]] == ["tests/test_x.py::test_y[1]", None]
 
 

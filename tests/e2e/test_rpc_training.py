@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_cached
 from guards import HANG_GUARD_S
 
-from distviz.analyses.contexts import shared_workers
+from distviz.analyses.concurrent import shared_workers
 from distviz.judge.verdict import judge
 from distviz.outcome import StopKind
 from distviz.replay import replay

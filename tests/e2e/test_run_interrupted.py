@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from guards import HANG_GUARD_S
 
-from distviz.trace.recording import load_recording
+from distviz.trace.contexts_file import load_recording
 
 pytestmark = pytest.mark.rpc
 

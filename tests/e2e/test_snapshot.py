@@ -27,7 +27,7 @@ from distviz.limits import EXIT_HANG
 from distviz.replay import replay
 from distviz.trace import load
 from distviz.tracing.snapshot import client as snapshot
-from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.snapshot import job_files
 from distviz.tracing.snapshot import listener as snapshot_listener
 
 
@@ -59,7 +59,7 @@ def test_a_job_stuck_in_a_forward_rpc_shows_every_stack_and_its_open_context(
         assert all(f"worker{k} (pid" in text for k in range(3)), text
         assert "in wait_forever" in text and "in rpc_sync" in text, text
         assert "forward open for" in text, text
-        (folder,) = (out / snapshot_files.SNAPSHOTS).iterdir()
+        (folder,) = (out / job_files.SNAPSHOTS).iterdir()
         assert "wait_forever" in (folder / "worker2.stacks.txt").read_text()
         # the call each waits in, named from the wrapper's frame (it is noted only once it
         # returns); worker1's in the context it serves, which worker0 entered
@@ -117,18 +117,18 @@ def test_a_folder_without_a_job_or_that_does_not_exist_is_one_line(tmp_path: Pat
 def test_a_job_whose_runner_has_ended_is_not_running(tmp_path: Path) -> None:
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True)
-    snapshot_files.announce(str(tmp_path), str(tmp_path), int(ended.stdout))
+    job_files.announce(str(tmp_path), str(tmp_path), int(ended.stdout))
     with pytest.raises(snapshot.NoJob, match=r"has ended"):
         snapshot.take(tmp_path)
 
 
 def test_a_session_too_deep_for_af_unix_gets_a_short_private_socket(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
-    path, private = snapshot_files.socket_path(str(deep), 12345)
+    path, private = job_files.socket_path(str(deep), 12345)
     assert private is not None and path.startswith(private)
-    assert len(os.fsencode(path)) <= snapshot_files.SOCKET_PATH_MAX
+    assert len(os.fsencode(path)) <= job_files.SOCKET_PATH_MAX
     os.rmdir(private)
-    short, none = snapshot_files.socket_path("/tmp/s", 12345)
+    short, none = job_files.socket_path("/tmp/s", 12345)
     assert (short, none) == ("/tmp/s/listeners/12345.sock", None)
 
 
@@ -149,12 +149,12 @@ def test_a_process_that_does_not_answer_is_named_and_the_others_are_reported(
     sleeper = subprocess.Popen(["sleep", str(WAIT_GUARD_S)])
     try:
         snapshot_listener.start(session, "worker0", answer)
-        silent_path = os.path.join(session, snapshot_files.LISTENERS, "silent.sock")
+        silent_path = os.path.join(session, job_files.LISTENERS, "silent.sock")
         silent.bind(silent_path)
         silent.listen(1)
-        snapshot_files.register(session, snapshot_files.Listener(sleeper.pid, "worker1", silent_path))
-        snapshot_files.register(session, snapshot_files.Listener(2**22 + 1, "gone", silent_path))  # > pid_max
-        snapshot_files.announce(str(tmp_path), session)
+        job_files.register(session, job_files.Listener(sleeper.pid, "worker1", silent_path))
+        job_files.register(session, job_files.Listener(2**22 + 1, "gone", silent_path))  # > pid_max
+        job_files.announce(str(tmp_path), session)
         snap = snapshot.take(tmp_path, timeout=3.0)
     finally:
         snapshot_listener.close()

@@ -11,7 +11,7 @@ import pytest
 
 from distviz.fuzz import runner as fuzz_runner
 from distviz.replay.result import replay
-from distviz.runner.parent.run import RunOptions, run_scenario
+from distviz.runner.supervisor.run import RunOptions, run_scenario
 from distviz.scenario import load_scenario
 
 pytestmark = pytest.mark.rpc

@@ -12,7 +12,7 @@ from builders.viewer import twin_trace
 from chromium import Chromium, browser_fixture, needs_chromium
 
 from distviz.render.html.page import to_html
-from distviz.render.text import node_label
+from distviz.render.terminal_text import node_label
 
 browser = browser_fixture()
 

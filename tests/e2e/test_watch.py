@@ -28,7 +28,7 @@ from distviz.replay import replay
 from distviz.selection import ContextSelection
 from distviz.trace import Trace, load
 from distviz.tracing.config import check_options
-from distviz.tracing.parent import backward_counts
+from distviz.tracing.launcher import backward_counts
 from distviz.tracing.shared import inflight
 from distviz.tracing.shared.backward_stats import BUCKETS, TOP, BackwardStats
 from distviz.tracing.shared.journal import Event
@@ -383,7 +383,7 @@ RECORDING = ("distviz.trace", "distviz.replay", "distviz.runner", "distviz.recor
              # what explains a local backward in a context (the program runs none)
              "distviz.tracing.hooks.local_explain",
              # the cuts of a parameter's path: a process that records no context loads none
-             "distviz.tracing.hooks.cuts", "distviz.tracing.hooks.cut_sites",
+             "distviz.tracing.hooks.cut_watch", "distviz.tracing.hooks.cut_sites",
              "distviz.tracing.hooks.cut_rpc",
              "distviz.cuts", "distviz.analyses.cut_answers")
 

@@ -15,7 +15,7 @@ from distviz.render.dot.text import display_name, sanitize_id
 from distviz.replay.graph import IndexedGraph
 from distviz.trace import Node, NodeKind, Trace
 from distviz.views.groups import call_groups
-from distviz.views.model import Scope
+from distviz.views.view import Scope
 from distviz.words import plural
 
 __all__ = ["Box", "BoxKind", "Plan", "plan_boxes"]

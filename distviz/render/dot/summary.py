@@ -20,10 +20,10 @@ from distviz.analyses.timing import Timing, fmt_us
 from distviz.render.dot.style import BLOCKED_COLOR, CURRENT_COLOR, MESSAGE_COLOR, STATE_FILL
 from distviz.render.dot.text import DotGraph, attrs, dot_quote, sanitize_id
 from distviz.replay.graph import IndexedGraph
-from distviz.replay.model import ReplayLike, ReplayState
+from distviz.replay.values import ReplayLike, ReplayState
 from distviz.trace import Trace
-from distviz.views.model import WorkerStats, WorkerSummary
-from distviz.views.summary import worker_summary
+from distviz.views.view import WorkerStats, WorkerSummary
+from distviz.views.worker_summary import worker_summary
 from distviz.words import plural
 
 __all__ = ["summary_dot", "summary_lines"]

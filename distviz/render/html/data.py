@@ -25,18 +25,18 @@ from typing import Any
 
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
-from distviz.judge.model import AGREEMENT_JSON_WORDS, Agreement
+from distviz.judge.findings import AGREEMENT_JSON_WORDS, Agreement
 from distviz.render.dot.text import shape_text
 from distviz.replay.event_log import EventLog
 from distviz.replay.events import index_changes
 from distviz.replay.graph import ACC, IndexedGraph
-from distviz.replay.model import ACTIONS, Message, ReplayLike
 from distviz.replay.rpc_calls import recv_names
+from distviz.replay.values import ACTIONS, Message, ReplayLike
 from distviz.trace import Node, NodeKind, Trace, message_label, short_name
 from distviz.views.groups import call_groups
-from distviz.views.model import ViewSpec
 from distviz.views.scope import resolve_node
-from distviz.views.summary import ordered_workers, worker_summary
+from distviz.views.view import ViewSpec
+from distviz.views.worker_summary import ordered_workers, worker_summary
 
 __all__ = ["agreement_words", "critical_path", "event_texts", "viewer_data"]
 

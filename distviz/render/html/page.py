@@ -39,9 +39,9 @@ from typing import Any
 
 from distviz.analyses.timing import Timing
 from distviz.judge.analysis import Analysis
-from distviz.judge.model import Agreement
+from distviz.judge.findings import Agreement
 from distviz.render.html.data import agreement_words, event_texts, viewer_data
-from distviz.views.model import ViewSpec
+from distviz.views.view import ViewSpec
 from distviz.words import NOTATION
 
 __all__ = ["CSP", "VIEWER_MODULES", "PageParts", "json_for_script", "page", "page_parts", "to_html",

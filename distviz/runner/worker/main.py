@@ -86,8 +86,8 @@ def out_of_memory(error: TorchError, max_bytes: int) -> str | None:
 
 def reference_entry(conn: Any, lifeline: Any, spec: Any) -> None:
     """Process target of a training run's reference (torch is imported here, not in the
-    parent): ``distviz.runner.reference.training.reference_main``."""
-    from distviz.runner.reference.training import reference_main
+    parent): ``distviz.runner.reference.local_training.reference_main``."""
+    from distviz.runner.reference.local_training import reference_main
     reference_main(conn, lifeline, spec)
 
 
@@ -139,7 +139,7 @@ def _run(conn: Any, spec: WorkerSpec, state: dict[str, str]) -> None:
     rpc.init_rpc(worker, rank=rank, world_size=len(spec.workers), rpc_backend_options=opts)
     send(conn, Ready(rank=rank, worker=worker))
     if scenario.training:
-        from distviz.runner.worker.training import run_training
+        from distviz.runner.worker.trainer import run_training
         state["phase"] = "training"
         graceful = run_training(conn, tell, scenario, worker, ns, session, state)
         state["phase"] = "shutdown"

@@ -8,7 +8,7 @@ inherit what their parent loaded). When ``DISTVIZ_TRACE`` is set it installs dis
 the ``sitecustomize`` module it shadows, if there is one further on ``sys.path``. It never stops
 the program: a problem here is one line on stderr.
 
-A command that ``distviz trace`` started early (``distviz.tracing.parent.launch``) has ``DISTVIZ_GATE``
+A command that ``distviz trace`` started early (``distviz.tracing.launcher.launch``) has ``DISTVIZ_GATE``
 instead of ``DISTVIZ_TRACE``: the hooks' modules are imported, then the settings are read from
 the gate before anything else happens; an empty gate means ``distviz trace`` refused its
 command line, and the interpreter ends at once, having run nothing of the program.
@@ -36,7 +36,7 @@ def _chain(here: str) -> None:
         return
 
 
-#: ``distviz.tracing.parent.launch.GATE_ENV``, spelled here: it is read even where distviz cannot load.
+#: ``distviz.tracing.launcher.launch.GATE_ENV``, spelled here: it is read even where distviz cannot load.
 _GATE = "DISTVIZ_GATE"
 
 

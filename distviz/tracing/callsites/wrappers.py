@@ -19,7 +19,7 @@ from distviz.tracing.callsites.registry import QUIET, Call, log, skipped
 
 #: Called with ``(api, args, kwargs, result, frame)`` after each RPC made outside any context,
 #: and with ``(args, kwargs)`` before each RPC of a context that may be recorded, when set
-#: (``distviz.tracing.hooks.cuts``, in a process that may record a context).
+#: (``distviz.tracing.hooks.cut_watch``, in a process that may record a context).
 OUTSIDE: list[Callable[..., None]] = []
 INSIDE: list[Callable[..., None]] = []
 

@@ -1,4 +1,4 @@
-"""The RPC side of the cuts (torch side; ``distviz.tracing.hooks.cuts`` is the rest).
+"""The RPC side of the cuts (torch side; ``distviz.tracing.hooks.cut_watch`` is the rest).
 
 * ``wrap_run`` wraps ``torch.distributed.rpc.internal._run_function``, which runs every Python
   function an RPC calls on its callee: for a context the callee watches (``callee_watches``),
@@ -27,7 +27,7 @@ from distviz.cuts import CutKind, RpcRef
 from distviz.frames import own_frames, own_path, site_text
 from distviz.tracing.callsites import wrappers
 from distviz.tracing.hooks import cut_sites
-from distviz.tracing.hooks.cuts import (
+from distviz.tracing.hooks.cut_watch import (
     LOCK,
     OUTSIDE,
     PARAMETER,
@@ -197,7 +197,7 @@ def sent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
 
 def install() -> None:
-    """Wrap ``_run_function`` and hook the RPC wrappers (``distviz.tracing.hooks.cuts.install``
+    """Wrap ``_run_function`` and hook the RPC wrappers (``distviz.tracing.hooks.cut_watch.install``
     first; once per process, as ``patches.install`` is)."""
     import torch.distributed.rpc.internal as rpc_internal
 

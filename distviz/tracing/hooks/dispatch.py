@@ -40,7 +40,7 @@ from distviz.tracing.shared.process import Process
 from distviz.tracing.watch import hook as watch_hook
 
 _is_tracing = torch._C._is_tracing    # ``torch.jit.is_tracing`` from Python
-#: Called with ``(args, kwargs)`` as each call starts, when set (``distviz.tracing.hooks.cuts``).
+#: Called with ``(args, kwargs)`` as each call starts, when set (``distviz.tracing.hooks.cut_watch``).
 STARTS: list[Any] = []
 
 

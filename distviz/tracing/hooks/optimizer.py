@@ -25,7 +25,7 @@ counts is the owner's view, so:
   parameters asked in at least one step that never got a gradient, as distviz names leaves
   (``ps.encoder.weight``; else their shape and worker), live and in the session's log
   (``journal.NO_GRADIENT``) for the summary and ``index.json``'s notes; then the cut that
-  caused each to get none (``distviz.tracing.hooks.cuts.explain_missing``).
+  caused each to get none (``distviz.tracing.hooks.cut_watch.explain_missing``).
 
 The program's own step runs exactly as it was called: its result and its exceptions are
 PyTorch's; distviz's part never raises into it.
@@ -226,7 +226,7 @@ def report() -> None:
     live.say(who + text)
     journal.append(proc.config.session_dir, journal.Event(
         kind=journal.NO_GRADIENT, pid=os.getpid(), worker=proc.worker, message=text))
-    cuts = sys.modules.get("distviz.tracing.hooks.cuts")   # where a context may be recorded
+    cuts = sys.modules.get("distviz.tracing.hooks.cut_watch")   # where a context may be recorded
     if cuts is not None:
         cuts.explain_missing(list(tensors.items()))
 

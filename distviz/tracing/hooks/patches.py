@@ -30,7 +30,7 @@
   parameters that got no gradient in any backward of the run are named after ``rpc.shutdown``
   (``distviz.tracing.hooks.optimizer``).
 * Where ``--contexts`` may record a context: the cuts of a parameter's path to the loss
-  (``distviz.tracing.hooks.cuts``, not imported under ``--contexts none``): a watch of the torch
+  (``distviz.tracing.hooks.cut_watch``, not imported under ``--contexts none``): a watch of the torch
   functions the program calls in a recorded context, entered with the context and left when
   its backward starts or the program leaves it.
 * ``torch.optim``'s optimizers, once the process meets a dist autograd context (it enters one,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover - the snapshot's modules load at the first
     from distviz.tracing.snapshot.client import ProcessSnapshot
 
 _INSTALLED: list[bool] = []
-_CUTS: list[ModuleType] = []    # ``distviz.tracing.hooks.cuts``, where a context may be recorded
+_CUTS: list[ModuleType] = []    # ``distviz.tracing.hooks.cut_watch``, where a context may be recorded
 
 
 def _interop(n: int) -> None:
@@ -216,10 +216,10 @@ def install(config: TraceConfig) -> None:
     optimizer.arm()
     applied.install()
     if config.spec.kind != "none":
-        from distviz.tracing.hooks import cut_rpc, cuts
-        cuts.install()
+        from distviz.tracing.hooks import cut_rpc, cut_watch
+        cut_watch.install()
         cut_rpc.install()
-        _CUTS.append(cuts)
+        _CUTS.append(cut_watch)
     dist_autograd.context.__enter__ = _context_enter(  # type: ignore[method-assign]
         dist_autograd.context.__enter__)
     dist_autograd.context.__exit__ = _context_exit(  # type: ignore[method-assign]

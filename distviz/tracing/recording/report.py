@@ -22,8 +22,8 @@ from distviz.tracing.shared.journal import ContextRow, RealState, VerdictStatus
 from distviz.words import first_line, plural
 
 if TYPE_CHECKING:  # pragma: no cover
-    from distviz.replay.model import Hang
     from distviz.replay.result import Replay
+    from distviz.replay.values import Hang
 
 
 def not_recorded(context_id: int, exc: BaseException,

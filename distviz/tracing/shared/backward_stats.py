@@ -6,7 +6,7 @@ times in a fixed-size log histogram (the median and the 95th percentile are read
 within a bucket's width, ``BUCKETS_PER_DECADE``), the slowest ``TOP`` by step (the call's
 number in the process, from 1), and the first ``TOP`` that raised. Nothing grows with the
 number of steps. ``distviz.tracing.watch.watcher`` hands a process's statistics to the session once,
-when it ends; ``distviz.tracing.parent.backward_counts`` merges them per initiator.
+when it ends; ``distviz.tracing.launcher.backward_counts`` merges them per initiator.
 """
 
 from __future__ import annotations

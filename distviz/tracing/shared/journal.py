@@ -23,7 +23,7 @@ from distviz.outcome import Category, ContextOutcome, Outcome
 from distviz.tracing.config import current_test
 from distviz.words import plural
 
-if TYPE_CHECKING:  # pragma: no cover - loaded with the first cut (distviz.tracing.hooks.cuts)
+if TYPE_CHECKING:  # pragma: no cover - loaded with the first cut (distviz.tracing.hooks.cut_watch)
     from distviz.cuts import Cut, Explained
 
 EVENTS = "events.jsonl"
@@ -171,7 +171,7 @@ class Event:
     context gradient was all zeros; both ``distviz.tracing.hooks.applied``), ``cut_seen``
     (with ``cut``: a cut of a parameter's path a process saw) or ``cut`` (with ``explained``:
     parameters without a gradient and the cut that caused it; both
-    ``distviz.tracing.hooks.cuts``). ``test``: the
+    ``distviz.tracing.hooks.cut_watch``). ``test``: the
     pytest node id of the test running when it was logged."""
 
     kind: EventKind

@@ -6,7 +6,7 @@ once, in one ``write``. Python's standard error is unbuffered below its text lay
 ``write`` is a system call), so ``print`` writes a line and its newline in two: two workers that
 spoke at the same moment came out as ``distviz: Adistviz: B`` and two empty lines. One write of
 a pipe's atomic size or less (``PIPE_BUF``, 4,096 bytes on Linux) is never cut by another
-process's. The summary at the end is ``distviz.tracing.parent.summary``'s.
+process's. The summary at the end is ``distviz.tracing.launcher.run_summary``'s.
 """
 
 from __future__ import annotations

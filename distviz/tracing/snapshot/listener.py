@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from distviz import limits
-from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.snapshot import job_files
 
 if TYPE_CHECKING:  # pragma: no cover - the snapshot's values load at the first snapshot
     from distviz.tracing.snapshot.client import ProcessSnapshot
@@ -95,10 +95,10 @@ def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
     with _LOCK:
         have = _LISTENING.get(pid)
         if have is not None:
-            snapshot_files.register(have.session, snapshot_files.Listener(pid, worker, have.path))
+            job_files.register(have.session, job_files.Listener(pid, worker, have.path))
             return
         _after_fork()
-        path, private = snapshot_files.socket_path(session_dir, pid)
+        path, private = job_files.socket_path(session_dir, pid)
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         if os.path.exists(path):
             os.unlink(path)
@@ -108,7 +108,7 @@ def start(session_dir: str | None, worker: str | None, answer: Answer) -> None:
         sock.listen(8)
         first = not _LISTENING
         _LISTENING[pid] = _Listening(sock, session_dir, path, private)
-        snapshot_files.register(session_dir, snapshot_files.Listener(pid, worker, path))
+        job_files.register(session_dir, job_files.Listener(pid, worker, path))
     threading.Thread(target=_serve, args=(sock, answer), name="distviz-snapshot",
                      daemon=True).start()
     if first:
@@ -126,7 +126,7 @@ def close() -> None:
     except OSError:
         pass
     mine.sock.close()
-    for path in (mine.path, os.path.join(mine.session, snapshot_files.LISTENERS,
+    for path in (mine.path, os.path.join(mine.session, job_files.LISTENERS,
                                          f"{os.getpid()}.json")):
         try:
             os.unlink(path)

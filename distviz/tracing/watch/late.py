@@ -35,8 +35,7 @@ from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.recording import assemble, capture
 from distviz.tracing.shared import fanout, journal, live, stop
 from distviz.tracing.shared.backward_stats import BackwardStats
-from distviz.tracing.watch import busy
-from distviz.tracing.watch import report as watch_report
+from distviz.tracing.watch import busy, watch_report
 from distviz.tracing.watch.entry import Budget, Late, WatchEntry
 from distviz.words import error_line, first_line
 

@@ -24,7 +24,7 @@ of a recorded context (``callsites`` notes every context's RPCs when watching):
 
 A backward that raises is re-raised unchanged; when its context's graph is still there and no
 worker is gone, it is recorded and replayed (best effort). Only what happened writes a trace
-(``meta.traced.watched``) and a row; ``distviz.tracing.watch.report`` words them. Each process
+(``meta.traced.watched``) and a row; ``distviz.tracing.watch.watch_report`` words them. Each process
 hands its ``BackwardStats`` to the session once (``hand_over``: at ``rpc.shutdown``, at exit,
 or before a hang stops the program).
 """

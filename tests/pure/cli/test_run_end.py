@@ -21,10 +21,10 @@ from distviz.cli import app
 from distviz.errors import RunError
 from distviz.judge.verdict import judge
 from distviz.replay import replay
-from distviz.runner.parent.run import RunResult
+from distviz.runner.supervisor.run import RunResult
 from distviz.scenario import Scenario, load_scenario
 from distviz.trace import SCHEMA_VERSION, load
-from distviz.trace.recording import RECORDING_VERSION, Recording, load_recording
+from distviz.trace.contexts_file import RECORDING_VERSION, Recording, load_recording
 
 PIPELINE = ROOT / "tests" / "traces" / "pipeline.json"
 

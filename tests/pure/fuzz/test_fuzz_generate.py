@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import (
+from distviz.fuzz.program_tree import (
     CONST,
     CUSTOM,
     FEATURES,

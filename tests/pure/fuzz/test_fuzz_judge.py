@@ -7,10 +7,10 @@ import replay_fixtures as F
 from builders.verdicts import _real
 
 from distviz.fuzz import runner as fuzz_runner
-from distviz.fuzz.judge_training import judge_training_run
+from distviz.fuzz.execute_training import judge_training_run
 from distviz.replay import replay
 from distviz.trace import Trace
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 
 
 def _illegal_order() -> Trace:

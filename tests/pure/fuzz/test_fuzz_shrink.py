@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from distviz.fuzz.generate import generate
-from distviz.fuzz.program import FuzzProgram, RpcStmt, calls, features, problems, size, to_yaml
+from distviz.fuzz.program_tree import FuzzProgram, RpcStmt, calls, features, problems, size, to_yaml
 from distviz.fuzz.shrink import candidates, shrink, tidy
 from distviz.scenario import load_scenario_text
 

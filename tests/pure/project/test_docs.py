@@ -32,7 +32,7 @@ from distviz.errors import ScenarioError
 from distviz.judge.agreement import compare, smart_report
 from distviz.limits import EXIT_CODES, ExitCode
 from distviz.replay import replay
-from distviz.replay.model import ACTIONS
+from distviz.replay.values import ACTIONS
 from distviz.scenario import load_scenario
 from distviz.scenario.shipped import resolve_scenario
 from distviz.trace import KINDS, BackwardPass, Node, RpcCall, Trace, loads
@@ -661,7 +661,7 @@ def test_trace_format_documents_what_the_runner_writes() -> None:
             | _written_keys("distviz/trace/sections.py", "RealEvent.to_json", set())
             | _written_keys("distviz/runner/gradients.py", "summarize", {"out"})
             | _written_keys("distviz/runner/gradients.py", "compare", {"row"})
-            | _written_keys("distviz/runner/parent/run.py", "_note_deaths", set()))
+            | _written_keys("distviz/runner/supervisor/run.py", "_note_deaths", set()))
     assert "grad_shapes" in keys and "comparable" in keys   # the walk found the writers
     assert not _documented(text, keys), f"real/reference keys: {_documented(text, keys)}"
     statuses = _status_values()

@@ -21,7 +21,7 @@ KNOWN_CYCLES: set[str] = set()
 
 #: Modules that may import torch: the recorder, the runner's worker side, and the hooks
 #: ``distviz trace`` injects into the traced program's processes.
-TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
+TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.backward_api",
               "distviz.tracing.recording.assemble", "distviz.tracing.watch.busy", "distviz.tracing.callsites", "distviz.tracing.hooks.jit",
               "distviz.tracing.hooks.dispatch", "distviz.tracing.hooks.local_backward", "distviz.tracing.hooks.local_explain", "distviz.tracing.shared.naming",
               "distviz.tracing.recording.observe", "distviz.tracing.shared.process",
@@ -29,15 +29,15 @@ TORCH_SIDE = ("distviz.recorder.", "distviz.runner.", "distviz.tracing.api",
               "distviz.tracing.watch.watcher", "distviz.tracing.watch.late",
               "distviz.tracing.hooks.observe_args", "distviz.tracing.hooks.rref",
               "distviz.tracing.hooks.scripted", "distviz.tracing.hooks.optimizer",
-              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cuts",
+              "distviz.tracing.hooks.applied", "distviz.tracing.hooks.cut_watch",
               "distviz.tracing.hooks.cut_rpc")
 #: Runner modules the parent loads, which must never import torch (it forks the workers from
 #: a fork server that imports torch once), and the version check the CLI makes before it.
-TORCH_FREE_RUNNER = {"distviz.runner.parent", "distviz.runner.protocol",
+TORCH_FREE_RUNNER = {"distviz.runner.supervisor", "distviz.runner.protocol",
                      "distviz.runner.torch_range"}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
-TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.parent", "distviz.runner.worker",
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.runner.supervisor", "distviz.runner.worker",
                       # pytest loads it in every run (the pytest11 entry point)
                       "distviz.tracing.pytest_plugin"}
 
@@ -95,7 +95,7 @@ TORCH_FREE_RUNNER = {m for m in MODULES for p in RUNNER_LISTS["TORCH_FREE"]
                      if m == p or m.startswith(f"{p}.")}
 #: Modules whose import must not load torch, even indirectly: the CLI and the parent start in
 #: a fraction of a second, and ``distviz.load`` works without torch installed.
-TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.parent.launch",
+TORCH_FREE_AT_LOAD = {"distviz", "distviz.cli", "distviz.__main__", "distviz.tracing.launcher.launch",
                       # pytest loads it in every run (the pytest11 entry point)
                       "distviz.tracing.pytest_plugin",
                       # the one frame walk and own-file rule (the sandbox and the verdict's
@@ -229,7 +229,7 @@ def test_the_graph_is_read_from_every_module() -> None:
     # the walk sees imports inside functions and relative imports
     assert "distviz.scenario.loader" in {i.target for i in GRAPH["distviz.scenario"]}
     assert any(i.target == "torch" and not i.at_load for i in GRAPH["distviz.runner.worker.main"])
-    assert any(i.target == "distviz.recorder.api" and not i.at_load for i in GRAPH["distviz"])
+    assert any(i.target == "distviz.recorder.record_api" and not i.at_load for i in GRAPH["distviz"])
 
 
 def test_the_import_graph_has_no_cycle() -> None:
@@ -261,8 +261,8 @@ def test_the_preloaded_hooks_are_real_modules() -> None:
 def test_the_runners_torch_free_list_names_real_modules() -> None:
     listed = [*RUNNER_LISTS["TORCH_FREE"], *RUNNER_LISTS["TORCH_FREE_AT_LOAD"]]
     assert [m for m in listed if m not in MODULES] == []
-    assert {"distviz.runner.parent.run", "distviz.runner.protocol",
-            "distviz.runner.parent.torch_range"} <= TORCH_FREE_RUNNER
+    assert {"distviz.runner.supervisor.run", "distviz.runner.protocol",
+            "distviz.runner.supervisor.torch_range"} <= TORCH_FREE_RUNNER
 
 
 def test_loading_the_cli_or_the_parent_never_loads_torch() -> None:
@@ -382,7 +382,7 @@ ONE_WAY = {
     "distviz.analyses": (*SHARED_LEAVES, "distviz.replay"),
     "distviz.judge": (*SHARED_LEAVES, "distviz.replay", "distviz.analyses",
                       # the run-and-judge policy: the version, the parent's run, the scenario
-                      "distviz", "distviz.runner.parent", "distviz.scenario"),
+                      "distviz", "distviz.runner.supervisor", "distviz.scenario"),
 }
 
 

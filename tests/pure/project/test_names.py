@@ -1,7 +1,8 @@
 """Names that lead to the code: every class name is defined once in distviz/ (a reader who
 meets ``ReplayEvent`` or ``WatchEntry`` finds one class), and a function has one address (no
 module hands out another module's function under its own name, but a package's ``__init__``,
-which is its public face). Pure: every module is read with ``ast``, never imported."""
+which is its public face), and no two modules share a file name (no two ``model.py``).
+Pure: every module is read with ``ast``, never imported."""
 
 from __future__ import annotations
 
@@ -112,3 +113,31 @@ def test_the_address_check_sees_a_re_export() -> None:
                "distviz.used": ast.parse("from distviz.frames import is_own\n")}
     assert re_exports(modules) == ["distviz.callsites.x: is_own from distviz.frames",
                                    "distviz.other: is_own from distviz.frames"]
+
+
+#: File names that several packages may share, and why: a package's face and a package's
+#: ``python -m`` entry are not modules a reader looks for by name.
+SHARED_FILE_NAMES = {"__init__.py", "__main__.py"}
+
+
+def shared_file_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Each module file name that more than one module in ``paths`` has, with their paths."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        if path.name not in SHARED_FILE_NAMES:
+            found[path.name].append(path.as_posix())
+    return {name: sorted(where) for name, where in found.items() if len(where) > 1}
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """A reader who knows the feature guesses the file: no two ``model.py`` or ``training.py``."""
+    paths = [p.relative_to(ROOT) for p in sorted(PACKAGE.rglob("*.py"))
+             if "__pycache__" not in p.parts]
+    assert shared_file_names(paths) == {}
+
+
+def test_the_file_name_check_sees_a_name_twice() -> None:
+    paths = [Path("distviz/trace/model.py"), Path("distviz/views/model.py"),
+             Path("distviz/trace/__init__.py"), Path("distviz/views/__init__.py")]
+    assert shared_file_names(paths) == {"model.py": ["distviz/trace/model.py",
+                                                     "distviz/views/model.py"]}

@@ -16,7 +16,7 @@ from distviz.render.html.data import event_texts
 from distviz.render.tree import render_summary
 from distviz.replay import replay
 from distviz.trace import loads
-from distviz.trace.recording import Recording, load_recording
+from distviz.trace.contexts_file import Recording, load_recording
 from distviz.words import context_label
 
 TRAINER_ID = 562949953421312 + 2     # PyTorch's id of rank 2's third context: (2 << 48) | 2

@@ -16,7 +16,7 @@ from distviz.judge.analysis import analysis
 from distviz.render import graphviz_backend
 from distviz.render.html.page import to_html
 from distviz.render.notebook import CELL_HEIGHT_PX, cell_title, trace_html
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 _SRCDOC = re.compile(r'<iframe srcdoc="([^"]*)"')

@@ -8,7 +8,7 @@ import replay_fixtures as F
 from builders.graphs import judged
 from builders.recv_names import _text
 
-from distviz.render.dot.graph import to_dot
+from distviz.render.dot.draw import to_dot
 from distviz.render.html.data import viewer_data
 from distviz.render.html.page import to_html
 from distviz.render.terminal import render_log

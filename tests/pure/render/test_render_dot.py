@@ -20,7 +20,7 @@ from builders.graphs import (
 
 from distviz.errors import RenderError
 from distviz.render import graphviz_backend
-from distviz.render.dot.graph import build_dot, frames, to_dot
+from distviz.render.dot.draw import build_dot, frames, to_dot
 from distviz.render.dot.text import dot_quote
 from distviz.render.graphviz_backend import available_backends, render, strip_nslimit
 from distviz.trace import ACCUMULATE_GRAD_SEQ, BackwardPass, Node, Trace

@@ -13,7 +13,7 @@ from builders.terminal import design_note_trace, replay_of
 from rich.console import Console, Group, RenderableType
 from rich.tree import Tree
 
-from distviz.judge.model import Agreement
+from distviz.judge.findings import Agreement
 from distviz.render.terminal import render_log, render_state
 from distviz.render.tree import render_graph, render_summary
 from distviz.replay import initial_dependencies

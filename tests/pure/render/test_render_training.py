@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distviz.render.training import losses_text
+from distviz.render.iterations import losses_text
 
 
 def test_few_losses_are_listed() -> None:

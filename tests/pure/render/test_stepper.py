@@ -19,7 +19,7 @@ from guards import HANG_GUARD_S
 from rich.console import Console
 
 from distviz.render.stepper import Stepper, decode_key, split_keys, step_through
-from distviz.replay.model import ReplayEvent, ReplayState, WorkerState
+from distviz.replay.values import ReplayEvent, ReplayState, WorkerState
 from distviz.trace import Trace
 
 

@@ -21,7 +21,7 @@ from builders.viewer import twin_trace
 from guards import HANG_GUARD_S
 from rich.console import Console
 
-from distviz.render.dot.graph import to_dot
+from distviz.render.dot.draw import to_dot
 from distviz.render.html.data import viewer_data
 from distviz.render.html.page import VIEWER_MODULES, viewer_script
 from distviz.render.tree import render_graph
@@ -114,7 +114,7 @@ def test_no_viewer_function_is_over_80_lines() -> None:
 
 
 def test_two_nodes_alike_have_different_labels_in_the_pictures() -> None:
-    from distviz.render.dot.graph import to_dot
+    from distviz.render.dot.draw import to_dot
     src = to_dot(twin_trace(), replay_of(twin_trace()), full=True)
     labels = [line for line in src.splitlines() if "MulBackward0 #1" in line]
     assert len(labels) == 2 and len({("~1" in line) for line in labels}) == 2, labels

@@ -94,7 +94,7 @@ def test_a_finished_run_writing_every_format_makes_one_analysis(tmp_path: Path,
     from distviz.cli.options import View
     from distviz.cli.running import show_run
     from distviz.trace import load
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
     trace = load(PIPELINE)
     made.clear()
     pictures: dict[str, Path | None] = {fmt: tmp_path / f"run.{fmt}"
@@ -132,7 +132,7 @@ def test_a_run_replays_the_recorded_graph_once(tmp_path: Path, made: Counter[str
     from distviz.judge.policy import Decided
     from distviz.judge.policy import backward_policy as decider
     from distviz.trace import load
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
     trace = load(PIPELINE)
     made.clear()
     decided = Decided()

@@ -20,8 +20,8 @@ from distviz.analyses.why import why
 from distviz.replay import IndexedGraph
 from distviz.replay.dropped import NUMBER, DropKind, Lines
 from distviz.replay.graph import reachable_nodes
-from distviz.replay.model import Hang
 from distviz.replay.rpc_calls import CallIndex
+from distviz.replay.values import Hang
 from distviz.trace import Trace, load
 
 TRACES = Path(__file__).parents[2] / "traces"

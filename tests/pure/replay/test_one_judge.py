@@ -22,20 +22,20 @@ from typer.testing import CliRunner
 from distviz.cli import app
 from distviz.cli.options import View
 from distviz.cli.running import show_run
-from distviz.fuzz.judge_training import judge_training_run
+from distviz.fuzz.execute_training import judge_training_run
 from distviz.fuzz.runner import judge_trace
-from distviz.judge.model import AGREEMENT_JSON_WORDS
+from distviz.judge.findings import AGREEMENT_JSON_WORDS
 from distviz.judge.verdict import Verdict, Watched, judge
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_HANG, EXIT_OK
-from distviz.render.training import iteration_table
+from distviz.render.iterations import iteration_table
 from distviz.replay import replay
 from distviz.trace import Trace, load
-from distviz.trace.recording import Recording
-from distviz.tracing.parent import summary
+from distviz.trace.contexts_file import Recording
+from distviz.tracing.launcher import run_summary
 from distviz.tracing.pytest_plugin import Findings, category, section
 from distviz.tracing.recording import report
 from distviz.tracing.shared.journal import Event
-from distviz.tracing.watch import report as watch_report
+from distviz.tracing.watch import watch_report
 
 TRACES = Path(__file__).parents[2] / "traces"
 
@@ -110,8 +110,8 @@ def _readers(path: Path, tmp: Path) -> dict[str, tuple[str, str, int | None]]:
     got["run --json"] = (ran["verdict"]["status"], ran["verdict"]["text"], code)
     rp = replay(trace)
     row = report.row(trace, rp, str(path), 1, 1, {})
-    entries = [summary.Entry(row=row, change="first recorded")]
-    index = summary.index_json(entries, ["prog"], summary.contexts_code(entries), [])
+    entries = [run_summary.Entry(row=row, change="first recorded")]
+    index = run_summary.index_json(entries, ["prog"], run_summary.contexts_code(entries), [])
     first = index["contexts"][0]
     got["trace index.json"] = (first["agreement"], first["agreement_text"], index["exit_code"])
     got["trace row"] = (row.agreement, row.agreement_text, row.exit_code)
@@ -199,8 +199,8 @@ def test_a_watched_context_goes_through_the_one_judge(name: str) -> None:
         (v.status, v.text, v.exit_code, v.outcome, v.real)
     row.test = "t::x"
     assert category(row) == v.category
-    entries = [summary.Entry(row=row, change="first recorded")]
-    index = summary.index_json(entries, ["prog"], summary.contexts_code(entries), [])
+    entries = [run_summary.Entry(row=row, change="first recorded")]
+    index = run_summary.index_json(entries, ["prog"], run_summary.contexts_code(entries), [])
     first = index["contexts"][0]
     assert (first["agreement"], first["agreement_text"], index["exit_code"]) == \
         (v.status, v.text, v.exit_code)

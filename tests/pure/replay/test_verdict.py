@@ -15,16 +15,16 @@ from builders.verdicts import _real, _traced
 from typer.testing import CliRunner
 
 from distviz.cli import app
+from distviz.cli.contexts_report import context_reports
 from distviz.cli.options import View
-from distviz.cli.recording import context_reports
 from distviz.cli.running import show_run
 from distviz.fuzz.runner import judge_trace
 from distviz.judge.verdict import judge, recording_exit_code
 from distviz.limits import EXIT_DISAGREE, EXIT_HANG, EXIT_OK
 from distviz.replay import replay
 from distviz.trace import Trace, load
-from distviz.trace.recording import Recording
-from distviz.tracing.parent import summary
+from distviz.trace.contexts_file import Recording
+from distviz.tracing.launcher import run_summary
 from distviz.tracing.recording import report
 
 TRACES = Path(__file__).parents[2] / "traces"
@@ -291,8 +291,8 @@ def _every_command(path: Path, tmp: Path) -> dict[str, tuple[str, int]]:
     got["run --json"] = (json.loads(buffer.getvalue())["agreement"]["text"], code)
     rp = replay(trace)
     row = report.row(trace, rp, str(path), 1, 1, {})
-    entries = [summary.Entry(row=row, change="first recorded")]
-    index = summary.index_json(entries, ["prog"], summary.contexts_code(entries), [])
+    entries = [run_summary.Entry(row=row, change="first recorded")]
+    index = run_summary.index_json(entries, ["prog"], run_summary.contexts_code(entries), [])
     got["trace"] = (index["contexts"][0]["agreement_text"], index["exit_code"])
     recording = Recording(contexts=[trace], iterations=[None], workers=list(trace.workers))
     reports = context_reports(recording, "fast")

@@ -18,7 +18,7 @@ from distviz.analyses.why import WHY_KINDS, Why, why
 from distviz.cli import app
 from distviz.cuts import Cut, CutKind, Explained, RpcRef
 from distviz.errors import TraceError, UsageError
-from distviz.render.why import why_lines
+from distviz.render.why_lines import why_lines
 from distviz.trace import Trace, load, loads
 from distviz.trace.absent import AbsentLeaf
 

@@ -1,5 +1,5 @@
 """The order two trainers' calls changed a worker's state in, read from what the callee noted
-(``distviz.runner.parent.served_order``), and what the reference and the verdicts make of it
+(``distviz.runner.supervisor.served_order``), and what the reference and the verdicts make of it
 (pure, milliseconds).
 
 ``tests/runs/fuzz_training_1206_7_order.json`` is a run of the fuzz's program
@@ -17,8 +17,8 @@ from typing import Any
 
 import replay_fixtures as F
 
-from distviz.runner.parent.collate import TrainingRun, collate, interleaving
-from distviz.runner.parent.served_order import callee_order
+from distviz.runner.supervisor.collate import TrainingRun, collate, interleaving
+from distviz.runner.supervisor.served_order import callee_order
 from distviz.trace.sections import RowStatus
 
 RUN = json.loads((Path(__file__).resolve().parents[2] / "runs"

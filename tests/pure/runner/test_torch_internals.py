@@ -17,7 +17,7 @@ import torch.distributed.rpc as rpc
 from torch._C._distributed_autograd import DistAutogradContext
 
 from distviz.recorder.torch_compat import input_shapes
-from distviz.runner.parent.torch_range import installed_torch, range_problem, release_of
+from distviz.runner.supervisor.torch_range import installed_torch, range_problem, release_of
 
 
 def test_the_imported_torch_is_the_installed_one_and_in_the_range() -> None:

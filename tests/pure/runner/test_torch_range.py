@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from distviz import limits
 from distviz.cli import app
-from distviz.runner.parent.torch_range import (
+from distviz.runner.supervisor.torch_range import (
     installed_torch,
     metadata_version,
     range_problem,

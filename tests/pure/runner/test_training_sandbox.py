@@ -13,7 +13,7 @@ from conftest import SCENARIOS
 torch = pytest.importorskip("torch")
 
 from distviz.runner.protocol import WorkerOptions  # noqa: E402
-from distviz.runner.reference.training import run_training_reference  # noqa: E402
+from distviz.runner.reference.local_training import run_training_reference  # noqa: E402
 from distviz.runner.sandbox import modules  # noqa: E402
 from distviz.runner.sandbox.base import SandboxError  # noqa: E402
 from distviz.runner.sandbox.namespace import build_namespace  # noqa: E402
@@ -216,7 +216,7 @@ def test_the_reference_in_the_order_extra_made_the_modules_in_gives_pytorchs_los
     import json
 
     from distviz.fuzz.training_program import generate_training
-    from distviz.runner.parent.collate import interleaving
+    from distviz.runner.supervisor.collate import interleaving
 
     saved = json.loads((SCENARIOS.parent / "tests" / "runs"
                         / "fuzz_training_1206_7_order.json").read_text())

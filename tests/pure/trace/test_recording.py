@@ -13,10 +13,10 @@ import replay_fixtures as F
 from builders.recording import _html, _invoke, _recording
 from typer.testing import CliRunner
 
-from distviz.analyses.contexts import shared_workers
+from distviz.analyses.concurrent import shared_workers
 from distviz.cli import app
 from distviz.errors import TraceError
-from distviz.runner.parent.collate import (
+from distviz.runner.supervisor.collate import (
     TrainingRun,
     collate,
     interleaving,
@@ -24,7 +24,7 @@ from distviz.runner.parent.collate import (
     shared_updates,
 )
 from distviz.trace import Trace, load
-from distviz.trace.recording import load_recording
+from distviz.trace.contexts_file import load_recording
 from distviz.trace.sections import RowStatus
 
 
@@ -243,7 +243,7 @@ def test_a_trace_and_a_recording_repr_in_one_line() -> None:
     from pathlib import Path
 
     import distviz
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
     tr = distviz.load(Path(__file__).parents[2] / "traces" / "pipeline.json")
     text = repr(tr)
     assert "\n" not in text and len(text) < 200 and f"{len(tr.nodes)} nodes" in text, text

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from distviz.limits import EXIT_BACKWARD_ERROR, EXIT_GRADIENT, EXIT_OK, ExitCode
-from distviz.tracing.parent import summary
-from distviz.tracing.parent.command import Finished
+from distviz.tracing.launcher import run_summary
+from distviz.tracing.launcher.command import Finished
 from distviz.tracing.pytest_plugin import Findings, strict_failure
 from distviz.tracing.shared import applied_facts as facts
 from distviz.tracing.shared import journal
@@ -104,13 +104,13 @@ def _note(kind: journal.EventKind, test: str | None = None) -> journal.Event:
     return journal.Event(kind=kind, pid=1, worker="ps", message=f"a {kind} note", test=test)
 
 
-def _entry(code: ExitCode) -> summary.Entry:
+def _entry(code: ExitCode) -> run_summary.Entry:
     row = journal.ContextRow(
         file="t.ctx1.trace.json", initiator="trainer", index=1, context_id=1, pid=1,
         workers=["trainer", "ps"], nodes=5, messages=1, outcome="completed",
         predicted="completed", real=journal.RealState.COMPLETED,
         agreement=journal.VerdictStatus.AGREES, exit_code=int(code))
-    return summary.Entry(row=row, change="first recorded")
+    return run_summary.Entry(row=row, change="first recorded")
 
 
 def _finished(returncode: int, *events: journal.Event) -> Finished:
@@ -120,25 +120,25 @@ def _finished(returncode: int, *events: journal.Event) -> Finished:
 def test_strict_turns_a_successful_run_with_a_gradient_note_into_status_9() -> None:
     run = _finished(0, _note(journal.NOT_APPLIED))
     found = [_entry(EXIT_OK)]
-    assert summary.exit_code(run, found) == EXIT_OK            # the default: PyTorch's
-    assert summary.exit_code(run, found, strict=True) == EXIT_GRADIENT == 9
-    notes = summary.notes(run, found, strict=True)
+    assert run_summary.exit_code(run, found) == EXIT_OK            # the default: PyTorch's
+    assert run_summary.exit_code(run, found, strict=True) == EXIT_GRADIENT == 9
+    notes = run_summary.notes(run, found, strict=True)
     assert notes[0] == "ps: a not_applied note"
     assert notes[-1].startswith("--strict: 1 note above says a gradient went wrong; distviz "
                                 "exits with status 9")
-    assert not any(n.startswith("--strict") for n in summary.notes(run, found))
+    assert not any(n.startswith("--strict") for n in run_summary.notes(run, found))
 
 
 def test_strict_keeps_the_programs_failure_and_a_worse_verdict() -> None:
     note = _note(journal.NO_GRADIENT)
-    assert summary.exit_code(_finished(3, note), [_entry(EXIT_OK)], strict=True) == 3
-    assert summary.exit_code(_finished(0, note), [_entry(EXIT_BACKWARD_ERROR)],
+    assert run_summary.exit_code(_finished(3, note), [_entry(EXIT_OK)], strict=True) == 3
+    assert run_summary.exit_code(_finished(0, note), [_entry(EXIT_BACKWARD_ERROR)],
                              strict=True) == EXIT_BACKWARD_ERROR
 
 
 def test_strict_ignores_notes_that_are_not_about_a_gradient() -> None:
     run = _finished(0, _note(journal.EventKind.NOT_RECORDED), _note(journal.SCRIPTED))
-    assert summary.exit_code(run, [_entry(EXIT_OK)], strict=True) == EXIT_OK
+    assert run_summary.exit_code(run, [_entry(EXIT_OK)], strict=True) == EXIT_OK
 
 
 class _Report:

@@ -12,7 +12,7 @@ from pathlib import Path
 from distviz.analyses.cut_answers import RunCuts
 from distviz.cuts import Cut, CutKind, Explained, Kept, Missing, RpcRef, cuts_json, explain
 from distviz.tracing.hooks import cut_sites
-from distviz.tracing.parent.summary import Entry, hang_cut_notes
+from distviz.tracing.launcher.run_summary import Entry, hang_cut_notes
 from distviz.tracing.shared import journal
 
 SCALE = RpcRef("rpc_sync", "scale on an RRef", "ps", "train.py:113 in step <- train.py:9 in run")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from distviz.tracing.parent import summary
+from distviz.tracing.launcher import run_summary
 from distviz.tracing.pytest_plugin import OUTSIDE, Findings
 from distviz.tracing.shared import live
 from distviz.tracing.shared.fold import fold
@@ -49,7 +49,7 @@ def test_the_last_row_of_each_file_by_initiator_and_number_and_the_notes_in_orde
 
 
 def test_the_summary_and_the_plugin_read_the_same_fold() -> None:
-    assert [e.row.file for e in summary.entries(EVENTS)] == ["a.trace.json", "b.trace.json"]
+    assert [e.row.file for e in run_summary.entries(EVENTS)] == ["a.trace.json", "b.trace.json"]
     found = Findings.of(EVENTS)
     assert {t: [r.file for r in rows] for t, rows in found.rows.items()} == {
         "t::a": ["a.trace.json"], "t::b": ["b.trace.json"]}

@@ -1,4 +1,4 @@
-"""``distviz trace``'s early start (``distviz.tracing.parent.launch``): the program's interpreter starts
+"""``distviz trace``'s early start (``distviz.tracing.launcher.launch``): the program's interpreter starts
 while the command line is read, and runs nothing of the program until the command line is
 checked.
 
@@ -22,8 +22,8 @@ from conftest import pid_alive, wait_until
 from guards import HANG_GUARD_S
 
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.parent import launch
-from distviz.tracing.parent.launch import gateable
+from distviz.tracing.launcher import launch
+from distviz.tracing.launcher.launch import gateable
 
 ROOT = Path(__file__).resolve().parents[3]
 PY = sys.executable
@@ -157,7 +157,7 @@ def test_the_console_script_starts_the_program_before_typer_and_lets_it_run(
         tmp_path: Path) -> None:
     mark = tmp_path / "mark.json"
     code = ("import os, sys\n"
-            "import distviz.tracing.parent.launch as launch\n"
+            "import distviz.tracing.launcher.launch as launch\n"
             "seen = []\n"
             "start, release, end = launch.start_early, launch.Gated.release, os._exit\n"
             "def spy_start(args):\n"

@@ -8,7 +8,7 @@ import dataclasses
 
 from rich.console import Console
 
-from distviz.tracing.parent import summary
+from distviz.tracing.launcher import run_summary
 from distviz.tracing.shared import journal
 
 CHANGE = ("+6 nodes (+2 trainer/AddBackward0, +2 trainer/MulBackward0, +1 ps/AddmmBackward0, "
@@ -16,7 +16,7 @@ CHANGE = ("+6 nodes (+2 trainer/AddBackward0, +2 trainer/MulBackward0, +1 ps/Add
 
 
 def _entry(k: int, backward_s: float | None = None, change: str = "same shape",
-           initiator: str = "trainer") -> summary.Entry:
+           initiator: str = "trainer") -> run_summary.Entry:
     seconds = {"record": 0.01, "replay": 0.001}
     time = None
     if backward_s is not None:
@@ -28,12 +28,12 @@ def _entry(k: int, backward_s: float | None = None, change: str = "same shape",
         context_id=562949953421312 + k, pid=1, workers=[initiator, "ps"], nodes=20,
         messages=4, outcome="completed", predicted="completed", real="completed",
         agreement="agrees", time=time, seconds=seconds)
-    return summary.Entry(row=row, change=change)
+    return run_summary.Entry(row=row, change=change)
 
 
-def _render(found: list[summary.Entry], width: int) -> list[str]:
+def _render(found: list[run_summary.Entry], width: int) -> list[str]:
     console = Console(width=width, color_system=None, record=True, file=open("/dev/null", "w"))
-    console.print(summary.table(found))
+    console.print(run_summary.table(found))
     return [line for line in console.export_text().splitlines() if line.strip()]
 
 
@@ -59,7 +59,7 @@ def test_a_run_of_contexts_of_one_shape_and_one_result_is_one_line() -> None:
 
 def test_a_context_with_another_result_or_initiator_starts_a_new_line() -> None:
     other = _entry(3)
-    other = summary.Entry(row=dataclasses.replace(other.row, agreement="not compared"),
+    other = run_summary.Entry(row=dataclasses.replace(other.row, agreement="not compared"),
                           change="same shape")
     found = [_entry(1, change="first recorded"), _entry(2), other, _entry(4),
              _entry(1, initiator="worker2", change="first recorded"),
@@ -76,7 +76,7 @@ def test_a_wide_console_shows_the_whole_change() -> None:
 
 def test_a_few_contexts_get_a_timing_line_each() -> None:
     found = [_entry(k, 0.002) for k in range(1, 4)]
-    lines = summary.timing_lines(found)
+    lines = run_summary.timing_lines(found)
     assert lines == [f"trainer context {k}: {found[k - 1].row.time}" for k in range(1, 4)]
 
 
@@ -84,7 +84,7 @@ def test_many_contexts_get_median_slowest_and_outliers_with_their_critical_path(
     found = [_entry(k, 0.002) for k in range(1, 51)]
     found[6] = _entry(7, 0.020)
     found[30] = _entry(31, 0.009)
-    lines = summary.timing_lines(found)
+    lines = run_summary.timing_lines(found)
     assert len(lines) == 3, lines
     assert lines[0] == ("backward time over 50 contexts: median 2 ms, slowest 20 ms (trainer "
                         "context 7); every context's critical path is in index.json")
@@ -95,19 +95,19 @@ def test_many_contexts_get_median_slowest_and_outliers_with_their_critical_path(
 
 def test_many_even_contexts_say_there_is_no_outlier() -> None:
     found = [_entry(k, 0.002 + k * 1e-6) for k in range(1, 21)]
-    lines = summary.timing_lines(found)
+    lines = run_summary.timing_lines(found)
     assert len(lines) == 2 and lines[1].startswith("no outliers")
 
 
 def test_backward_calls_from_torchscript_are_counted_per_worker_and_test() -> None:
-    from distviz.tracing.parent.command import Finished
+    from distviz.tracing.launcher.command import Finished
     from distviz.tracing.pytest_plugin import Findings
 
     def scripted(worker: str, test: str | None) -> journal.Event:
         return journal.Event(kind=journal.SCRIPTED, pid=1, worker=worker, test=test)
     events = [scripted("worker0", "t.py::a"), scripted("worker0", "t.py::a"),
               scripted("worker1", "t.py::b")]
-    notes = summary.notes(Finished(0, False, False, 0, events), [])
+    notes = run_summary.notes(Finished(0, False, False, 0, events), [])
     assert notes[:2] == [
         "worker0: 2 backward calls from TorchScript, not recorded (a scripted "
         "dist_autograd.backward runs PyTorch's op directly; counted once per context)",

@@ -16,16 +16,16 @@ from replay_fixtures import M, TraceBuilder, design_note, nested, two_passes
 
 from distviz.errors import UsageError
 from distviz.judge import legality
-from distviz.judge.model import Status
+from distviz.judge.findings import Status
 from distviz.outcome import Category, RealOutcome
 from distviz.replay import replay
 from distviz.selection import ContextSelection
 from distviz.torch_errors import FREED_MESSAGE
 from distviz.trace import Trace, loads
 from distviz.tracing.config import TraceConfig, check_options
-from distviz.tracing.parent import summary
-from distviz.tracing.parent.command import Finished, _descendants, _descendants_psutil
-from distviz.tracing.parent.launch import CommandNotExecutable, CommandNotFound, resolve
+from distviz.tracing.launcher import run_summary
+from distviz.tracing.launcher.command import Finished, _descendants, _descendants_psutil
+from distviz.tracing.launcher.launch import CommandNotExecutable, CommandNotFound, resolve
 from distviz.tracing.recording import report
 from distviz.tracing.shared import journal
 
@@ -193,20 +193,20 @@ def test_each_context_is_compared_with_the_previous_one_of_its_initiator() -> No
         _row("t2", 1, a), _row("t1", 1, a), _row("t1", 2, a),
         _row("t1", 3, {"t/MulBackward0": 3, "ps/AddBackward0": 1}),
         _row("t1", 3, {"t/MulBackward0": 3}, outcome="hang", exit_code=6))]   # later rows win
-    found = summary.entries(events)
+    found = run_summary.entries(events)
     assert [(e.row.initiator, e.row.index, e.change) for e in found] == [
         ("t1", 1, "first recorded"), ("t1", 2, "same shape"),
         ("t1", 3, "same node count (-1 ps/AddBackward0, +1 t/MulBackward0)"),
         ("t2", 1, "first recorded")]
-    assert summary.contexts_code(found) == 6
+    assert run_summary.contexts_code(found) == 6
 
 
 def test_the_index_and_the_summary_say_how_many_passes_each_context_had() -> None:
     row = _row("t1", 1, {"t/MulBackward0": 1})
     row.passes = 3
-    found = summary.entries([journal.Event(kind="context", pid=1, row=row)])
-    assert summary.index_json(found, ["python", "x.py"], 0, [])["contexts"][0]["passes"] == 3
-    header = summary.table(found).columns
+    found = run_summary.entries([journal.Event(kind="context", pid=1, row=row)])
+    assert run_summary.index_json(found, ["python", "x.py"], 0, [])["contexts"][0]["passes"] == 3
+    header = run_summary.table(found).columns
     assert [c.header for c in header][:6] == ["initiator", "ctx", "workers", "nodes", "msgs",
                                               "passes"]
 
@@ -242,20 +242,20 @@ def _finished(returncode: int = 0, **kw: Any) -> Finished:
 
 
 def test_exit_status_the_programs_own_when_it_fails_else_the_verdict() -> None:
-    ok = [summary.Entry(_row("t", 1, {}), "first recorded")]
-    differs = [summary.Entry(_row("t", 1, {}, agreement="differs", exit_code=8),
+    ok = [run_summary.Entry(_row("t", 1, {}), "first recorded")]
+    differs = [run_summary.Entry(_row("t", 1, {}, agreement="differs", exit_code=8),
                              "first recorded")]
-    error = [summary.Entry(_row("t", 1, {}, outcome="error", exit_code=7), "first recorded")]
-    assert summary.exit_code(_finished(), ok) == 0
-    assert summary.exit_code(_finished(), differs) == 8
-    assert summary.exit_code(_finished(), error) == 7
-    assert summary.exit_code(_finished(3), ok) == 3
-    assert summary.exit_code(_finished(-9), ok) == 137
-    assert summary.exit_code(_finished(-15, stopped_for_hang=True), ok) == 6
-    assert summary.exit_code(_finished(-2, interrupted=True), ok) == 130
-    assert summary.exit_code(_finished(-15, interrupted=True), ok) == 130   # we stopped it
-    assert summary.exit_code(_finished(-15, interrupted=True, terminated=True), ok) == 143
-    notes = summary.notes(_finished(-9, leftovers=2), [])
+    error = [run_summary.Entry(_row("t", 1, {}, outcome="error", exit_code=7), "first recorded")]
+    assert run_summary.exit_code(_finished(), ok) == 0
+    assert run_summary.exit_code(_finished(), differs) == 8
+    assert run_summary.exit_code(_finished(), error) == 7
+    assert run_summary.exit_code(_finished(3), ok) == 3
+    assert run_summary.exit_code(_finished(-9), ok) == 137
+    assert run_summary.exit_code(_finished(-15, stopped_for_hang=True), ok) == 6
+    assert run_summary.exit_code(_finished(-2, interrupted=True), ok) == 130
+    assert run_summary.exit_code(_finished(-15, interrupted=True), ok) == 130   # we stopped it
+    assert run_summary.exit_code(_finished(-15, interrupted=True, terminated=True), ok) == 143
+    notes = run_summary.notes(_finished(-9, leftovers=2), [])
     assert "the program was killed by signal 9; distviz exits with the same status" in notes
     assert "the program left 2 processes running; distviz stopped them" in notes
 

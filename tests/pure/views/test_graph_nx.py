@@ -145,7 +145,7 @@ def test_names_that_look_like_markup_survive_the_file() -> None:
 
 
 def test_a_recording_gives_the_graph_of_the_context_asked_for() -> None:
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
     rec = Recording.single(fx.design_note())
     assert set(rec.to_networkx(1).nodes) == {n.id for n in fx.design_note().nodes}
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from distviz.cli import app
 from distviz.errors import UsageError
-from distviz.render.dot.graph import build_dot
+from distviz.render.dot.draw import build_dot
 from distviz.render.pictures import choose_view, draw_picture, other_views
 from distviz.replay import replay
 from distviz.replay.graph import IndexedGraph

@@ -21,11 +21,11 @@ from builders.graphs import judged
 from builders.views_agree import CASES, _pending, _replayed
 from rich.console import Console, RenderableType
 
-from distviz.render.dot.graph import build_dot
+from distviz.render.dot.draw import build_dot
 from distviz.render.html.data import viewer_data
 from distviz.render.perfetto import to_perfetto
 from distviz.render.terminal import render_log, render_state
-from distviz.render.text import node_label
+from distviz.render.terminal_text import node_label
 from distviz.render.tree import render_graph
 from distviz.replay import Replay, initial_dependencies
 from distviz.trace import Trace

@@ -25,8 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from distviz.runner.parent.served_order import CalleeOrder, callee_order
+from distviz.runner.supervisor.served_order import CalleeOrder, callee_order
 from distviz.trace import NodeKind, Trace
+from distviz.trace.contexts_file import Recording
 from distviz.trace.iteration import (
     Iteration,
     IterationCheck,
@@ -34,7 +35,6 @@ from distviz.trace.iteration import (
     ValueCheck,
     compare_values,
 )
-from distviz.trace.recording import Recording
 from distviz.trace.sections import ROW_OK, Reference, RowStatus, ScenarioInfo
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -29,7 +29,6 @@ from typing import Any
 from distviz import limits
 from distviz.errors import DistvizError, Interrupted, RunError, RunTimeout, ScenarioError
 from distviz.outcome import Stop, StopKind
-from distviz.runner.parent.collate import TrainingRun, scenario_info
 from distviz.runner.procs import ctrl_c_held, no_main_import, sigint_blocked
 from distviz.runner.protocol import (
     Backward,
@@ -49,19 +48,20 @@ from distviz.runner.protocol import (
     recv,
     send,
 )
+from distviz.runner.supervisor.collate import TrainingRun, scenario_info
 from distviz.runner.worker.main import main as worker_main
 from distviz.scenario import Scenario
 from distviz.trace import Trace
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 from distviz.trace.sections import Real, Reference
 from distviz.words import plural
 
-PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.api",
+PRELOAD = ["torch", "torch.distributed.rpc", "torch.distributed.autograd", "distviz.recorder.record_api",
            "distviz.runner.sandbox.rpc_proxy", "distviz.runner.worker.initiator",
            "distviz.runner.reference.plain", "distviz.runner.sandbox.namespace",
            "distviz.runner.gradients", "distviz.runner.sandbox.base",
-           "distviz.runner.worker.session", "distviz.runner.worker.training",
-           "distviz.runner.reference.training", "distviz.replay", "distviz.scenario"]
+           "distviz.runner.worker.session", "distviz.runner.worker.trainer",
+           "distviz.runner.reference.local_training", "distviz.replay", "distviz.scenario"]
 
 #: ``decide_backward(trace) -> (run, reason)``: whether to run the real backward.
 Decide = Callable[[Trace], tuple[bool, str | None]]
@@ -178,13 +178,13 @@ def run_scenario(scenario: Scenario, options: RunOptions | None = None,
         run.drive()
         _note_deaths(run.procs, run.workers, result)
         if run.training is not None:
-            from distviz.runner.parent.training import finish_training
+            from distviz.runner.supervisor.reference_run import finish_training
             finish_training(ctx, scenario, options, run.training, result, run.say)
     except KeyboardInterrupt:
         interrupted = True
         result.error = Interrupted("interrupted by Ctrl-C; every worker was stopped")
         if run.training is not None:     # nothing recorded is lost: the contexts so far
-            from distviz.runner.parent.training import keep_partial
+            from distviz.runner.supervisor.reference_run import keep_partial
             keep_partial(scenario, run.training, result, run.drain)
     except BaseException:
         aborted = True

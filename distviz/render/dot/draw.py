@@ -6,7 +6,7 @@ viewer needs (trace node id -> SVG ``<g id>``, message id -> SVG edge id).
 
 The output is deterministic: the same trace and replay give byte-identical text. Every walk uses
 explicit stacks or queues, never recursion, so graphs of any depth render. Collapsing large
-graphs is in ``dot_collapse.py``, quoting and names in ``dot_text.py``.
+graphs is in ``distviz.render.dot.collapse``, quoting and names in ``distviz.render.dot.text``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from distviz.render.dot.style import (
 )
 from distviz.render.dot.text import DotGraph, attrs, dot_quote, node_title, sanitize_id
 from distviz.replay.graph import IndexedGraph, initial_dependencies
-from distviz.replay.model import ReplayEvent, ReplayLike
 from distviz.replay.rpc_calls import recv_names
+from distviz.replay.values import ReplayEvent, ReplayLike
 from distviz.trace import Node, NodeKind, Trace, message_label
-from distviz.views.model import Scope
-from distviz.views.summary import ordered_workers
+from distviz.views.view import Scope
+from distviz.views.worker_summary import ordered_workers
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DETAIL_WORDS", "DotGraph", "build_dot", "frames",
            "initial_deps", "node_states", "to_dot"]

@@ -306,7 +306,7 @@ class TraceViews(Protocol):
     def svg(self, trace: Trace) -> str | None: ...
 
     def recording_html(self, recording: Any) -> str:
-        """A ``distviz.trace.recording.Recording``'s display (``Any``: that module imports this
+        """A ``distviz.trace.contexts_file.Recording``'s display (``Any``: that module imports this
         one)."""
         ...
 

@@ -2,7 +2,7 @@
 recording.
 
 After every worker of a training run is gone, ``finish_training`` starts one more process from
-the fork server for the single-process reference (``distviz.runner.reference.training``; the
+the fork server for the single-process reference (``distviz.runner.reference.local_training``; the
 order the real run's trainers went in goes with it), waits for its ``ReferenceDone`` under
 the forward time limit, and collates everything into ``RunResult.recording``.
 """
@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distviz.runner.parent.collate import TrainingRun, collate, interleaving, scenario_info
 from distviz.runner.procs import no_main_import
 from distviz.runner.protocol import ReferenceDone, ReferenceSpec, recv
+from distviz.runner.supervisor.collate import TrainingRun, collate, interleaving, scenario_info
 from distviz.scenario import Scenario
 
 __all__ = ["finish_training"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from distviz.judge.analysis import Analysis
 from distviz.render.html.page import json_for_script, page, page_parts
-from distviz.render.training import iteration_events
+from distviz.render.iterations import iteration_events
 from distviz.trace.iteration import Iteration
 
 __all__ = ["ContextPage", "to_html_contexts"]

@@ -1,5 +1,5 @@
 """``distviz why TRACE NAME``: why a leaf gets a gradient or not (the work is in
-``distviz.analyses.why``; the lines in ``distviz.render.why``; this module prints)."""
+``distviz.analyses.why``; the lines in ``distviz.render.why_lines``; this module prints)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def why(
     """
     from distviz.analyses.cut_answers import RunCuts
     from distviz.analyses.why import why as answer_for
-    from distviz.render.why import why_lines
+    from distviz.render.why_lines import why_lines
 
     answer = answer_for(load_trace(trace_file, context), name, cuts=RunCuts.read(trace_file))
     if as_json:

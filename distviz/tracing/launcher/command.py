@@ -3,7 +3,7 @@
 
 The command runs unchanged in a session of its own, with distviz's bootstrap on ``PYTHONPATH``
 and the settings in ``DISTVIZ_TRACE``, or started early behind a gate that the settings open
-(``distviz.tracing.parent.launch``). This process becomes a child subreaper, so a process the program
+(``distviz.tracing.launcher.launch``). This process becomes a child subreaper, so a process the program
 leaves behind is re-parented here rather than to init, and is stopped at the end. It:
 
 * forwards Ctrl-C (SIGINT) and SIGTERM to the program's process group, and kills what is left
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING
 
 from distviz.limits import TRACE_INTERRUPT_GRACE, TRACE_SETTLE, TRACE_STOP_GRACE
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.parent import launch
-from distviz.tracing.parent.launch import CommandNotExecutable, resolve
-from distviz.tracing.snapshot import files as snapshot_files
+from distviz.tracing.launcher import launch
+from distviz.tracing.launcher.launch import CommandNotExecutable, resolve
+from distviz.tracing.snapshot import job_files
 
 if TYPE_CHECKING:  # pragma: no cover - the end's modules are imported while the program runs
     from distviz.tracing.shared import inflight, journal
@@ -53,8 +53,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 #: Imported while the program runs (see the module docstring).
 AFTER_START = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "rich.console",
-               "distviz.tracing.parent.summary",
-               "distviz.tracing.parent.backward_counts")
+               "distviz.tracing.launcher.run_summary",
+               "distviz.tracing.launcher.backward_counts")
 
 
 @dataclass
@@ -218,7 +218,7 @@ def run(argv: list[str], config: TraceConfig,
     cfg = TraceConfig(**{**{k: getattr(config, k) for k in config.__dataclass_fields__},
                          "session_dir": session, "parent_pid": os.getpid()})
     Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
-    snapshot_files.announce(cfg.out_dir, session)     # ``distviz snapshot`` finds the job from -o
+    job_files.announce(cfg.out_dir, session)     # ``distviz snapshot`` finds the job from -o
     flags = _Flags()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -231,7 +231,7 @@ def run(argv: list[str], config: TraceConfig,
                 subprocess.Popen(command, env=launch.environment(cfg.to_env()),
                                  start_new_session=True))
     except PermissionError as exc:
-        snapshot_files.withdraw(cfg.out_dir)
+        job_files.withdraw(cfg.out_dir)
         shutil.rmtree(session, ignore_errors=True)
         raise CommandNotExecutable(f"{argv[0]}: {exc.strerror}") from None
     pgid = proc.pid
@@ -275,7 +275,7 @@ def run(argv: list[str], config: TraceConfig,
         if ended is not None:
             os.close(ended)
         _reap()
-        snapshot_files.withdraw(cfg.out_dir)
+        job_files.withdraw(cfg.out_dir)
     from distviz.tracing.shared import inflight, journal
 
     events = journal.read(session)

@@ -35,7 +35,7 @@ from distviz.words import duration, plural
 if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
 
-    from distviz.tracing.parent.command import Finished
+    from distviz.tracing.launcher.command import Finished
 
 
 @dataclass(frozen=True, slots=True)

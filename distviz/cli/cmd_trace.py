@@ -50,9 +50,9 @@ def trace(
 
       distviz trace -o traces --contexts all -- python train.py
     """
-    from distviz.runner.parent.torch_range import require_torch
+    from distviz.runner.supervisor.torch_range import require_torch
     from distviz.tracing.config import TraceConfig, check_options
-    from distviz.tracing.parent.command import run as run_command
+    from distviz.tracing.launcher.command import run as run_command
 
     require_torch()
     check_options(contexts, max_contexts, on_hang, hang_timeout, interop_threads)
@@ -65,36 +65,36 @@ def trace(
     say(f"tracing {' '.join(command)} (contexts: {contexts}; traces go to {output}/)")
     finished = run_command(list(command), config, say)
     from distviz.files import write_atomic
-    from distviz.tracing.parent import backward_counts, summary
+    from distviz.tracing.launcher import backward_counts, run_summary
 
-    found = summary.entries(finished.events)
-    code = summary.exit_code(finished, found, strict)
-    notes = summary.notes(finished, found, strict) + [s.text() for s in finished.in_flight]
-    tests = summary.is_pytest_run(finished)
+    found = run_summary.entries(finished.events)
+    code = run_summary.exit_code(finished, found, strict)
+    notes = run_summary.notes(finished, found, strict) + [s.text() for s in finished.in_flight]
+    tests = run_summary.is_pytest_run(finished)
     if tests:   # pytest with distviz's plugin: never stopped, pytest's status and report
         notes.append("a pytest run: each test's contexts are in pytest's report; distviz "
                      "exits with pytest's status")
     index = output / "index.json"
-    index_obj = summary.index_json(found, list(command), code, notes)
+    index_obj = run_summary.index_json(found, list(command), code, notes)
     index_obj["backwards"] = backward_counts.backwards_json(finished.events)
-    index_obj["cuts"] = summary.run_cuts(finished.events)
+    index_obj["cuts"] = run_summary.run_cuts(finished.events)
     write_atomic(index, json.dumps(index_obj, indent=1) + "\n")
     out = stdout_console()
     files = f": {output}/<initiator>.ctx<N>.trace.json, " if found else "; "
     out.print(f"distviz trace: {plural(len(found), 'context')} recorded "
               f"in {finished.seconds:.1f} s{files}index {index}", markup=False)
     if found:
-        unbounded_console().print(summary.table(found))
+        unbounded_console().print(run_summary.table(found))
     for e in found:
         if e.row.explanation:
             out.print(f"{e.row.initiator} context {e.row.index}: {e.row.explanation}")
-    for line in summary.timing_lines(found):
+    for line in run_summary.timing_lines(found):
         out.print(line)
     for line in backward_counts.backward_lines(finished.events):
         out.print(line, markup=False)
     for note in notes:
         out.print(note, markup=False)
-    own = summary.own_status(finished)
+    own = run_summary.own_status(finished)
     meaning = "the program's own exit status" if own else limits.EXIT_CODES.get(code, "")
     if code == limits.EXIT_OK and not found:
         meaning = "the program succeeded; no context was recorded to check"

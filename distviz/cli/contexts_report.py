@@ -26,7 +26,7 @@ from distviz.judge.verdict import ContextVerdict, context_verdicts, recording_ex
 from distviz.limits import EXIT_RUN_FAILED, ExitCode
 from distviz.outcome import Mode
 from distviz.trace import Trace
-from distviz.trace.recording import Recording
+from distviz.trace.contexts_file import Recording
 from distviz.words import plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +48,7 @@ def context_reports(recording: Recording, mode: Mode) -> Reports:
 
 def _shared(recording: Recording) -> list[Any]:
     """The workers where contexts of several trainers met (``analyses.contexts``)."""
-    from distviz.analyses.contexts import shared_workers
+    from distviz.analyses.concurrent import shared_workers
     its = [it for it in recording.iterations if it is not None]
     if len(its) != len(recording.contexts):
         return []
@@ -83,7 +83,7 @@ def report(recording: Recording, reports: Reports, path: str) -> dict[str, Any]:
 def show_recording(recording: Recording, reports: Reports) -> None:
     """The iteration table, what went wrong in a context, the shared workers and the final
     parameters."""
-    from distviz.render import training as render_training
+    from distviz.render import iterations
     out = unbounded_console()
     n = len(recording.contexts)
     summary = recording.training
@@ -92,13 +92,13 @@ def show_recording(recording: Recording, reports: Reports) -> None:
     out.print(f"{name}: {plural(n, 'context')} recorded{total} on "
               f"{plural(len(recording.workers), 'worker')} ({', '.join(recording.workers)})",
               markup=False)
-    out.print(render_training.iteration_table(recording, [cv.verdict for cv in reports]))
+    out.print(iterations.iteration_table(recording, [cv.verdict for cv in reports]))
     for i, (rp, _) in enumerate(reports):
         if rp is not None and rp.outcome != "completed":
             out.print(f"{recording.label(i)}: {rp.summary()}", markup=False)
     for shared in _shared(recording):
         out.print(shared.sentence, markup=False)
-    for line in render_training.final_lines(summary):
+    for line in iterations.final_lines(summary):
         out.print(line, markup=False)
 
 
@@ -106,8 +106,7 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
                  view: View) -> None:
     """One context as a single trace is shown: its summary, its step log ending with the
     iteration's events, and what PyTorch did."""
-    from distviz.render import training as render_training
-    from distviz.render import tree
+    from distviz.render import iterations, tree
     trace = recording.pick(number)
     rp, agreement = report_.replay, report_.agreement
     out = unbounded_console()
@@ -119,7 +118,7 @@ def show_context(recording: Recording, number: int, report_: ContextVerdict,
     it = recording.iterations[number - 1]
     if it is not None:
         first = len(rp.events) if rp is not None else 0
-        for log_line in render_training.iteration_log(it, first, trace.workers):
+        for log_line in iterations.iteration_log(it, first, trace.workers):
             out.print(log_line)
     for line in real_lines(trace):
         out.print(line, markup=False)
@@ -172,9 +171,9 @@ def context_analyses(recording: Recording, reports: Reports, numbers: list[int] 
 
 def write_html(recording: Recording, found: dict[int, Analysis], path: Path) -> None:
     """The HTML step viewer of the contexts in ``found`` (their analyses by number, from
-    ``context_analyses``), with a context picker (``distviz.render.html.contexts``)."""
+    ``context_analyses``), with a context picker (``distviz.render.html.contexts_page``)."""
     from distviz.files import write_atomic
-    from distviz.render.html.contexts import ContextPage, to_html_contexts
+    from distviz.render.html.contexts_page import ContextPage, to_html_contexts
     pages = [ContextPage(label=recording.label(number - 1), analysis=one,
                          iteration=recording.iterations[number - 1])
              for number, one in found.items()]

@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from distviz.judge.verdict import AGREE, NOT_COMPARED, Verdict
+from distviz.trace.contexts_file import Recording
 from distviz.trace.iteration import Iteration, TrainingSummary
-from distviz.trace.recording import Recording
 from distviz.trace.sections import RowStatus
 from distviz.words import plural
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from distviz.analyses.why import Hop, Why
-from distviz.render.text import wrapped_lines
+from distviz.render.terminal_text import wrapped_lines
 
 __all__ = ["why_lines"]
 

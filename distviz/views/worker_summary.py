@@ -12,7 +12,7 @@ from __future__ import annotations
 from distviz.analyses.timing import Timing, analyze, gradient_dtype_bytes, message_bytes
 from distviz.replay.graph import ACC, OP, RECV, SEND, IndexedGraph
 from distviz.trace import Trace
-from distviz.views.model import Link, WorkerStats, WorkerSummary
+from distviz.views.view import Link, WorkerStats, WorkerSummary
 
 __all__ = ["ordered_workers", "worker_summary"]
 

@@ -6,7 +6,7 @@ with ``watched=``, which compares only the outcome); ``watched_row`` makes its r
 verdict, as ``distviz.tracing.recording.report.row`` does for a recorded context, and ``deadline_lines``,
 ``returned_text`` and ``raised_text`` say what happened live and in the row's explanation.
 
-Every backward counted, per initiator, is ``distviz.tracing.parent.backward_counts``'s (the parent
+Every backward counted, per initiator, is ``distviz.tracing.launcher.backward_counts``'s (the parent
 reads only that: it never imports the replay for a run where nothing happened).
 """
 

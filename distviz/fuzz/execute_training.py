@@ -19,10 +19,10 @@ from distviz.outcome import Mode, Outcome, RealOutcome, Stop
 OutcomeT = TypeVar("OutcomeT", bound=str)
 
 if TYPE_CHECKING:
-    from distviz.fuzz.options import FuzzOptions
+    from distviz.fuzz.settings import FuzzOptions
     from distviz.fuzz.training_program import TrainingProgram
     from distviz.judge.verdict import ContextVerdict, Verdict
-    from distviz.trace.recording import Recording
+    from distviz.trace.contexts_file import Recording
 
 __all__ = ["judge_training_run", "run_training_program"]
 

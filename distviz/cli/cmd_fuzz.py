@@ -99,7 +99,7 @@ def fuzz(
     """
     from distviz.fuzz.runner import FuzzOptions, Progress, summary_lines
     from distviz.fuzz.runner import fuzz as run_fuzz
-    from distviz.runner.parent.torch_range import require_torch
+    from distviz.runner.supervisor.torch_range import require_torch
 
     require_torch()
     lo, hi = worker_range(workers)
