@@ -177,4 +177,4 @@ def run_worker(rank):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, nprocs=2, join=True)
+    mp.start_processes(run_worker, nprocs=2, join=True, start_method="fork")

@@ -89,4 +89,4 @@ def run_worker(rank, world_size, iterations):
 
 if __name__ == "__main__":
     iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    mp.spawn(run_worker, args=(3, iterations), nprocs=3, join=True)
+    mp.start_processes(run_worker, args=(3, iterations), nprocs=3, join=True, start_method="fork")

@@ -105,4 +105,4 @@ def run_worker(rank, mode):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(sys.argv[1],), nprocs=2, join=True)
+    mp.start_processes(run_worker, args=(sys.argv[1],), nprocs=2, join=True, start_method="fork")

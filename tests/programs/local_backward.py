@@ -108,4 +108,4 @@ def run_worker(rank, world_size, mode):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(2, sys.argv[1]), nprocs=2, join=True)
+    mp.start_processes(run_worker, args=(2, sys.argv[1]), nprocs=2, join=True, start_method="fork")

@@ -107,4 +107,4 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     optimizer = sys.argv[3] if len(sys.argv) > 3 else "sgd"
-    mp.spawn(run_worker, args=(mode, steps, optimizer), nprocs=2, join=True)
+    mp.start_processes(run_worker, args=(mode, steps, optimizer), nprocs=2, join=True, start_method="fork")

@@ -216,4 +216,4 @@ def run_worker(rank, mode, args):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(sys.argv[1], sys.argv[2:]), nprocs=3, join=True)
+    mp.start_processes(run_worker, args=(sys.argv[1], sys.argv[2:]), nprocs=3, join=True, start_method="fork")

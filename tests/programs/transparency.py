@@ -211,5 +211,5 @@ def run_worker(rank, mode, out):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(sys.argv[1], sys.argv[2]), nprocs=2, join=True)
+    mp.start_processes(run_worker, args=(sys.argv[1], sys.argv[2]), nprocs=2, join=True, start_method="fork")
     sys.exit(7)

@@ -73,4 +73,4 @@ def run_worker(rank, mode, steps):
 if __name__ == "__main__":
     mode = sys.argv[1]
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    mp.spawn(run_worker, args=(mode, steps), nprocs=2, join=True)
+    mp.start_processes(run_worker, args=(mode, steps), nprocs=2, join=True, start_method="fork")

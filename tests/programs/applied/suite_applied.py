@@ -14,7 +14,7 @@ def _train(mode):
     base = os.environ.get("RPC_INIT_METHOD", "file:///tmp/distviz-suite-applied")
     os.environ["RPC_INIT_METHOD"] = f"{base}-{mode}"
     try:
-        mp.spawn(run_worker, args=(mode, 3), nprocs=2, join=True)
+        mp.start_processes(run_worker, args=(mode, 3), nprocs=2, join=True, start_method="fork")
     finally:
         os.environ["RPC_INIT_METHOD"] = base
 

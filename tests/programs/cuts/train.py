@@ -195,6 +195,6 @@ def run_worker(rank, mistakes, steps):
 
 
 if __name__ == "__main__":
-    mp.spawn(run_worker, args=(set(sys.argv[1].split(",")),
-                               int(sys.argv[2]) if len(sys.argv) > 2 else 2),
-             nprocs=3, join=True)
+    mp.start_processes(run_worker, args=(set(sys.argv[1].split(",")),
+                                         int(sys.argv[2]) if len(sys.argv) > 2 else 2),
+                       nprocs=3, join=True, start_method="fork")

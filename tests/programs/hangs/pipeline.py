@@ -164,4 +164,4 @@ def run_worker(rank, world_size, mode, batches):
 if __name__ == "__main__":
     mode = sys.argv[1]
     batches = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    mp.spawn(run_worker, args=(3, mode, batches), nprocs=3, join=True)
+    mp.start_processes(run_worker, args=(3, mode, batches), nprocs=3, join=True, start_method="fork")
