@@ -73,6 +73,17 @@ def result_var(frames: list[Frame], api: str = "rpc_sync") -> str | None:
     return None
 
 
+def _scope(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function of ``tree`` that holds ``line`` (the module if none does)."""
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno) and \
+                node.lineno > getattr(scope, "lineno", 0):
+            scope = node
+    return scope
+
+
 @functools.lru_cache(maxsize=1024)
 def _waited_into(path: str, line: int, future: str) -> str | None:
     """The name of the first ``name = future.wait()`` after ``path:line`` in the function
@@ -80,12 +91,7 @@ def _waited_into(path: str, line: int, future: str) -> str | None:
     tree = _module_tree(path)
     if tree is None:
         return None
-    scope: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno) and \
-                node.lineno > getattr(scope, "lineno", 0):
-            scope = node
+    scope = _scope(tree, line)
     waits = [(node.lineno, name) for node, name in _name_assignments(scope)
              if node.lineno > line and _waits(node.value, future)]
     return min(waits)[1] if waits else None
@@ -198,12 +204,7 @@ def is_read(path: str, line: int, name: str) -> bool:
     tree = _module_tree(path)
     if tree is None:
         return True
-    scope: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno) and \
-                node.lineno > getattr(scope, "lineno", 0):
-            scope = node
+    scope = _scope(tree, line)
     return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
                for node in ast.walk(scope))
 
