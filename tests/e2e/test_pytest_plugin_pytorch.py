@@ -9,10 +9,11 @@ scripted ``dist_autograd.backward``, ``get_gradients`` from scripted code) and
 RRef, twice with ``retain_graph``, then refused: each worker's first context is recorded on
 the RRef's owner). Each gives the same result plain and traced with default options, no context
 differs, and every context is named by its test. All five run in one pytest process plain and
-one traced, side by side (each of PyTorch's tests starts four workers of its own: about 19 s
-apiece on two cores, so the handful is kept to the tests that each show something the others do
-not; ``test_backward_invalid_args``, ``test_jit_fork_within_context`` and the rest of the
-classes are in the benchmark's table, P1). DDP under dist autograd (``DdpComparisonTest``) is in
+one traced, side by side, their workers forked (``bench/pytorch_tests/generated.py``; the
+benchmark spawns them as PyTorch's CI does). Each of PyTorch's tests starts four workers of its
+own (about 19 s apiece on two cores when spawned), so the handful is kept to the tests that
+each show something the others do not; ``test_backward_invalid_args``,
+``test_jit_fork_within_context`` and the rest of the classes are in the benchmark's table, P1. DDP under dist autograd (``DdpComparisonTest``) is in
 the benchmark's table, not here: its teardown can deadlock inside PyTorch, plain as well as
 traced (bench/README.md, P1).
 """
@@ -42,7 +43,8 @@ TESTS = DIST_AUTOGRAD_TESTS + RPC_TESTS
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    return compare_plain_and_traced(PYTORCH_SUITE, TESTS, tmp_path_factory.mktemp("pytorch"))
+    return compare_plain_and_traced(PYTORCH_SUITE, TESTS, tmp_path_factory.mktemp("pytorch"),
+                                    env={"PYTORCH_TESTS_START": "fork"})
 
 
 def test_pytorchs_tests_give_the_same_results_traced(compared: tuple[dict[str, Any], str]

@@ -10,7 +10,7 @@ Testing MultiProcessPipe Module
 # From fairscale 0.4.13 (https://github.com/facebookresearch/fairscale, commit
 # 146f160241651e1211c4247979f159a4ef43b54a), tests/experimental/nn/test_multiprocess_pipe.py,
 # under fairscale's BSD licence (LICENSE in this folder). Changed only for CPU, each change
-# marked "CPU:": the module-wide CUDA skip and the `skip_if_single_gpu` marks are gone, and the
+# marked "CPU:" (and one "distviz:", the workers forked): the module-wide CUDA skip and the `skip_if_single_gpu` marks are gone, and the
 # TensorPipe device maps are set only where CUDA is (CPU tensors need none, and TensorPipe
 # refuses a map to a device it has not got). `create_multiple_workers` keeps fairscale's
 # `skip_due_to_flakyness`; the other 12 run on CPU. distviz runs them plain and under
@@ -100,7 +100,8 @@ def rpc_test(world_size=1):
     def decorator(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            mp.spawn(rpc_worker, args=(world_size, tempfile.mkstemp()[1], func, *kwargs.values()), nprocs=world_size)
+            # distviz: forked, not spawned (a spawned worker imports torch again: twice the CPU)
+            mp.start_processes(rpc_worker, args=(world_size, tempfile.mkstemp()[1], func, *kwargs.values()), nprocs=world_size, start_method="fork")
 
         globals()["test_" + func.__name__] = wrapper
         return func
