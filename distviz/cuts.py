@@ -48,6 +48,7 @@ class CutKind(StrEnum):
     NUMPY = "numpy"                          # .numpy()
     REQUIRES_GRAD_FALSE = "requires_grad_false"   # requires_grad_(False)
     PARAMETER_SENT = "parameter_sent"        # an nn.Parameter returned by an RPC's function
+    PARAMETER_ARG = "parameter_arg"          # an nn.Parameter passed as an RPC's argument
     OUTSIDE_CONTEXT = "outside_context"      # an RPC made outside any context, used in one
     NEVER_USED = "never_used"                # no operation of a recorded context used it
 
@@ -142,6 +143,10 @@ class Cut:
             return (f"an RPC's function returns the nn.Parameter itself at {self.site}: RPC "
                     "sends a Parameter as plain data, with no send attached, so the caller's "
                     "gradient for it stays on the caller")
+        if k == CutKind.PARAMETER_ARG:
+            return (f"it was passed to an RPC as an argument at {self.site}: RPC sends an "
+                    "nn.Parameter as plain data, with no send attached; the callee gets a new "
+                    "leaf, and the gradient stays there")
         if k == CutKind.OUTSIDE_CONTEXT:
             rpc = self.behind[0].text() if self.behind else f"the RPC at {self.site}"
             return (f"{rpc} was made outside any dist_autograd context, and its result was "
@@ -168,6 +173,10 @@ class Cut:
         if k == CutKind.PARAMETER_SENT:
             return (f"return an output computed from the parameter at {line} (run the "
                     "forward on its owner), not the Parameter itself")
+        if k == CutKind.PARAMETER_ARG:
+            return (f"send a tensor computed from the parameter at {line} (`p * 1` is one), "
+                    "or run that computation on the parameter's owner, not the Parameter "
+                    "itself")
         if k == CutKind.OUTSIDE_CONTEXT:
             return (f"make the call at {line} inside `with dist_autograd.context()`, "
                     "where its result is used")

@@ -4,7 +4,7 @@
 ``tests/programs/cuts/train.py`` (a trainer with a local head, a parameter server behind an
 RRef with an embedding table, and a pipeline shard behind an RRef; real RPC) runs under
 ``distviz trace`` once per group of mistakes that cut different parameters (three groups hold
-the seven PyTorch's backward survives), once per mistake that hangs it, and once without a
+the eight PyTorch's backward survives), once per mistake that hangs it, and once without a
 mistake. The truth is a plain run of the same program that reads
 ``dist_autograd.get_gradients`` on each owner (one plain run for every group and each of its
 mistakes alone, ``all``; one each for the two that hang, with a short RPC time-out). A
@@ -33,13 +33,15 @@ PROGRAM = str(Path("tests") / "programs" / "cuts" / "train.py")
 #: the mistakes PyTorch's backward survives, and the cut kind distviz must name for each
 SURVIVED = {"no_grad": "no_grad", "tolist": "tolist", "data": "data",
             "requires_grad": "requires_grad_false", "parameter": "parameter_sent",
-            "outside": "outside_context", "unused_layer": "never_used"}
+            "outside": "outside_context", "unused_layer": "never_used",
+            "argument": "parameter_arg"}
 #: the program's groups of them (``GROUPS`` there): one traced run each
-GROUPS = ("no_grad,data,unused_layer", "tolist,requires_grad", "parameter,outside")
+GROUPS = ("no_grad,data,unused_layer", "tolist,requires_grad", "parameter,outside,argument")
 #: the mistakes that leave an RPC's send without a gradient (PyTorch's backward hangs)
 HANGS = {"item": ("item", "trainer"), "detach": ("detach", "shard")}
 WORDS = {"no_grad": "torch.no_grad()", "tolist": ".tolist()", "data": ".data",
          "requires_grad_false": "requires_grad_(False)", "parameter_sent": "nn.Parameter",
+         "parameter_arg": "passed to an RPC as an argument",
          "outside_context": "outside any dist_autograd context",
          "never_used": "never called in forward", "item": ".item()", "detach": ".detach()"}
 

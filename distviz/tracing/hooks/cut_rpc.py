@@ -183,17 +183,29 @@ def outside(api: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
 
 def sent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """An RPC of a watched context sends ``args``: a result of an RPC made outside any
-    context among them is used there (``rref.rpc_sync().forward(early)``)."""
-    if TLS.mode is None or not OUTSIDE:
+    context among them is used there (``rref.rpc_sync().forward(early)``); an
+    ``nn.Parameter`` among them goes as plain data (PyTorch attaches no send to it: the
+    callee gets a new leaf), a cut at the call's line unless the parameter is used with grad
+    enabled elsewhere in the context."""
+    if TLS.mode is None:
         return
-    todo: list[tuple[Any, int]] = [(args[2] if len(args) > 2 else kwargs.get("args"), 0)]
+    given = kwargs.get("kwargs") if len(args) < 4 else args[3]
+    todo: list[tuple[Any, int]] = [(args[2] if len(args) > 2 else kwargs.get("args"), 0),
+                                   (list(given.values()) if isinstance(given, dict) else (), 0)]
+    params: list[torch.Tensor] = []
     while todo:
         v, depth = todo.pop()
         if isinstance(v, torch.Tensor):
             if id(v) in OUTSIDE:
                 outside_used(v)
+            if isinstance(v, PARAMETER) and v.requires_grad:
+                params.append(v)
         elif isinstance(v, (list, tuple)) and depth < 3:
             todo.extend((x, depth + 1) for x in v[:64])
+    if params:
+        frames = own_frames(sys._getframe(1))
+        if frames:
+            add(Pending(CutKind.PARAMETER_ARG, TLS.cid, frames, None, named(params), [], None))
 
 
 def install() -> None:

@@ -53,7 +53,7 @@ from torch.overrides import TorchFunctionMode
 
 from distviz import limits
 from distviz.cuts import Cut, CutKind, Kept, Missing, RpcRef, explain
-from distviz.frames import Frame, outwards, own_frames, site_text
+from distviz.frames import Frame, outwards, own_frames, own_path, site_text
 from distviz.tracing.callsites import registry
 from distviz.tracing.hooks import cut_sites, dispatch
 from distviz.tracing.shared import journal, live, naming, process
@@ -190,10 +190,12 @@ def _see(func: Any, args: Any) -> None:
         else:
             return      # reading or setting an attribute (``t.grad_fn``) is no op: distviz's
             # own code reads them, some of it under locks the notes below take
-    if kind is not None:
-        t = args[0] if args else None
-        if isinstance(t, torch.Tensor) and t.requires_grad:
-            _note(kind, t, own_frames(sys._getframe(1)))
+    if kind is not None:    # the program's own call only: RPC's pickler reads a
+        t = args[0] if args else None   # Parameter's ``.data`` to send it, which is no cut
+        caller = sys._getframe(2)       # (the op's caller: ``_see`` <- ``__torch_function__``)
+        if isinstance(t, torch.Tensor) and t.requires_grad and \
+                own_path(caller.f_code.co_filename):
+            _note(kind, t, own_frames(caller))
         return
     if not _GRAD():
         _under_block(args)

@@ -1,8 +1,8 @@
 """A trainer, a parameter server and a pipeline shard, with one mistake that cuts a parameter's
 gradient (``tests/e2e/test_cuts.py``; each mistake's line carries ``# cut: MISTAKE``).
 
-``trainer`` (rank 0) holds a local ``head``; ``ps`` (rank 1) an embedding table, a layer ``fc``,
-a layer ``extra`` and a ``gain``, behind an RRef; ``shard`` (rank 2) a pipeline stage behind an
+``trainer`` (rank 0) holds a local ``head`` and a ``shift`` it adds to the shard's input;
+``ps`` (rank 1) an embedding table, a layer ``fc``, a layer ``extra`` and a ``gain``, behind an RRef; ``shard`` (rank 2) a pipeline stage behind an
 RRef. Each step, in a dist autograd context: the embedding of some ids (``ps``), ``fc`` and
 ``extra`` on it (``ps``), the shard, the local head, times a scale from ``gain`` (``ps``);
 ``dist_autograd.backward`` and a ``DistributedOptimizer`` step over every parameter. Some
@@ -12,7 +12,8 @@ backward each owner reads ``dist_autograd.get_gradients`` and the trainer prints
 parameters that got none (``no gradient: ps.fc.weight, ...``): the truth.
 
 MISTAKES: ``none`` (correct), or some of ``no_grad``, ``detach``, ``tolist``, ``item``,
-``data``, ``requires_grad``, ``parameter``, ``outside``, ``unused_layer``, comma-separated;
+``data``, ``requires_grad``, ``parameter``, ``outside``, ``argument``, ``unused_layer``,
+comma-separated;
 ``all``: each group of ``GROUPS`` and each of their mistakes alone, one after the other in one
 run (``MISTAKES: no gradient: ...``).
 ``detach`` (a pipeline stage) and ``item`` leave an RPC's send without a gradient: PyTorch's
@@ -34,7 +35,7 @@ from torch.distributed.optim import DistributedOptimizer
 
 #: the mistakes PyTorch's backward survives, in groups that cut different parameters (``all``
 #: runs each group and each mistake of a group, one after the other)
-GROUPS = ("no_grad,data,unused_layer", "tolist,requires_grad", "parameter,outside")
+GROUPS = ("no_grad,data,unused_layer", "tolist,requires_grad", "parameter,outside,argument")
 
 
 class ParameterServer(nn.Module):
@@ -92,6 +93,17 @@ class Shard(nn.Module):
             return out.detach()  # cut: detach
         return out
 
+    def forward_shifted(self, h, shift):
+        return self.forward(h + shift)
+
+
+class Shift(nn.Module):
+    """The trainer's shift of the shard's input."""
+
+    def __init__(self):
+        super().__init__()
+        self.value = nn.Parameter(torch.zeros(4))
+
 
 def param_rrefs(module):
     return [rpc.RRef(p) for p in module.parameters()]
@@ -103,7 +115,7 @@ def no_gradient(module, prefix, context_id):
     return [f"{prefix}.{n}" for n, p in module.named_parameters() if p not in grads]
 
 
-def step(mistakes, ps, shard, head, opt, ids, x, early):
+def step(mistakes, ps, shard, head, shift, opt, ids, x, early):
     with dist_autograd.context() as context_id:
         if "outside" in mistakes:
             e = early
@@ -116,7 +128,10 @@ def step(mistakes, ps, shard, head, opt, ids, x, early):
             h = torch.relu(F.linear(e, w, b) + ps.rpc_sync().forward(e, True))
         else:
             h = ps.rpc_sync().forward(e)
-        h = shard.rpc_sync().forward(h)
+        if "argument" in mistakes:
+            h = shard.rpc_sync().forward_shifted(h, shift.value)  # cut: argument
+        else:
+            h = shard.rpc_sync().forward(h + shift.value)
         if "item" in mistakes:
             scale = ps.rpc_sync().scale(x).item()  # cut: item
         else:
@@ -131,7 +146,8 @@ def step(mistakes, ps, shard, head, opt, ids, x, early):
         dist_autograd.backward(context_id, [loss])
         missing = (ps.rpc_sync().no_gradient_of(context_id)
                    + shard.rpc_sync().no_gradient_of(context_id)
-                   + no_gradient(head, "trainer.head", context_id))
+                   + no_gradient(head, "trainer.head", context_id)
+                   + no_gradient(shift, "trainer.shift", context_id))
         opt.step(context_id)
     return missing
 
@@ -141,14 +157,16 @@ def train(mistakes, steps):
     shard = rpc.remote("shard", Owned, args=(Shard, "shard", mistakes))
     torch.manual_seed(2)
     head = nn.Linear(4, 1)
-    params = ps.rpc_sync().param_rrefs() + shard.rpc_sync().param_rrefs() + param_rrefs(head)
+    shift = Shift()
+    params = (ps.rpc_sync().param_rrefs() + shard.rpc_sync().param_rrefs() + param_rrefs(head)
+              + param_rrefs(shift))
     opt = DistributedOptimizer(torch.optim.SGD, params, lr=0.05)
     ids = torch.tensor([1, 2, 3])
     x = torch.randn(3, 4)
     early = ps.rpc_sync().embed(ids) if "outside" in mistakes else None  # cut: outside
     missing = set()
     for k in range(steps):
-        got = step(mistakes, ps, shard, head, opt, ids, x, early)
+        got = step(mistakes, ps, shard, head, shift, opt, ids, x, early)
         missing = set(got) if k == 0 else missing & set(got)
     return ", ".join(sorted(missing)) or "-"
 
@@ -173,6 +191,9 @@ class Owned:
 
     def fc_parameters(self):
         return self.module.fc_parameters()
+
+    def forward_shifted(self, h, shift):
+        return self.module.forward_shifted(h, shift)
 
     def scale(self, x):
         return self.module.scale(x)
