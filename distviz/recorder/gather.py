@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -23,7 +22,7 @@ from distviz import limits, torch_errors
 from distviz.recorder.contexts import known_ids
 from distviz.recorder.names import names_list
 from distviz.recorder.piece import record_local
-from distviz.recorder.side_thread import SideThread, finished
+from distviz.recorder.side_thread import SideThread
 from distviz.torch_errors import ErrorKind
 from distviz.trace.node import NodeKind
 
@@ -113,10 +112,22 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
 
     wait = UNSET_RPC_TIMEOUT if timeout is None else timeout
 
-    def fetch(wid: int) -> dict[str, Any] | RuntimeError:
+    def send(batch: list[int]) -> list[tuple[int, Any]]:
+        out: list[tuple[int, Any]] = []
+        for wid in batch:
+            try:
+                out.append((wid, rpc.rpc_async(by_id[wid], local,
+                                               args=(context_id, (), (), inspect_saved),
+                                               timeout=wait)))
+            except RuntimeError as exc:
+                out.append((wid, exc))
+        return out
+
+    def receive(wid: int, fut: Any) -> dict[str, Any] | RuntimeError:
         try:
-            return rpc.rpc_sync(by_id[wid], local, args=(context_id, (), (), inspect_saved),
-                                timeout=wait)
+            if isinstance(fut, RuntimeError):
+                raise fut
+            return fut.wait()
         except RuntimeError as exc:
             kind = torch_errors.classify(exc).kind
             if timeout is not None and kind is ErrorKind.RPC_TIMEOUT:
@@ -125,17 +136,18 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
                 raise
             return exc
 
-    def ask(batch: list[int]) -> Future[list[dict[str, Any] | RuntimeError]]:
+    def ask(batch: list[int]) -> list[tuple[int, Any]]:
+        """The requests to ``batch``, sent from the side thread (outside the context); the
+        answers are waited for here, after this worker's own piece is recorded."""
         seen.update(batch)
-        asking = GATHER_THREAD.submit if batch else finished
-        return asking(lambda b: [fetch(w) for w in b], batch)
+        return GATHER_THREAD.run(send, batch) if batch else []
 
     asked = ask(sorted(set(known_ids(context_id)) - seen))
     pieces = [local(context_id, root_fns, named, inspect_saved)]
     frontier = [w for w in _reached(pieces[0]) if w not in seen]
     while True:
-        results = asked.result()
-        for piece in results:
+        for wid, fut in asked:
+            piece = receive(wid, fut)
             if isinstance(piece, RuntimeError):
                 pending.append(piece)
                 continue

@@ -10,6 +10,9 @@ place that makes such a round goes through this module:
   ``name``, which code may check (``threading.current_thread().name``).
 - ``in_new_thread(fn)``: ``fn()`` in a thread of its own, made for the call.
 - ``finished(fn, *args)``: ``fn(*args)`` run here, as a finished future.
+- ``ALARMS.after(seconds, fn)``: ``fn()`` in a thread of its own after ``seconds``, unless the
+  returned ``Alarm`` is cancelled first; one daemon thread per process keeps every alarm (a
+  ``threading.Timer`` per call would start a thread, and wait until it runs, at every call).
 - ``in_threads(fns, timeout, name)``: each ``fn()`` in a daemon thread of its own, waited for
   at most ``timeout`` seconds in all: what each returned or raised, or that it is still running
   (the one thread-with-timeout: a backward pass under the hang time-out, a snapshot's graph,
@@ -20,12 +23,14 @@ Torch-free: nothing here knows about RPC or autograd.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -73,6 +78,70 @@ class SideThread:
                 pool.submit(lambda: None).result(timeout=timeout)
             except Exception:  # noqa: BLE001 - a round stuck on a dead worker: go on anyway
                 pass
+
+
+@dataclass(order=True)
+class Alarm:
+    """One alarm of ``Alarms``: ``fn()`` at ``at`` (``time.monotonic``), unless cancelled."""
+
+    at: float
+    seq: int
+    fn: Callable[[], Any] = field(compare=False)
+    cancelled: bool = field(default=False, compare=False)
+
+    def cancel(self) -> None:
+        """The alarm will not go off (it is dropped when its time comes)."""
+        self.cancelled = True
+
+
+class Alarms:
+    """Deadlines kept by one daemon thread per process (made at the first alarm; a forked
+    child makes its own). A cancelled alarm stays queued until its time, so setting one never
+    wakes the thread unless it is the earliest; each alarm that goes off runs in a thread of its
+    own (what it does may take long: it must not hold up the others)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cond = threading.Condition()
+        self._queue: list[Alarm] = []
+        self._pid = 0
+        self._seq = itertools.count()
+
+    def after(self, seconds: float, fn: Callable[[], Any]) -> Alarm:
+        """``fn()`` after ``seconds``, unless the returned alarm is cancelled first."""
+        alarm = Alarm(time.monotonic() + seconds, next(self._seq), fn)
+        with self._cond:
+            if self._pid != os.getpid():    # first use in this process
+                self._pid, self._queue = os.getpid(), []
+                threading.Thread(target=self._loop, name=self.name, daemon=True).start()
+            heapq.heappush(self._queue, alarm)
+            if self._queue[0] is alarm:
+                self._cond.notify()
+        return alarm
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                due = self._due()
+                while due is None:
+                    wait = self._queue[0].at - time.monotonic() if self._queue else None
+                    self._cond.wait(wait)
+                    due = self._due()
+            threading.Thread(target=due.fn, name=f"{self.name}-fired", daemon=True).start()
+
+    def _due(self) -> Alarm | None:
+        """The earliest alarm whose time has come and that was not cancelled (taken off the
+        queue with the cancelled ones before it); ``None`` if none is due."""
+        now = time.monotonic()
+        while self._queue and self._queue[0].at <= now:
+            alarm = heapq.heappop(self._queue)
+            if not alarm.cancelled:
+                return alarm
+        return None
+
+
+#: The process's alarms (a recorded backward's hang time-out).
+ALARMS = Alarms("distviz-alarms")
 
 
 def in_new_thread(fn: Callable[[], T]) -> T:

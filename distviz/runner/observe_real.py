@@ -19,7 +19,6 @@ trace's ``real`` section.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +30,13 @@ import torch.distributed.rpc as rpc
 from distviz import limits
 from distviz.outcome import Outcome
 from distviz.recorder import contexts, hooks
-from distviz.recorder.side_thread import in_new_thread, in_threads
+from distviz.recorder.side_thread import ALARMS, in_new_thread, in_threads
 from distviz.runner.gradients import summarize
 from distviz.trace.sections import RealEvent
 from distviz.words import first_line
 
-__all__ = ["Passes", "RealRun", "call_on_workers", "clock_offsets", "collect", "fetch_piece",
-           "on_all", "pair_events", "run_pass", "side", "watch"]
+__all__ = ["Passes", "RealRun", "answers", "call_on_workers", "clock_offsets", "collect",
+           "fetch_piece", "on_all", "pair_events", "run_pass", "send_to_workers", "side", "watch"]
 
 
 def side(fn: Callable[[], Any]) -> Any:
@@ -49,20 +48,38 @@ def call_on_workers(workers: Sequence[str], me: str, fn: Callable[..., Any],
                     args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
     """Call ``fn(*args)`` on every worker (locally on ``me``), in the calling thread; returns
     each worker's result, or the exception it raised (a dead worker's included)."""
-    out: dict[str, Any] = {}
-    futs = {}
+    sent = send_to_workers(workers, me, fn, args, timeout)
+    return answers(sent, me, fn, args)
+
+
+def send_to_workers(workers: Sequence[str], me: str, fn: Callable[..., Any],
+                    args: tuple[Any, ...], timeout: float) -> dict[str, Any]:
+    """Start ``fn(*args)`` on every worker but ``me``: each one's future, or the exception
+    ``rpc_async`` raised at once (a dead worker)."""
+    sent: dict[str, Any] = {}
     for w in workers:
         if w == me:
             continue
         try:
-            futs[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
+            sent[w] = rpc.rpc_async(w, fn, args=args, timeout=timeout)
         except Exception as exc:  # noqa: BLE001 - a dead worker
-            out[w] = exc
+            sent[w] = exc
+    return sent
+
+
+def answers(sent: Mapping[str, Any], me: str, fn: Callable[..., Any],
+            args: tuple[Any, ...]) -> dict[str, Any]:
+    """``fn(*args)`` run here for ``me`` while the others work, then every worker's answer to
+    ``send_to_workers`` waited for: by worker, a result or the exception raised."""
+    out: dict[str, Any] = {}
     try:
         out[me] = fn(*args)
     except Exception as exc:  # noqa: BLE001
         out[me] = exc
-    for w, f in futs.items():
+    for w, f in sent.items():
+        if isinstance(f, Exception):
+            out[w] = f
+            continue
         try:
             out[w] = f.wait()
         except Exception as exc:  # noqa: BLE001
@@ -127,11 +144,9 @@ def watch(backward: Callable[[], Any], timeout: float, on_timeout: Callable[[], 
     own thread) when it has not returned after ``timeout`` seconds; then record its window and
     outcome in ``passes``. Returns what it raised (``BaseException`` included: the caller
     re-raises it)."""
-    watchdog = threading.Timer(timeout, on_timeout)
-    watchdog.daemon = True
     error: BaseException | None = None
     start = passes.begin()
-    watchdog.start()
+    watchdog = ALARMS.after(timeout, on_timeout)
     try:
         backward()
     except BaseException as exc:  # noqa: BLE001 - handed to the caller, who re-raises it

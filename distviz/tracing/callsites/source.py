@@ -4,6 +4,7 @@ the ``def`` line of a function, the RPCs a function assigns to names (``guess``)
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import linecache
 import types
@@ -117,13 +118,19 @@ def _module_tree(path: str) -> ast.Module | None:
 
 def _function_node(code: types.CodeType) -> ast.AST | None:
     """The ``def`` (or the module) whose code ``code`` is, from its file's source."""
-    tree = _module_tree(code.co_filename)
-    if tree is None or code.co_name == "<module>":
+    return _def_node(code.co_filename, code.co_name, def_line(code))
+
+
+@functools.lru_cache(maxsize=256)
+def _def_node(path: str, name: str, first: int) -> ast.AST | None:
+    """The ``def name`` at ``path:first`` (the module for ``<module>``), found once: a training
+    loop asks at every recorded step."""
+    tree = _module_tree(path)
+    if tree is None or name == "<module>":
         return tree
-    first = def_line(code)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.name == code.co_name and node.lineno == first:
+                node.name == name and node.lineno == first:
             return node
     return None
 
@@ -220,9 +227,19 @@ def _parses(text: str) -> bool:
 def assigned_before(code: types.CodeType, name: str, upto: int) -> int | None:
     """The line of the last ``name = ...`` (or ``name += ...``) statement before line ``upto``
     in the function of ``code``; ``None`` when there is none."""
-    fn = _function_node(code)
+    lines = _assignment_lines(code.co_filename, code.co_name, def_line(code), name)
+    k = bisect.bisect_left(lines, upto)
+    return lines[k - 1] if k else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _assignment_lines(path: str, fn_name: str, first: int, name: str) -> tuple[int, ...]:
+    """The lines of every ``name = ...`` (``+=``, annotated) statement in the function ``def
+    fn_name`` at ``path:first`` (not in the functions, classes and lambdas inside it), in
+    order."""
+    fn = _def_node(path, fn_name, first)
     if fn is None:
-        return None
+        return ()
     lines: list[int] = []
     stack = list(getattr(fn, "body", []))
     while stack:
@@ -234,8 +251,7 @@ def assigned_before(code: types.CodeType, name: str, upto: int) -> int | None:
             targets = list(node.targets)
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             targets = [node.target]
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and \
-                node.lineno < upto:
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             lines.append(node.lineno)
         stack.extend(ast.iter_child_nodes(node))
-    return max(lines) if lines else None
+    return tuple(sorted(lines))

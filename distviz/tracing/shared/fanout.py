@@ -1,9 +1,9 @@
 """The fan-out (torch side): one call on every worker of a traced context, from a side thread.
 
 ``on_all(workers, me, fn, *args)`` runs ``fn(*args)`` on every worker (here for ``me``) over the
-program's own RPC agent from this process's ``distviz-rpc`` thread, so that no RPC joins the
-program's dist autograd context (the thread has none). Called from that thread itself, it
-runs at once. ``in_background`` queues a round without waiting for it; ``settle`` waits for
+program's own RPC agent, its requests sent from this process's ``distviz-rpc`` thread, so that
+no RPC joins the program's dist autograd context (the thread has none). Called from that
+thread itself, it runs at once. ``in_background`` queues a round without waiting for it; ``settle`` waits for
 every queued round (before RPC shuts down).
 """
 
@@ -22,12 +22,16 @@ RPC_THREAD = SideThread("distviz-rpc")
 
 def on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
            timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
-    """Run ``fn(*args)`` on every worker (here for ``me``) from the side thread; returns each
-    worker's result, a failure as the exception it raised. (The observer loads at the first
-    round: a process whose backwards are all watched and return in time never needs it.)"""
-    from distviz.runner.observe_real import call_on_workers
+    """Run ``fn(*args)`` on every worker (here for ``me``); returns each worker's result, a
+    failure as the exception it raised. The requests go from the side thread; ``fn`` runs
+    here for ``me`` while the others work, and this thread waits for their answers (one
+    thread hand-off, not three: the side thread would wait for the GIL this thread holds). ``fn``
+    must make no RPC of its own. (The observer loads at the first round: a process whose
+    backwards are all watched and return in time never needs it.)"""
+    from distviz.runner.observe_real import answers, send_to_workers
 
-    return RPC_THREAD.run(call_on_workers, workers, me, fn, args, timeout)
+    sent = RPC_THREAD.run(send_to_workers, workers, me, fn, args, timeout)
+    return answers(sent, me, fn, args)
 
 
 def in_background(fn: Callable[..., Any], *args: Any) -> None:

@@ -150,3 +150,19 @@ def test_a_loss_given_as_an_expression_is_named_at_the_line_that_passed_it() -> 
                                "at_the_line_that_passed_it")
     assert lines.loss_statement == \
         "lines = _backward_of(torch.ones(2, requires_grad=True).sum() * 2)"
+
+
+def test_each_step_of_a_loop_names_the_loss_assigned_before_its_own_backward() -> None:
+    # the function's assignments are read once and kept: every step still gets the last one
+    # above its backward, not one further down the loop
+    src = Path(__file__).read_text().splitlines()
+    here = "tests/pure/tracing/test_tracing_names.py"
+    fn = "test_each_step_of_a_loop_names_the_loss_assigned_before_its_own_backward"
+    first = next(k for k, ln in enumerate(src, 1) if ln.strip() == "loss = torch.ones(2).sum()")
+    sites = []
+    for _ in range(3):
+        loss = torch.ones(2).sum()
+        sites.append(program.pass_lines(sys._getframe(), [loss]).loss_site)
+        loss = torch.zeros(1)
+        sites.append(program.pass_lines(sys._getframe(), [loss]).loss_site)
+    assert sites == [f"{here}:{first} in {fn}", f"{here}:{first + 2} in {fn}"] * 3
