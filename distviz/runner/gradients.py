@@ -41,7 +41,7 @@ def summarize(g: torch.Tensor) -> dict[str, Any]:
     if d.is_floating_point():
         total = float(d.sum(dtype=torch.float64))
         norm = float(torch.linalg.vector_norm(d, dtype=torch.float64))
-        zero = not bool(d.any())
+        zero = norm == 0.0 and not bool(d.any())    # a non-zero norm needs no third pass
     else:
         d = (d.real if d.is_complex() else d).to(torch.float64)   # as before, without a warning
         total, norm, zero = float(d.sum()), float(d.norm()), bool((d == 0).all())

@@ -28,3 +28,15 @@ def test_summaries_from_owners_equal_summaries_made_from_the_tensors() -> None:
     assert from_owners.to_json()["gradients"] == want
     assert mixed.to_json()["gradients"] == want
     assert list(mixed.to_json()["gradients"]) == list(want)
+
+
+def test_a_gradient_is_all_zeros_only_when_no_element_is_non_zero() -> None:
+    assert summarize(torch.zeros(2000, 64))["zero"] is True
+    assert summarize(torch.zeros(3, dtype=torch.float64))["zero"] is True
+    assert summarize(torch.tensor([0.0, -0.0]))["zero"] is True
+    assert summarize(torch.tensor([0.0, 1e-30]))["zero"] is False
+    # float64 values whose squares underflow: a norm of 0, and still not all zeros
+    tiny = torch.tensor([0.0, 1e-200], dtype=torch.float64)
+    assert summarize(tiny)["norm"] == 0.0 and summarize(tiny)["zero"] is False
+    assert summarize(torch.tensor([float("nan"), 0.0]))["zero"] is False
+    assert summarize(torch.zeros(5, 4).to_sparse())["zero"] is True
