@@ -74,6 +74,9 @@ RPC_TIMEOUT: Final = 60.0
 HOOKS_TIMEOUT: Final = 30.0
 #: Collecting the observed events and gradients from every worker after it.
 COLLECT_TIMEOUT: Final = 10.0
+#: Waiting for a traced process's writer thread to finish the traces and rows it was given
+#: (before RPC shuts down, before the pytest plugin reads the rows, at exit).
+WRITE_SETTLE_TIMEOUT: Final = 30.0
 #: Recording waits at most this long for the forward pass's messages still on their way (sent,
 #: not yet read by their receiver: an ``rpc.remote`` or ``rpc_async`` nobody waited for).
 RECORD_SETTLE_TIMEOUT: Final = 5.0

@@ -50,9 +50,16 @@ def before_gather(hook: Callable[[int], None]) -> None:
         _BEFORE_GATHER.append(hook)
 
 
+#: ``direct(worker, fn, args, timeout)``: ``fn(*args)`` started on ``worker`` without RPC, as
+#: an object whose ``wait()`` gives its value, or ``None`` where that worker cannot be asked so
+#: (``distviz.tracing.shared.local_calls``).
+Direct = Callable[[str, Callable[..., Any], tuple[Any, ...], float], Any]
+
+
 def gather(context_id: int, roots: Iterable[Any], names: Any = None,
            inspect_saved: bool = True, record_fn: Callable[..., dict[str, Any]] | None = None,
-           timeout: float | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+           timeout: float | None = None, direct: Direct | None = None
+           ) -> tuple[list[str], list[dict[str, Any]]]:
     """Record this worker and every worker reachable through known worker ids.
 
     ``record_fn`` records one worker (default ``record_local``; it is called over RPC on the
@@ -68,7 +75,9 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
     ``RuntimeError``.
 
     ``timeout``: how long each worker may take to answer (default: the RPC agent's); a worker
-    that does not answer in time raises ``NoAnswer``.
+    that does not answer in time raises ``NoAnswer``. ``direct``: how a worker is asked
+    without RPC, from this thread (``Direct``); the others are asked over RPC from the side
+    thread.
     """
     for hook in _BEFORE_GATHER:
         hook(context_id)
@@ -78,7 +87,7 @@ def gather(context_id: int, roots: Iterable[Any], names: Any = None,
     deadline = time.monotonic() + limits.RECORD_SETTLE_TIMEOUT
     while True:
         workers, pieces, pending = _gather_once(context_id, local, root_fns, named, inspect_saved,
-                                                timeout)
+                                                timeout, direct)
         if not pending and _settled(pieces):
             return workers, pieces
         if time.monotonic() >= deadline:
@@ -95,7 +104,8 @@ def _reached(piece: dict[str, Any]) -> list[int]:
 
 
 def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns: list[Any],
-                 named: list[tuple[Any, str]], inspect_saved: bool, timeout: float | None
+                 named: list[tuple[Any, str]], inspect_saved: bool, timeout: float | None,
+                 direct: Direct | None
                  ) -> tuple[list[str], list[dict[str, Any]], list[RuntimeError]]:
     """One recording of every reachable worker: ``(workers, pieces, errors)``, where errors
     are those of workers that do not know the context yet.
@@ -111,6 +121,7 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
     pending: list[RuntimeError] = []
 
     wait = UNSET_RPC_TIMEOUT if timeout is None else timeout
+    direct_limit = rpc.get_rpc_timeout() if timeout is None else timeout
 
     def send(batch: list[int]) -> list[tuple[int, Any]]:
         out: list[tuple[int, Any]] = []
@@ -128,6 +139,8 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
             if isinstance(fut, RuntimeError):
                 raise fut
             return fut.wait()
+        except TimeoutError as exc:     # a direct call's (``Direct``)
+            raise NoAnswer(by_id[wid], direct_limit) from exc
         except RuntimeError as exc:
             kind = torch_errors.classify(exc).kind
             if timeout is not None and kind is ErrorKind.RPC_TIMEOUT:
@@ -137,10 +150,17 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
             return exc
 
     def ask(batch: list[int]) -> list[tuple[int, Any]]:
-        """The requests to ``batch``, sent from the side thread (outside the context); the
-        answers are waited for here, after this worker's own piece is recorded."""
+        """The requests to ``batch``: directly from here where ``direct`` can, the others
+        from the side thread (outside the context); the answers are waited for here, after
+        this worker's own piece is recorded."""
         seen.update(batch)
-        return GATHER_THREAD.run(send, batch) if batch else []
+        asked: list[tuple[int, Any]] = []
+        if direct is not None:
+            args = (context_id, (), (), inspect_saved)
+            asked = [(w, direct(by_id[w], local, args, direct_limit)) for w in batch]
+            asked = [(w, call) for w, call in asked if call is not None]
+        rest = [w for w in batch if w not in {a for a, _ in asked}]
+        return asked + (GATHER_THREAD.run(send, rest) if rest else [])
 
     asked = ask(sorted(set(known_ids(context_id)) - seen))
     pieces = [local(context_id, root_fns, named, inspect_saved)]

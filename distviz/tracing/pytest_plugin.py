@@ -42,10 +42,9 @@ from distviz.errors import UsageError
 from distviz.limits import TRACE_HANG_TIMEOUT
 from distviz.outcome import Category
 from distviz.tracing.config import ENV, TEST_ENV, TraceConfig, check_options
-from distviz.tracing.shared import journal
+from distviz.tracing.shared import job_files, journal, writer
 from distviz.tracing.shared.fold import STOP, fold
 from distviz.tracing.shared.journal import ContextRow, Event, EventKind
-from distviz.tracing.snapshot import job_files
 from distviz.words import plural
 
 DEFAULT_DIR = "distviz-traces"
@@ -247,6 +246,7 @@ class DistvizSession:
         journal.append(self.session, Event(kind=EventKind.TESTS, pid=os.getpid(), message="pytest"))
 
     def findings(self) -> Findings:
+        writer.settle()     # the rows this process's writer thread has not written yet
         return Findings.of(journal.read(self.session))
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -26,8 +26,8 @@ from guards import HANG_GUARD_S, WAIT_GUARD_S
 from distviz.limits import EXIT_HANG
 from distviz.replay import replay
 from distviz.trace import load
+from distviz.tracing.shared import job_files
 from distviz.tracing.snapshot import client as snapshot
-from distviz.tracing.snapshot import job_files
 from distviz.tracing.snapshot import listener as snapshot_listener
 
 

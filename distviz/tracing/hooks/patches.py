@@ -60,7 +60,7 @@ from distviz.recorder.contexts import BACKWARD
 from distviz.tracing import callsites
 from distviz.tracing.config import TraceConfig
 from distviz.tracing.hooks import applied, dispatch, jit, local_backward, optimizer, rref, scripted
-from distviz.tracing.shared import fanout, journal, live, naming, process
+from distviz.tracing.shared import fanout, journal, live, naming, process, writer
 from distviz.tracing.shared.process import Process
 from distviz.tracing.snapshot import listener as snapshot_listener
 from distviz.tracing.watch import hook as watch_hook
@@ -124,6 +124,7 @@ def _shutdown(original: Any) -> Any:
     def shutdown(*args: Any, **kwargs: Any) -> Any:
         for cuts in _CUTS:
             cuts.flush()
+        writer.settle()
         fanout.settle()
         watch.hand_over()
         result = original(*args, **kwargs)

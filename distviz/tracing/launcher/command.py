@@ -44,7 +44,7 @@ from distviz.limits import TRACE_INTERRUPT_GRACE, TRACE_SETTLE, TRACE_STOP_GRACE
 from distviz.tracing.config import TraceConfig
 from distviz.tracing.launcher import launch
 from distviz.tracing.launcher.launch import CommandNotExecutable, resolve
-from distviz.tracing.snapshot import job_files
+from distviz.tracing.shared import job_files
 
 if TYPE_CHECKING:  # pragma: no cover - the end's modules are imported while the program runs
     from distviz.tracing.shared import inflight, journal

@@ -24,7 +24,7 @@ from distviz.recorder.piece import record_local, root_ids, root_nrs
 from distviz.trace import BackwardPass, Trace
 from distviz.tracing import callsites
 from distviz.tracing.callsites import program
-from distviz.tracing.shared import naming
+from distviz.tracing.shared import local_calls, naming
 
 
 def record_piece(context_id: int, roots: Any, names: Any, inspect_saved: bool) -> dict[str, Any]:
@@ -73,12 +73,14 @@ def record_trace(context_id: int, roots: list[Any], retain: bool, frame: types.F
     context already ran (recorded again, every node keeps its id), before this one.
     ``record_fn`` records one worker (default ``record_piece``; the watch's, ``piece_here``,
     puts no hooks on a running backward's graph and leaves saved tensors alone); ``timeout``
-    how long each worker may take to answer (``recorder.gather.NoAnswer``)."""
+    how long each worker may take to answer (``recorder.gather.NoAnswer``). Workers of this
+    host are asked over their listener's socket (``local_calls``), the others over RPC."""
     named: list[tuple[Any, Any]] = list(names or []) + list(
         naming.in_graph(naming.frame_names(frame), roots))
     me = rpc.get_worker_info().name
     workers, pieces = gather(context_id, roots, named, inspect_saved=record_fn is None,
-                             record_fn=record_fn or record_piece, timeout=timeout)
+                             record_fn=record_fn or record_piece, timeout=timeout,
+                             direct=local_calls.direct())
     passes = [BackwardPass(roots=list(p.roots), retain_graph=p.retain_graph,
                            root_vars=list(p.root_vars), root_nrs=list(p.root_nrs),
                            site=p.site, loss_site=p.loss_site, loss_statement=p.loss_statement)

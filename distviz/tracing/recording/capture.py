@@ -145,13 +145,16 @@ def write(path: Path, trace: Trace) -> None:
 
 
 def save(config: TraceConfig, trace: Trace, path: Path | None, row: journal.ContextRow,
-         worker: str) -> None:
+         worker: str, test: str | None = None) -> None:
     """The verdict's words into ``meta.traced``, the trace written to ``path`` (none: not
-    written) and ``row`` appended to the session's journal."""
+    written) and ``row`` appended to the session's journal; ``test``: the pytest node id the
+    row belongs to, when it is written after that test (default: the running test's)."""
     traced = trace.meta.traced
     assert traced is not None, "stamp the trace before it is saved"
     traced["agreement"] = row.agreement_text
     if path is not None:
         write(path, trace)
+    if test is not None:
+        row.test = test
     journal.append(config.session_dir, journal.Event(
-        kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=worker, row=row))
+        kind=journal.EventKind.CONTEXT, pid=os.getpid(), worker=worker, row=row, test=test))

@@ -48,16 +48,15 @@ from distviz.frames import own_frames, site_text
 from distviz.outcome import RealOutcome
 from distviz.recorder import contexts
 from distviz.recorder.contexts import BACKWARD
-from distviz.recorder.side_thread import SideThread
 from distviz.runner import observe_real
 from distviz.runner.observe_real import Passes
 from distviz.trace import NodeKind, Trace
 from distviz.trace.sections import Real, RealEvent
 from distviz.tracing import callsites
-from distviz.tracing.config import TraceConfig
+from distviz.tracing.config import TraceConfig, current_test
 from distviz.tracing.recording import capture
 from distviz.tracing.recording.assemble import record_trace
-from distviz.tracing.shared import journal, process
+from distviz.tracing.shared import journal, process, writer
 from distviz.tracing.shared.fanout import in_background, on_all
 from distviz.tracing.shared.live import say
 from distviz.tracing.shared.process import Process
@@ -98,8 +97,6 @@ def _forget_quietly(trace: Trace, me: str) -> None:
         pass
 
 
-#: The thread that saves a context's graph while its backward runs (``Run.write_early``).
-WRITER = SideThread("distviz-write")
 
 
 # -- the real backward -------------------------------------------------------------------------
@@ -122,9 +119,11 @@ class Run:
     sites: list[str | None] = field(default_factory=list)   # where each pass was called
     passes: Passes = field(default_factory=Passes)       # the earlier passes, and the running one
     events: list[RealEvent] = field(default_factory=list)     # earlier passes'
-    #: held while the trace is written; ``writes`` counts the writes done (``write_early``)
+    #: held while the trace is written; ``writes`` counts the writes done, ``queued`` the
+    #: final writes given to the writer thread (``write_early``, ``write_soon``)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     writes: int = 0
+    queued: int = 0
 
     def collect(self, passes: Passes) -> None:
         """Fill ``trace.real`` from every worker's hook events and gradients
@@ -162,18 +161,43 @@ class Run:
         before it. It costs the program's thread about half of a context's CPU (the verdict
         row, the JSON, the file) when written there. A later write that comes first (the
         backward returned, or the watchdog's) makes it moot: it is then skipped."""
-        writes, seconds = self.writes, dict(self.seconds)
+        writes, queued, seconds = self.writes, self.queued, dict(self.seconds)
         self._stamp(seconds)    # now: what is said before the backward reads ``meta.traced``
 
         def early() -> None:
             try:
                 with self.write_lock:
-                    if self.writes == writes:       # nothing newer written yet
+                    if (self.writes, self.queued) == (writes, queued):   # nothing newer yet
                         self._save(None, seconds)
             except Exception as exc:  # noqa: BLE001 - the program's backward goes on
                 say(f"{self.me} context {self.index}: the graph could not be saved before "
                     f"the backward: {type(exc).__name__}: {first_line(exc)}")
-        WRITER.submit(early)
+        writer.submit(early)
+
+    def write_soon(self) -> None:
+        """The write after a pass that completed in time, on the writer thread: the program's
+        next step runs while the verdict, the JSON, the file and the journal's line are made
+        (``distviz.tracing.shared.writer`` says when they are waited for). The trace, replay
+        and seconds are this pass's, taken now; a ``differs`` is said from the writer."""
+        trace, replay, path, index = self.trace, self.replay, self.path, self.index
+        seconds, test = dict(self.seconds), current_test()
+        self._stamp(seconds)
+        self.queued += 1
+
+        def final() -> None:
+            try:
+                with self.write_lock:
+                    row = capture.row(trace, replay, path, index, seconds)
+                    capture.save(self.config, trace, path, row, self.me, test=test)
+                    self.writes += 1
+            except Exception as exc:  # noqa: BLE001 - the program goes on
+                say(f"{self.me} context {index}: the trace could not be saved: "
+                    f"{type(exc).__name__}: {first_line(exc)}")
+                return
+            if row.agreement == journal.VerdictStatus.DIFFERS:
+                say(f"{self.me} context {index}: {row.explanation or row.agreement_text}")
+                say(f"trace: {path}")
+        writer.submit(final)
 
     def on_timeout(self) -> None:
         """The watchdog: the backward did not return within ``--hang-timeout``."""
@@ -382,11 +406,15 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
         if run.hung:
             say(f"{me} context {run.index}: PyTorch's backward returned after "
                 f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
-        detail = str(error) if error is not None else None
         run.collect(run.passes)
-        row = run.write(detail)
+        row = None
+        if error is None and not run.hung:
+            run.write_soon()
+        else:
+            row = run.write(str(error) if error is not None else None)
         _after_pass(run, run.passes.outcome)
-    if row.outcome == "error" or row.agreement == journal.VerdictStatus.DIFFERS:
+    if row is not None and (row.outcome == "error"
+                            or row.agreement == journal.VerdictStatus.DIFFERS):
         say(f"{me} context {run.index}: {row.explanation or row.agreement_text}")
         say(f"trace: {run.path}")
     if error is None:

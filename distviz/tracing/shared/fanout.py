@@ -23,14 +23,24 @@ RPC_THREAD = SideThread("distviz-rpc")
 def on_all(workers: list[str], me: str, fn: Callable[..., Any], *args: Any,
            timeout: float = limits.COLLECT_TIMEOUT) -> dict[str, Any]:
     """Run ``fn(*args)`` on every worker (here for ``me``); returns each worker's result, a
-    failure as the exception it raised. The requests go from the side thread; ``fn`` runs
-    here for ``me`` while the others work, and this thread waits for their answers (one
-    thread hand-off, not three: the side thread would wait for the GIL this thread holds). ``fn``
-    must make no RPC of its own. (The observer loads at the first round: a process whose
+    failure as the exception it raised. A worker of this host is asked over its listener's
+    socket from this thread (``local_calls``), any other over RPC from the side thread; ``fn``
+    runs here for ``me`` while the others work, and this thread waits for their answers (no
+    thread hand-off for the first kind, one for the second). ``fn`` must make no RPC of its
+    own. (The observer loads at the first round: a process whose
     backwards are all watched and return in time never needs it.)"""
     from distviz.runner.observe_real import answers, send_to_workers
+    from distviz.tracing.shared import local_calls
 
-    sent = RPC_THREAD.run(send_to_workers, workers, me, fn, args, timeout)
+    start = local_calls.direct()
+    sent: dict[str, Any] = {}
+    for w in workers:
+        call = start(w, fn, args, timeout) if w != me else None
+        if call is not None:
+            sent[w] = call
+    far = [w for w in workers if w not in sent]
+    if any(w != me for w in far):
+        sent.update(RPC_THREAD.run(send_to_workers, far, me, fn, args, timeout))
     return answers(sent, me, fn, args)
 
 

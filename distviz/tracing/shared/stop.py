@@ -14,7 +14,7 @@ import time
 
 from distviz import limits
 from distviz.tracing.config import TraceConfig
-from distviz.tracing.shared import journal
+from distviz.tracing.shared import journal, writer
 
 
 class HangPredicted(RuntimeError):
@@ -28,6 +28,7 @@ def stop_program(config: TraceConfig, reason: str, explanation: str | None = Non
     ``distviz trace``: the parent stops this process, or it leaves with ``EXIT_HANG``."""
     if config.parent_pid is None or config.session_dir is None:
         raise HangPredicted(explanation or reason)
+    writer.settle()     # the rows of the contexts before this one are in the log first
     journal.append(config.session_dir, journal.Event(kind=journal.EventKind.STOP, pid=os.getpid(),
                                                      message=reason))
     try:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from distviz import limits
 from distviz.errors import UsageError
 from distviz.recorder.side_thread import in_threads
-from distviz.tracing.snapshot.job_files import JOB_FILE, LISTENERS, SNAPSHOTS, Listener
+from distviz.tracing.shared.job_files import JOB_FILE, LISTENERS, SNAPSHOTS, Listener
 from distviz.words import context_label, plural
 
 

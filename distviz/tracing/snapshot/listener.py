@@ -10,7 +10,9 @@ Nothing runs while nobody asks:
   table of them, ``distviz.tracing.shared.inflight.TABLE``, which the watch keeps too;
 * once the process's RPC has started (``start``, from the patched ``rpc.init_rpc``), one
   daemon thread waits in ``accept()`` on an AF_UNIX socket whose path is registered in the
-  session (``distviz.tracing.snapshot.client``). ``accept()`` and everything after it run in that
+  session (``distviz.tracing.snapshot.client``). The same thread runs the calls other traced
+  processes of this host make to record or collect a context
+  (``distviz.tracing.shared.local_calls``). ``accept()`` and everything after it run in that
   thread, so a snapshot is taken while the program's threads are blocked inside C++ (an
   ``rpc_sync`` future, the backward, ``rpc.shutdown``), where a Python signal handler would
   not run.
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from distviz import limits
-from distviz.tracing.snapshot import job_files
+from distviz.tracing.shared import job_files
 
 if TYPE_CHECKING:  # pragma: no cover - the snapshot's values load at the first snapshot
     from distviz.tracing.snapshot.client import ProcessSnapshot
@@ -161,9 +163,15 @@ def _serve(sock: socket.socket, answer: Answer) -> None:
 
 
 def _answer(conn: socket.socket, answer: Answer) -> None:
-    """Read the request (one JSON line naming the folder), take the snapshot, answer."""
+    """Read the request (one JSON line naming the folder), take the snapshot, answer; or run
+    one of distviz's own calls (``distviz.tracing.shared.local_calls``)."""
     conn.settimeout(limits.SNAPSHOT_TIMEOUT)
-    data = b""
+    data = conn.recv(4096)
+    if data[:1] == b"C":
+        from distviz.tracing.shared import local_calls
+
+        local_calls.serve(conn, data)
+        return
     while b"\n" not in data and len(data) < MAX_REQUEST:
         chunk = conn.recv(4096)
         if not chunk:

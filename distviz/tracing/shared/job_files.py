@@ -1,5 +1,6 @@
-"""The files through which ``distviz snapshot`` finds a running traced job (torch-free, light:
-every traced process imports it when its RPC starts; ``distviz.tracing.snapshot.client`` holds the
+"""The files through which ``distviz snapshot`` finds a running traced job, and its processes
+find each other's listeners (``distviz.tracing.shared.local_calls``) (torch-free, light: every
+traced process imports it when its RPC starts; ``distviz.tracing.snapshot.client`` holds the
 rest). See ``distviz.tracing.snapshot.client`` for how the pieces find each other.
 """
 
