@@ -84,3 +84,29 @@ def register(session_dir: str, entry: Listener) -> str:
         json.dump(asdict(entry), f)
     os.replace(tmp, path)
     return path
+
+
+def live_listeners(session_dir: str | os.PathLike[str]) -> list[Listener]:
+    """The listeners of the session's live processes, in the order of their files: each one's
+    file read, its pid alive and its socket there (a process killed without its exit handlers
+    leaves its file)."""
+    found: list[Listener] = []
+    for path in sorted(Path(session_dir, LISTENERS).glob("*.json")):
+        try:
+            entry = Listener.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if alive(entry.pid) and os.path.exists(entry.socket):
+            found.append(entry)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -22,7 +22,6 @@ the user's only (``0600``, ``0700``), as RPC's pickles travel between the user's
 from __future__ import annotations
 
 import builtins
-import json
 import os
 import pickle
 import socket
@@ -31,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distviz.tracing.shared.job_files import LISTENERS
+from distviz.tracing.shared.job_files import live_listeners
 
 #: The first byte of a call (a snapshot's request is a JSON line: ``{``).
 CALL = b"C"
@@ -152,39 +151,15 @@ def _peer(session: str | None, worker: str) -> str | None:
     _SCANNED[session] = time.monotonic()
     for key in [k for k in _PEERS if k[0] == session]:
         del _PEERS[key]
-    _PEERS.update({(session, w): sock
-                   for w, sock in _scan(os.path.join(session, LISTENERS)).items()})
+    _PEERS.update({(session, w): sock for w, sock in _scan(session).items()})
     return _PEERS.get((session, worker))
 
 
-def _scan(folder: str) -> dict[str, str]:
-    """``{worker: socket}`` of the live processes (not this one) listening in ``folder``; a
-    name two live processes share is left out (which one is the context's is unknown)."""
+def _scan(session: str) -> dict[str, str]:
+    """``{worker: socket}`` of the session's live processes (not this one); a name two live
+    processes share is left out (which one is the context's is unknown)."""
     found: dict[str, list[str]] = {}
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return {}
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                entry = json.load(fh)
-            pid, worker, sock = int(entry["pid"]), entry.get("worker"), str(entry["socket"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if not worker or pid == os.getpid() or not _alive(pid):
-            continue
-        found.setdefault(str(worker), []).append(sock)
+    for entry in live_listeners(session):
+        if entry.worker and entry.pid != os.getpid():
+            found.setdefault(entry.worker, []).append(entry.socket)
     return {w: socks[0] for w, socks in found.items() if len(socks) == 1}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

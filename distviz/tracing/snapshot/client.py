@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,13 @@ from typing import Any, Literal
 from distviz import limits
 from distviz.errors import UsageError
 from distviz.recorder.side_thread import in_threads
-from distviz.tracing.shared.job_files import JOB_FILE, LISTENERS, SNAPSHOTS, Listener
+from distviz.tracing.shared.job_files import (
+    JOB_FILE,
+    SNAPSHOTS,
+    Listener,
+    alive,
+    live_listeners,
+)
 from distviz.words import context_label, plural
 
 
@@ -119,16 +124,6 @@ class Snapshot:
     silent: list[Silent]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def find_job(out_dir: Path) -> tuple[int, list[Listener]]:
     """The running job in ``out_dir``: ``(runner's pid, its live processes' listeners)``.
     Raises ``NoJob`` naming the folder when there is none."""
@@ -141,18 +136,10 @@ def find_job(out_dir: Path) -> tuple[int, list[Listener]]:
     except (OSError, ValueError, KeyError, TypeError):
         raise NoJob(f"{out_dir}: no running job here (no {JOB_FILE}: `distviz trace -o "
                     f"{out_dir} -- COMMAND` writes it while the command runs)") from None
-    if not _alive(pid) or not session.is_dir():
+    if not alive(pid) or not session.is_dir():
         raise NoJob(f"{out_dir}: no running job here (the job that wrote {JOB_FILE}, "
                     f"pid {pid}, has ended)")
-    found: list[Listener] = []
-    for path in sorted((session / LISTENERS).glob("*.json")):
-        try:
-            entry = Listener.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if _alive(entry.pid) and os.path.exists(entry.socket):
-            found.append(entry)
-    return pid, found
+    return pid, live_listeners(session)
 
 
 def _folder(out_dir: Path) -> Path:
