@@ -9,9 +9,9 @@ AF_UNIX socket (``distviz.tracing.snapshot.listener``); its listener thread runs
 and answers. So the asking thread, the program's own, sends the request itself (a socket is no
 RPC: the context sees nothing), does its own part, then reads the answer: no thread hand-off on
 either side. ``start(session, worker, fn, args, timeout)`` returns ``None`` where the worker
-has no one live socket in the session (another host, the Python API with no session, a process
-that has not started RPC yet, two live processes of one name): the caller asks over RPC as
-before.
+has no one live socket in the session on this host (another host or network namespace, the
+Python API with no session, a process that has not started RPC yet, two live processes of one
+name): the caller asks over RPC as before.
 
 The request is ``b"C"``, its length (8 bytes, big-endian) and the pickled ``(fn, args)``
 (``fn`` a module-level function, pickled by name); the answer its length and the pickled
@@ -156,10 +156,21 @@ def _peer(session: str | None, worker: str) -> str | None:
 
 
 def _scan(session: str) -> dict[str, str]:
-    """``{worker: socket}`` of the session's live processes (not this one); a name two live
-    processes share is left out (which one is the context's is unknown)."""
+    """``{worker: socket}`` of the session's live processes on this host (not this one); a
+    name two live processes share is left out (which one is the context's is unknown)."""
     found: dict[str, list[str]] = {}
+    here = _network(os.getpid())
     for entry in live_listeners(session):
-        if entry.worker and entry.pid != os.getpid():
+        if entry.worker and entry.pid != os.getpid() and _network(entry.pid) == here:
             found.setdefault(entry.worker, []).append(entry.socket)
     return {w: socks[0] for w, socks in found.items() if len(socks) == 1}
+
+
+def _network(pid: int) -> int | None:
+    """The network namespace of process ``pid`` (its inode), ``None`` when unknown. A process
+    in another one is on another host as far as the program's RPC goes (a container, a test's
+    veth "host"): it is asked over RPC, as the program reaches it."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None

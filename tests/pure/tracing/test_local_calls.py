@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import operator
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,12 +44,13 @@ def _fresh_peers() -> Iterator[None]:
 
 
 @pytest.fixture
-def listen(tmp_path: Path) -> Iterator[Callable[[str], subprocess.Popen[str]]]:
-    """Start a listening process named ``worker`` in the session ``tmp_path / "session"``."""
+def listen(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start a listening process named ``worker`` in the session ``tmp_path / "session"``
+    (its command line after ``prefix``)."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(worker: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen([sys.executable, "-c", _LISTEN, str(tmp_path / "session"),
+    def start(worker: str, *prefix: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen([*prefix, sys.executable, "-c", _LISTEN, str(tmp_path / "session"),
                                  worker], cwd=ROOT, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
         started.append(proc)
@@ -118,3 +120,16 @@ def test_a_listener_that_stops_answering_is_a_time_out_not_a_hang(
     assert time.monotonic() - started < 10
     proc.kill()
     wait_until(lambda: proc.poll() is not None, "the listener to be killed")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and util-linux's unshare for a network namespace")
+def test_a_worker_in_another_network_namespace_is_asked_over_rpc(
+        tmp_path: Path, listen: Callable[..., subprocess.Popen[str]]) -> None:
+    # its socket would answer (one file system), but the program reaches it as another host
+    listen("elsewhere", "unshare", "--net")
+    listen("here")
+    session = str(tmp_path / "session")
+    assert local_calls.start(session, "elsewhere", operator.add, (1, 2), 5.0) is None
+    call = local_calls.start(session, "here", operator.add, (1, 2), 5.0)
+    assert call is not None and call.wait() == 3
