@@ -282,9 +282,9 @@ def test_the_python_api_runs_an_rref_backward_on_its_owner(runs: Any) -> None:
     said = [ln for ln in proc.stdout.splitlines() if ln.startswith("api ")]
     assert said == [
         "api non-owner: initiator head, workers ['trainer', 'body', 'head'], roots "
-        "['loss_rref'], real completed, gradients [[8.0, 8.0]]",
+        "['loss_rref'], real completed, on disk completed, gradients [[8.0, 8.0]]",
         "api owner: initiator trainer, workers ['trainer', 'body'], roots ['loss_rref'], "
-        "real completed, gradients [[8.0, 8.0]]"]
+        "real completed, on disk completed, gradients [[8.0, 8.0]]"]
     for where in ("non-owner", "owner"):     # written by the owner, where the caller said
         traced = load(folder / f"{where}.json").meta.traced or {}
         assert traced["agreement"].startswith("replay matches PyTorch on all"), traced

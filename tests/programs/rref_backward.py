@@ -143,6 +143,7 @@ def errors():
 
 def api(folder):
     import distviz
+    from distviz.trace import load
 
     weight = torch.ones(2, requires_grad=True)
     for where in ("non-owner", "owner"):
@@ -153,9 +154,11 @@ def api(folder):
             else:
                 loss_rref = rpc.remote("head", head_value, args=(hidden, "ok"))
             trace = distviz.backward(context_id, loss_rref, path=f"{folder}/{where}.json")
+            on_disk = load(f"{folder}/{where}.json").real     # written when the call returns
             grads = sorted(g.tolist() for g in dist_autograd.get_gradients(context_id).values())
         print(f"api {where}: initiator {trace.initiator}, workers {trace.workers}, roots "
-              f"{trace.passes[0].root_vars}, real {trace.real.outcome}, gradients {grads}",
+              f"{trace.passes[0].root_vars}, real {trace.real.outcome}, on disk "
+              f"{on_disk.outcome if on_disk is not None else None}, gradients {grads}",
               flush=True)
 
 

@@ -178,7 +178,9 @@ class Run:
         """The write after a pass that completed in time, on the writer thread: the program's
         next step runs while the verdict, the JSON, the file and the journal's line are made
         (``distviz.tracing.shared.writer`` says when they are waited for). The trace, replay
-        and seconds are this pass's, taken now; a ``differs`` is said from the writer."""
+        and seconds are this pass's, taken now; a ``differs`` is said from the writer. Only
+        for the contexts ``distviz trace`` records on its own (``keep``): the Python API
+        (``distviz.backward``) returns the trace, whose file its caller may read at once."""
         trace, replay, path, index = self.trace, self.replay, self.path, self.index
         seconds, test = dict(self.seconds), current_test()
         self._stamp(seconds)
@@ -408,7 +410,7 @@ def _observe(run: Run, roots: Any, retain_graph: bool) -> None:
                 f"{time.perf_counter() - t:.1f} s, later than --hang-timeout: not a hang")
         run.collect(run.passes)
         row = None
-        if error is None and not run.hung:
+        if error is None and not run.hung and run.keep:     # ``distviz trace``'s own contexts
             run.write_soon()
         else:
             row = run.write(str(error) if error is not None else None)
