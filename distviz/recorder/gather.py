@@ -155,11 +155,14 @@ def _gather_once(context_id: int, local: Callable[..., dict[str, Any]], root_fns
         this worker's own piece is recorded."""
         seen.update(batch)
         asked: list[tuple[int, Any]] = []
-        if direct is not None:
-            args = (context_id, (), (), inspect_saved)
-            asked = [(w, direct(by_id[w], local, args, direct_limit)) for w in batch]
-            asked = [(w, call) for w, call in asked if call is not None]
-        rest = [w for w in batch if w not in {a for a, _ in asked}]
+        rest: list[int] = []
+        for w in batch:
+            call = None if direct is None else direct(
+                by_id[w], local, (context_id, (), (), inspect_saved), direct_limit)
+            if call is None:
+                rest.append(w)
+            else:
+                asked.append((w, call))
         return asked + (GATHER_THREAD.run(send, rest) if rest else [])
 
     asked = ask(sorted(set(known_ids(context_id)) - seen))

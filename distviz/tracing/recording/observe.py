@@ -145,8 +145,14 @@ class Run:
     def _save(self, detail: str | None, seconds: dict[str, float]) -> journal.ContextRow:
         """``write``, with ``write_lock`` held."""
         self._stamp(seconds)
-        row = capture.row(self.trace, self.replay, self.path, self.index, seconds, detail)
-        capture.save(self.config, self.trace, self.path, row, self.me)
+        return self._written(self.trace, self.replay, self.path, seconds, detail)
+
+    def _written(self, trace: Trace, replay: Replay, path: Path | None,
+                 seconds: dict[str, float], detail: str | None = None,
+                 test: str | None = None) -> journal.ContextRow:
+        """``trace`` (stamped) judged, saved and its row logged, with ``write_lock`` held."""
+        row = capture.row(trace, replay, path, self.index, seconds, detail)
+        capture.save(self.config, trace, path, row, self.me, test=test)
         self.writes += 1
         return row
 
@@ -189,9 +195,7 @@ class Run:
         def final() -> None:
             try:
                 with self.write_lock:
-                    row = capture.row(trace, replay, path, index, seconds)
-                    capture.save(self.config, trace, path, row, self.me, test=test)
-                    self.writes += 1
+                    row = self._written(trace, replay, path, seconds, test=test)
             except Exception as exc:  # noqa: BLE001 - the program goes on
                 say(f"{self.me} context {index}: the trace could not be saved: "
                     f"{type(exc).__name__}: {first_line(exc)}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from distviz import limits
-from distviz.tracing.shared import job_files
+from distviz.tracing.shared import job_files, local_calls
 
 if TYPE_CHECKING:  # pragma: no cover - the snapshot's values load at the first snapshot
     from distviz.tracing.snapshot.client import ProcessSnapshot
@@ -167,9 +167,7 @@ def _answer(conn: socket.socket, answer: Answer) -> None:
     one of distviz's own calls (``distviz.tracing.shared.local_calls``)."""
     conn.settimeout(limits.SNAPSHOT_TIMEOUT)
     data = conn.recv(4096)
-    if data[:1] == b"C":
-        from distviz.tracing.shared import local_calls
-
+    if data[:1] == local_calls.CALL:
         local_calls.serve(conn, data)
         return
     while b"\n" not in data and len(data) < MAX_REQUEST:
