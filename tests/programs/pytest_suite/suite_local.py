@@ -8,7 +8,6 @@ the local backward did.
   ``get_gradients`` empty and fills ``.grad``.
 """
 
-import tempfile
 
 import pytest
 import torch
@@ -47,9 +46,9 @@ def _without_rpc(rank, folder):
     rpc.shutdown()
 
 
-def test_local_backward_over_an_rpc_result():
-    mp.spawn(_over_rpc, args=(tempfile.mkdtemp(prefix="suite-local-"),), nprocs=2, join=True)
+def test_local_backward_over_an_rpc_result(tmp_path):
+    mp.spawn(_over_rpc, args=(str(tmp_path),), nprocs=2, join=True)
 
 
-def test_local_backward_without_rpc():
-    mp.spawn(_without_rpc, args=(tempfile.mkdtemp(prefix="suite-local-"),), nprocs=2, join=True)
+def test_local_backward_without_rpc(tmp_path):
+    mp.spawn(_without_rpc, args=(str(tmp_path),), nprocs=2, join=True)

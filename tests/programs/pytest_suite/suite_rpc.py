@@ -13,7 +13,6 @@
 """
 
 import os
-import tempfile
 import threading
 
 import torch
@@ -35,8 +34,7 @@ def _start(rank, folder):
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=WORLD, rpc_backend_options=options)
 
 
-def _spawn(fn):
-    folder = tempfile.mkdtemp(prefix="suite-rpc-")
+def _spawn(fn, folder):
     mp.spawn(fn, args=(folder,), nprocs=WORLD, join=True)
 
 
@@ -52,8 +50,8 @@ def _agrees(rank, folder):
     rpc.shutdown()
 
 
-def test_gradient_through_a_remote_call():
-    _spawn(_agrees)
+def test_gradient_through_a_remote_call(tmp_path):
+    _spawn(_agrees, str(tmp_path))
 
 
 def _unused_send_in_thread():
@@ -73,8 +71,8 @@ def _hangs(rank, folder):
     rpc.shutdown()
 
 
-def test_backward_unused_send_function():
-    _spawn(_hangs)
+def test_backward_unused_send_function(tmp_path):
+    _spawn(_hangs, str(tmp_path))
 
 
 def _raises(kind, text, fn, *args):
@@ -98,8 +96,8 @@ def _invalid(rank, folder):
     rpc.shutdown()
 
 
-def test_backward_invalid_args():
-    _spawn(_invalid)
+def test_backward_invalid_args(tmp_path):
+    _spawn(_invalid, str(tmp_path))
 
 
 def _wrong(rank, folder):
@@ -114,5 +112,5 @@ def _wrong(rank, folder):
     rpc.shutdown()
 
 
-def test_wrong_expectation_fails():
-    _spawn(_wrong)
+def test_wrong_expectation_fails(tmp_path):
+    _spawn(_wrong, str(tmp_path))

@@ -4,7 +4,6 @@
 itself; each test checks the gradient PyTorch leaves in the context.
 """
 
-import tempfile
 
 import torch
 import torch.distributed.autograd as dist_autograd
@@ -36,9 +35,9 @@ def _run(rank, folder, owner):
     rpc.shutdown()
 
 
-def test_rref_backward_from_another_worker():
-    mp.spawn(_run, args=(tempfile.mkdtemp(prefix="suite-rref-"), False), nprocs=2, join=True)
+def test_rref_backward_from_another_worker(tmp_path):
+    mp.spawn(_run, args=(str(tmp_path), False), nprocs=2, join=True)
 
 
-def test_rref_backward_on_the_owner():
-    mp.spawn(_run, args=(tempfile.mkdtemp(prefix="suite-rref-"), True), nprocs=2, join=True)
+def test_rref_backward_on_the_owner(tmp_path):
+    mp.spawn(_run, args=(str(tmp_path), True), nprocs=2, join=True)

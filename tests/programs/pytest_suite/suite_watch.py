@@ -5,7 +5,6 @@ loop use the remote result, the third leaves it out of the loss, and the test ex
 """
 
 import os
-import tempfile
 import threading
 
 import torch
@@ -43,6 +42,6 @@ def _loop(rank, folder):
     rpc.shutdown()
 
 
-def test_third_backward_hangs():
-    folder = tempfile.mkdtemp(prefix="suite-watch-")
+def test_third_backward_hangs(tmp_path):
+    folder = str(tmp_path)
     mp.spawn(_loop, args=(folder,), nprocs=WORLD, join=True)
