@@ -192,6 +192,16 @@ class Trace:
                 f"(id {self.context_id}): {len(self.nodes)} nodes on {len(self.workers)} "
                 f"workers, {len(self.passes)} passes>")
 
+    def shape(self) -> dict[str, int]:
+        """How many nodes of each name each worker holds (``worker1/AddBackward0``), sorted:
+        what tells a context's graph from the one before it (a context's row; the summary's
+        runs of contexts of the same shape)."""
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            key = f"{n.worker}/{short_name(n.name)}"
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
     def pairs(self) -> list[dict[str, Any]]:
         """Return every message id with its send and recv node ids (``None`` where one is missing),
         sorted by message id."""

@@ -8,7 +8,6 @@ the program's own file names, lines and variable names (from the trace's call si
 from __future__ import annotations
 
 import os
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from distviz import torch_errors
@@ -236,7 +235,6 @@ def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
     elif label == "differs":
         explanation = text
     timing = analyze(trace) if real.outcome == "completed" else None
-    shape = Counter(f"{n.worker}/{short_name(n.name)}" for n in trace.nodes)
     return ContextRow(
         file=path, initiator=trace.initiator, index=index, context_id=trace.context_id, pid=pid,
         workers=list(trace.workers), nodes=len(trace.nodes), messages=len(trace.pairs()),
@@ -246,4 +244,4 @@ def row(trace: Trace, replay: Replay, path: str, index: int, pid: int,
         category=v.category,
         violations=len(v.violations),
         explanation=explanation, time=_time_line(timing), passes=len(trace.passes),
-        shape=dict(sorted(shape.items())), seconds=dict(seconds))
+        shape=trace.shape(), seconds=dict(seconds))

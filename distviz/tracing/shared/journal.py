@@ -239,11 +239,24 @@ def append(session_dir: str | None, event: Event) -> None:
         if event.row is not None and event.row.test is None:
             event.row.test = test
     data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(os.path.join(session_dir, EVENTS), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+    os.write(_log(os.path.join(session_dir, EVENTS)), data)
+
+
+#: each session log this process appends to, open (``O_APPEND``: every line lands whole and in
+#: order among the other processes'), by process and path: a step's rows cost no ``open``
+_LOGS: dict[tuple[int, str], int] = {}
+
+
+def _log(path: str) -> int:
+    key = (os.getpid(), path)     # a forked child opens its own
+    fd = _LOGS.get(key)
+    if fd is None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        kept = _LOGS.setdefault(key, fd)
+        if kept != fd:      # another thread opened it first
+            os.close(fd)
+        fd = kept
+    return fd
 
 
 def read(session_dir: str) -> list[Event]:
