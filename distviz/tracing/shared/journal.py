@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
@@ -239,24 +240,25 @@ def append(session_dir: str | None, event: Event) -> None:
         if event.row is not None and event.row.test is None:
             event.row.test = test
     data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    os.write(_log(os.path.join(session_dir, EVENTS)), data)
+    _write_log(os.path.join(session_dir, EVENTS), data)
 
 
-#: each session log this process appends to, open (``O_APPEND``: every line lands whole and in
-#: order among the other processes'), by process and path: a step's rows cost no ``open``
-_LOGS: dict[tuple[int, str], int] = {}
+#: the session log this process appends to, open (``O_APPEND``: every line lands whole and in
+#: order among the other processes'): a step's rows cost no ``open``. One at a time: a process
+#: that moves to another session (the pytest plugin's runs) closes the one before.
+_LOG: dict[str, Any] = {"pid": 0, "path": "", "fd": -1}
+_LOG_LOCK = threading.Lock()
 
 
-def _log(path: str) -> int:
-    key = (os.getpid(), path)     # a forked child opens its own
-    fd = _LOGS.get(key)
-    if fd is None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        kept = _LOGS.setdefault(key, fd)
-        if kept != fd:      # another thread opened it first
-            os.close(fd)
-        fd = kept
-    return fd
+def _write_log(path: str, data: bytes) -> None:
+    with _LOG_LOCK:
+        if _LOG["pid"] != os.getpid() or _LOG["path"] != path:
+            if _LOG["pid"] == os.getpid():    # not in a forked child: its parent's is left
+                os.close(_LOG["fd"])
+            _LOG.update(pid=0, path="", fd=-1)   # a failed open below leaves none
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            _LOG.update(pid=os.getpid(), path=path, fd=fd)
+        os.write(_LOG["fd"], data)
 
 
 def read(session_dir: str) -> list[Event]:

@@ -311,6 +311,40 @@ def test_the_event_log_skips_a_torn_last_line(tmp_path: Path) -> None:
     assert events[0].row == _row("t", 1, {})
 
 
+def test_the_event_log_is_kept_open_for_one_session_at_a_time(tmp_path: Path) -> None:
+    """A process appends to its session's log through one descriptor (no ``open`` per row);
+    moving to another session closes it; a session whose folder is gone raises, and the next
+    row of a live one still lands; a forked child appends through its own."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+
+    def stop(pid: int) -> journal.Event:
+        return journal.Event(kind=journal.EventKind.STOP, pid=pid, message=f"m{pid}")
+
+    journal.append(str(a), stop(-1))
+    open_fds = len(os.listdir("/proc/self/fd"))
+    for k in range(40):
+        journal.append(str(a if k % 2 else b), stop(k))
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+    assert [e.pid for e in journal.read(str(a))] == [-1, *range(1, 40, 2)]
+    assert [e.pid for e in journal.read(str(b))] == list(range(0, 40, 2))
+    with pytest.raises(FileNotFoundError):
+        journal.append(str(tmp_path / "gone"), stop(98))
+    journal.append(str(a), stop(99))
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's exit status is the assertion
+        try:
+            journal.append(str(a), stop(100))
+        finally:
+            os._exit(0 if journal.read(str(a))[-1].pid == 100 else 1)
+    assert os.waitpid(child, 0)[1] == 0
+    journal.append(str(a), stop(101))
+    assert [e.pid for e in journal.read(str(a))][-3:] == [99, 100, 101]
+    assert "m98" not in (tmp_path / "a" / journal.EVENTS).read_text() + \
+        (tmp_path / "b" / journal.EVENTS).read_text()
+
+
 def test_the_event_log_holds_words_and_reads_them_as_members(tmp_path: Path) -> None:
     """The log's JSON holds the same words as before; they read back as ``EventKind``,
     ``RealState``, ``VerdictStatus`` and ``Category``; a line with a word none of them has (a
