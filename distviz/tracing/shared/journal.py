@@ -240,25 +240,43 @@ def append(session_dir: str | None, event: Event) -> None:
         if event.row is not None and event.row.test is None:
             event.row.test = test
     data = (json.dumps(event.to_json(), separators=(",", ":")) + "\n").encode("utf-8")
-    _write_log(os.path.join(session_dir, EVENTS), data)
+    _LOG.write(os.path.join(session_dir, EVENTS), data)
 
 
-#: the session log this process appends to, open (``O_APPEND``: every line lands whole and in
-#: order among the other processes'): a step's rows cost no ``open``. One at a time: a process
-#: that moves to another session (the pytest plugin's runs) closes the one before.
-_LOG: dict[str, Any] = {"pid": 0, "path": "", "fd": -1}
-_LOG_LOCK = threading.Lock()
+class _Log:
+    """The session log this process appends to, open (``O_APPEND``: every line lands whole and
+    in order among the other processes'): a step's rows cost no ``open``. One at a time: a
+    process that moves to another session (the pytest plugin's runs) closes the one before; a
+    forked child starts with none (its copy of its parent's descriptor is left alone)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.path = ""
+        self.fd = -1
+
+    def write(self, path: str, data: bytes) -> None:
+        with self.lock:
+            if self.path != path:
+                if self.fd >= 0:
+                    os.close(self.fd)
+                self.path, self.fd = "", -1     # a failed open below leaves none
+                self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                                  0o600)
+                self.path = path
+            os.write(self.fd, data)
 
 
-def _write_log(path: str, data: bytes) -> None:
-    with _LOG_LOCK:
-        if _LOG["pid"] != os.getpid() or _LOG["path"] != path:
-            if _LOG["pid"] == os.getpid():    # not in a forked child: its parent's is left
-                os.close(_LOG["fd"])
-            _LOG.update(pid=0, path="", fd=-1)   # a failed open below leaves none
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            _LOG.update(pid=os.getpid(), path=path, fd=fd)
-        os.write(_LOG["fd"], data)
+_LOG = _Log()
+
+
+def _new_log_in_child() -> None:
+    """A forked child's own ``_Log``: a lock another thread held at the fork would never be
+    released in it."""
+    global _LOG
+    _LOG = _Log()
+
+
+os.register_at_fork(after_in_child=_new_log_in_child)
 
 
 def read(session_dir: str) -> list[Event]:

@@ -314,7 +314,8 @@ def test_the_event_log_skips_a_torn_last_line(tmp_path: Path) -> None:
 def test_the_event_log_is_kept_open_for_one_session_at_a_time(tmp_path: Path) -> None:
     """A process appends to its session's log through one descriptor (no ``open`` per row);
     moving to another session closes it; a session whose folder is gone raises, and the next
-    row of a live one still lands; a forked child appends through its own."""
+    row of a live one still lands; a forked child appends through its own, even when the log's
+    lock was held at the fork."""
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
@@ -332,9 +333,22 @@ def test_the_event_log_is_kept_open_for_one_session_at_a_time(tmp_path: Path) ->
     with pytest.raises(FileNotFoundError):
         journal.append(str(tmp_path / "gone"), stop(98))
     journal.append(str(a), stop(99))
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:     # another thread holds the log's lock at the fork
+        with journal._LOG.lock:
+            held.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
     child = os.fork()
+    done.set()
+    holder.join()
     if child == 0:  # pragma: no cover - the child's exit status is the assertion
         try:
+            signal.alarm(10)
             journal.append(str(a), stop(100))
         finally:
             os._exit(0 if journal.read(str(a))[-1].pid == 100 else 1)
