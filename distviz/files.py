@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from distviz.errors import OutputError
@@ -87,13 +86,10 @@ def replace_file(path: Path, data: bytes, mode: int | None, *, sync: bool = True
     process wrote; only a machine crash can lose it)."""
     folder = path.parent if str(path.parent) else Path(".")
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    fd, tmp = _temporary(folder, path.name, 0o666 if mode is None else 0o600)
     try:
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.fchmod(fd, mode)
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if sync:
@@ -106,3 +102,19 @@ def replace_file(path: Path, data: bytes, mode: int | None, *, sync: bool = True
         except OSError:
             pass
         raise
+
+
+def _temporary(folder: Path, name: str, perm: int) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` in ``folder``, opened for writing, created with
+    ``perm`` less the umask, as ``open`` creates a file: the process's umask is never read by
+    setting it (a traced program's other threads create files while distviz's writer thread
+    writes a trace). Raises ``FileExistsError`` in the unlikely case that every name tried is
+    taken."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, perm), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {name} in {folder}")

@@ -85,6 +85,30 @@ def test_regular_file_is_replaced_not_rewritten_in_place(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"], "no temporary file left"
 
 
+def test_a_new_file_gets_the_umask_and_the_umask_is_never_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A traced program's writer thread writes traces while the program's own threads create
+    files: setting the process's umask to read it (even for an instant) would give their files
+    the wrong mode. The new file's mode is what ``open`` gives under the umask."""
+    set_to: list[int] = []
+    real_umask = os.umask
+
+    def umask(mask: int) -> int:
+        set_to.append(mask)
+        return real_umask(mask)
+    old = real_umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", umask)
+        write_atomic(tmp_path / "new.json", "text", sync=False)
+        write_trace(tmp_path / "t.trace.json", "{}")
+    finally:
+        real_umask(old)
+    assert set_to == [], f"the umask was set while writing: {set_to}"
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "t.trace.json").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "t.trace.json"]
+
+
 # -- symbolic links: the target is written, the link stays -----------------------------------
 
 def test_symlink_to_a_regular_file_stays_a_link(tmp_path: Path) -> None:
