@@ -165,3 +165,21 @@ def test_words_load_as_members_and_write_back_unchanged(tmp_path: Path) -> None:
     again = json.loads(trace.dumps())
     assert [n["kind"] for n in again["nodes"]] == [n["kind"] for n in obj["nodes"]]
     assert again["reference"]["comparison"][0]["status"] == "zero_unused"
+
+
+def test_node_lines_are_one_per_line_with_any_name_and_any_integer(tmp_path: Path) -> None:
+    """A trace's node lines are written by orjson (non-ASCII characters as UTF-8), and by
+    ``json`` when a node holds an integer orjson cannot write (beyond 64 bits): either way one
+    node per line, with the values given."""
+    trace = F.design_note()
+    trace.nodes[0].var = "poids_λ"
+    path = tmp_path / "t.trace.json"
+    trace.save(path)
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == len(trace.nodes) + 2, "one node per line"
+    assert load(path).to_json() == trace.to_json()
+    trace.nodes[1].msg_id = 2**70
+    text = trace.dumps()
+    assert text.count("\n") == len(trace.nodes) + 2, "one node per line"
+    obj = json.loads(text)
+    assert obj["nodes"][1]["msg_id"] == 2**70 and obj["nodes"][0]["var"] == "poids_λ"
