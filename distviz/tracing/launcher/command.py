@@ -54,7 +54,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 #: Imported while the program runs (see the module docstring).
 AFTER_START = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "rich.console",
                "distviz.tracing.launcher.run_summary",
-               "distviz.tracing.launcher.backward_counts")
+               "distviz.tracing.launcher.backward_counts", "distviz.cuts", "rich.table",
+               "rich.text")
 
 
 @dataclass

@@ -116,3 +116,28 @@ def test_backward_calls_from_torchscript_are_counted_per_worker_and_test() -> No
     found = Findings.of(events)
     assert [n.split(" from")[0] for n in found.notes["t.py::a"]] == ["worker0: 2 backward calls"]
     assert [n.split(" from")[0] for n in found.notes["t.py::b"]] == ["worker1: 1 backward call"]
+
+
+def test_what_the_summary_imports_is_loaded_while_the_program_runs() -> None:
+    """The modules the end of ``distviz trace`` imports inside its functions (the summary, the
+    cuts' notes, the contexts' table) are in ``command.AFTER_START``, loaded on a side thread
+    while the program runs: imported at the end, they add to every traced run's wall time."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from distviz.tracing.launcher import command
+
+    ends = ("distviz.tracing.launcher.run_summary", "distviz.tracing.launcher.backward_counts",
+            "distviz.tracing.shared.fold")
+    late: set[str] = set()
+    for name in ends:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                late |= {node.module for node in ast.walk(fn)
+                         if isinstance(node, ast.ImportFrom) and node.module}
+    assert "distviz.cuts" in late, "the check must see the cuts' notes' import"
+    assert late <= set(command.AFTER_START), sorted(late - set(command.AFTER_START))
