@@ -474,8 +474,10 @@ def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT 
 
 
 def _node_lines(nodes: list[dict[str, Any]]) -> str:
-    """The nodes' JSON, one compact line each, by orjson (a node holds no float, so orjson's
-    text loads as ``json``'s would; an integer beyond 64 bits falls back to ``json``)."""
+    """The nodes' JSON, one compact line each, by orjson: a node's values are strings,
+    integers, booleans and lists of them (a fault is its kind and message), whose text loads as
+    ``json``'s does (orjson would write a NaN as null, ``json`` as NaN). An integer beyond 64
+    bits falls back to ``json``."""
     try:
         return b",\n".join(map(orjson.dumps, nodes)).decode("utf-8")
     except TypeError:
