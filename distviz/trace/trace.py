@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import orjson
-
 from distviz import lend
 from distviz.errors import TraceError
 from distviz.files import write_atomic
 from distviz.outcome import Mode
 from distviz.trace.absent import AbsentLeaf, parse_absent
+from distviz.trace.compact import json_bytes
 from distviz.trace.node import KIND_OF_WORD, Node, NodeKind
 from distviz.trace.node_json import checked_node, fast_node, need
 from distviz.trace.sections import Meta, Real, Reference, ScenarioInfo, Section, SectionT
@@ -474,12 +473,8 @@ def _section(cls: type[SectionT], obj: dict[str, Any], source: str) -> SectionT 
 
 
 def _node_lines(nodes: list[dict[str, Any]]) -> str:
-    """The nodes' JSON, one compact line each, by orjson: a node's values are strings,
-    integers, booleans and lists of them (a fault is its kind and message), whose text loads as
-    ``json``'s does (orjson would write a NaN as null, ``json`` as NaN). An integer beyond 64
-    bits falls back to ``json``."""
-    try:
-        return b",\n".join(map(orjson.dumps, nodes)).decode("utf-8")
-    except TypeError:
-        encode = _COMPACT_JSON.encode
-        return ",\n".join(encode(n) for n in nodes)
+    """The nodes' JSON, one compact line each (``compact.json_bytes``: orjson, or ``json`` for
+    an integer beyond 64 bits). A node's values are strings, integers, booleans and lists of
+    them (a fault is its kind and message), whose text loads as ``json``'s does (orjson would
+    write a NaN as null, ``json`` as NaN)."""
+    return b",\n".join(map(json_bytes, nodes)).decode("utf-8")
