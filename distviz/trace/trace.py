@@ -22,7 +22,7 @@ from distviz.errors import TraceError
 from distviz.files import write_atomic
 from distviz.outcome import Mode
 from distviz.trace.absent import AbsentLeaf, parse_absent
-from distviz.trace.compact import json_bytes
+from distviz.trace.compact import COMPACT_TRACE_NODES, COMPACT_VERSION, encode_nodes, json_bytes
 from distviz.trace.node import KIND_OF_WORD, Node, NodeKind
 from distviz.trace.node_json import checked_node, fast_node, need
 from distviz.trace.sections import Meta, Real, Reference, ScenarioInfo, Section, SectionT
@@ -259,12 +259,6 @@ class Trace:
     def encode(self) -> bytes:
         """Return the file's bytes: ``dumps()``, or for ``COMPACT_TRACE_NODES`` nodes and more
         the compact layout (``schema_version`` 3, ``distviz.trace.compact``) written by orjson."""
-        from distviz.trace.compact import (
-            COMPACT_TRACE_NODES,
-            COMPACT_VERSION,
-            encode_nodes,
-            json_bytes,
-        )
         if len(self.nodes) < COMPACT_TRACE_NODES:
             return self.dumps().encode("utf-8")
         obj = self._head()
