@@ -11,7 +11,9 @@ other backward watched), and ``--contexts all`` (every context recorded, replaye
 both workers and written). Ratios are against the plain run of the same repeat and iteration
 count; targets: none <= 1.03 (at 400 iterations), first <= 1.05, all <= 1.10 (at 50
 iterations). ``MODE_pairs`` is the line to read: the median of the per-repeat (alternating,
-paired) ratios with their range. Whole-command wall times, stdout to
+paired) ratios with their range, and the 90 % interval of that median (a seeded bootstrap,
+``common.median_interval``): where it spans the target, the run had too few pairs for the
+machine's noise to say on which side the ratio is. Whole-command wall times, stdout to
 /dev/null; and the CPU seconds of the whole process tree (user + system), which a busy machine
 disturbs less than wall time. For each run of 1,000 iterations or more, the trainer's resident
 set after the last iteration against after iteration 100 (``rss_growth``, the worst run; target
@@ -47,7 +49,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import BENCH, REPO, emit, run_child
+from common import BENCH, REPO, emit, median_interval, run_child
 
 PROGRAM = BENCH / "train_program.py"
 MODES = ("plain", "none", "first", "all")
@@ -167,8 +169,10 @@ def _measure(args: argparse.Namespace, modes: tuple[str, ...], iterations: int,
             out[f"{mode}_ratio"] = statistics.median(times[mode]) / statistics.median(plain)
             out[f"{mode}_ratios"] = [m / p for m, p in zip(times[mode], plain, strict=True)]
             pairs = out[f"{mode}_ratios"]
+            low, high = median_interval(pairs)
             out[f"{mode}_pairs"] = (f"{statistics.median(pairs):.3f} [{min(pairs):.3f}-"
                                     f"{max(pairs):.3f}] ({len(pairs)} alternating pairs; "
+                                    f"90 % interval of the median {low:.3f}-{high:.3f}; "
                                     f"target {TARGETS[mode]})")
             out[f"{mode}_cpu_ratio"] = statistics.median(cpu[mode]) / statistics.median(
                 cpu["plain"])
