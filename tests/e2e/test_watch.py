@@ -407,8 +407,9 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         "                   if m in HEAVY or m.startswith(tuple(h + '.' for h in HEAVY)))\n"
         "    hooked = 'distviz.tracing.hooks.patches' in sys.modules\n"
         "    kept = len(sys.modules['distviz.tracing.callsites.registry']._CALLS) if hooked else 0\n"
+        "    ours = sum(m.split('.')[0] == 'distviz' for m in sys.modules)\n"
         "    with open(os.path.join(os.path.dirname(__file__), f'loaded.{os.getpid()}'), 'w') as f:\n"
-        "        f.write(json.dumps([hooked, kept, heavy]))\n"
+        "        f.write(json.dumps([hooked, kept, heavy, 'torch' in sys.modules, ours]))\n"
         "atexit.register(_report)\n", encoding="utf-8")
     env = _environment(tmp_path)
     env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{probe}"
@@ -420,10 +421,15 @@ def test_a_process_whose_backwards_are_all_watched_never_loads_the_recording(
         [f"step {k} done" for k in range(1, 5)]
     loaded = {int(p.suffix[1:]): json.loads(p.read_text(encoding="utf-8"))
               for p in probe.glob("loaded.*")}
-    hooked = [heavy for torch_hooked, _, heavy in loaded.values() if torch_hooked]
+    hooked = [heavy for torch_hooked, _, heavy, _, _ in loaded.values() if torch_hooked]
     assert hooked == [[]] * 3, loaded     # the command and the two workers it spawns
+    # a process that never imports torch (multiprocessing's resource tracker, which mp.spawn
+    # starts) loads nothing of distviz; each that does is hooked
+    bare = [ours for _, _, _, torch_loaded, ours in loaded.values() if not torch_loaded]
+    assert bare and bare == [0] * len(bare), loaded
+    assert all(hooked for hooked, _, _, torch_loaded, _ in loaded.values() if torch_loaded), loaded
     # no call site is kept past its context, not even those of the RPC after each backward
-    assert [kept for _, kept, _ in loaded.values()] == [0] * len(loaded), loaded
+    assert [kept for _, kept, _, _, _ in loaded.values()] == [0] * len(loaded), loaded
     index = json.loads((tmp_path / "out" / "index.json").read_text(encoding="utf-8"))
     assert index["backwards"]["worker0"]["calls"] == 4 and index["contexts"] == []
 

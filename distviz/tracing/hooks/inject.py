@@ -1,10 +1,11 @@
 """Install distviz's hooks in a traced process, lazily (torch-free).
 
-Called by the bootstrap (``boot/sitecustomize.py``) at interpreter start-up. It only adds an
-import hook: when the program imports ``torch`` (which loads ``torch.distributed.rpc`` and
-``torch.distributed.autograd`` with it), the torch-side patches of ``distviz.tracing.hooks.patches``
-are applied right after torch's own ``__init__`` ran and before the program's next line. A
-process that never imports torch pays for this module only.
+Loaded by the bootstrap (``boot/sitecustomize.py``) when a traced process first imports
+torch (the command ``distviz trace`` started early loads it at start-up, while it waits at its
+gate). Its import hook (``finder``) applies the torch-side patches of
+``distviz.tracing.hooks.patches`` right after torch's own ``__init__`` ran (which loads
+``torch.distributed.rpc`` and ``torch.distributed.autograd`` with it) and before the program's
+next line. A process that never imports torch does not load it.
 """
 
 from __future__ import annotations
@@ -61,15 +62,23 @@ def preload() -> None:
             continue
 
 
+def finder() -> _AfterTorch | None:
+    """The import hook that patches torch once it is loaded, with the settings of
+    ``DISTVIZ_TRACE`` (``None`` without them); the bootstrap hands it the process's first
+    ``import torch``."""
+    config = TraceConfig.from_env()
+    return None if config is None else _AfterTorch(config)
+
+
 def install() -> bool:
     """Arm the hooks for this process from ``DISTVIZ_TRACE``; returns whether it did."""
-    config = TraceConfig.from_env()
-    if config is None:
+    hook = finder()
+    if hook is None:
         return False
     if _WATCHED in sys.modules:     # torch already loaded (a fork of a torch process)
-        on_torch(config)
+        on_torch(hook.config)
         return True
-    sys.meta_path.insert(0, _AfterTorch(config))
+    sys.meta_path.insert(0, hook)
     return True
 
 
@@ -78,9 +87,12 @@ def reconfigure(config: TraceConfig) -> bool:
     a hang), whether they still wait for torch or are installed; returns whether there were
     any (``install`` arms them otherwise)."""
     found = False
-    for finder in sys.meta_path:
-        if isinstance(finder, _AfterTorch):
-            finder.config = config
+    for k, hook in enumerate(sys.meta_path):
+        if isinstance(hook, _AfterTorch):
+            hook.config = config
+            found = True
+        elif type(hook).__name__ == "_OnTorch":   # the bootstrap's, still waiting for torch
+            sys.meta_path[k] = _AfterTorch(config)
             found = True
     state = sys.modules.get("distviz.tracing.shared.process")
     proc = getattr(state, "PROCESS", None)
