@@ -7,9 +7,9 @@ inherit what their parent loaded). When ``DISTVIZ_TRACE`` is set it puts ``_OnTo
 on ``sys.meta_path``, a finder of its own that loads distviz's hooks
 (``distviz.tracing.hooks.inject``) when the process first imports torch: a process of the
 program that never does (``multiprocessing``'s resource tracker, a tool the program runs) loads
-nothing of distviz, where importing the hooks took a bare interpreter from 24 to 46 ms. Then it
-runs the ``sitecustomize`` module it shadows, if there is one further on ``sys.path``. It never
-stops the program: a problem here is one line on stderr.
+nothing of distviz (importing the hooks at start-up took a bare interpreter from 27 to 54 ms).
+Then it runs the ``sitecustomize`` module it shadows, if there is one further on ``sys.path``.
+It never stops the program: a problem here is one line on stderr.
 
 A command that ``distviz trace`` started early (``distviz.tracing.launcher.launch``) has ``DISTVIZ_GATE``
 instead of ``DISTVIZ_TRACE``: the hooks' modules are imported, then the settings are read from
