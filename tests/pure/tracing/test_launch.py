@@ -188,3 +188,38 @@ def test_the_bootstrap_and_the_settings_spell_the_variables_as_launch_does() -> 
     assert f'_GATE = "{launch.GATE_ENV}"' in boot
     assert f'os.environ["{launch.SETTINGS_ENV}"] = data.decode()' in boot
     assert launch.SETTINGS_ENV == config.ENV
+
+
+def test_a_traced_process_that_never_imports_torch_loads_nothing_of_distviz(
+        tmp_path: Path) -> None:
+    """The bootstrap waits for the process's first ``import torch`` (``_OnTorch``) before it
+    loads distviz's hooks: ``multiprocessing``'s resource tracker, or a tool the program runs,
+    starts as a bare interpreter does."""
+    settings = TraceConfig(out_dir=str(tmp_path / "out"), contexts="none").to_env()
+    probe = ("import json, sys; print(json.dumps([sorted(m for m in sys.modules "
+             "if m.split('.')[0] == 'distviz'), [type(f).__name__ for f in sys.meta_path]]))")
+    proc = subprocess.run([PY, "-c", probe], env=launch.environment(settings),
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=True)
+    ours, finders = json.loads(proc.stdout)
+    assert ours == [] and finders[0] == "_OnTorch", proc.stdout + proc.stderr
+
+
+def test_reconfigure_hands_new_settings_to_a_bootstrap_still_waiting_for_torch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest plugin's new settings reach a process whose bootstrap has not loaded the
+    hooks yet: its finder gives way to the hooks' own, with those settings."""
+    from distviz.tracing.hooks import inject
+
+    boot = (Path(launch.BOOT) / "sitecustomize.py").read_text(encoding="utf-8")
+    assert "\nclass _OnTorch:" in boot      # the name ``inject.reconfigure`` looks for
+
+    class _OnTorch:
+        def find_spec(self, *args: object) -> None:
+            return None
+
+    monkeypatch.setattr(sys, "meta_path", [_OnTorch(), *sys.meta_path])
+    config = TraceConfig(out_dir=str(tmp_path / "out"), contexts="all")
+    assert inject.reconfigure(config)
+    hook = sys.meta_path[0]
+    assert isinstance(hook, inject._AfterTorch) and hook.config is config
+    assert not any(type(f).__name__ == "_OnTorch" for f in sys.meta_path)
