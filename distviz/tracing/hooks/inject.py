@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import importlib.abc
 
 _WATCHED = "torch"
+#: The class name of the bootstrap's own finder that waits for torch (``boot/sitecustomize.py``
+#: spells it in its ``class`` line; it cannot import distviz to share it, a test checks both).
+BOOT_FINDER = "_OnTorch"
 #: The hooks' modules that do not import torch. A process started early imports them while it
 #: waits at its gate (``preload``), so that they are not on its way once it imports torch.
 PRELOAD = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "distviz.tracing.watch.entry",
@@ -91,7 +94,7 @@ def reconfigure(config: TraceConfig) -> bool:
         if isinstance(hook, _AfterTorch):
             hook.config = config
             found = True
-        elif type(hook).__name__ == "_OnTorch":   # the bootstrap's, still waiting for torch
+        elif type(hook).__name__ == BOOT_FINDER:   # the bootstrap's, still waiting for torch
             sys.meta_path[k] = _AfterTorch(config)
             found = True
     state = sys.modules.get("distviz.tracing.shared.process")

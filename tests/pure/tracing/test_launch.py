@@ -211,7 +211,7 @@ def test_reconfigure_hands_new_settings_to_a_bootstrap_still_waiting_for_torch(
     from distviz.tracing.hooks import inject
 
     boot = (Path(launch.BOOT) / "sitecustomize.py").read_text(encoding="utf-8")
-    assert "\nclass _OnTorch:" in boot      # the name ``inject.reconfigure`` looks for
+    assert f"\nclass {inject.BOOT_FINDER}:" in boot      # the name ``reconfigure`` looks for
 
     class _OnTorch:
         def find_spec(self, *args: object) -> None:
