@@ -141,7 +141,25 @@ class Command(TyperCommand):
                     formatter.write_dl(rows)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return _one_line(super().parse_args, ctx, args, _command_path(ctx))
+        rest = _one_line(super().parse_args, ctx, args, _command_path(ctx))
+        if self.context_settings.get("ignore_unknown_options"):
+            self._no_unknown_option(ctx)
+        return rest
+
+    def _no_unknown_option(self, ctx: Any) -> None:
+        """A command that takes ``-- COMMAND...`` keeps the options it does not know as the
+        start of that command: one there is a mistyped option of its own, not a program
+        (``--contextz all -- python train.py`` would run ``--contextz``)."""
+        for param in self.get_params(ctx):
+            words = ctx.params.get(param.name or "")
+            if param.param_type_name != "argument" or param.nargs == 1 or not words:
+                continue
+            first = str(words[0])
+            if first.startswith("-") and first != "-":
+                options = sorted(o for p in self.get_params(ctx) for o in getattr(p, "opts", [])
+                                 if o.startswith("-"))
+                raise UsageMistake(f"no such option {first}{suggest(first, options)}; "
+                                   f"see {_command_path(ctx)} --help", ctx)
 
 
 class Group(TyperGroup):

@@ -170,6 +170,22 @@ def test_an_unknown_option_suggests_the_near_one() -> None:
                      "replay --help"], result.stderr
 
 
+@pytest.mark.parametrize(("option", "near"), [
+    ("--contextz", " (did you mean '--contexts'?)"), ("--bogus", "")])
+def test_an_unknown_option_of_trace_is_not_run_as_the_command(tmp_path: Path, option: str,
+                                                              near: str) -> None:
+    """``distviz trace`` keeps the words it does not know as the command's start: a mistyped
+    option of its own is one line and exit 2, never ``command not found`` (127), and the
+    program it was given (started early, behind the gate) never runs."""
+    marker = tmp_path / "ran"
+    result = _distviz("trace", option, "all", "--", sys.executable, "-c",
+                      f"open({str(marker)!r}, 'w')", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: no such option {option}{near}; see distviz trace --help"]
+    assert not marker.exists()
+
+
 def test_an_unknown_command_suggests_the_near_one() -> None:
     result = _distviz("replai", "x.json")
     assert result.returncode == 2
