@@ -12,9 +12,10 @@ Then it runs the ``sitecustomize`` module it shadows, if there is one further on
 It never stops the program: a problem here is one line on stderr.
 
 A command that ``distviz trace`` started early (``distviz.tracing.launcher.launch``) has ``DISTVIZ_GATE``
-instead of ``DISTVIZ_TRACE``: the hooks' modules are imported, then the settings are read from
-the gate before anything else happens; an empty gate means ``distviz trace`` refused its
-command line, and the interpreter ends at once, having run nothing of the program.
+instead of ``DISTVIZ_TRACE``: while the gate is closed the hooks' modules are imported, then
+the settings are read from the gate before anything else happens; an empty gate means
+``distviz trace`` refused its command line, and the interpreter ends at once, having run
+nothing of the program.
 """
 
 from __future__ import annotations
@@ -110,23 +111,28 @@ class _OnTorch:
             return None
 
 
-def _started_early(here: str, gate: str) -> None:
-    """The command ``distviz trace`` started early: the hooks' modules are imported while
-    ``distviz trace`` checks its command line, then the settings are read from the gate."""
-    try:        # the program must run even if distviz cannot
-        hooks = _hooks(here)
-        hooks.preload()
-        inject: ModuleType | Exception = hooks
-    except Exception as exc:  # noqa: BLE001
-        inject = exc
-    _wait_at_gate(gate)
-    if isinstance(inject, Exception):
-        _not_installed(inject)
-        return
+def _closed(gate: str) -> bool:
+    """Whether the gate has nothing to read yet: ``distviz trace`` is still checking its
+    command line."""
+    import select
     try:
-        inject.install()
-    except Exception as exc:  # noqa: BLE001
-        _not_installed(exc)
+        return not select.select([int(gate)], [], [], 0)[0]
+    except (ValueError, OSError):   # ``_wait_at_gate`` says what is wrong
+        return False
+
+
+def _started_early(here: str, gate: str) -> None:
+    """The command ``distviz trace`` started early: while its gate is still closed it imports
+    the hooks' modules that do not need torch (a module at a time, never past the gate's
+    opening: what is left waits for ``import torch``); then it reads the settings from the
+    gate and arms ``_OnTorch`` as any traced process does."""
+    if _closed(gate):
+        try:        # a failure is said by ``_OnTorch``, at the import that needs the hooks
+            _hooks(here).preload(lambda: not _closed(gate))
+        except Exception:  # noqa: BLE001
+            pass
+    _wait_at_gate(gate)
+    sys.meta_path.insert(0, _OnTorch(here))
 
 
 def _boot() -> None:

@@ -14,6 +14,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -27,8 +28,8 @@ _WATCHED = "torch"
 #: The class name of the bootstrap's own finder that waits for torch (``boot/sitecustomize.py``
 #: spells it in its ``class`` line; it cannot import distviz to share it, a test checks both).
 BOOT_FINDER = "_OnTorch"
-#: The hooks' modules that do not import torch. A process started early imports them while it
-#: waits at its gate (``preload``), so that they are not on its way once it imports torch.
+#: The hooks' modules that do not import torch. A process started early imports them while its
+#: gate is still closed (``preload``), so that they are not on its way once it imports torch.
 PRELOAD = ("distviz.tracing.shared.journal", "distviz.tracing.shared.inflight", "distviz.tracing.watch.entry",
            "distviz.tracing.watch.hook", "distviz.tracing.shared.backward_stats",
            "distviz.tracing.snapshot.listener", "distviz.tracing.shared.fanout", "distviz.tracing.shared.live",
@@ -56,9 +57,12 @@ def on_torch(config: TraceConfig) -> None:
               flush=True)
 
 
-def preload() -> None:
-    """Import ``PRELOAD`` (a failure is left to the import that needs the module)."""
+def preload(stop: Callable[[], bool] = lambda: False) -> None:
+    """Import ``PRELOAD`` until ``stop()`` says to (a failure is left to the import that
+    needs the module)."""
     for name in PRELOAD:
+        if stop():
+            return
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - raised again, where it matters, by the real import
