@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from distviz import lend
 from distviz.errors import RecordError
 from distviz.limits import TRACE_HANG_TIMEOUT
-from distviz.outcome import Mode
 
 __version__ = "0.1.0"
 __all__ = ["HangPredicted", "RecordError", "Trace", "backward", "load", "name", "record",
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
     import torch
 
+    from distviz.outcome import Mode
     from distviz.trace import Trace, load
     from distviz.tracing.shared.stop import HangPredicted
 

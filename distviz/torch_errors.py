@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class ErrorKind(StrEnum):
@@ -97,19 +97,35 @@ REMOTE_HOP = "On WorkerInfo("
 _GONE = ("RPCErr", "Connection reset", "connection closed", "Connection closed", "shutdown",
          "EOF", "Broken pipe", "pipe closed", "Failed to respond", "unreachable")
 
-_REMOTE = re.compile(r"On WorkerInfo\(id=(\d+), name=([^)]*)\):\n(.*)", re.S)
-_ORIGIN = re.compile(r"On WorkerInfo\(id=\d+, name=([^)]*)\):")
-_REPR = re.compile(r"^(\w+)\((['\"])(.*)\2\)$", re.S)
-_TYPE_PREFIX = re.compile(r"^(\w+Error): ")
-_NODE = re.compile(r"Error on Node (\d+)")
-_NODE_PREFIX = re.compile(r"^(?:Error on Node \d+: )+")
-_NUMBER = re.compile(r"-?\d+")
-_NO_MEMORY = re.compile(r"can't allocate memory|Cannot allocate memory|std::bad_alloc|"
-                        r"out of memory", re.I)
-_ASKED = re.compile(r"tried to allocate (\d+) bytes")
-_MEMORY_ERROR = re.compile(r"\bMemoryError\b")
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_FREED_TAIL = re.compile(r"(" + FREED_TEXT + r") \(or directly.*?calling backward\.")
+class _Pattern:
+    """A regular expression compiled at its first use: every process that loads distviz
+    (each traced process of a program) imports this module, and most never read an error."""
+
+    __slots__ = ("_compiled", "_flags", "_text")
+
+    def __init__(self, text: str, flags: int = 0) -> None:
+        self._text, self._flags = text, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:   # ``search``, ``findall``, ``sub``...
+        if self._compiled is None:
+            self._compiled = re.compile(self._text, self._flags)
+        return getattr(self._compiled, name)
+
+
+_REMOTE = _Pattern(r"On WorkerInfo\(id=(\d+), name=([^)]*)\):\n(.*)", re.S)
+_ORIGIN = _Pattern(r"On WorkerInfo\(id=\d+, name=([^)]*)\):")
+_REPR = _Pattern(r"^(\w+)\((['\"])(.*)\2\)$", re.S)
+_TYPE_PREFIX = _Pattern(r"^(\w+Error): ")
+_NODE = _Pattern(r"Error on Node (\d+)")
+_NODE_PREFIX = _Pattern(r"^(?:Error on Node \d+: )+")
+_NUMBER = _Pattern(r"-?\d+")
+_NO_MEMORY = _Pattern(r"can't allocate memory|Cannot allocate memory|std::bad_alloc|"
+                      r"out of memory", re.I)
+_ASKED = _Pattern(r"tried to allocate (\d+) bytes")
+_MEMORY_ERROR = _Pattern(r"\bMemoryError\b")
+_FRAME = _Pattern(r'File "([^"]+)", line (\d+), in (\S+)')
+_FREED_TAIL = _Pattern(r"(" + FREED_TEXT + r") \(or directly.*?calling backward\.")
 
 
 def no_send_function(message_id: int) -> str:

@@ -10,10 +10,7 @@ a time as the summaries write it (``2.9 ms``, ``1.25 s``).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
-
-from distviz.torch_errors import without_location
 
 __all__ = ["NOTATION", "context_label", "duration", "error_line", "first_line", "plural", "suggest",
            "word_for"]
@@ -31,6 +28,8 @@ def first_line(exc: BaseException | str) -> str:
 def error_line(exc: BaseException) -> str:
     """``first_line(exc)`` without the C++ source location PyTorch appends (`` Exception raised
     from ...``), or the exception's type name."""
+    from distviz.torch_errors import without_location  # what reads an error loads its texts
+
     return without_location(first_line(exc)) or type(exc).__name__
 
 
@@ -59,6 +58,8 @@ def plural(n: int, one: str, many: str | None = None, *, grouped: bool = False) 
 
 def suggest(word: str, options: Iterable[str], fmt: str = "'{}'") -> str:
     """Return `` (did you mean 'x'?)`` for the closest option, or ``""``."""
+    import difflib  # a mistake's cost: the console script's start-up does without it
+
     matches = difflib.get_close_matches(word, sorted(set(options)), n=1, cutoff=0.6)
     return f" (did you mean {fmt.format(matches[0])}?)" if matches else ""
 
