@@ -223,3 +223,34 @@ def test_reconfigure_hands_new_settings_to_a_bootstrap_still_waiting_for_torch(
     hook = sys.meta_path[0]
     assert isinstance(hook, inject._AfterTorch) and hook.config is config
     assert not any(type(f).__name__ == "_OnTorch" for f in sys.meta_path)
+
+
+def _probe_at_first_line(out: Path) -> str:
+    """A program that writes, at its first line, the distviz modules loaded and the first
+    finder on ``sys.meta_path``."""
+    return ("import json, sys; "
+            f"open({str(out)!r}, 'w').write(json.dumps([sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'distviz'), type(sys.meta_path[0]).__name__]))")
+
+
+@pytest.mark.parametrize("wait_s", [0.0, 1.5])
+def test_a_program_started_early_preloads_only_while_its_gate_is_closed(
+        tmp_path: Path, wait_s: float) -> None:
+    """The gate's wait is used to import the hooks' torch-free modules (``inject.PRELOAD``),
+    never past its opening: released at once, the program's first line finds nothing of
+    distviz loaded but the bootstrap's finder; released late, the preloaded modules. Either
+    way the hooks themselves wait for ``import torch`` (``_OnTorch``)."""
+    from distviz.tracing.hooks import inject
+
+    out = tmp_path / "probe.json"
+    settings = TraceConfig(out_dir=str(tmp_path / "out"), contexts="none").to_env()
+    gated = _gated(tmp_path, _probe_at_first_line(out))
+    time.sleep(wait_s)
+    assert gated.release(settings).wait(HANG_GUARD_S) == 0
+    ours, first = json.loads(out.read_text())
+    assert first == inject.BOOT_FINDER
+    assert "distviz.tracing.hooks.patches" not in ours      # nothing that needs torch
+    if wait_s:
+        assert set(inject.PRELOAD) <= set(ours), ours
+    else:   # the gate was open (or opened) before the interpreter reached it
+        assert not set(inject.PRELOAD) <= set(ours), ours
