@@ -155,13 +155,15 @@ def zero_notes(trace: Trace, replay: Replay) -> list[str]:
     or a custom Function), one sentence each: ``ps.aux.weight, ps.aux.bias got an all-zero
     gradient: output 1 (`aux`) of rpc_sync(forward) to ps at ... is not used by the loss
     ...``."""
-    from distviz.analyses.why import why
-
     real = trace.real
     if real is None or real.outcome != "completed":
         return []
     zero = [n for n in trace.nodes_of_kind(NodeKind.ACCUMULATE_GRAD)
             if bool((real.gradients.get(n.id) or {}).get("zero"))]
+    if not zero:    # most contexts: ``why`` (and what it loads) is not needed
+        return []
+    from distviz.analyses.why import why
+
     grouped: dict[str, list[str]] = {}
     for n in zero:
         answer = why(trace, n.id, replay)
@@ -183,12 +185,14 @@ def absent_notes(trace: Trace) -> list[str]:
     graph accumulates into (``trace.absent_leaves``: ``not_reached``), one sentence per
     worker, with ``distviz why``'s answer for the first (the one fact): ``2 parameters on
     shard1 got no gradient (shard1.fc.weight, shard1.fc.bias): the parameter ...``."""
-    from distviz.analyses.why import why
-
     by_worker: dict[str, list[str]] = {}
     for a in trace.absent_leaves:
         if a.parameter and a.why == "not_reached":
             by_worker.setdefault(a.worker, []).append(a.var)
+    if not by_worker:
+        return []
+    from distviz.analyses.why import why
+
     out = []
     for worker, names in by_worker.items():
         shown = ", ".join(names[:NAMED]) + (f", {len(names) - NAMED} more"
