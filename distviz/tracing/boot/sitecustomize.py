@@ -125,22 +125,21 @@ def _started_early(here: str, gate: str) -> None:
     """The command ``distviz trace`` started early: while its gate is still closed it imports
     the hooks' modules that do not need torch (a module at a time, never past the gate's
     opening: what is left waits for ``import torch``); then it reads the settings from the
-    gate and arms ``_OnTorch`` as any traced process does."""
+    gate into ``DISTVIZ_TRACE``, and ``_boot`` arms ``_OnTorch`` as in any traced process."""
     if _closed(gate):
         try:        # a failure is said by ``_OnTorch``, at the import that needs the hooks
             _hooks(here).preload(lambda: not _closed(gate))
         except Exception:  # noqa: BLE001
             pass
     _wait_at_gate(gate)
-    sys.meta_path.insert(0, _OnTorch(here))
 
 
 def _boot() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     gate = os.environ.pop(_GATE, None)
     if gate is not None:
-        _started_early(here, gate)
-    elif os.environ.get("DISTVIZ_TRACE"):
+        _started_early(here, gate)      # sets DISTVIZ_TRACE, or ends the interpreter
+    if os.environ.get("DISTVIZ_TRACE"):
         sys.meta_path.insert(0, _OnTorch(here))
     try:
         _chain(here)

@@ -57,7 +57,7 @@ def on_torch(config: TraceConfig) -> None:
               flush=True)
 
 
-def preload(stop: Callable[[], bool] = lambda: False) -> None:
+def preload(stop: Callable[[], bool]) -> None:
     """Import ``PRELOAD`` until ``stop()`` says to (a failure is left to the import that
     needs the module)."""
     for name in PRELOAD:
